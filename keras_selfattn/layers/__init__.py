@@ -1,0 +1,17 @@
+"""The public layers. Importing this module registers them for `.keras` loading."""
+
+from keras_selfattn.layers.bahdanau_attention import BahdanauAttention
+from keras_selfattn.layers.bahdanau_decoder import BahdanauDecoder, BahdanauDecoderCell
+from keras_selfattn.layers.masking import masked_softmax, valid_lens_to_mask
+from keras_selfattn.layers.multi_head_self_attention import MultiHeadSelfAttention
+from keras_selfattn.layers.positional_encoding import PositionalEncoding
+
+__all__ = [
+    "BahdanauAttention",
+    "BahdanauDecoder",
+    "BahdanauDecoderCell",
+    "MultiHeadSelfAttention",
+    "PositionalEncoding",
+    "masked_softmax",
+    "valid_lens_to_mask",
+]

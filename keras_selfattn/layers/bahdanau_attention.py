@@ -1,0 +1,295 @@
+"""Additive (Bahdanau) attention and Luong's multiplicative scores, one query or many."""
+
+import math
+import numbers
+
+import keras
+from keras import ops
+
+from keras_selfattn.layers.masking import combine_masks, masked_softmax, valid_lens_to_mask
+
+SCORES = ("additive", "dot", "general", "scaled_dot")
+
+
+def _clone_initializer(initializer):
+    """A fresh initializer object with the same configuration (one per sublayer)."""
+    return initializer.__class__.from_config(initializer.get_config())
+
+
+@keras.saving.register_keras_serializable(package="keras_selfattn")
+class BahdanauAttention(keras.layers.Layer):
+    """Attention of queries over a sequence of keys, additive or multiplicative.
+
+    For every query ``q`` and key ``k_t`` a score ``e_t`` is computed, the scores
+    over the keys are normalized with a masked softmax into weights ``a_t``, and
+    the context is ``sum_t a_t v_t``. The scores:
+
+    * ``"additive"`` (Bahdanau et al. 2015, d2l 11.3.2):
+      ``e_t = w_v^T tanh(W_q q + W_k k_t)`` with ``W_q`` (Dq -> units),
+      ``W_k`` (Dk -> units) and ``w_v`` (units -> 1), no biases;
+    * ``"dot"`` (Luong et al. 2015): ``e_t = q . k_t`` (needs Dq == Dk);
+    * ``"scaled_dot"``: ``e_t = q . k_t / sqrt(Dk)`` (needs Dq == Dk);
+    * ``"general"`` (Luong et al. 2015): ``e_t = q^T W k_t`` with ``W`` (Dk -> Dq).
+
+    The key side of every score is a projection of the keys alone (``W_k k``,
+    ``W k`` or ``k`` itself), so a decoder that attends to the same keys at every
+    step computes it once with ``project_keys(keys)`` and passes it back as
+    ``projected_keys=``.
+
+    Masking: ``valid_lens`` (d2l semantics, keys at positions >= valid_len get
+    weight 0) and the Keras mask of ``keys`` (``Embedding(mask_zero=True)``; Keras
+    passes it as ``keys_mask``) are combined with AND. The softmax runs in float32
+    and its result is cast once to the compute dtype; a query whose keys are all
+    masked gets all-zero weights and a zero context (never NaN). Dropout is applied
+    to the weights used for the context; the returned weights are the ones before
+    dropout (as in ``keras.layers.MultiHeadAttention``).
+
+    Args:
+        units: positive int, the hidden size of the additive score (the width of
+            ``W_q`` and ``W_k``). Required for ``score="additive"``; the other
+            scores have no such hidden layer and ignore it (it may be None).
+        score: one of ``"additive"`` (default), ``"dot"``, ``"general"``,
+            ``"scaled_dot"``.
+        dropout: float in [0, 1), dropout rate on the attention weights.
+        kernel_initializer: initializer of the projection kernels.
+        seed: optional int, seed of the dropout.
+        **kwargs: base layer arguments (``name``, ``dtype`` ...).
+
+    Call arguments:
+        query: (B, Dq) for one query per sequence (one decoder step), or
+            (B, S, Dq) for S queries at once.
+        keys: (B, T, Dk).
+        values: optional (B, T, Dv); defaults to ``keys``.
+        valid_lens: optional int tensor, (B,) or, for (B, S, Dq) queries, (B, S).
+        keys_mask: optional bool (B, T), True keeps a key. Filled by Keras from
+            the Keras mask of ``keys``.
+        projected_keys: optional result of ``project_keys(keys)``, to skip the
+            key projection.
+        training: bool, whether dropout is active.
+
+    Returns:
+        A tuple ``(context, weights)``: context (B, Dv) and weights (B, T) for a
+        (B, Dq) query; context (B, S, Dv) and weights (B, S, T) for (B, S, Dq)
+        queries. Both in the compute dtype.
+
+    Example:
+
+    ```python
+    import numpy as np
+    import keras_selfattn
+
+    attention = keras_selfattn.layers.BahdanauAttention(units=16)
+    query = np.random.rand(2, 8).astype("float32")      # one decoder step
+    keys = np.random.rand(2, 5, 12).astype("float32")
+    context, weights = attention(query, keys, valid_lens=np.array([3, 5]))
+    assert context.shape == (2, 12) and weights.shape == (2, 5)
+
+    # In a decoding loop, project the keys once:
+    projected = attention.project_keys(keys)
+    context, weights = attention(query, keys, projected_keys=projected)
+    ```
+
+    References:
+        - Bahdanau, Cho, Bengio, 2015. Neural Machine Translation by Jointly
+          Learning to Align and Translate. https://arxiv.org/abs/1409.0473
+        - Luong, Pham, Manning, 2015. Effective Approaches to Attention-based
+          Neural Machine Translation. https://arxiv.org/abs/1508.04025
+    """
+
+    def __init__(
+        self,
+        units=None,
+        score="additive",
+        dropout=0.0,
+        kernel_initializer="glorot_uniform",
+        seed=None,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        if score not in SCORES:
+            raise ValueError(f"score must be one of {SCORES}. Received: score={score!r}")
+        if units is not None or score == "additive":
+            if (
+                isinstance(units, bool)
+                or not isinstance(units, numbers.Integral)
+                or units <= 0
+            ):
+                raise ValueError(
+                    "units must be a positive integer"
+                    + (" (it is required by score='additive')" if units is None else "")
+                    + f". Received: units={units!r}"
+                )
+            units = int(units)
+        if (
+            isinstance(dropout, bool)
+            or not isinstance(dropout, numbers.Real)
+            or not 0.0 <= dropout < 1.0
+        ):
+            raise ValueError(
+                f"dropout must be a float in [0, 1). Received: dropout={dropout!r}"
+            )
+        if seed is not None and (
+            isinstance(seed, bool) or not isinstance(seed, numbers.Integral)
+        ):
+            raise ValueError(f"seed must be None or an integer. Received: seed={seed!r}")
+        self.units = units
+        self.score = score
+        self.dropout = float(dropout)
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.seed = None if seed is None else int(seed)
+        self.supports_masking = True
+
+    def build(self, query_shape, keys_shape, values_shape=None):
+        query_shape, keys_shape = tuple(query_shape), tuple(keys_shape)
+        if len(query_shape) not in (2, 3):
+            raise ValueError(
+                "query must have shape (batch, query_dim) or (batch, num_queries, "
+                f"query_dim). Received: query_shape={query_shape}"
+            )
+        if len(keys_shape) != 3:
+            raise ValueError(
+                "keys must have shape (batch, num_keys, key_dim). "
+                f"Received: keys_shape={keys_shape}"
+            )
+        query_dim, key_dim = query_shape[-1], keys_shape[-1]
+        if query_dim is None or key_dim is None:
+            raise ValueError(
+                "The last axis of query and keys must be known. Received: "
+                f"query_shape={query_shape}, keys_shape={keys_shape}"
+            )
+        dense = dict(use_bias=False, dtype=self.dtype_policy)
+        if self.score == "additive":
+            self.query_dense = keras.layers.Dense(
+                self.units,
+                kernel_initializer=_clone_initializer(self.kernel_initializer),
+                name="query_dense",
+                **dense,
+            )
+            self.query_dense.build(query_shape)
+            self.key_dense = keras.layers.Dense(
+                self.units,
+                kernel_initializer=_clone_initializer(self.kernel_initializer),
+                name="key_dense",
+                **dense,
+            )
+            self.key_dense.build(keys_shape)
+            self.score_dense = keras.layers.Dense(
+                1,
+                kernel_initializer=_clone_initializer(self.kernel_initializer),
+                name="score_dense",
+                **dense,
+            )
+            self.score_dense.build(query_shape[:-1] + (self.units,))
+        elif self.score == "general":
+            self.key_dense = keras.layers.Dense(
+                query_dim,
+                kernel_initializer=_clone_initializer(self.kernel_initializer),
+                name="key_dense",
+                **dense,
+            )
+            self.key_dense.build(keys_shape)
+        elif query_dim != key_dim:
+            raise ValueError(
+                f"score={self.score!r} needs queries and keys of the same size. "
+                f"Received: query_shape={query_shape}, keys_shape={keys_shape}"
+            )
+        self.dropout_layer = keras.layers.Dropout(
+            self.dropout, seed=self.seed, dtype=self.dtype_policy, name="dropout"
+        )
+        self.dropout_layer.build(query_shape[:-1] + (keys_shape[1],))
+
+    def project_keys(self, keys):
+        """The key side of the score, computed once per key sequence.
+
+        Args:
+            keys: (B, T, Dk).
+
+        Returns:
+            (B, T, units) ``W_k keys`` for ``"additive"``, (B, T, Dq) ``W keys``
+            for ``"general"``, the keys themselves for ``"dot"``/``"scaled_dot"``;
+            in the compute dtype. Pass it to ``call`` as ``projected_keys=``.
+        """
+        if not self.built:
+            raise ValueError(
+                f"{self.__class__.__name__} '{self.name}' is not built yet: call it "
+                "once, or call build(query_shape, keys_shape), before project_keys()."
+            )
+        if self.score in ("additive", "general"):
+            return self.key_dense(keys)
+        return ops.cast(keys, self.compute_dtype)
+
+    def _logits(self, queries, projected_keys):
+        """(B, S, Dq) queries and projected keys (B, T, .) -> (B, S, T) scores."""
+        if self.score == "additive":
+            features = ops.expand_dims(self.query_dense(queries), 2) + ops.expand_dims(
+                projected_keys, 1
+            )  # (B, S, T, units)
+            return ops.squeeze(self.score_dense(ops.tanh(features)), -1)
+        logits = ops.matmul(queries, ops.transpose(projected_keys, (0, 2, 1)))
+        if self.score == "scaled_dot":
+            logits = logits / ops.cast(math.sqrt(projected_keys.shape[-1]), logits.dtype)
+        return logits
+
+    def call(
+        self,
+        query,
+        keys,
+        values=None,
+        valid_lens=None,
+        keys_mask=None,
+        projected_keys=None,
+        training=None,
+    ):
+        single_query = len(query.shape) == 2
+        if values is None:
+            values = keys
+        if projected_keys is None:
+            projected_keys = self.project_keys(keys)
+        queries = ops.expand_dims(query, 1) if single_query else query
+        logits = self._logits(queries, ops.cast(projected_keys, self.compute_dtype))
+
+        num_keys = ops.shape(keys)[1]
+        length_mask = None
+        if valid_lens is not None:
+            valid_lens = ops.convert_to_tensor(valid_lens)
+            length_mask = valid_lens_to_mask(valid_lens, num_keys)
+            if len(valid_lens.shape) == 1:
+                length_mask = ops.expand_dims(length_mask, 1)  # (B, 1, T)
+        if keys_mask is not None:
+            keys_mask = ops.expand_dims(ops.cast(keys_mask, "bool"), 1)  # (B, 1, T)
+        mask = combine_masks(length_mask, keys_mask)
+
+        weights = ops.cast(masked_softmax(logits, mask), self.compute_dtype)  # (B, S, T)
+        dropped = self.dropout_layer(weights, training=training)
+        context = ops.matmul(dropped, ops.cast(values, self.compute_dtype))  # (B, S, Dv)
+        if single_query:
+            context = ops.squeeze(context, 1)
+            weights = ops.squeeze(weights, 1)
+        return context, weights
+
+    def compute_output_shape(self, query_shape, keys_shape, values_shape=None):
+        query_shape, keys_shape = tuple(query_shape), tuple(keys_shape)
+        value_dim = (values_shape if values_shape is not None else keys_shape)[-1]
+        return query_shape[:-1] + (value_dim,), query_shape[:-1] + (keys_shape[1],)
+
+    def compute_output_spec(self, query, keys, values=None, **kwargs):
+        context_shape, weights_shape = self.compute_output_shape(
+            query.shape, keys.shape, None if values is None else values.shape
+        )
+        return (
+            keras.KerasTensor(context_shape, dtype=self.compute_dtype),
+            keras.KerasTensor(weights_shape, dtype=self.compute_dtype),
+        )
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "units": self.units,
+                "score": self.score,
+                "dropout": self.dropout,
+                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+                "seed": self.seed,
+            }
+        )
+        return config

@@ -1,0 +1,215 @@
+"""Multi-head scaled dot-product self-attention with d2l valid-length masking."""
+
+import math
+
+import keras
+from keras import ops
+
+from keras_selfattn.layers.masking import (
+    causal_mask,
+    combine_masks,
+    masked_softmax,
+    valid_lens_to_mask,
+)
+
+
+@keras.saving.register_keras_serializable(package="keras_selfattn")
+class MultiHeadSelfAttention(keras.layers.Layer):
+    """Multi-head scaled dot-product self-attention (Vaswani et al. 2017).
+
+    Queries, keys and values are learned projections of the same sequence ``X``,
+    computed by one fused ``(d_in, 3 * num_hiddens)`` projection and split into
+    ``num_heads`` heads of size ``num_hiddens // num_heads``. Each head computes
+    ``softmax(Q K^T / sqrt(head_size)) V``; the heads are concatenated and projected
+    back to ``num_hiddens`` (d2l section 11.5).
+
+    Masking follows Dive into Deep Learning: ``valid_lens`` of shape ``(B,)`` hides
+    keys at positions ``>= valid_len`` from every query; ``(B, T)`` gives each query
+    its own length. The Keras mask of ``X`` (from ``Embedding(mask_zero=True)``) hides
+    the same keys, an explicit boolean ``attention_mask`` ``(B, T, T)`` hides any
+    (query, key) pair, and ``use_causal_mask`` hides future keys; all given masks are
+    combined with AND. The logits (formed in float32 under a float16 policy, whose
+    range ends at 65504) and the softmax are float32, with masked logits replaced
+    by the float32 minimum, so nothing overflows; a query whose keys are all
+    hidden gets all-zero weights (its output is the output projection's bias) rather
+    than NaN. The Keras mask passes through to the output.
+
+    Args:
+        num_hiddens: int, width of the projections and of the output; divisible by
+            ``num_heads``.
+        num_heads: int, number of attention heads.
+        dropout: float in [0, 1), dropout rate on the attention weights.
+        use_bias: bool, whether the projections have biases (d2l: False).
+        kernel_initializer: initializer of the projection kernels.
+        bias_initializer: initializer of the projection biases.
+        seed: optional int, seed of the attention dropout.
+        **kwargs: base layer arguments (``name``, ``dtype``, ...).
+
+    Call arguments:
+        inputs: float tensor ``X`` of shape ``(B, T, d_in)``.
+        valid_lens: optional int tensor ``(B,)`` or ``(B, T)``.
+        attention_mask: optional boolean tensor ``(B, T, T)``, True where a query
+            may attend to a key.
+        use_causal_mask: bool, hide keys after the query (decoder self-attention).
+        return_attention_scores: bool, also return the attention weights.
+        training: bool, whether dropout is active.
+        mask: the Keras mask of ``inputs``, filled by Keras (named ``inputs_mask``
+            when another tensor such as ``valid_lens`` is passed too).
+
+    Returns:
+        ``(B, T, num_hiddens)`` in the compute dtype, and with
+        ``return_attention_scores=True`` also the weights ``(B, num_heads, T, T)``.
+
+    Example:
+
+    >>> import numpy as np, keras_selfattn
+    >>> attn = keras_selfattn.layers.MultiHeadSelfAttention(num_hiddens=100, num_heads=5)
+    >>> X = np.ones((2, 4, 100), "float32")
+    >>> Y, W = attn(X, valid_lens=np.array([3, 2]), return_attention_scores=True)
+    >>> tuple(Y.shape), tuple(W.shape)
+    ((2, 4, 100), (2, 5, 4, 4))
+
+    References:
+        Vaswani et al. 2017, "Attention Is All You Need", section 3.2.
+        Zhang et al., "Dive into Deep Learning", sections 11.3 and 11.5.
+    """
+
+    def __init__(
+        self,
+        num_hiddens,
+        num_heads,
+        dropout=0.0,
+        use_bias=False,
+        kernel_initializer="glorot_uniform",
+        bias_initializer="zeros",
+        seed=None,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        for name, value in (("num_hiddens", num_hiddens), ("num_heads", num_heads)):
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                raise ValueError(f"{name} must be a positive integer. Received: {name}={value}")
+        if num_hiddens % num_heads:
+            raise ValueError(
+                "num_hiddens must be divisible by num_heads. "
+                f"Received: num_hiddens={num_hiddens}, num_heads={num_heads}"
+            )
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1). Received: dropout={dropout}")
+        self.num_hiddens = num_hiddens
+        self.num_heads = num_heads
+        self.head_size = num_hiddens // num_heads
+        self.dropout = dropout
+        self.use_bias = use_bias
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.bias_initializer = keras.initializers.get(bias_initializer)
+        self.seed = seed
+        self.supports_masking = True
+
+        dense_kwargs = dict(
+            use_bias=use_bias,
+            kernel_initializer=self.kernel_initializer,
+            bias_initializer=self.bias_initializer,
+            dtype=self.dtype_policy,
+        )
+        self.query_key_value_dense = keras.layers.Dense(
+            3 * num_hiddens, name="query_key_value", **dense_kwargs
+        )
+        self.output_dense = keras.layers.Dense(num_hiddens, name="output", **dense_kwargs)
+        self.dropout_layer = keras.layers.Dropout(
+            dropout, seed=seed, dtype=self.dtype_policy, name="attention_dropout"
+        )
+
+    def build(self, inputs_shape):
+        if len(inputs_shape) != 3:
+            raise ValueError(
+                "MultiHeadSelfAttention expects inputs of shape (batch, T, features). "
+                f"Received: inputs.shape={tuple(inputs_shape)}"
+            )
+        self.query_key_value_dense.build(inputs_shape)
+        self.output_dense.build(tuple(inputs_shape[:-1]) + (self.num_hiddens,))
+        self.dropout_layer.build((None, self.num_heads, None, None))
+        self.built = True
+
+    def _key_mask(self, inputs, valid_lens, attention_mask, use_causal_mask, keras_mask):
+        """Combines every mask source into one boolean (B or 1, 1, Tq or 1, Tk) mask."""
+        length = ops.shape(inputs)[1]
+        masks = []
+        if valid_lens is not None:
+            lens_mask = valid_lens_to_mask(valid_lens, length)  # (B, Tk) or (B, Tq, Tk)
+            if len(lens_mask.shape) == 2:
+                lens_mask = ops.expand_dims(lens_mask, 1)
+            masks.append(ops.expand_dims(lens_mask, 1))
+        if keras_mask is not None:
+            masks.append(ops.reshape(ops.cast(keras_mask, "bool"), (-1, 1, 1, length)))
+        if attention_mask is not None:
+            masks.append(ops.expand_dims(ops.cast(attention_mask, "bool"), 1))
+        if use_causal_mask:
+            masks.append(causal_mask(length, length)[None, None])
+        return combine_masks(*masks)
+
+    def call(
+        self,
+        inputs,
+        valid_lens=None,
+        attention_mask=None,
+        use_causal_mask=False,
+        return_attention_scores=False,
+        training=None,
+        mask=None,
+        inputs_mask=None,
+    ):
+        keras_mask = mask if mask is not None else inputs_mask
+        batch, length = ops.shape(inputs)[0], ops.shape(inputs)[1]
+        qkv = self.query_key_value_dense(inputs)
+        qkv = ops.reshape(qkv, (batch, length, 3, self.num_heads, self.head_size))
+        query, key, value = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]  # (B, T, H, D)
+
+        query = query * ops.cast(1.0 / math.sqrt(self.head_size), query.dtype)
+        if self.compute_dtype == "float16":
+            # float16 tops out at 65504: a few large activations overflow Q K^T to
+            # inf, and softmax(inf) is NaN. Form the logits in float32 instead.
+            query, key = ops.cast(query, "float32"), ops.cast(key, "float32")
+        logits = ops.einsum("bqhd,bkhd->bhqk", query, key)
+        key_mask = self._key_mask(inputs, valid_lens, attention_mask, use_causal_mask, keras_mask)
+        weights = ops.cast(masked_softmax(logits, key_mask), self.compute_dtype)
+        dropped = self.dropout_layer(weights, training=training)
+
+        context = ops.einsum("bhqk,bkhd->bqhd", dropped, value)
+        context = ops.reshape(context, (batch, length, self.num_hiddens))
+        outputs = self.output_dense(context)
+        if return_attention_scores:
+            return outputs, weights
+        return outputs
+
+    def compute_mask(self, inputs, mask=None):
+        return mask
+
+    def compute_output_shape(self, inputs_shape):
+        return tuple(inputs_shape[:-1]) + (self.num_hiddens,)
+
+    def compute_output_spec(self, inputs, return_attention_scores=False, **kwargs):
+        shape = self.compute_output_shape(inputs.shape)
+        outputs = keras.KerasTensor(shape, dtype=self.compute_dtype)
+        if not return_attention_scores:
+            return outputs
+        batch, length = inputs.shape[0], inputs.shape[1]
+        weights = keras.KerasTensor(
+            (batch, self.num_heads, length, length), dtype=self.compute_dtype
+        )
+        return outputs, weights
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "num_hiddens": self.num_hiddens,
+                "num_heads": self.num_heads,
+                "dropout": self.dropout,
+                "use_bias": self.use_bias,
+                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+                "bias_initializer": keras.initializers.serialize(self.bias_initializer),
+                "seed": self.seed,
+            }
+        )
+        return config

@@ -1,0 +1,145 @@
+"""Sinusoidal positional encoding (Vaswani et al. 2017; d2l section 11.6)."""
+
+import keras
+import numpy as np
+from keras import ops
+
+
+def sinusoidal_table(max_len, num_hiddens):
+    """The (max_len, num_hiddens) float32 table of d2l eq. 11.6.2.
+
+    ``P[i, 2j] = sin(i / 10000^(2j/d))`` and ``P[i, 2j+1] = cos(i / 10000^(2j/d))``.
+    Angles are computed in float64 and the table rounded once to float32, so every
+    entry is the correctly rounded value even at large positions (a float16 or
+    float32 angle computation drifts: keras-hub's float16 table is 0.78 off at 2048).
+    Odd ``num_hiddens`` is allowed: every column follows the formula with its own
+    ``j``, so the last column is a sine.
+    """
+    positions = np.arange(max_len, dtype=np.float64)[:, None]
+    columns = np.arange(num_hiddens)
+    exponents = (columns - columns % 2) / num_hiddens  # 2j / d for columns 2j, 2j+1
+    angles = positions / np.power(10000.0, exponents)[None, :]
+    table = np.where(columns % 2 == 0, np.sin(angles), np.cos(angles))
+    return table.astype(np.float32)
+
+
+@keras.saving.register_keras_serializable(package="keras_selfattn")
+class PositionalEncoding(keras.layers.Layer):
+    """Adds the fixed sinusoidal position table to a sequence, then applies dropout.
+
+    For inputs ``X`` of shape ``(batch, T, num_hiddens)`` the layer returns
+    ``dropout(X + P[:, start:start + T, :])`` where ``P`` is the table of Dive into
+    Deep Learning eq. 11.6.2: ``P[0, i, 2j] = sin(i / 10000^(2j/d))`` and
+    ``P[0, i, 2j+1] = cos(i / 10000^(2j/d))``. The table is computed once in float64,
+    stored in float32 and cast once to the compute dtype. ``start`` lets a decoder
+    encode one position at a time: position ``t`` alone equals row ``t`` of the full
+    pass. The layer has no weights; a Keras mask passes through unchanged.
+
+    Odd ``num_hiddens`` is accepted: every column follows the formula with its own
+    ``j`` (column ``c`` uses ``2j = c - c % 2``), so the last column is a sine.
+
+    Args:
+        num_hiddens: int, the feature size ``d``; the input's last dimension must
+            equal it.
+        dropout: float in [0, 1), dropout rate applied after the addition.
+        max_len: int, the number of positions in the table; ``start + T`` must not
+            exceed it.
+        seed: optional int, seed of the dropout.
+        **kwargs: base layer arguments (``name``, ``dtype``, ...).
+
+    Call arguments:
+        inputs: float tensor ``(batch, T, num_hiddens)``.
+        start: int or scalar int tensor, the position of ``inputs[:, 0]``
+            (default 0).
+        training: bool, whether dropout is active.
+
+    Returns:
+        A tensor of the input's shape in the layer's compute dtype.
+
+    Example:
+
+    >>> import numpy as np, keras_selfattn
+    >>> pe = keras_selfattn.layers.PositionalEncoding(num_hiddens=32, max_len=60)
+    >>> y = pe(np.zeros((1, 60, 32), "float32"))
+    >>> tuple(y.shape), tuple(pe.P.shape)
+    ((1, 60, 32), (1, 60, 32))
+
+    References:
+        Vaswani et al. 2017, "Attention Is All You Need", section 3.5.
+        Zhang et al., "Dive into Deep Learning", section 11.6.3.
+    """
+
+    def __init__(self, num_hiddens, dropout=0.0, max_len=1000, seed=None, **kwargs):
+        super().__init__(**kwargs)
+        if not isinstance(num_hiddens, int) or isinstance(num_hiddens, bool) or num_hiddens <= 0:
+            raise ValueError(
+                f"num_hiddens must be a positive integer. Received: num_hiddens={num_hiddens}"
+            )
+        if not isinstance(max_len, int) or isinstance(max_len, bool) or max_len <= 0:
+            raise ValueError(f"max_len must be a positive integer. Received: max_len={max_len}")
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1). Received: dropout={dropout}")
+        self.num_hiddens = num_hiddens
+        self.dropout = dropout
+        self.max_len = max_len
+        self.seed = seed
+        self.supports_masking = True
+        self._table = sinusoidal_table(max_len, num_hiddens)
+        self.dropout_layer = keras.layers.Dropout(
+            dropout, seed=seed, dtype=self.dtype_policy, name="dropout"
+        )
+
+    @property
+    def P(self):
+        """The (1, max_len, num_hiddens) float32 table, as in d2l's ``PositionalEncoding.P``."""
+        return ops.convert_to_tensor(self._table[None], dtype="float32")
+
+    def _check_shape(self, input_shape, start=0):
+        if len(input_shape) != 3:
+            raise ValueError(
+                "PositionalEncoding expects inputs of shape (batch, T, num_hiddens). "
+                f"Received: inputs.shape={tuple(input_shape)}"
+            )
+        if input_shape[-1] is not None and input_shape[-1] != self.num_hiddens:
+            raise ValueError(
+                "The last dimension of inputs must equal num_hiddens. "
+                f"Received: inputs.shape[-1]={input_shape[-1]}, num_hiddens={self.num_hiddens}"
+            )
+        length = input_shape[1]
+        if length is not None and isinstance(start, int) and start + length > self.max_len:
+            raise ValueError(
+                "The sequence is longer than the positional table. "
+                f"Received: start + T = {start} + {length} = {start + length}, "
+                f"max_len={self.max_len}"
+            )
+
+    def build(self, input_shape):
+        self._check_shape(input_shape)
+        self.dropout_layer.build(input_shape)
+        self.built = True
+
+    def call(self, inputs, start=0, training=None):
+        self._check_shape(tuple(inputs.shape), start if isinstance(start, int) else 0)
+        length = ops.shape(inputs)[1]
+        table = ops.convert_to_tensor(self._table, dtype=self.compute_dtype)
+        positions = ops.slice(table, (start, 0), (length, self.num_hiddens))
+        outputs = ops.cast(inputs, self.compute_dtype) + positions[None]
+        return self.dropout_layer(outputs, training=training)
+
+    def compute_mask(self, inputs, mask=None):
+        return mask
+
+    def compute_output_shape(self, input_shape):
+        return tuple(input_shape)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "num_hiddens": self.num_hiddens,
+                "dropout": self.dropout,
+                "max_len": self.max_len,
+                "seed": self.seed,
+            }
+        )
+        return config

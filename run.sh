@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# The two quick-start commands:
+#   ./run.sh demo [ARGS...]   the main job on the bundled data (writes ./runs/demo)
+#   ./run.sh test [ARGS...]   the whole test suite (slow tests included)
+# Each creates ./.venv with Python 3.11 on first use and installs the package into it.
+set -euo pipefail
+cd "$(dirname "$0")"
+
+PYTHON=${PYTHON:-python3.11}
+command -v "$PYTHON" >/dev/null 2>&1 || PYTHON=python3
+VENV=.venv
+STAMP=$VENV/.installed
+
+ensure_env() {
+  if [ ! -x "$VENV/bin/python" ]; then
+    "$PYTHON" -m venv "$VENV"
+  fi
+  # Reinstall when setup.py changed since the last install.
+  if [ ! -f "$STAMP" ] || [ setup.py -nt "$STAMP" ]; then
+    "$VENV/bin/python" -m pip install --quiet --upgrade pip
+    "$VENV/bin/python" -m pip install --quiet -e ".[test,plots,serving]"
+    touch "$STAMP"
+  fi
+}
+
+cmd=${1:-}
+shift || true
+export TF_CPP_MIN_LOG_LEVEL=${TF_CPP_MIN_LOG_LEVEL:-2}
+case "$cmd" in
+  demo)
+    ensure_env
+    exec "$VENV/bin/keras-selfattn" demo "$@"
+    ;;
+  test)
+    ensure_env
+    exec "$VENV/bin/python" -m pytest -n 2 --dist loadgroup "$@"
+    ;;
+  *)
+    echo "usage: ./run.sh {demo|test} [ARGS...]" >&2
+    exit 2
+    ;;
+esac

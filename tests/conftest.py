@@ -1,0 +1,18 @@
+"""Shared pytest setup: quiet TensorFlow, deterministic seeds, a clean dtype policy."""
+
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import keras  # noqa: E402
+import pytest  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _clean_keras_state():
+    """Every test starts in float32 with a fixed seed and leaves it that way."""
+    keras.config.set_dtype_policy("float32")
+    keras.utils.set_random_seed(1234)
+    yield
+    keras.config.set_dtype_policy("float32")
+    keras.backend.clear_session()

@@ -1,0 +1,201 @@
+"""One harness every layer goes through (in the spirit of keras-hub's run_layer_test).
+
+``run_layer_test`` checks, for one layer class and one set of inputs:
+
+1. ``get_config`` names every ``__init__`` argument and survives a JSON round trip;
+2. an eager call gives the expected output shapes and is deterministic at inference;
+3. a symbolic call inside a functional model with ``None`` batch and lengths gives
+   the same values as the eager call;
+4. one ``fit`` step runs (with ``jit_compile=True`` too) and changes the weights;
+5. ``model.save(.keras)`` then ``keras.saving.load_model(safe_mode=True)`` in a fresh
+   Python process gives identical outputs;
+6. ``predict`` under ``jit_compile=True`` matches eager;
+7. under ``mixed_float16`` and ``mixed_bfloat16`` (same weights) the outputs have the
+   compute dtype and stay within the stated tolerance of float32.
+
+Inputs are given as an ordered dict: the first entry is the positional input, the
+rest are keyword tensor arguments (``memory``, ``valid_lens`` ...). Extra non-tensor
+call arguments go in ``call_kwargs``.
+"""
+
+import inspect
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import tempfile
+
+import keras
+import numpy as np
+from keras import ops
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def _flatten(outputs):
+    if isinstance(outputs, (list, tuple)):
+        return list(outputs)
+    return [outputs]
+
+
+def _to_numpy(outputs):
+    return [np.asarray(ops.convert_to_numpy(ops.cast(o, "float32"))) for o in _flatten(outputs)]
+
+
+def _symbolic_input(name, array):
+    """A keras.Input with unknown batch; lengths unknown too (float: all but features)."""
+    array = np.asarray(array)
+    if np.issubdtype(array.dtype, np.floating):
+        shape = (None,) * (array.ndim - 2) + (array.shape[-1],) if array.ndim >= 2 else ()
+    else:
+        shape = (None,) * (array.ndim - 1)
+    return keras.Input(shape=shape, dtype=str(array.dtype), name=name)
+
+
+def check_config(layer_cls, init_kwargs):
+    layer = layer_cls(**init_kwargs)
+    config = layer.get_config()
+    params = [
+        p for p in inspect.signature(layer_cls.__init__).parameters
+        if p not in ("self", "kwargs")
+    ]
+    missing = [p for p in params if p not in config]
+    assert not missing, f"{layer_cls.__name__}.get_config() lacks {missing}"
+    revived = layer_cls.from_config(json.loads(json.dumps(config)))
+    assert revived.get_config() == config
+    return config
+
+
+def check_docstring(layer_cls):
+    """Every __init__ argument is documented under Args:, and nothing else is."""
+    doc = inspect.getdoc(layer_cls) or ""
+    assert "Args:" in doc and "Example:" in doc and "References:" in doc, layer_cls
+    args_block = doc.split("Args:", 1)[1].split("Call arguments:", 1)[0]
+    documented = {
+        line.strip().split(":", 1)[0]
+        for line in args_block.splitlines()
+        if line.startswith("    ") and not line.startswith("        ") and ":" in line
+    }
+    params = {
+        p for p in inspect.signature(layer_cls.__init__).parameters
+        if p not in ("self", "kwargs")
+    }
+    assert params <= documented, f"undocumented: {params - documented}"
+    assert documented <= params | {"**kwargs"}, f"documented but absent: {documented - params}"
+
+
+_LOAD_SCRIPT = r"""
+import sys, numpy as np, keras
+import keras_selfattn  # registration happens at import
+data = np.load(sys.argv[2])
+model = keras.saving.load_model(sys.argv[1], safe_mode=True)
+inputs = {k: data[k] for k in data.files if not k.startswith("__out")}
+outs = model.predict(inputs, verbose=0)
+outs = outs if isinstance(outs, (list, tuple)) else [outs]
+np.savez(sys.argv[3], *[np.asarray(o, dtype="float32") for o in outs])
+"""
+
+
+def load_in_fresh_process(model_path, inputs):
+    """Loads a .keras file in a new interpreter (safe_mode=True) and predicts."""
+    with tempfile.TemporaryDirectory() as tmp:
+        data_path = os.path.join(tmp, "inputs.npz")
+        out_path = os.path.join(tmp, "outputs.npz")
+        np.savez(data_path, **inputs)
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
+        env["KERAS_BACKEND"] = keras.backend.backend()
+        result = subprocess.run(
+            [sys.executable, "-c", _LOAD_SCRIPT, str(model_path), data_path, out_path],
+            env=env, capture_output=True, text=True, timeout=300,
+        )
+        assert result.returncode == 0, result.stderr[-4000:]
+        loaded = np.load(out_path)
+        return [loaded[f"arr_{i}"] for i in range(len(loaded.files))]
+
+
+def run_layer_test(
+    layer_cls,
+    init_kwargs,
+    inputs,
+    expected_output_shapes,
+    call_kwargs=None,
+    mixed_precision_atol=2e-2,
+    run_fresh_process_load=True,
+    tmp_path=None,
+):
+    """Runs the shared checks; returns the eager float32 outputs as numpy arrays."""
+    call_kwargs = dict(call_kwargs or {})
+    names = list(inputs)
+    first, rest = names[0], names[1:]
+    arrays = {k: np.asarray(v) for k, v in inputs.items()}
+
+    def call(layer, tensors, **extra):
+        return layer(tensors[first], **{k: tensors[k] for k in rest}, **call_kwargs, **extra)
+
+    # 1. config
+    check_config(layer_cls, init_kwargs)
+
+    # 2. eager call: shapes, determinism at inference.
+    layer = layer_cls(**init_kwargs)
+    eager = _to_numpy(call(layer, arrays, training=False))
+    assert [o.shape for o in eager] == [tuple(s) for s in expected_output_shapes], (
+        [o.shape for o in eager], expected_output_shapes)
+    again = _to_numpy(call(layer, arrays, training=False))
+    for a, b in zip(eager, again):
+        np.testing.assert_array_equal(a, b)
+    for o in eager:
+        assert np.all(np.isfinite(o)), "non-finite output"
+
+    # 3. symbolic call inside a functional model, None batch and lengths.
+    symbolic = {k: _symbolic_input(k, v) for k, v in arrays.items()}
+    outputs = call(layer, symbolic)
+    model = keras.Model(symbolic, outputs)
+    predicted = _to_numpy(model.predict(arrays, verbose=0))
+    for p, e in zip(predicted, eager):
+        np.testing.assert_allclose(p, e, rtol=1e-5, atol=1e-5)
+
+    # 6. XLA inference.
+    model.compile(jit_compile=True)
+    jitted = _to_numpy(model.predict(arrays, verbose=0))
+    for j, e in zip(jitted, eager):
+        np.testing.assert_allclose(j, e, rtol=1e-4, atol=1e-4)
+
+    # 4. fit steps (plain and XLA) move the weights; loss stays finite.
+    if layer.trainable_weights:
+        train_model = keras.Model(symbolic, _flatten(outputs)[0])
+        target = np.zeros_like(eager[0])
+        for jit in (False, True):
+            before = [w.numpy().copy() if hasattr(w, "numpy") else np.array(w) for w in layer.trainable_weights]
+            train_model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse", jit_compile=jit)
+            history = train_model.fit(arrays, target, epochs=1, batch_size=len(target), verbose=0)
+            assert np.isfinite(history.history["loss"][0])
+            after = [np.asarray(ops.convert_to_numpy(w)) for w in layer.trainable_weights]
+            assert any(not np.allclose(b, a) for b, a in zip(before, after)), "fit did not change the weights"
+        eager = _to_numpy(call(layer, arrays, training=False))
+
+    # 5. .keras save, safe_mode load in a fresh process.
+    if run_fresh_process_load:
+        directory = pathlib.Path(tmp_path or tempfile.mkdtemp())
+        path = directory / f"{layer_cls.__name__}.keras"
+        model.save(path)
+        reloaded = load_in_fresh_process(path, arrays)
+        assert len(reloaded) == len(eager)
+        for r, e in zip(reloaded, eager):
+            np.testing.assert_allclose(r, e, rtol=1e-6, atol=1e-6)
+
+    # 7. mixed precision by value, same weights.
+    for policy, compute in (("mixed_float16", "float16"), ("mixed_bfloat16", "bfloat16")):
+        mixed = layer_cls(**init_kwargs, dtype=policy)
+        out = call(mixed, arrays, training=False)
+        mixed.set_weights(layer.get_weights())
+        out = call(mixed, arrays, training=False)
+        first_out = _flatten(out)[0]
+        assert keras.backend.standardize_dtype(first_out.dtype) == compute, (policy, first_out.dtype)
+        tolerance = mixed_precision_atol * (4 if compute == "bfloat16" else 1)
+        for m, e in zip(_to_numpy(out), eager):
+            assert np.all(np.isfinite(m)), f"non-finite output under {policy}"
+            np.testing.assert_allclose(m, e, atol=tolerance, rtol=0, err_msg=policy)
+
+    return eager

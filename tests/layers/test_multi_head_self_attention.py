@@ -1,0 +1,213 @@
+import numpy as np
+import pytest
+import keras
+from keras import ops
+
+from keras_selfattn.layers import MultiHeadSelfAttention
+from tests.harness import check_docstring, run_layer_test
+
+
+def numpy_reference(layer, x, key_mask=None):
+    """Multi-head attention from the layer's weights, in float64 NumPy.
+
+    key_mask: bool (B, Tq, Tk) or None; True keeps a key.
+    """
+    weights = {w.path.split("/")[-2] + "/" + w.name: ops.convert_to_numpy(w) for w in layer.weights}
+    qkv_kernel = weights["query_key_value/kernel"].astype(np.float64)
+    out_kernel = weights["output/kernel"].astype(np.float64)
+    B, T, _ = x.shape
+    H, D = layer.num_heads, layer.head_size
+    qkv = (x.astype(np.float64) @ qkv_kernel).reshape(B, T, 3, H, D)
+    q, k, v = (qkv[:, :, i].transpose(0, 2, 1, 3) for i in range(3))  # (B, H, T, D)
+    logits = q @ k.transpose(0, 1, 3, 2) / np.sqrt(D)
+    if key_mask is not None:
+        logits = np.where(key_mask[:, None], logits, -np.inf)
+    with np.errstate(invalid="ignore"):
+        w = np.exp(logits - logits.max(-1, keepdims=True))
+        w = w / w.sum(-1, keepdims=True)
+    w = np.nan_to_num(w)  # a fully masked row: zeros
+    out = (w @ v).transpose(0, 2, 1, 3).reshape(B, T, H * D) @ out_kernel
+    return out, w
+
+
+def lens_mask(valid_lens, T):
+    valid_lens = np.asarray(valid_lens)
+    if valid_lens.ndim == 1:
+        valid_lens = np.repeat(valid_lens[:, None], T, axis=1)
+    return np.arange(T)[None, None, :] < valid_lens[:, :, None]
+
+
+X = np.random.default_rng(0).normal(size=(2, 5, 12)).astype("float32")
+
+
+@pytest.mark.parametrize("with_lens", [False, True])
+def test_harness(tmp_path, with_lens):
+    inputs = {"inputs": X}
+    if with_lens:
+        inputs["valid_lens"] = np.array([5, 3], "int32")
+    run_layer_test(
+        MultiHeadSelfAttention,
+        {"num_hiddens": 8, "num_heads": 2},
+        inputs,
+        expected_output_shapes=[(2, 5, 8), (2, 2, 5, 5)],
+        call_kwargs={"return_attention_scores": True},
+        tmp_path=tmp_path,
+    )
+
+
+def test_docstring_documents_every_argument():
+    check_docstring(MultiHeadSelfAttention)
+
+
+def test_book_example_eager_and_functional():
+    """d2l 11.5: num_hiddens, num_heads = 100, 5; X ones (2, 4, 100); valid_lens [3, 2]."""
+    num_hiddens, num_heads = 100, 5
+    attention = MultiHeadSelfAttention(num_hiddens, num_heads, 0.5)
+    batch_size, num_queries, valid_lens = 2, 4, np.array([3, 2])
+    X = np.ones((batch_size, num_queries, num_hiddens), "float32")
+    assert tuple(attention(X, valid_lens, training=False).shape) == (batch_size, num_queries, num_hiddens)
+
+    x_in = keras.Input((None, num_hiddens))
+    lens_in = keras.Input((), dtype="int32")
+    model = keras.Model([x_in, lens_in], attention(x_in, valid_lens=lens_in))
+    assert model.output.shape == (None, None, num_hiddens)
+    assert model.predict([X, valid_lens], verbose=0).shape == (2, 4, 100)
+
+
+@pytest.mark.parametrize("valid_lens", [None, [5, 3], [[1, 2, 3, 4, 5], [2, 2, 0, 1, 3]]])
+def test_matches_numpy_reference(valid_lens):
+    layer = MultiHeadSelfAttention(12, 3)
+    lens = None if valid_lens is None else np.array(valid_lens, "int32")
+    out, w = layer(X, valid_lens=lens, return_attention_scores=True)
+    ref_out, ref_w = numpy_reference(layer, X, None if lens is None else lens_mask(lens, 5))
+    np.testing.assert_allclose(ops.convert_to_numpy(out), ref_out, atol=1e-5)
+    np.testing.assert_allclose(ops.convert_to_numpy(w), ref_w, atol=1e-6)
+
+
+def test_matches_keras_multi_head_attention_with_copied_weights():
+    num_hiddens, heads, d_in = 12, 3, X.shape[-1]
+    ours = MultiHeadSelfAttention(num_hiddens, heads, use_bias=True, bias_initializer="random_normal")
+    valid_lens = np.array([4, 2], "int32")
+    ours_out, ours_w = ours(X, valid_lens=valid_lens, return_attention_scores=True)
+
+    peer = keras.layers.MultiHeadAttention(heads, key_dim=num_hiddens // heads, output_shape=num_hiddens)
+    peer(X, X)
+    qkv_kernel = ops.convert_to_numpy(ours.query_key_value_dense.kernel).reshape(d_in, 3, heads, -1)
+    qkv_bias = ops.convert_to_numpy(ours.query_key_value_dense.bias).reshape(3, heads, -1)
+    out_kernel = ops.convert_to_numpy(ours.output_dense.kernel).reshape(heads, -1, num_hiddens)
+    peer.set_weights([
+        qkv_kernel[:, 0], qkv_bias[0], qkv_kernel[:, 1], qkv_bias[1], qkv_kernel[:, 2], qkv_bias[2],
+        out_kernel, ops.convert_to_numpy(ours.output_dense.bias),
+    ])
+    peer_out, peer_w = peer(X, X, attention_mask=lens_mask(valid_lens, 5), return_attention_scores=True)
+    np.testing.assert_allclose(ops.convert_to_numpy(ours_out), ops.convert_to_numpy(peer_out), atol=1e-5)
+    np.testing.assert_allclose(ops.convert_to_numpy(ours_w), ops.convert_to_numpy(peer_w), atol=1e-6)
+
+
+def test_valid_lens_keras_mask_and_explicit_mask_agree():
+    ids = np.array([[5, 3, 7, 2, 0, 0], [4, 1, 0, 0, 0, 0]], "int32")
+    valid_lens = np.array([4, 2], "int32")
+    embedding = keras.layers.Embedding(10, 8, mask_zero=True)
+    attention = MultiHeadSelfAttention(8, 2)
+
+    ids_in = keras.Input((None,), dtype="int32")
+    masked_model = keras.Model(ids_in, attention(embedding(ids_in)))
+    by_mask = masked_model.predict(ids, verbose=0)
+
+    x = embedding(ids)
+    by_lens = ops.convert_to_numpy(attention(x, valid_lens=valid_lens))
+    by_explicit = ops.convert_to_numpy(attention(x, attention_mask=lens_mask(valid_lens, 6)))
+    np.testing.assert_allclose(by_mask, by_lens, atol=1e-6)
+    np.testing.assert_allclose(by_explicit, by_lens, atol=1e-6)
+    # Padding content does not matter: change the padded embeddings, same output.
+    noisy = ops.convert_to_numpy(x).copy()
+    noisy[0, 4:] = 100.0
+    noisy[1, 2:] = -50.0
+    again = ops.convert_to_numpy(attention(noisy, valid_lens=valid_lens))
+    np.testing.assert_allclose(again[0, :4], by_lens[0, :4], atol=1e-5)
+    np.testing.assert_allclose(again[1, :2], by_lens[1, :2], atol=1e-5)
+
+
+def test_keras_mask_beside_valid_lens_is_combined():
+    """With valid_lens passed too, Keras fills `inputs_mask`; both masks apply (AND)."""
+    ids = np.array([[5, 3, 7, 2, 0, 0]], "int32")
+    embedding = keras.layers.Embedding(10, 8, mask_zero=True)
+    attention = MultiHeadSelfAttention(8, 2)
+    ids_in = keras.Input((None,), dtype="int32")
+    lens_in = keras.Input((), dtype="int32")
+    model = keras.Model([ids_in, lens_in], attention(embedding(ids_in), valid_lens=lens_in))
+    combined = model.predict([ids, np.array([6], "int32")], verbose=0)
+    by_lens = ops.convert_to_numpy(attention(embedding(ids), valid_lens=np.array([4])))
+    np.testing.assert_allclose(combined, by_lens, atol=1e-6)
+
+
+def test_causal_mask_hides_the_future():
+    attention = MultiHeadSelfAttention(8, 2)
+    base = ops.convert_to_numpy(attention(X, use_causal_mask=True))
+    changed = X.copy()
+    changed[:, 3:] += 10.0
+    after = ops.convert_to_numpy(attention(changed, use_causal_mask=True))
+    np.testing.assert_allclose(after[:, :3], base[:, :3], atol=1e-6)
+    assert not np.allclose(after[:, 3:], base[:, 3:])
+    _, w = attention(X, use_causal_mask=True, return_attention_scores=True)
+    assert np.all(np.triu(ops.convert_to_numpy(w)[0, 0], k=1) == 0)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "mixed_float16", "mixed_bfloat16"])
+def test_fully_masked_rows_give_zeros_not_nan(dtype):
+    attention = MultiHeadSelfAttention(8, 2, dtype=dtype)
+    big = X * 300.0  # logits far beyond float16's range before scaling
+    out, w = attention(big, valid_lens=np.array([0, 2], "int32"), return_attention_scores=True)
+    out, w = ops.convert_to_numpy(ops.cast(out, "float32")), ops.convert_to_numpy(ops.cast(w, "float32"))
+    assert np.all(np.isfinite(out)) and np.all(np.isfinite(w))
+    assert np.all(w[0] == 0)                      # every key of sequence 0 hidden
+    np.testing.assert_allclose(w[1].sum(-1), 1.0, atol=1e-2)
+    assert np.all(w[1, :, :, 2:] == 0)
+
+
+def test_mixed_precision_within_stated_tolerance_of_float32():
+    """float16 within 2e-3, bfloat16 within 2e-2 (absolute) of float32 for unit-scale inputs."""
+    ref = MultiHeadSelfAttention(16, 4)
+    expected = ops.convert_to_numpy(ref(X, valid_lens=np.array([5, 2])))
+    for policy, atol in (("mixed_float16", 2e-3), ("mixed_bfloat16", 2e-2)):
+        layer = MultiHeadSelfAttention(16, 4, dtype=policy)
+        layer(X)
+        layer.set_weights(ref.get_weights())
+        got = ops.convert_to_numpy(ops.cast(layer(X, valid_lens=np.array([5, 2])), "float32"))
+        np.testing.assert_allclose(got, expected, atol=atol, err_msg=policy)
+
+
+def test_dropout_only_in_training():
+    attention = MultiHeadSelfAttention(8, 2, dropout=0.5, seed=1)
+    a = ops.convert_to_numpy(attention(X, training=False))
+    b = ops.convert_to_numpy(attention(X, training=False))
+    c = ops.convert_to_numpy(attention(X, training=True))
+    np.testing.assert_array_equal(a, b)
+    assert not np.allclose(a, c)
+    _, w = attention(X, training=True, return_attention_scores=True)
+    np.testing.assert_allclose(ops.convert_to_numpy(w).sum(-1), 1.0, atol=1e-5)  # scores are pre-dropout
+
+
+def test_symbolic_scores_shape_with_unknown_length():
+    x_in = keras.Input((None, 12))
+    y, w = MultiHeadSelfAttention(8, 2)(x_in, return_attention_scores=True)
+    assert y.shape == (None, None, 8) and w.shape == (None, 2, None, None)
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"num_hiddens": 10, "num_heads": 3}, "num_hiddens must be divisible by num_heads. Received: num_hiddens=10, num_heads=3"),
+        ({"num_hiddens": 0, "num_heads": 1}, "num_hiddens=0"),
+        ({"num_hiddens": 8, "num_heads": -2}, "num_heads=-2"),
+        ({"num_hiddens": 8, "num_heads": 2, "dropout": -0.1}, "dropout=-0.1"),
+    ],
+)
+def test_bad_arguments(kwargs, message):
+    with pytest.raises(ValueError, match=message.replace(".", r"\.").replace("(", r"\(")):
+        MultiHeadSelfAttention(**kwargs)
+
+
+def test_bad_valid_lens_rank():
+    with pytest.raises(ValueError, match="valid_lens.shape=\\(2, 5, 5\\)"):
+        MultiHeadSelfAttention(8, 2)(X, valid_lens=np.ones((2, 5, 5), "int32"))
