@@ -1,0 +1,219 @@
+"""Greedy and beam-search decoding of a `build_seq2seq` model, as TensorFlow graph code.
+
+Both searches are one ``tf.while_loop`` each (no Python loop per token, no custom
+ops), run the encoder once per sentence, reuse the decoder's projected keys for
+every step, stop when every sentence has produced the end id or at ``max_len``,
+and work on a whole batch. They are plain functions of tensors, so they can be
+called eagerly, inside ``tf.function`` and inside an exported SavedModel.
+
+Token ids follow the package's reserved ids: 0 padding, 2 start, 3 end.
+"""
+
+import weakref
+
+import keras
+import tensorflow as tf
+
+PAD_ID, UNK_ID, START_ID, END_ID = 0, 1, 2, 3
+_NEG = -1e9  # a finite "minus infinity" for log-probabilities (keeps sums NaN-free)
+
+_PARTS = weakref.WeakKeyDictionary()
+
+
+class DecoderParts:
+    """The pieces of a `build_seq2seq` model that step-by-step decoding needs.
+
+    Attributes:
+        encoder: ``keras.Model`` mapping source ids to ``[memory, *bridge_states]``.
+        target_embedding, cell, logits: the model's own layers (shared weights).
+    """
+
+    def __init__(self, model):
+        decoder = model.get_layer("decoder")
+        bridge = model.get_layer("bridge")
+        source = model.input["source"]
+        bridge_states = bridge.output if isinstance(bridge.output, (list, tuple)) else [bridge.output]
+        # The bridge is called on the encoder output (Keras may list its mask beside it).
+        memory = bridge.input[0] if isinstance(bridge.input, (list, tuple)) else bridge.input
+        self.encoder = keras.Model(source, [memory, *bridge_states], name="encoder")
+        self.target_embedding = model.get_layer("target_embedding")
+        self.cell = decoder.cell
+        self.logits = model.get_layer("logits")
+
+    def initial_states(self, source_ids):
+        """Runs the encoder once; returns the decoder cell's states and the memory length."""
+        encoded = self.encoder(source_ids, training=False)
+        memory, bridge = encoded[0], list(encoded[1:])
+        states = self.cell.get_initial_state_for_memory(
+            memory, memory_mask=tf.not_equal(source_ids, PAD_ID), initial_state=bridge, training=False
+        )
+        return [tf.convert_to_tensor(s) for s in states]
+
+    def step(self, tokens, states):
+        """One decoder step: (B,) token ids -> (B, V) log-probabilities and new states.
+
+        Padding is never a prediction: its probability is 0 and the rest renormalized.
+        """
+        # A gather, not the layer call: the layer would attach a padding mask the cell
+        # does not take.
+        embedded = tf.gather(self.target_embedding.embeddings, tokens)
+        output, states = self.cell(embedded, states, training=False)
+        logits = tf.cast(self.logits(output), tf.float32)
+        no_padding = tf.one_hot(PAD_ID, tf.shape(logits)[-1], on_value=_NEG, off_value=0.0)
+        log_probs = tf.nn.log_softmax(logits + no_padding)
+        return log_probs, [tf.convert_to_tensor(s) for s in states]
+
+    def attention(self, states):
+        """The attention weights (B, T) the next step will use."""
+        cell, n = self.cell, self.cell.num_recurrent_states
+        _, weights = cell.attention(
+            states[cell.top_state_index],
+            states[n],
+            projected_keys=states[n + 1],
+            keys_mask=tf.cast(states[n + 2], tf.bool),
+            training=False,
+        )
+        return tf.cast(weights, tf.float32)
+
+
+def decoder_parts(model):
+    """`DecoderParts` of ``model``, built once per model and cached."""
+    if model not in _PARTS:
+        _PARTS[model] = DecoderParts(model)
+    return _PARTS[model]
+
+
+def _write_column(buffer, t, values):
+    """buffer[:, ..., t] = values, as an XLA-friendly masked add on a zero column."""
+    column = tf.one_hot(t, tf.shape(buffer)[-1], dtype=buffer.dtype)
+    return buffer + tf.expand_dims(values, -1) * column
+
+
+def greedy_decode(model, source_ids, max_len, return_attention=False):
+    """Greedy decoding: at each step the most likely next token.
+
+    Args:
+        model: a `build_seq2seq` model.
+        source_ids: int32 (B, T) source ids, 0-padded.
+        max_len: int, the most tokens to produce (the end id included).
+        return_attention: also return the attention weights of every step.
+
+    Returns:
+        dict with ``ids`` int32 (B, L) (tokens after the end id are 0),
+        ``lengths`` int32 (B,) (tokens up to and including the end id),
+        ``scores`` float32 (B,) (sum of the chosen tokens' log-probabilities), and
+        with ``return_attention`` ``attention`` float32 (B, L, T).
+    """
+    parts = decoder_parts(model)
+    source_ids = tf.convert_to_tensor(source_ids, tf.int32)
+    batch, source_len = tf.shape(source_ids)[0], tf.shape(source_ids)[1]
+    states = parts.initial_states(source_ids)
+
+    def body(t, tokens, states, finished, scores, lengths, ids, attention):
+        if return_attention:
+            weights = parts.attention(states)  # (B, T)
+            attention = attention + weights[:, None, :] * tf.one_hot(t, max_len)[None, :, None]
+        log_probs, states = parts.step(tokens, states)
+        next_tokens = tf.argmax(log_probs, axis=-1, output_type=tf.int32)
+        chosen = tf.gather(log_probs, next_tokens, batch_dims=1)
+        next_tokens = tf.where(finished, PAD_ID, next_tokens)
+        scores += tf.where(finished, 0.0, chosen)
+        lengths += tf.cast(~finished, tf.int32)
+        finished |= tf.equal(next_tokens, END_ID)
+        ids = _write_column(ids, t, next_tokens)
+        return t + 1, next_tokens, states, finished, scores, lengths, ids, attention
+
+    def cond(t, tokens, states, finished, *_):
+        return tf.logical_and(t < max_len, tf.logical_not(tf.reduce_all(finished)))
+
+    loop_vars = (
+        tf.constant(0),
+        tf.fill([batch], START_ID),
+        states,
+        tf.zeros([batch], tf.bool),
+        tf.zeros([batch], tf.float32),
+        tf.zeros([batch], tf.int32),
+        tf.zeros([batch, max_len], tf.int32),
+        tf.zeros([batch, max_len, source_len], tf.float32) if return_attention else tf.zeros([]),
+    )
+    t, _, _, _, scores, lengths, ids, attention = tf.while_loop(cond, body, loop_vars)
+    result = {"ids": ids[:, :t], "lengths": lengths, "scores": scores}
+    if return_attention:
+        result["attention"] = attention[:, :t]
+    return result
+
+
+def length_penalty(lengths, alpha):
+    """GNMT's length normalizer ((5 + length) / 6) ** alpha (Wu et al. 2016)."""
+    return tf.pow((5.0 + tf.cast(lengths, tf.float32)) / 6.0, alpha)
+
+
+def beam_search_decode(model, source_ids, beam_size, max_len, alpha=0.6):
+    """Beam search with length normalization.
+
+    Keeps the ``beam_size`` best prefixes by log-probability; a finished
+    hypothesis is carried on unchanged. At the end hypotheses are ranked by
+    ``log_prob / length_penalty(length, alpha)`` (``alpha=0``: no normalization).
+
+    Args:
+        model: a `build_seq2seq` model.
+        source_ids: int32 (B, T) source ids, 0-padded.
+        beam_size: int, hypotheses kept per sentence.
+        max_len: int, the most tokens to produce (the end id included).
+        alpha: float, strength of the length normalization.
+
+    Returns:
+        dict, best first along axis 1: ``ids`` int32 (B, K, L), ``lengths`` int32
+        (B, K), ``scores`` float32 (B, K) (normalized), ``log_probs`` float32 (B, K).
+    """
+    if beam_size < 1:
+        raise ValueError(f"beam_size must be at least 1. Received: beam_size={beam_size}")
+    parts = decoder_parts(model)
+    source_ids = tf.convert_to_tensor(source_ids, tf.int32)
+    batch = tf.shape(source_ids)[0]
+    k = beam_size
+    states = [tf.repeat(s, k, axis=0) for s in parts.initial_states(source_ids)]  # (B*K, ...)
+    num_recurrent = parts.cell.num_recurrent_states
+
+    def body(t, tokens, states, finished, log_probs, lengths, ids):
+        step_log_probs, states = parts.step(tokens, states)
+        vocab = tf.shape(step_log_probs)[-1]
+        step_log_probs = tf.reshape(step_log_probs, [batch, k, vocab])
+        # A finished hypothesis may only continue with padding, at no cost.
+        pad_only = tf.one_hot(PAD_ID, vocab, on_value=0.0, off_value=_NEG)
+        step_log_probs = tf.where(finished[:, :, None], pad_only[None, None], step_log_probs)
+        total = tf.reshape(log_probs[:, :, None] + step_log_probs, [batch, k * vocab])
+        log_probs, flat = tf.math.top_k(total, k)
+        parent, next_tokens = flat // vocab, flat % vocab
+        was_finished = tf.gather(finished, parent, batch_dims=1)
+        lengths = tf.gather(lengths, parent, batch_dims=1) + tf.cast(~was_finished, tf.int32)
+        finished = was_finished | tf.equal(next_tokens, END_ID)
+        ids = _write_column(tf.gather(ids, parent, batch_dims=1), t, next_tokens)
+        rows = tf.reshape(parent + k * tf.range(batch)[:, None], [-1])
+        # Only the recurrent states differ between hypotheses; the memory, its
+        # projection and mask are the same for every hypothesis of a sentence.
+        states = [tf.gather(s, rows) for s in states[:num_recurrent]] + states[num_recurrent:]
+        return t + 1, tf.reshape(next_tokens, [-1]), states, finished, log_probs, lengths, ids
+
+    def cond(t, tokens, states, finished, *_):
+        return tf.logical_and(t < max_len, tf.logical_not(tf.reduce_all(finished)))
+
+    first_beam_only = tf.concat([tf.zeros([1]), tf.fill([k - 1], _NEG)], 0)
+    loop_vars = (
+        tf.constant(0),
+        tf.fill([batch * k], START_ID),
+        states,
+        tf.zeros([batch, k], tf.bool),
+        tf.tile(first_beam_only[None], [batch, 1]),
+        tf.zeros([batch, k], tf.int32),
+        tf.zeros([batch, k, max_len], tf.int32),
+    )
+    t, _, _, _, log_probs, lengths, ids = tf.while_loop(cond, body, loop_vars)
+    scores = log_probs / length_penalty(lengths, alpha)
+    order = tf.argsort(scores, axis=1, direction="DESCENDING")
+    return {
+        "ids": tf.gather(ids[:, :, :t], order, batch_dims=1),
+        "lengths": tf.gather(lengths, order, batch_dims=1),
+        "scores": tf.gather(scores, order, batch_dims=1),
+        "log_probs": tf.gather(log_probs, order, batch_dims=1),
+    }

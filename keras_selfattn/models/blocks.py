@@ -1,0 +1,180 @@
+"""The building blocks `build_seq2seq` composes (serializable, keras.ops only)."""
+
+import math
+
+import keras
+from keras import ops
+
+from keras_selfattn.layers import MultiHeadSelfAttention, PositionalEncoding
+
+
+@keras.saving.register_keras_serializable(package="keras_selfattn")
+class ScaledTokenEmbedding(keras.layers.Layer):
+    """Token embedding multiplied by sqrt(width), with id 0 as padding (masked).
+
+    The scaling keeps the embedding on the scale of the sinusoidal table added next
+    (Vaswani et al. 2017, section 3.4; d2l 11.7).
+
+    Args:
+        vocab_size: int, number of token ids.
+        output_dim: int, the embedding width.
+        **kwargs: base layer arguments.
+    """
+
+    def __init__(self, vocab_size, output_dim, **kwargs):
+        super().__init__(**kwargs)
+        self.vocab_size = vocab_size
+        self.output_dim = output_dim
+        self.embedding = keras.layers.Embedding(
+            vocab_size, output_dim, mask_zero=True, dtype=self.dtype_policy, name="embedding"
+        )
+
+    def build(self, ids_shape):
+        self.embedding.build(ids_shape)
+        self.built = True
+
+    def call(self, ids):
+        return self.embedding(ids) * ops.cast(math.sqrt(self.output_dim), self.compute_dtype)
+
+    def compute_mask(self, ids, mask=None):
+        return ops.not_equal(ids, 0)
+
+    def compute_output_shape(self, ids_shape):
+        return tuple(ids_shape) + (self.output_dim,)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"vocab_size": self.vocab_size, "output_dim": self.output_dim})
+        return config
+
+
+@keras.saving.register_keras_serializable(package="keras_selfattn")
+class TransformerEncoderBlock(keras.layers.Layer):
+    """Self-attention, then a position-wise feed-forward network, each with a residual.
+
+    Post-layer-norm (``norm_first=False``, the original Transformer and d2l 11.7):
+    ``y = LN(x + Drop(MHSA(x)))``, ``out = LN(y + Drop(FFN(y)))``. Pre-layer-norm
+    (``norm_first=True``): ``y = x + Drop(MHSA(LN(x)))``, ``out = y + Drop(FFN(LN(y)))``.
+    Padding keys are hidden through the Keras mask, which passes through.
+
+    Args:
+        num_hiddens: int, width of the residual stream.
+        num_heads: int, attention heads.
+        ffn_hiddens: int, hidden width of the feed-forward network.
+        dropout: float, dropout rate on attention weights and both sublayer outputs.
+        norm_first: bool, pre- (True) or post- (False) layer normalization.
+        seed: optional int, seed of the dropouts.
+        **kwargs: base layer arguments.
+    """
+
+    def __init__(self, num_hiddens, num_heads, ffn_hiddens, dropout=0.0, norm_first=False, seed=None, **kwargs):
+        super().__init__(**kwargs)
+        self.num_hiddens = num_hiddens
+        self.num_heads = num_heads
+        self.ffn_hiddens = ffn_hiddens
+        self.dropout = dropout
+        self.norm_first = norm_first
+        self.seed = seed
+        self.supports_masking = True
+        policy = self.dtype_policy
+        self.attention = MultiHeadSelfAttention(
+            num_hiddens, num_heads, dropout=dropout, seed=seed, dtype=policy, name="attention"
+        )
+        self.attention_norm = keras.layers.LayerNormalization(epsilon=1e-5, dtype=policy, name="attention_norm")
+        self.ffn_inner = keras.layers.Dense(ffn_hiddens, activation="relu", dtype=policy, name="ffn_inner")
+        self.ffn_outer = keras.layers.Dense(num_hiddens, dtype=policy, name="ffn_outer")
+        self.ffn_norm = keras.layers.LayerNormalization(epsilon=1e-5, dtype=policy, name="ffn_norm")
+        self.dropout_layer = keras.layers.Dropout(dropout, seed=seed, dtype=policy, name="dropout")
+
+    def build(self, inputs_shape):
+        self.attention.build(inputs_shape)
+        self.attention_norm.build(inputs_shape)
+        self.ffn_inner.build(inputs_shape)
+        self.ffn_outer.build(tuple(inputs_shape[:-1]) + (self.ffn_hiddens,))
+        self.ffn_norm.build(inputs_shape)
+        self.dropout_layer.build(inputs_shape)
+        self.built = True
+
+    def call(self, inputs, training=None, mask=None):
+        def attend(x):
+            return self.dropout_layer(self.attention(x, mask=mask, training=training), training=training)
+
+        def feed_forward(x):
+            return self.dropout_layer(self.ffn_outer(self.ffn_inner(x)), training=training)
+
+        if self.norm_first:
+            y = inputs + attend(self.attention_norm(inputs))
+            return y + feed_forward(self.ffn_norm(y))
+        y = self.attention_norm(inputs + attend(inputs))
+        return self.ffn_norm(y + feed_forward(y))
+
+    def compute_mask(self, inputs, mask=None):
+        return mask
+
+    def compute_output_shape(self, inputs_shape):
+        return tuple(inputs_shape)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "num_hiddens": self.num_hiddens,
+                "num_heads": self.num_heads,
+                "ffn_hiddens": self.ffn_hiddens,
+                "dropout": self.dropout,
+                "norm_first": self.norm_first,
+                "seed": self.seed,
+            }
+        )
+        return config
+
+
+@keras.saving.register_keras_serializable(package="keras_selfattn")
+class DecoderBridge(keras.layers.Layer):
+    """The decoder's initial recurrent state, computed from the encoder output.
+
+    The mean of the encoder outputs over the non-padding source positions goes
+    through one ``Dense(units, tanh)`` per recurrent state of the decoder (one per
+    GRU layer; h and c per LSTM layer). Without a bridge the decoder would start
+    from zeros and learn the sentence only through attention.
+
+    Args:
+        units: int, size of each state.
+        num_states: int, how many states to produce.
+        **kwargs: base layer arguments.
+    """
+
+    def __init__(self, units, num_states, **kwargs):
+        super().__init__(**kwargs)
+        self.units = units
+        self.num_states = num_states
+        self.supports_masking = True
+        self.projections = [
+            keras.layers.Dense(units, activation="tanh", dtype=self.dtype_policy, name=f"state_{i}")
+            for i in range(num_states)
+        ]
+
+    def build(self, memory_shape):
+        for projection in self.projections:
+            projection.build((memory_shape[0], memory_shape[-1]))
+        self.built = True
+
+    def call(self, memory, mask=None):
+        if mask is None:
+            pooled = ops.mean(memory, axis=1)
+        else:
+            weights = ops.cast(ops.expand_dims(mask, -1), memory.dtype)
+            count = ops.maximum(ops.sum(weights, axis=1), ops.cast(1.0, memory.dtype))
+            pooled = ops.sum(memory * weights, axis=1) / count
+        return [projection(pooled) for projection in self.projections]
+
+    def compute_mask(self, memory, mask=None):
+        return [None] * self.num_states
+
+    def compute_output_shape(self, memory_shape):
+        return [(memory_shape[0], self.units)] * self.num_states
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"units": self.units, "num_states": self.num_states})
+        return config
