@@ -26,6 +26,8 @@ setup(
     python_requires=">=3.10,<3.13",
     packages=find_packages(include=["keras_selfattn", "keras_selfattn.*"]),
     include_package_data=True,
+    # The bundled corpus (keras_selfattn/text/data/ is a data folder, not a package).
+    package_data={"keras_selfattn.text": ["data/*.tsv"]},
     install_requires=[
         # tensorflow-text's minor version must equal tensorflow's.
         "tensorflow==2.21.0",

@@ -1,0 +1,252 @@
+"""Sentence-pair files: read and write TSV, split deterministically, filter by length.
+
+A pair file holds one pair a line, ``source<TAB>target``; further tab-separated
+columns are ignored (the Tatoeba/Anki format of the d2l book's ``fra.txt``, whose
+third column is an attribution). Files are UTF-8 (a byte-order mark is allowed),
+``\\n`` or ``\\r\\n`` line ends; a name ending in ``.gz`` is read through gzip.
+Empty lines are skipped; surrounding whitespace of each side is removed.
+"""
+
+import gzip
+import hashlib
+import math
+import os
+import pathlib
+from typing import Callable, Iterable, NamedTuple, Sequence
+
+__all__ = [
+    "PairSplits",
+    "filter_pairs_by_length",
+    "read_pairs",
+    "split_pairs",
+    "write_pairs",
+]
+
+Pair = tuple[str, str]
+
+
+def _shorten(text: str, limit: int = 60) -> str:
+    return repr(text if len(text) <= limit else text[:limit] + "...")
+
+
+def read_pairs(
+    path: str | os.PathLike,
+    *,
+    skip_malformed: bool = False,
+    max_pairs: int | None = None,
+) -> list[Pair]:
+    """Reads ``source<TAB>target`` pairs from a TSV file.
+
+    Args:
+        path: the file (``.gz`` is decompressed).
+        skip_malformed: skip lines without a tab or with an empty side instead of
+            raising (lines that are not UTF-8 still raise).
+        max_pairs: stop after this many pairs (`None`: read all).
+
+    Returns:
+        List of ``(source, target)`` `str` tuples, in file order.
+
+    Raises:
+        FileNotFoundError: the file does not exist.
+        ValueError: a line has no tab, an empty source or target, or is not UTF-8;
+            or the file holds no pair. The message names the file and line number,
+            e.g. ``data.tsv:12: no tab character; expected 'source<TAB>target'``.
+
+    Example:
+
+    >>> import tempfile
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "pairs.tsv"
+    >>> _ = path.write_text("Go.\\tVa !\\tCC-BY 2.0\\n")
+    >>> read_pairs(path)
+    [('Go.', 'Va !')]
+    """
+    path = pathlib.Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"Sentence-pair file not found: {path}")
+    if path.is_dir():
+        raise IsADirectoryError(
+            f"Expected a sentence-pair file, got a directory: {path}"
+        )
+    opener = gzip.open if path.suffix == ".gz" else open
+    pairs: list[Pair] = []
+    with opener(path, "rb") as f:
+        for line_number, raw in enumerate(f, start=1):
+            try:
+                line = raw.decode("utf-8-sig" if line_number == 1 else "utf-8")
+            except UnicodeDecodeError as error:
+                raise ValueError(
+                    f"{path}:{line_number}: not valid UTF-8 ({error.reason} at byte "
+                    f"{error.start})"
+                ) from None
+            line = line.rstrip("\r\n")
+            if not line.strip():
+                continue
+            problem = None
+            if "\t" not in line:
+                problem = "no tab character; expected 'source<TAB>target'"
+            else:
+                source, target = (side.strip() for side in line.split("\t")[:2])
+                if not source:
+                    problem = "empty source (the text before the first tab)"
+                elif not target:
+                    problem = "empty target (the text after the first tab)"
+            if problem:
+                if skip_malformed:
+                    continue
+                raise ValueError(f"{path}:{line_number}: {problem}: {_shorten(line)}")
+            pairs.append((source, target))
+            if max_pairs is not None and len(pairs) >= max_pairs:
+                break
+    if not pairs:
+        raise ValueError(
+            f"{path}: no sentence pairs found (the file is empty or has only blank "
+            "or skipped lines); expected lines of 'source<TAB>target'"
+        )
+    return pairs
+
+
+def write_pairs(path: str | os.PathLike, pairs: Iterable[Pair]) -> pathlib.Path:
+    """Writes pairs as ``source<TAB>target`` lines (UTF-8, ``\\n``, final newline).
+
+    Args:
+        path: the file to write (``.gz``: gzip-compressed); parent folders are made.
+        pairs: iterable of ``(source, target)`` strings without tabs or newlines.
+
+    Returns:
+        The path written.
+
+    Raises:
+        ValueError: a side is empty or holds a tab or line break.
+
+    Example:
+
+    >>> import tempfile
+    >>> path = write_pairs(pathlib.Path(tempfile.mkdtemp()) / "p.tsv", [("a", "b")])
+    >>> path.read_text()
+    'a\\tb\\n'
+    """
+    path = pathlib.Path(path)
+    lines = []
+    for index, (source, target) in enumerate(pairs):
+        for side, text in (("source", source), ("target", target)):
+            if not text or not text.strip() or any(c in text for c in "\t\r\n"):
+                raise ValueError(
+                    f"pair {index}: the {side} must be non-empty and hold no tab or "
+                    f"line break. Received: {_shorten(text)}"
+                )
+        lines.append(f"{source}\t{target}\n")
+    data = "".join(lines).encode("utf-8")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.suffix == ".gz":
+        data = gzip.compress(data, mtime=0)
+    path.write_bytes(data)
+    return path
+
+
+class PairSplits(NamedTuple):
+    """Train, validation and test pairs from `split_pairs`."""
+
+    train: list[Pair]
+    validation: list[Pair]
+    test: list[Pair]
+
+
+def _rank_key(seed: int, source: str) -> bytes:
+    return hashlib.sha256(f"{seed}\x00{source}".encode("utf-8")).digest()
+
+
+def split_pairs(
+    pairs: Sequence[Pair],
+    fractions: Sequence[float] = (0.8, 0.1, 0.1),
+    *,
+    seed: int = 0,
+) -> PairSplits:
+    """Splits pairs into train/validation/test, deterministically and leak-free.
+
+    Pairs are grouped by source sentence, so every translation of one source lands
+    in the same split (Tatoeba has many sources with several translations). Groups
+    are ordered by a SHA-256 hash of ``(seed, source)`` -- a seeded shuffle that
+    does not depend on the input order, Python's hash seed or the platform -- and
+    cut so each split gets as close to its fraction of the pairs as whole groups
+    allow. Within a split, pairs keep their input order.
+
+    Args:
+        pairs: sequence of ``(source, target)``.
+        fractions: three non-negative numbers (train, validation, test) summing to 1.
+        seed: another seed gives another split.
+
+    Returns:
+        `PairSplits(train, validation, test)`, lists of pairs.
+
+    Example:
+
+    >>> pairs = [(f"s{i}", f"t{i}") for i in range(10)]
+    >>> [len(part) for part in split_pairs(pairs, (0.6, 0.2, 0.2))]
+    [6, 2, 2]
+    """
+    fractions = tuple(float(f) for f in fractions)
+    if (
+        len(fractions) != 3
+        or any(f < 0 or math.isnan(f) for f in fractions)
+        or abs(sum(fractions) - 1.0) > 1e-6
+    ):
+        raise ValueError(
+            "fractions must be three non-negative numbers (train, validation, test) "
+            f"summing to 1. Received: fractions={fractions}"
+        )
+    group_sizes: dict[str, int] = {}
+    for source, _ in pairs:
+        group_sizes[source] = group_sizes.get(source, 0) + 1
+    ordered = sorted(group_sizes, key=lambda source: _rank_key(seed, source))
+    total = len(pairs)
+    boundaries = [total * fractions[0], total * (fractions[0] + fractions[1])]
+    split_of: dict[str, int] = {}
+    assigned = 0
+    for source in ordered:
+        size = group_sizes[source]
+        # The split whose range holds the middle of this group's slice of pairs.
+        middle = assigned + size / 2
+        split_of[source] = (
+            0 if middle <= boundaries[0] else (1 if middle <= boundaries[1] else 2)
+        )
+        assigned += size
+    parts: tuple[list[Pair], list[Pair], list[Pair]] = ([], [], [])
+    for pair in pairs:
+        parts[split_of[pair[0]]].append(tuple(pair))
+    return PairSplits(*parts)
+
+
+def filter_pairs_by_length(
+    pairs: Iterable[Pair],
+    *,
+    max_source_tokens: int | None = None,
+    max_target_tokens: int | None = None,
+    count_tokens: Callable[[str], int] | None = None,
+) -> list[Pair]:
+    """Keeps the pairs whose sides have at most the given number of tokens.
+
+    Args:
+        pairs: iterable of ``(source, target)``.
+        max_source_tokens: longest source kept (`None`: no limit).
+        max_target_tokens: longest target kept (`None`: no limit).
+        count_tokens: function text -> token count; default: whitespace-separated
+            words. (`make_dataset` can also filter or truncate on the model's own
+            token counts, in-graph.)
+
+    Returns:
+        The pairs kept, in order.
+
+    Example:
+
+    >>> filter_pairs_by_length([("a b c", "x"), ("a", "x y")], max_source_tokens=2)
+    [('a', 'x y')]
+    """
+    count = count_tokens or (lambda text: len(text.split()))
+    kept = []
+    for source, target in pairs:
+        if max_source_tokens is not None and count(source) > max_source_tokens:
+            continue
+        if max_target_tokens is not None and count(target) > max_target_tokens:
+            continue
+        kept.append((source, target))
+    return kept

@@ -1,0 +1,199 @@
+"""`PairTokenizer`: the source and target tokenizers of a run, saved together.
+
+A run directory holds three files written by `PairTokenizer.save`:
+
+- ``source_vocab.txt``, ``target_vocab.txt``: one token a line, in id order;
+- ``tokenizer.json``: each side's `TokenizerConfig` (kind, ops, normalization...)
+  and vocabulary size, e.g.
+  ``{"format": "keras_selfattn.text.PairTokenizer", "version": 1,
+  "source": {"kind": "word", ..., "vocab_file": "source_vocab.txt",
+  "vocab_size": 190}, "target": {...}}``.
+"""
+
+import json
+import os
+import pathlib
+from typing import Sequence
+
+import tensorflow as tf
+
+from keras_selfattn.text.tokenizers import Tokenizer, TokenizerConfig, build_tokenizer
+from keras_selfattn.text.vocab import Vocabulary
+
+__all__ = [
+    "SOURCE_VOCAB_FILE",
+    "TARGET_VOCAB_FILE",
+    "TOKENIZER_CONFIG_FILE",
+    "PairTokenizer",
+]
+
+SOURCE_VOCAB_FILE = "source_vocab.txt"
+TARGET_VOCAB_FILE = "target_vocab.txt"
+TOKENIZER_CONFIG_FILE = "tokenizer.json"
+_FORMAT = "keras_selfattn.text.PairTokenizer"
+_VERSION = 1
+
+
+class PairTokenizer(tf.Module):
+    """Source and target `Tokenizer`s of a translation model, saved as one unit.
+
+    A `tf.Module`: its lookup tables are trackable resources, so
+    `keras.export.ExportArchive.track(pair_tokenizer)` (or holding it on a
+    `tf.Module` given to `tf.saved_model.save`) carries them into a SavedModel.
+
+    Args:
+        source: the source-side `Tokenizer`.
+        target: the target-side `Tokenizer`.
+        name: optional `tf.Module` name.
+
+    Example:
+
+    >>> pairs = [("le chat", "the cat"), ("le chien", "the dog")]
+    >>> tokenizer = PairTokenizer.build(pairs)
+    >>> tokenizer.target.decode(tokenizer.target.encode(tf.constant(["The cat"])))
+    <tf.Tensor: shape=(1,), dtype=string, numpy=array([b'the cat'], dtype=object)>
+    """
+
+    def __init__(self, source: Tokenizer, target: Tokenizer, name: str | None = None):
+        super().__init__(name=name)
+        for side, tokenizer in (("source", source), ("target", target)):
+            if not isinstance(tokenizer, Tokenizer):
+                raise TypeError(
+                    f"{side} must be a Tokenizer. Received: {type(tokenizer).__name__}"
+                )
+        self.source = source
+        self.target = target
+
+    @property
+    def source_vocab_size(self) -> int:
+        """Source vocabulary size (the encoder embedding's input dimension)."""
+        return self.source.vocab_size
+
+    @property
+    def target_vocab_size(self) -> int:
+        """Target vocabulary size (decoder embedding rows and output logits)."""
+        return self.target.vocab_size
+
+    @classmethod
+    def build(
+        cls,
+        pairs: Sequence[tuple[str, str]],
+        source_config: TokenizerConfig | None = None,
+        target_config: TokenizerConfig | None = None,
+    ) -> "PairTokenizer":
+        """Learns both vocabularies from training pairs.
+
+        Args:
+            pairs: training ``(source, target)`` pairs (never the test split).
+            source_config: source `TokenizerConfig` (default: words).
+            target_config: target `TokenizerConfig` (default: `source_config`).
+
+        Returns:
+            A `PairTokenizer`.
+
+        Example:
+
+        >>> tokenizer = PairTokenizer.build(
+        ...     [("5 mars 2024", "2024-03-05")],
+        ...     TokenizerConfig(kind="word", split_digits=True),
+        ...     TokenizerConfig(kind="char"),
+        ... )
+        >>> tokenizer.target_vocab_size  # 4 reserved + 2 0 4 - 3 5
+        10
+        """
+        pairs = list(pairs)
+        if not pairs:
+            raise ValueError("PairTokenizer.build needs at least one pair")
+        source_config = source_config or TokenizerConfig()
+        target_config = target_config or source_config
+        sources = [source for source, _ in pairs]
+        targets = [target for _, target in pairs]
+        return cls(
+            build_tokenizer(sources, source_config, name="source"),
+            build_tokenizer(targets, target_config, name="target"),
+        )
+
+    def config(self) -> dict:
+        """The JSON-ready description written to ``tokenizer.json``."""
+        return {
+            "format": _FORMAT,
+            "version": _VERSION,
+            "source": {
+                **self.source.config.to_dict(),
+                "vocab_file": SOURCE_VOCAB_FILE,
+                "vocab_size": self.source.vocab_size,
+            },
+            "target": {
+                **self.target.config.to_dict(),
+                "vocab_file": TARGET_VOCAB_FILE,
+                "vocab_size": self.target.vocab_size,
+            },
+        }
+
+    def save(self, directory: str | os.PathLike) -> pathlib.Path:
+        """Writes the vocabularies and ``tokenizer.json`` into `directory`.
+
+        Args:
+            directory: the run directory (created if missing; files replaced).
+
+        Returns:
+            The directory as a `pathlib.Path`.
+        """
+        directory = pathlib.Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        self.source.vocabulary.save(directory / SOURCE_VOCAB_FILE)
+        self.target.vocabulary.save(directory / TARGET_VOCAB_FILE)
+        (directory / TOKENIZER_CONFIG_FILE).write_text(
+            json.dumps(self.config(), indent=2, ensure_ascii=False) + "\n",
+            encoding="utf-8",
+        )
+        return directory
+
+    @classmethod
+    def load(cls, directory: str | os.PathLike) -> "PairTokenizer":
+        """Reads a `PairTokenizer` written by `save`.
+
+        Args:
+            directory: the run directory.
+
+        Returns:
+            A `PairTokenizer` giving the same ids as the one saved.
+
+        Raises:
+            FileNotFoundError: ``tokenizer.json`` or a vocabulary file is missing.
+            ValueError: the JSON is not a PairTokenizer description, or a
+                vocabulary's size differs from the one recorded.
+        """
+        directory = pathlib.Path(directory)
+        config_path = directory / TOKENIZER_CONFIG_FILE
+        if not config_path.is_file():
+            raise FileNotFoundError(
+                f"No {TOKENIZER_CONFIG_FILE} in {directory}: not a run directory "
+                "written by PairTokenizer.save"
+            )
+        try:
+            config = json.loads(config_path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{config_path}: not valid JSON ({error})") from None
+        if not isinstance(config, dict) or config.get("format") != _FORMAT:
+            raise ValueError(f"{config_path}: not a {_FORMAT} description")
+        if config.get("version") != _VERSION:
+            raise ValueError(
+                f"{config_path}: format version {config.get('version')!r} is not "
+                f"supported (this keras_selfattn reads version {_VERSION})"
+            )
+        tokenizers = []
+        for side in ("source", "target"):
+            side_config = dict(config[side])
+            vocab_file = side_config.pop("vocab_file")
+            vocab_size = side_config.pop("vocab_size")
+            vocabulary = Vocabulary.load(directory / vocab_file)
+            if vocabulary.size != vocab_size:
+                raise ValueError(
+                    f"{directory / vocab_file}: {vocabulary.size} tokens, but "
+                    f"{config_path} records vocab_size={vocab_size}"
+                )
+            tokenizers.append(
+                Tokenizer(TokenizerConfig.from_dict(side_config), vocabulary, name=side)
+            )
+        return cls(*tokenizers)

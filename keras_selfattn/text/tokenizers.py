@@ -1,0 +1,482 @@
+"""Text normalization and tokenization as TensorFlow graph code.
+
+Everything here runs inside `tf.data` (`Dataset.map`), inside a `tf.function` and in
+a SavedModel: no Python per string. A `Tokenizer` is a `tf.Module` that owns its
+`Vocabulary` tables (and, for subwords, its `FastWordpieceTokenizer`), so exporting
+code can `track()` it.
+
+Kinds (`TokenizerConfig.kind`):
+
+- ``"word"``: words and punctuation. Every punctuation or symbol character
+  (Unicode categories P* and S*) is its own token; with ``split_digits=True`` every
+  decimal digit is too. Detokenization joins tokens with one space.
+- ``"char"``: Unicode characters (code points), the space included. Detokenization
+  joins with "".
+- ``"subword"``: WordPiece pieces of the words above, suffix pieces marked ``##``;
+  the vocabulary is learned from the training data. Detokenization glues pieces
+  and joins words with one space.
+
+The normalized text (`Tokenizer.normalize`) is what a round trip gives back:
+``decode(encode(text)) == normalize(text)`` whenever every token is in the
+vocabulary. For "word"/"subword" the normalized text already has one space around
+every punctuation mark (and digit, with ``split_digits``).
+
+Which ops each option puts in the graph (`TokenizerConfig.ops`):
+
+Unicode normalization
+    tensorflow_text: `tensorflow_text.normalize_utf8` (NFKC by default).
+    core: none (core TensorFlow has no normalization op).
+Lowercasing
+    tensorflow_text: `tensorflow_text.case_fold_utf8` (full case folding, implies
+    NFKC). core: `tf.strings.lower(encoding="utf-8")`.
+Whitespace, punctuation spacing (both): `tf.strings.regex_replace`, `tf.strings.strip`.
+Word split
+    tensorflow_text: `tensorflow_text.WhitespaceTokenizer`. core: `tf.strings.split`.
+Char split (both): `tf.strings.unicode_split`.
+Subword split
+    tensorflow_text: `tensorflow_text.FastWordpieceTokenizer`. core: not available.
+Token <-> id (both): `tf.lookup.StaticHashTable`.
+Decode, ids -> text (both, every kind, subwords included): core ops only
+    (`tf.cumsum`, `tf.ragged.boolean_mask`, the tables, `tf.strings.reduce_join`,
+    `tf.strings.regex_replace`).
+
+So a model whose source tokenizer uses ``ops="core"`` (kind "word" or "char")
+exports a graph with core TensorFlow ops only; decoding is core for every kind.
+The two options differ only on text that NFKC or full case folding changes (e.g.
+"ﬁ", "ß", full-width letters); a vocabulary must be used with the options it was
+built with (`PairTokenizer` saves them together).
+"""
+
+import collections
+import dataclasses
+from typing import Any, Iterable
+
+import tensorflow as tf
+
+from keras_selfattn.text import vocab as vocab_lib
+from keras_selfattn.text.vocab import END_ID, PAD_ID, START_ID, Vocabulary
+
+__all__ = [
+    "KINDS",
+    "OPS",
+    "SUFFIX_INDICATOR",
+    "Tokenizer",
+    "TokenizerConfig",
+    "build_tokenizer",
+    "count_tokens",
+    "normalize_text",
+    "split_text",
+]
+
+KINDS = ("word", "char", "subword")
+OPS = ("tensorflow_text", "core")
+_NORMALIZATION_FORMS = ("NFKC", "NFC", "NFKD", "NFD")
+SUFFIX_INDICATOR = "##"
+DEFAULT_SUBWORD_VOCAB_SIZE = 8000
+
+# Unicode White_Space: RE2's \s is only [\t\n\f\r ], so name the rest explicitly.
+_WHITESPACE = r"[\t\n\v\f\r\x{85}\p{Z}]+"
+_PUNCTUATION = r"\p{P}\p{S}"
+_DIGITS = r"\p{Nd}"
+
+
+def _tf_text():
+    """Imports tensorflow_text on first use (the "core" option never needs it)."""
+    import tensorflow_text  # noqa: PLC0415
+
+    return tensorflow_text
+
+
+@dataclasses.dataclass(frozen=True)
+class TokenizerConfig:
+    """How text becomes tokens: kind, ops, normalization, vocabulary limits.
+
+    Saved as JSON beside the vocabulary (`to_dict` / `from_dict`).
+
+    Args:
+        kind: "word", "char" or "subword" (see the module docstring).
+        ops: "tensorflow_text" or "core" (core TensorFlow ops only: no Unicode
+            normalization, `tf.strings.lower` instead of case folding; no subwords).
+        lowercase: case-fold ("tensorflow_text") or lowercase ("core") the text.
+        normalization: Unicode normalization form, "NFKC", "NFC", "NFKD", "NFD" or
+            "none". `None` picks the default: "NFKC" for "tensorflow_text", "none"
+            for "core".
+        split_digits: "word"/"subword": make every decimal digit its own token.
+        max_vocab_size: vocabulary size limit, reserved tokens included. `None`:
+            no limit for "word"/"char"; 8000 (the learner's target) for "subword".
+        min_count: "word"/"char": tokens seen fewer times in the training data
+            are left out of the vocabulary; "subword": least count of a piece.
+
+    Example:
+
+    >>> TokenizerConfig(kind="char", ops="core").normalization
+    'none'
+    """
+
+    kind: str = "word"
+    ops: str = "tensorflow_text"
+    lowercase: bool = True
+    normalization: str | None = None
+    split_digits: bool = False
+    max_vocab_size: int | None = None
+    min_count: int = 1
+
+    def __post_init__(self):
+        if self.kind not in KINDS:
+            raise ValueError(
+                f"kind must be one of {KINDS}. Received: kind={self.kind!r}"
+            )
+        if self.ops not in OPS:
+            raise ValueError(f"ops must be one of {OPS}. Received: ops={self.ops!r}")
+        normalization = self.normalization
+        if normalization is None:
+            normalization = "NFKC" if self.ops == "tensorflow_text" else "none"
+        if isinstance(normalization, str) and normalization.lower() == "none":
+            normalization = "none"
+        elif isinstance(normalization, str):
+            normalization = normalization.upper()
+        if normalization not in _NORMALIZATION_FORMS + ("none",):
+            raise ValueError(
+                f"normalization must be one of {_NORMALIZATION_FORMS + ('none',)} or "
+                f"None. Received: normalization={self.normalization!r}"
+            )
+        object.__setattr__(self, "normalization", normalization)
+        if self.ops == "core" and normalization != "none":
+            raise ValueError(
+                "Unicode normalization needs tensorflow_text ops; core TensorFlow has "
+                "none. Use ops='tensorflow_text', or normalization='none' with "
+                f"ops='core'. Received: ops='core', normalization={normalization!r}"
+            )
+        if self.ops == "core" and self.kind == "subword":
+            raise ValueError(
+                "kind='subword' needs tensorflow_text's FastWordpieceTokenizer. Use "
+                "ops='tensorflow_text', or kind='word' or 'char' with ops='core'. "
+                "Received: kind='subword', ops='core'"
+            )
+        if self.max_vocab_size is not None and self.max_vocab_size < len(
+            vocab_lib.RESERVED_TOKENS
+        ):
+            raise ValueError(
+                "max_vocab_size must be at least 4 (the reserved tokens) or None. "
+                f"Received: max_vocab_size={self.max_vocab_size}"
+            )
+        if self.min_count < 1:
+            raise ValueError(
+                f"min_count must be >= 1. Received: min_count={self.min_count}"
+            )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The fields as a JSON-ready dict."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, config: dict[str, Any]) -> "TokenizerConfig":
+        """Inverse of `to_dict`; unknown keys raise ValueError."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(config) - known)
+        if unknown:
+            raise ValueError(
+                f"Unknown TokenizerConfig keys {unknown}. Known keys: {sorted(known)}"
+            )
+        return cls(**config)
+
+
+def normalize_text(texts, config: TokenizerConfig):
+    """Normalizes UTF-8 strings: Unicode form, case, whitespace, punctuation spacing.
+
+    Steps, all in-graph: lowercasing/case folding and Unicode normalization (per
+    `config.ops`); every run of Unicode whitespace becomes one space; for "word" and
+    "subword", one space on each side of every punctuation/symbol character (and
+    digit with `split_digits`); leading and trailing spaces removed.
+
+    Args:
+        texts: `tf.string` Tensor of any shape (or anything convertible).
+        config: a `TokenizerConfig`.
+
+    Returns:
+        `tf.string` Tensor of the same shape.
+
+    Example:
+
+    >>> normalize_text(tf.constant(["Hello,  World!"]), TokenizerConfig()).numpy()
+    array([b'hello , world !'], dtype=object)
+    """
+    texts = tf.convert_to_tensor(texts, dtype=tf.string)
+    if config.ops == "tensorflow_text":
+        text_ops = _tf_text()
+        if config.lowercase:
+            texts = text_ops.case_fold_utf8(texts)  # folds case and applies NFKC
+        if config.normalization != "none" and not (
+            config.lowercase and config.normalization == "NFKC"
+        ):
+            texts = text_ops.normalize_utf8(texts, config.normalization)
+    elif config.lowercase:
+        texts = tf.strings.lower(texts, encoding="utf-8")
+    texts = tf.strings.regex_replace(texts, _WHITESPACE, " ")
+    if config.kind in ("word", "subword"):
+        separate = _PUNCTUATION + (_DIGITS if config.split_digits else "")
+        texts = tf.strings.regex_replace(texts, f"([{separate}])", r" \1 ")
+        texts = tf.strings.regex_replace(texts, "  +", " ")
+    return tf.strings.strip(texts)
+
+
+def split_text(texts, config: TokenizerConfig):
+    """Normalizes and splits strings into tokens ("word", "char") or words ("subword").
+
+    Args:
+        texts: `tf.string` Tensor, rank 0 or 1.
+        config: a `TokenizerConfig`.
+
+    Returns:
+        For rank-1 input a `tf.RaggedTensor` of `tf.string`, shape (batch, None);
+        for a scalar a 1-D `tf.string` Tensor.
+
+    Example:
+
+    >>> split_text(tf.constant(["a b."]), TokenizerConfig()).to_list()
+    [[b'a', b'b', b'.']]
+    """
+    normalized = normalize_text(texts, config)
+    if config.kind == "char":
+        return tf.strings.unicode_split(normalized, "UTF-8")
+    if config.ops == "tensorflow_text":
+        return _tf_text().WhitespaceTokenizer().tokenize(normalized)
+    return tf.strings.split(normalized)
+
+
+def _merge_last_two_dims(pieces):
+    """(..., words, pieces) ragged -> (..., tokens); (words, pieces) -> (tokens,)."""
+    if pieces.shape.rank == 2:
+        return pieces.flat_values
+    return pieces.merge_dims(-2, -1)
+
+
+class Tokenizer(tf.Module):
+    """A tokenizer with its vocabulary: text <-> tokens <-> int32 ids, in-graph.
+
+    Build one from training texts with `build_tokenizer` (or `Tokenizer.build`), or
+    from a saved vocabulary with `Tokenizer(config, Vocabulary.load(path))`.
+
+    Args:
+        config: a `TokenizerConfig`.
+        vocabulary: a `Vocabulary` (for "subword", a WordPiece vocabulary whose
+            suffix pieces start with "##").
+        name: optional `tf.Module` name.
+
+    Example:
+
+    >>> tok = build_tokenizer(["Hello world!", "hello moon"], TokenizerConfig())
+    >>> ids = tok.encode(tf.constant(["Hello, moon!"]))
+    >>> tok.decode(ids).numpy()
+    array([b'hello <unk> moon !'], dtype=object)
+    """
+
+    def __init__(self, config: TokenizerConfig, vocabulary: Vocabulary, name=None):
+        super().__init__(name=name)
+        if not isinstance(config, TokenizerConfig):
+            raise TypeError(
+                f"config must be a TokenizerConfig. Received: {type(config).__name__}"
+            )
+        if not isinstance(vocabulary, Vocabulary):
+            raise TypeError(
+                "vocabulary must be a Vocabulary. "
+                f"Received: {type(vocabulary).__name__}"
+            )
+        self._config = config
+        self.vocabulary = vocabulary
+        if config.kind == "subword":
+            self._wordpiece = _tf_text().FastWordpieceTokenizer(
+                vocab=vocabulary.tokens,
+                suffix_indicator=SUFFIX_INDICATOR,
+                max_bytes_per_word=100,
+                token_out_type=tf.int64,
+                unknown_token=vocab_lib.UNK_TOKEN,
+                no_pretokenization=True,
+                support_detokenization=False,
+            )
+
+    @property
+    def config(self) -> TokenizerConfig:
+        """The `TokenizerConfig`."""
+        return self._config
+
+    @property
+    def vocab_size(self) -> int:
+        """Vocabulary size, reserved tokens included (the model's embedding rows)."""
+        return self.vocabulary.size
+
+    @classmethod
+    def build(cls, texts, config: TokenizerConfig | None = None, name=None):
+        """Same as `build_tokenizer(texts, config)`."""
+        return build_tokenizer(texts, config, name=name)
+
+    def normalize(self, texts):
+        """`normalize_text(texts, self.config)`: the text a round trip gives back."""
+        return normalize_text(texts, self._config)
+
+    def tokenize(self, texts):
+        """Strings -> string tokens (subword: WordPiece pieces, unknown words -> <unk>).
+
+        Args:
+            texts: `tf.string` Tensor, rank 0 or 1.
+
+        Returns:
+            `tf.RaggedTensor` (batch, None) of `tf.string` for rank 1; a 1-D
+            `tf.string` Tensor for a scalar.
+        """
+        if self._config.kind == "subword":
+            return self.vocabulary.id_to_token(self._encode_int64(texts))
+        return split_text(texts, self._config)
+
+    def _encode_int64(self, texts):
+        words = split_text(texts, self._config)
+        return _merge_last_two_dims(self._wordpiece.tokenize(words))
+
+    def encode(self, texts):
+        """Strings -> int32 token ids (unknown tokens -> `UNK_ID`), no start/end ids.
+
+        Args:
+            texts: `tf.string` Tensor, rank 0 or 1.
+
+        Returns:
+            int32 `tf.RaggedTensor` (batch, None) for rank 1; a 1-D int32 Tensor
+            for a scalar.
+
+        Example:
+
+        >>> tok = build_tokenizer(["ab"], TokenizerConfig(kind="char"))
+        >>> tok.encode(tf.constant("abc")).numpy().tolist()
+        [4, 5, 1]
+        """
+        if self._config.kind == "subword":
+            ids = self._encode_int64(texts)
+            if isinstance(ids, tf.RaggedTensor):
+                return tf.ragged.map_flat_values(tf.cast, ids, tf.int32)
+            return tf.cast(ids, tf.int32)
+        return self.vocabulary.token_to_id(split_text(texts, self._config))
+
+    def detokenize(self, tokens):
+        """String tokens -> text (word/subword: joined by spaces; char: by "").
+
+        Args:
+            tokens: `tf.string` RaggedTensor (batch, None) or a 1-D Tensor.
+
+        Returns:
+            `tf.string` Tensor (batch,) or a scalar.
+        """
+        separator = "" if self._config.kind == "char" else " "
+        text = tf.strings.reduce_join(tokens, axis=-1, separator=separator)
+        if self._config.kind == "subword":
+            text = tf.strings.regex_replace(text, " " + SUFFIX_INDICATOR, "")
+            text = tf.strings.regex_replace(text, "^" + SUFFIX_INDICATOR, "")
+        return text
+
+    def decode(self, ids):
+        """Ids -> text: stops at the first `END_ID`, drops `PAD_ID` and `START_ID`.
+
+        Core TensorFlow ops only, for every kind. Unknown ids decode to "<unk>".
+
+        Args:
+            ids: integer Tensor (batch, length) or (length,), or a RaggedTensor
+                (batch, None): e.g. the model's greedy output, or `encode`'s.
+
+        Returns:
+            `tf.string` Tensor (batch,), or a scalar for 1-D input.
+
+        Example:
+
+        >>> tok = build_tokenizer(["ab"], TokenizerConfig(kind="char"))
+        >>> tok.decode(tf.constant([[2, 5, 4, 3, 4], [4, 0, 0, 0, 0]])).numpy()
+        array([b'ba', b'a'], dtype=object)
+        """
+        if isinstance(ids, tf.RaggedTensor):
+            ids = ids.to_tensor(default_value=PAD_ID)
+        ids = tf.convert_to_tensor(ids)
+        scalar = ids.shape.rank == 1
+        if scalar:
+            ids = ids[tf.newaxis, :]
+        ids = tf.cast(ids, tf.int64)
+        before_end = tf.equal(
+            tf.cumsum(tf.cast(tf.equal(ids, END_ID), tf.int32), axis=-1), 0
+        )
+        keep = before_end & tf.not_equal(ids, PAD_ID) & tf.not_equal(ids, START_ID)
+        text = self.detokenize(
+            self.vocabulary.id_to_token(tf.ragged.boolean_mask(ids, keep))
+        )
+        return text[0] if scalar else text
+
+
+def _string_batches(texts, batch_size=1024) -> tf.data.Dataset:
+    """A `tf.data.Dataset` of rank-1 `tf.string` batches from strings or a Dataset."""
+    if isinstance(texts, tf.data.Dataset):
+        if texts.element_spec.shape.rank == 0:
+            return texts.batch(batch_size)
+        return texts
+    if isinstance(texts, (str, bytes)):
+        raise TypeError("texts must be a sequence of strings, not a single string")
+    if not isinstance(texts, tf.Tensor):
+        texts = list(texts)
+        texts = tf.constant(texts, dtype=tf.string, shape=[len(texts)])
+    return tf.data.Dataset.from_tensor_slices(texts).batch(batch_size)
+
+
+def count_tokens(texts: Iterable[str], config: TokenizerConfig) -> collections.Counter:
+    """Counts the tokens `split_text` makes of `texts` (words, for "subword").
+
+    Args:
+        texts: strings (list, NumPy array, 1-D Tensor, or a `tf.data.Dataset` of
+            scalar or 1-D `tf.string`).
+        config: a `TokenizerConfig`.
+
+    Returns:
+        `collections.Counter` of `str` token -> count.
+    """
+    dataset = _string_batches(texts).map(
+        lambda batch: split_text(batch, config).flat_values,
+        num_parallel_calls=tf.data.AUTOTUNE,
+        deterministic=True,
+    )
+    counts = collections.Counter()
+    for tokens in dataset.as_numpy_iterator():
+        counts.update(tokens.tolist())
+    return collections.Counter({t.decode("utf-8"): c for t, c in counts.items()})
+
+
+def build_tokenizer(
+    texts, config: TokenizerConfig | None = None, name=None
+) -> Tokenizer:
+    """Builds a `Tokenizer`, learning its vocabulary from training texts.
+
+    "word"/"char": tokens by frequency (`build_vocabulary` with
+    `config.max_vocab_size`, `config.min_count`). "subword": a WordPiece vocabulary
+    of about `config.max_vocab_size` (default 8000) learned from word counts.
+
+    Args:
+        texts: training strings: list, NumPy array, 1-D Tensor, or a
+            `tf.data.Dataset` of `tf.string` (scalar or 1-D elements).
+        config: a `TokenizerConfig` (default: `TokenizerConfig()`, words).
+        name: optional `tf.Module` name.
+
+    Returns:
+        A `Tokenizer`.
+
+    Example:
+
+    >>> tok = build_tokenizer(["le chat", "le chien"], TokenizerConfig())
+    >>> tok.vocabulary.tokens[4:]
+    ['le', 'chat', 'chien']
+    """
+    config = config or TokenizerConfig()
+    counts = count_tokens(texts, config)
+    if config.kind == "subword":
+        vocabulary = vocab_lib.learn_wordpiece_vocabulary(
+            counts,
+            config.max_vocab_size or DEFAULT_SUBWORD_VOCAB_SIZE,
+            suffix_indicator=SUFFIX_INDICATOR,
+            lower_threshold=config.min_count,
+        )
+    else:
+        vocabulary = vocab_lib.build_vocabulary(
+            counts, max_size=config.max_vocab_size, min_count=config.min_count
+        )
+    return Tokenizer(config, vocabulary, name=name)

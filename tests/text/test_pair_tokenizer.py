@@ -1,0 +1,98 @@
+"""PairTokenizer: build, save to and load from a run directory."""
+
+import json
+
+import pytest
+import tensorflow as tf
+
+from keras_selfattn.text.pair_tokenizer import (
+    SOURCE_VOCAB_FILE,
+    TARGET_VOCAB_FILE,
+    TOKENIZER_CONFIG_FILE,
+    PairTokenizer,
+)
+from keras_selfattn.text.tokenizers import TokenizerConfig
+
+PAIRS = [
+    ("Le chat dort.", "The cat sleeps."),
+    ("Le chien, 3 ans.", "The dog, 3 years."),
+    ("Où est l'été ?", "Where is summer?"),
+]
+
+
+@pytest.mark.parametrize(
+    "source_config, target_config",
+    [
+        (TokenizerConfig(kind="word", split_digits=True), TokenizerConfig(kind="char")),
+        (
+            TokenizerConfig(kind="word", ops="core"),
+            TokenizerConfig(kind="char", ops="core"),
+        ),
+        (TokenizerConfig(kind="subword", max_vocab_size=80), None),
+    ],
+    ids=["word-char", "core", "subword"],
+)
+def test_save_load_gives_identical_ids(tmp_path, source_config, target_config):
+    tokenizer = PairTokenizer.build(PAIRS, source_config, target_config)
+    tokenizer.save(tmp_path / "run")
+    names = sorted(p.name for p in (tmp_path / "run").iterdir())
+    assert names == sorted(
+        [SOURCE_VOCAB_FILE, TARGET_VOCAB_FILE, TOKENIZER_CONFIG_FILE]
+    )
+    loaded = PairTokenizer.load(tmp_path / "run")
+    assert loaded.source.config == tokenizer.source.config
+    assert loaded.target.config == (target_config or source_config)
+    probe = tf.constant([s for s, _ in PAIRS] + ["Unseen words, 42!"])
+    for side in ("source", "target"):
+        before, after = getattr(tokenizer, side), getattr(loaded, side)
+        assert after.vocabulary.tokens == before.vocabulary.tokens
+        assert after.encode(probe).to_list() == before.encode(probe).to_list()
+
+
+def test_json_describes_kind_options_and_sizes(tmp_path):
+    tokenizer = PairTokenizer.build(
+        PAIRS, TokenizerConfig(kind="word"), TokenizerConfig(kind="char", ops="core")
+    )
+    tokenizer.save(tmp_path)
+    config = json.loads((tmp_path / TOKENIZER_CONFIG_FILE).read_text())
+    assert config["source"]["kind"] == "word"
+    assert config["target"] == {
+        **TokenizerConfig(kind="char", ops="core").to_dict(),
+        "vocab_file": TARGET_VOCAB_FILE,
+        "vocab_size": tokenizer.target_vocab_size,
+    }
+    assert config["source"]["vocab_size"] == tokenizer.source_vocab_size
+
+
+def test_load_errors(tmp_path):
+    with pytest.raises(FileNotFoundError, match="No tokenizer.json"):
+        PairTokenizer.load(tmp_path)
+    PairTokenizer.build(PAIRS).save(tmp_path)
+    with open(tmp_path / TARGET_VOCAB_FILE, "a", encoding="utf-8") as f:
+        f.write("extra\n")
+    with pytest.raises(ValueError, match="records vocab_size"):
+        PairTokenizer.load(tmp_path)
+    (tmp_path / TARGET_VOCAB_FILE).unlink()
+    with pytest.raises(FileNotFoundError, match="Vocabulary file not found"):
+        PairTokenizer.load(tmp_path)
+    (tmp_path / TOKENIZER_CONFIG_FILE).write_text('{"format": "other"}')
+    with pytest.raises(ValueError, match="not a keras_selfattn.text.PairTokenizer"):
+        PairTokenizer.load(tmp_path)
+
+
+def test_pair_tokenizer_tables_travel_in_a_saved_model(tmp_path):
+    tokenizer = PairTokenizer.build(PAIRS)
+    module = tf.Module()
+    module.tokenizer = tokenizer
+    module.encode = tf.function(
+        lambda t: tokenizer.source.encode(t).to_tensor(),
+        input_signature=[tf.TensorSpec([None], tf.string)],
+    )
+    tf.saved_model.save(module, str(tmp_path / "m"))
+    del module
+    loaded = tf.saved_model.load(str(tmp_path / "m"))
+    probe = tf.constant(["le chat", "le loup"])
+    assert (
+        loaded.encode(probe).numpy().tolist()
+        == tokenizer.source.encode(probe).to_tensor().numpy().tolist()
+    )

@@ -1,0 +1,330 @@
+"""Tokenizers: normalization, round trips per kind and ops, graphs and SavedModels."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import keras
+import pytest
+import tensorflow as tf
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from keras_selfattn.text.tokenizers import (
+    Tokenizer,
+    TokenizerConfig,
+    build_tokenizer,
+    normalize_text,
+    split_text,
+)
+from keras_selfattn.text.vocab import END_ID, PAD_ID, START_ID, UNK_ID, build_vocabulary
+
+TEXTS = [
+    "Hello,  World! It's 5 o'clock.",
+    "Va-t'en\u00a0!  Où est l'été ?",
+    "Straße \u2003 numéro 42\tà «Paris»",
+    "ÉTÉ 2024-03-15 ($3.50)",
+]
+
+CONFIGS = {
+    "word-tf_text": TokenizerConfig(kind="word"),
+    "word-core": TokenizerConfig(kind="word", ops="core"),
+    "word-digits": TokenizerConfig(kind="word", split_digits=True),
+    "char-tf_text": TokenizerConfig(kind="char"),
+    "char-core": TokenizerConfig(kind="char", ops="core"),
+    "char-cased": TokenizerConfig(kind="char", lowercase=False),
+    "subword": TokenizerConfig(kind="subword", max_vocab_size=200),
+}
+
+
+def _strings(tensor):
+    return [t.decode("utf-8") for t in tensor.numpy().tolist()]
+
+
+@pytest.fixture(scope="module")
+def tokenizers():
+    return {name: build_tokenizer(TEXTS, config) for name, config in CONFIGS.items()}
+
+
+@pytest.mark.parametrize("name", list(CONFIGS))
+def test_round_trip_gives_normalized_text(tokenizers, name):
+    tokenizer = tokenizers[name]
+    texts = tf.constant(TEXTS)
+    ids = tokenizer.encode(texts)
+    assert isinstance(ids, tf.RaggedTensor) and ids.dtype == tf.int32
+    assert UNK_ID not in ids.flat_values.numpy().tolist()
+    assert _strings(tokenizer.decode(ids)) == _strings(tokenizer.normalize(texts))
+    assert _strings(tokenizer.detokenize(tokenizer.tokenize(texts))) == _strings(
+        tokenizer.normalize(texts)
+    )
+    # Scalars in, scalars out.
+    single = tokenizer.encode(tf.constant(TEXTS[0]))
+    assert single.shape.rank == 1
+    assert (
+        tokenizer.decode(single).numpy().decode()
+        == _strings(tokenizer.normalize(texts))[0]
+    )
+
+
+def test_normalization_details(tokenizers):
+    word = _strings(tokenizers["word-tf_text"].normalize(tf.constant(TEXTS)))
+    assert word[0] == "hello , world ! it ' s 5 o ' clock ."
+    assert word[1] == "va - t ' en ! où est l ' été ?"  # no-break space -> space
+    assert word[2] == "strasse numéro 42 à « paris »"  # case folding: ß -> ss
+    assert word[3] == "été 2024 - 03 - 15 ( $ 3 . 50 )"
+    core = _strings(tokenizers["word-core"].normalize(tf.constant(TEXTS)))
+    assert core[2] == "straße numéro 42 à « paris »"  # tf.strings.lower keeps ß
+    assert _strings(tokenizers["word-digits"].normalize(tf.constant(["ab12"]))) == [
+        "ab 1 2"
+    ]
+    chars = _strings(tokenizers["char-tf_text"].normalize(tf.constant(TEXTS)))
+    assert chars[1] == "va-t'en ! où est l'été ?"
+    cased = _strings(tokenizers["char-cased"].normalize(tf.constant(["ＡＢ\ufb01"])))
+    assert cased == ["ABfi"]  # NFKC: full-width letters and the ligature
+
+
+def test_word_tokens(tokenizers):
+    tokens = tokenizers["word-tf_text"].tokenize(tf.constant(["l'été, 2024!"]))
+    assert tokens.to_list() == [[b"l", b"'", "été".encode(), b",", b"2024", b"!"]]
+    chars = tokenizers["char-core"].tokenize(tf.constant(["a b"]))
+    assert chars.to_list() == [[b"a", b" ", b"b"]]
+
+
+def test_core_and_tensorflow_text_agree_on_ascii(tokenizers):
+    texts = tf.constant(["Hello,  World!\tIt's 5 o'clock.", "  A-b  "])
+    for kind in ("word", "char"):
+        a = split_text(texts, TokenizerConfig(kind=kind))
+        b = split_text(texts, TokenizerConfig(kind=kind, ops="core"))
+        assert a.to_list() == b.to_list()
+
+
+def test_unknown_words_become_unk(tokenizers):
+    tokenizer = tokenizers["word-tf_text"]
+    ids = tokenizer.encode(tf.constant(["hello zebra"])).to_list()[0]
+    assert ids[1] == UNK_ID and ids[0] != UNK_ID
+    assert _strings(tokenizer.decode(tf.ragged.constant([ids]))) == ["hello <unk>"]
+    subword = tokenizers["subword"]
+    assert UNK_ID in subword.encode(tf.constant(["hello 漢字"])).to_list()[0]
+
+
+def test_decode_stops_at_end_and_drops_padding_and_start(tokenizers):
+    tokenizer = tokenizers["char-core"]
+    a, b = tokenizer.encode(tf.constant(["ae"])).to_list()[0]
+    ids = tf.constant(
+        [[START_ID, a, b, END_ID, a, a], [b, PAD_ID, PAD_ID, PAD_ID, PAD_ID, PAD_ID]]
+    )
+    assert UNK_ID not in (a, b)
+    assert _strings(tokenizer.decode(ids)) == ["ae", "e"]
+    assert tokenizer.decode(tf.constant([a, END_ID, b])).numpy() == b"a"
+
+
+def test_subword_splits_words_into_pieces():
+    tokenizer = build_tokenizer(
+        ["lower lowest newer newest wider widest"] * 3,
+        TokenizerConfig(kind="subword", max_vocab_size=30),
+    )
+    pieces = tokenizer.tokenize(tf.constant(["slowest"])).to_list()[0]
+    assert len(pieces) > 1 and all(p.startswith(b"##") for p in pieces[1:])
+    assert tokenizer.decode(tokenizer.encode(tf.constant(["slowest"]))).numpy() == [
+        b"slowest"
+    ]
+
+
+def test_config_validation_and_json_round_trip():
+    assert TokenizerConfig().normalization == "NFKC"
+    assert TokenizerConfig(ops="core").normalization == "none"
+    with pytest.raises(ValueError, match="kind must be one of"):
+        TokenizerConfig(kind="bpe")
+    with pytest.raises(ValueError, match="ops must be one of"):
+        TokenizerConfig(ops="icu")
+    with pytest.raises(ValueError, match="Unicode normalization needs tensorflow_text"):
+        TokenizerConfig(ops="core", normalization="NFKC")
+    with pytest.raises(ValueError, match="kind='subword' needs tensorflow_text"):
+        TokenizerConfig(kind="subword", ops="core")
+    with pytest.raises(ValueError, match="normalization must be one of"):
+        TokenizerConfig(normalization="NFX")
+    config = TokenizerConfig(kind="char", split_digits=True, max_vocab_size=99)
+    assert TokenizerConfig.from_dict(config.to_dict()) == config
+    with pytest.raises(ValueError, match="Unknown TokenizerConfig keys"):
+        TokenizerConfig.from_dict({"kind": "word", "colour": "red"})
+
+
+def test_build_tokenizer_accepts_a_dataset():
+    dataset = tf.data.Dataset.from_tensor_slices(["a b", "b c"])
+    tokenizer = build_tokenizer(dataset, TokenizerConfig(max_vocab_size=6))
+    assert tokenizer.vocabulary.tokens[4:] == ["b", "a"]
+
+
+def test_tokenizer_runs_in_tf_function_and_tf_data(tokenizers):
+    tokenizer = tokenizers["word-tf_text"]
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+    def round_trip(texts):
+        return tokenizer.decode(tokenizer.encode(texts).to_tensor())
+
+    assert _strings(round_trip(tf.constant(TEXTS))) == _strings(
+        tokenizer.normalize(tf.constant(TEXTS))
+    )
+    dataset = tf.data.Dataset.from_tensor_slices(TEXTS).batch(2).map(tokenizer.encode)
+    assert [r.to_list() for r in dataset] == [
+        tokenizer.encode(tf.constant(TEXTS[:2])).to_list(),
+        tokenizer.encode(tf.constant(TEXTS[2:])).to_list(),
+    ]
+
+
+def _graph_op_types(concrete_function):
+    graph_def = concrete_function.graph.as_graph_def()
+    ops = {node.op for node in graph_def.node}
+    for function in graph_def.library.function:
+        ops.update(node.op for node in function.node_def)
+    return ops
+
+
+@pytest.mark.parametrize("name", list(CONFIGS))
+def test_which_ops_each_option_uses(tokenizers, name):
+    """ops='core' graphs hold only ops in tf.raw_ops (tensorflow_text ops are not)."""
+    tokenizer = tokenizers[name]
+    encode = tf.function(tokenizer.encode).get_concrete_function(
+        tf.TensorSpec([None], tf.string)
+    )
+    decode = tf.function(tokenizer.decode).get_concrete_function(
+        tf.TensorSpec([None, None], tf.int32)
+    )
+    assert not [op for op in _graph_op_types(decode) if not hasattr(tf.raw_ops, op)]
+    non_core = sorted(
+        op for op in _graph_op_types(encode) if not hasattr(tf.raw_ops, op)
+    )
+    if tokenizer.config.ops == "core":
+        assert non_core == []
+    else:
+        assert non_core  # e.g. CaseFoldUTF8, TFText>WhitespaceTokenizeWithOffsetsV2
+
+
+@pytest.mark.slow
+def test_core_tokenizer_serves_under_session_loader_without_tensorflow_text(tmp_path):
+    """A core tokenizer's SavedModel loads where tensorflow_text is not imported."""
+    tokenizer = build_tokenizer(TEXTS, TokenizerConfig(kind="word", ops="core"))
+
+    def serve(text):
+        ids = tokenizer.encode(text).to_tensor()
+        return {"ids": ids, "text": tokenizer.decode(ids)}
+
+    # The way serving/ exports: keras' ExportArchive, tables tracked explicitly.
+    archive = keras.export.ExportArchive()
+    archive.track(tokenizer)
+    archive.add_endpoint(
+        "serving_default",
+        serve,
+        input_signature=[tf.TensorSpec([None], tf.string, name="text")],
+    )
+    export_dir = str(tmp_path / "saved")
+    archive.write_out(export_dir, verbose=False)
+    script = textwrap.dedent(
+        f"""
+        import sys
+        import tensorflow as tf
+        tf.compat.v1.disable_eager_execution()
+        with tf.compat.v1.Session(graph=tf.Graph()) as session:
+            loader = tf.compat.v1.saved_model.loader
+            meta = loader.load(session, ["serve"], {export_dir!r})
+            signature = meta.signature_def["serving_default"]
+            out = session.run(
+                signature.outputs["text"].name,
+                {{signature.inputs["text"].name: ["Hello, World!", "hello moon"]}},
+            )
+        assert "tensorflow_text" not in sys.modules
+        print(out.tolist())
+        """
+    )
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "[b'hello , world !', b'hello <unk>']" in result.stdout
+
+
+def test_subword_tokenizer_survives_saved_model(tmp_path, tokenizers):
+    tokenizer = tokenizers["subword"]
+    module = tf.Module()
+    module.tokenizer = tokenizer
+    module.encode = tf.function(
+        tokenizer.encode, input_signature=[tf.TensorSpec([None], tf.string)]
+    )
+    tf.saved_model.save(module, str(tmp_path / "m"))
+    loaded = tf.saved_model.load(str(tmp_path / "m"))
+    texts = tf.constant(TEXTS)
+    assert loaded.encode(texts).to_list() == tokenizer.encode(texts).to_list()
+
+
+def test_tokenizer_type_checks():
+    vocab = build_vocabulary([["a"]])
+    with pytest.raises(TypeError, match="config must be a TokenizerConfig"):
+        Tokenizer({"kind": "word"}, vocab)
+    with pytest.raises(TypeError, match="vocabulary must be a Vocabulary"):
+        Tokenizer(TokenizerConfig(), ["a"])
+
+
+# Letters, marks, digits, punctuation, symbols and assorted whitespace.
+_TEXT = st.text(
+    alphabet=st.one_of(
+        st.characters(
+            whitelist_categories=(
+                "Lu",
+                "Ll",
+                "Lt",
+                "Lo",
+                "Mn",
+                "Nd",
+                "No",
+                "P",
+                "S",
+                "Zs",
+            )
+        ),
+        st.sampled_from(list(" \t\n\u00a0\u2028\ufb01ß")),
+    ),
+    max_size=30,
+)
+
+
+@settings(
+    max_examples=40,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+@given(texts=st.lists(_TEXT, min_size=1, max_size=4))
+@pytest.mark.parametrize(
+    "config",
+    [
+        TokenizerConfig(kind="word"),
+        TokenizerConfig(kind="word", ops="core", split_digits=True),
+        TokenizerConfig(kind="char"),
+        TokenizerConfig(kind="char", ops="core"),
+    ],
+    ids=["word", "word-core-digits", "char", "char-core"],
+)
+def test_round_trip_property(config, texts):
+    """decode(encode(t)) == normalize(t) given a vocabulary covering t.
+
+    Also: no empty tokens, no whitespace in word tokens, normalize is idempotent.
+    """
+    strings = tf.constant(texts)
+    tokens = split_text(strings, config)
+    for token in tokens.flat_values.numpy().tolist():
+        assert token  # never an empty token
+        if config.kind == "word":
+            assert not any(c.isspace() for c in token.decode("utf-8"))
+    vocabulary = build_vocabulary(
+        [[t.decode("utf-8") for t in tokens.flat_values.numpy().tolist()]]
+    )
+    tokenizer = Tokenizer(config, vocabulary)
+    normalized = tokenizer.normalize(strings)
+    assert _strings(tokenizer.decode(tokenizer.encode(strings))) == _strings(normalized)
+    assert _strings(normalize_text(normalized, config)) == _strings(normalized)
