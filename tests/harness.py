@@ -14,7 +14,10 @@
    compute dtype and stay within the stated tolerance of float32.
 
 Inputs are given as an ordered dict: the first entry is the positional input, the
-rest are keyword tensor arguments (``memory``, ``valid_lens`` ...). Extra non-tensor
+rest are keyword tensor arguments (``memory``, ``valid_lens`` ...). A value may also be
+a list of arrays (an RNN cell's ``states``): the model then gets one input per
+element, named ``<arg>_<i>``, and the layer receives the list. Outputs may be nested
+(a cell's ``(output, [states])``); they are compared flattened. Extra non-tensor
 call arguments go in ``call_kwargs``.
 """
 
@@ -34,9 +37,7 @@ REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
 def _flatten(outputs):
-    if isinstance(outputs, (list, tuple)):
-        return list(outputs)
-    return [outputs]
+    return keras.tree.flatten(outputs)
 
 
 def _to_numpy(outputs):
@@ -92,7 +93,7 @@ data = np.load(sys.argv[2])
 model = keras.saving.load_model(sys.argv[1], safe_mode=True)
 inputs = {k: data[k] for k in data.files if not k.startswith("__out")}
 outs = model.predict(inputs, verbose=0)
-outs = outs if isinstance(outs, (list, tuple)) else [outs]
+outs = keras.tree.flatten(outs)  # nested outputs, e.g. (H, [states]), come back flat
 np.savez(sys.argv[3], *[np.asarray(o, dtype="float32") for o in outs])
 """
 
@@ -129,10 +130,21 @@ def run_layer_test(
     call_kwargs = dict(call_kwargs or {})
     names = list(inputs)
     first, rest = names[0], names[1:]
-    arrays = {k: np.asarray(v) for k, v in inputs.items()}
+    # Flat dict of arrays (what models and .npz files take), and how to regroup it.
+    arrays, groups = {}, {}
+    for k, v in inputs.items():
+        if isinstance(v, (list, tuple)):
+            groups[k] = [f"{k}_{i}" for i in range(len(v))]
+            arrays.update({n: np.asarray(a) for n, a in zip(groups[k], v)})
+        else:
+            arrays[k] = np.asarray(v)
 
     def call(layer, tensors, **extra):
-        return layer(tensors[first], **{k: tensors[k] for k in rest}, **call_kwargs, **extra)
+        args = {
+            k: [tensors[n] for n in groups[k]] if k in groups else tensors[k]
+            for k in names
+        }
+        return layer(args[first], **{k: args[k] for k in rest}, **call_kwargs, **extra)
 
     # 1. config
     check_config(layer_cls, init_kwargs)

@@ -1,4 +1,4 @@
-"""Additive (Bahdanau) attention and Luong's multiplicative scores, one query or many."""
+"""Additive (Bahdanau) attention and Luong's multiplicative scores."""
 
 import math
 import numbers
@@ -6,7 +6,11 @@ import numbers
 import keras
 from keras import ops
 
-from keras_selfattn.layers.masking import combine_masks, masked_softmax, valid_lens_to_mask
+from keras_selfattn.layers.masking import (
+    combine_masks,
+    masked_softmax,
+    valid_lens_to_mask,
+)
 
 SCORES = ("additive", "dot", "general", "scaled_dot")
 
@@ -107,7 +111,9 @@ class BahdanauAttention(keras.layers.Layer):
     ):
         super().__init__(**kwargs)
         if score not in SCORES:
-            raise ValueError(f"score must be one of {SCORES}. Received: score={score!r}")
+            raise ValueError(
+                f"score must be one of {SCORES}. Received: score={score!r}"
+            )
         if units is not None or score == "additive":
             if (
                 isinstance(units, bool)
@@ -131,7 +137,9 @@ class BahdanauAttention(keras.layers.Layer):
         if seed is not None and (
             isinstance(seed, bool) or not isinstance(seed, numbers.Integral)
         ):
-            raise ValueError(f"seed must be None or an integer. Received: seed={seed!r}")
+            raise ValueError(
+                f"seed must be None or an integer. Received: seed={seed!r}"
+            )
         self.units = units
         self.score = score
         self.dropout = float(dropout)
@@ -157,7 +165,7 @@ class BahdanauAttention(keras.layers.Layer):
                 "The last axis of query and keys must be known. Received: "
                 f"query_shape={query_shape}, keys_shape={keys_shape}"
             )
-        dense = dict(use_bias=False, dtype=self.dtype_policy)
+        dense = {"use_bias": False, "dtype": self.dtype_policy}
         if self.score == "additive":
             self.query_dense = keras.layers.Dense(
                 self.units,
@@ -218,16 +226,29 @@ class BahdanauAttention(keras.layers.Layer):
             return self.key_dense(keys)
         return ops.cast(keys, self.compute_dtype)
 
-    def _logits(self, queries, projected_keys):
-        """(B, S, Dq) queries and projected keys (B, T, .) -> (B, S, T) scores."""
+    def _logits(self, query, projected_keys):
+        """(B, Dq) or (B, S, Dq) queries and projected keys (B, T, .) -> (B, S, T) scores.
+
+        A single (B, Dq) query is projected as a 2-D matrix product and the score
+        vector ``v`` applied as a product and sum, not as ``Dense`` layers on rank-3
+        and rank-4 tensors: on TensorFlow those lower to ``tensordot``, whose
+        gradient inside the decoder's ``while`` loop XLA cannot compile.
+        """
         if self.score == "additive":
-            features = ops.expand_dims(self.query_dense(queries), 2) + ops.expand_dims(
-                projected_keys, 1
+            projected_query = self.query_dense(query)
+            if len(query.shape) == 2:
+                projected_query = ops.expand_dims(projected_query, 1)  # (B, 1, units)
+            features = ops.tanh(
+                ops.expand_dims(projected_query, 2) + ops.expand_dims(projected_keys, 1)
             )  # (B, S, T, units)
-            return ops.squeeze(self.score_dense(ops.tanh(features)), -1)
+            v = ops.cast(self.score_dense.kernel[:, 0], features.dtype)
+            return ops.sum(features * v, axis=-1)
+        queries = ops.expand_dims(query, 1) if len(query.shape) == 2 else query
         logits = ops.matmul(queries, ops.transpose(projected_keys, (0, 2, 1)))
         if self.score == "scaled_dot":
-            logits = logits / ops.cast(math.sqrt(projected_keys.shape[-1]), logits.dtype)
+            logits = logits / ops.cast(
+                math.sqrt(projected_keys.shape[-1]), logits.dtype
+            )
         return logits
 
     def call(
@@ -245,8 +266,7 @@ class BahdanauAttention(keras.layers.Layer):
             values = keys
         if projected_keys is None:
             projected_keys = self.project_keys(keys)
-        queries = ops.expand_dims(query, 1) if single_query else query
-        logits = self._logits(queries, ops.cast(projected_keys, self.compute_dtype))
+        logits = self._logits(query, ops.cast(projected_keys, self.compute_dtype))
 
         num_keys = ops.shape(keys)[1]
         length_mask = None
@@ -259,9 +279,13 @@ class BahdanauAttention(keras.layers.Layer):
             keys_mask = ops.expand_dims(ops.cast(keys_mask, "bool"), 1)  # (B, 1, T)
         mask = combine_masks(length_mask, keys_mask)
 
-        weights = ops.cast(masked_softmax(logits, mask), self.compute_dtype)  # (B, S, T)
+        weights = ops.cast(
+            masked_softmax(logits, mask), self.compute_dtype
+        )  # (B, S, T)
         dropped = self.dropout_layer(weights, training=training)
-        context = ops.matmul(dropped, ops.cast(values, self.compute_dtype))  # (B, S, Dv)
+        context = ops.matmul(
+            dropped, ops.cast(values, self.compute_dtype)
+        )  # (B, S, Dv)
         if single_query:
             context = ops.squeeze(context, 1)
             weights = ops.squeeze(weights, 1)
@@ -272,7 +296,16 @@ class BahdanauAttention(keras.layers.Layer):
         value_dim = (values_shape if values_shape is not None else keys_shape)[-1]
         return query_shape[:-1] + (value_dim,), query_shape[:-1] + (keys_shape[1],)
 
-    def compute_output_spec(self, query, keys, values=None, **kwargs):
+    def compute_output_spec(
+        self,
+        query,
+        keys,
+        values=None,
+        valid_lens=None,
+        keys_mask=None,
+        projected_keys=None,
+        training=None,
+    ):
         context_shape, weights_shape = self.compute_output_shape(
             query.shape, keys.shape, None if values is None else values.shape
         )
@@ -288,7 +321,9 @@ class BahdanauAttention(keras.layers.Layer):
                 "units": self.units,
                 "score": self.score,
                 "dropout": self.dropout,
-                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+                "kernel_initializer": keras.initializers.serialize(
+                    self.kernel_initializer
+                ),
                 "seed": self.seed,
             }
         )

@@ -1,0 +1,676 @@
+"""A GRU/LSTM decoder with Bahdanau attention: a Keras RNN cell and its sequence layer.
+
+Keras 3 removed ``keras.layers.RNN(constants=...)``, the way an attention cell used
+to see the encoder memory. Here the memory travels as *constant states*: the cell's
+state list ends with the memory, its key projection (computed once per sequence)
+and the memory mask, which every step returns unchanged. This works inside
+``keras.layers.RNN`` on TensorFlow (also with ``jit_compile=True``) and JAX.
+"""
+
+import numbers
+
+import keras
+from keras import ops
+
+from keras_selfattn.layers.bahdanau_attention import SCORES, BahdanauAttention
+from keras_selfattn.layers.masking import combine_masks, valid_lens_to_mask
+
+RNN_TYPES = ("gru", "lstm")
+
+
+def _clone_initializer(initializer):
+    return initializer.__class__.from_config(initializer.get_config())
+
+
+def _validate(units, rnn_type, num_layers, dropout, attention_score, seed):
+    """Shared constructor checks of the cell and the decoder, in Keras' error form."""
+    for name, value in (("units", units), ("num_layers", num_layers)):
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, numbers.Integral)
+            or value <= 0
+        ):
+            raise ValueError(
+                f"{name} must be a positive integer. Received: {name}={value!r}"
+            )
+    if rnn_type not in RNN_TYPES:
+        raise ValueError(
+            f"rnn_type must be one of {RNN_TYPES}. Received: rnn_type={rnn_type!r}"
+        )
+    if (
+        isinstance(dropout, bool)
+        or not isinstance(dropout, numbers.Real)
+        or not 0.0 <= dropout < 1.0
+    ):
+        raise ValueError(
+            f"dropout must be a float in [0, 1). Received: dropout={dropout!r}"
+        )
+    if attention_score not in SCORES:
+        raise ValueError(
+            f"attention_score must be one of {SCORES}. "
+            f"Received: attention_score={attention_score!r}"
+        )
+    if seed is not None and (
+        isinstance(seed, bool) or not isinstance(seed, numbers.Integral)
+    ):
+        raise ValueError(f"seed must be None or an integer. Received: seed={seed!r}")
+
+
+@keras.saving.register_keras_serializable(package="keras_selfattn")
+class BahdanauDecoderCell(keras.layers.Layer):
+    """One decoder step with Bahdanau attention: a Keras RNN cell (d2l 11.4).
+
+    At every step the query is the previous hidden state of the top layer; the
+    context is ``attention(query, memory)`` (additive by default); the input of
+    the first recurrent layer is ``concat(inputs_t, context)``; ``num_layers`` GRU
+    (or LSTM) cells are stacked; the output is the new top hidden state. Memory
+    positions masked by ``memory_valid_lens`` or ``memory_mask`` get attention
+    weight 0; a sequence whose memory is entirely masked gets a zero context.
+
+    The encoder memory travels in the states (Keras 3's ``keras.layers.RNN`` has no
+    ``constants=``). The states list is, in order:
+
+    1. the recurrent states, layer by layer from the bottom: ``h`` (GRU) or
+       ``h, c`` (LSTM), each (B, units): ``num_recurrent_states`` tensors;
+    2. the memory (B, T, Dm), its key projection ``attention.project_keys(memory)``
+       (B, T, Dp), and the memory mask as 0/1 floats (B, T) -- returned unchanged
+       by every step;
+    3. when ``dropout > 0`` and ``num_layers > 1``: one dropout mask (B, units)
+       per layer above the first, also constant.
+
+    Build that list with ``get_initial_state_for_memory(memory, ...)``, which
+    projects the keys once. ``state_size`` lists, for each state, its size per
+    batch row and time step: ``units`` for the recurrent states and the dropout
+    masks, ``Dm``, ``Dp`` and 1 for the memory, its projection and its mask.
+    (``keras.layers.RNN`` wants ints there; its symbolic shapes for the three
+    memory states are therefore (B, size), not (B, T, size): read only the
+    recurrent states from an RNN's returned states.) The memory sizes are known
+    once the cell is built or ``get_initial_state_for_memory`` has run.
+
+    Dropout between stacked layers uses one mask per sequence, the same at every
+    step (variational dropout, as ``keras.layers.GRU(dropout=...)`` does): the
+    masks are drawn outside the loop because a JAX ``scan`` cannot advance a
+    random seed inside its body (keras-team/keras-core#924).
+
+    Args:
+        units: positive int, size of every hidden state and of the attention.
+        rnn_type: ``"gru"`` (default) or ``"lstm"``.
+        num_layers: positive int, number of stacked recurrent layers.
+        dropout: float in [0, 1), dropout on the input of every layer above the
+            first (no effect with one layer).
+        attention_score: score of the attention, as
+            ``BahdanauAttention(score=...)``: ``"additive"`` (default), ``"dot"``,
+            ``"general"`` or ``"scaled_dot"`` (the dot scores need Dm == units).
+        kernel_initializer: initializer of the input kernels and the attention.
+        recurrent_initializer: initializer of the recurrent kernels.
+        seed: optional int, seed of the dropout.
+        **kwargs: base layer arguments (``name``, ``dtype`` ...).
+
+    Call arguments:
+        inputs: (B, E), the (embedded) decoder input of this step.
+        states: the list described above.
+        training: bool, passed to the sublayers.
+
+    Returns:
+        A tuple ``(output, new_states)``: output (B, units) is the new top hidden
+        state; new_states has the layout of ``states``.
+
+    Example:
+
+    ```python
+    import numpy as np
+    import keras_selfattn
+
+    cell = keras_selfattn.layers.BahdanauDecoderCell(units=8)
+    memory = np.random.rand(2, 5, 6).astype("float32")      # encoder outputs
+    targets = np.random.rand(2, 3, 4).astype("float32")     # embedded targets
+    valid_lens = np.array([3, 5])
+    states = cell.get_initial_state_for_memory(memory, memory_valid_lens=valid_lens)
+    for t in range(3):
+        output, states = cell(targets[:, t], states)
+    assert output.shape == (2, 8)
+    ```
+
+    References:
+        - Bahdanau, Cho, Bengio, 2015. Neural Machine Translation by Jointly
+          Learning to Align and Translate. https://arxiv.org/abs/1409.0473
+        - Luong, Pham, Manning, 2015. Effective Approaches to Attention-based
+          Neural Machine Translation. https://arxiv.org/abs/1508.04025
+        - Zhang, Lipton, Li, Smola. Dive into Deep Learning, section 11.4
+          (Seq2SeqAttentionDecoder).
+    """
+
+    def __init__(
+        self,
+        units,
+        rnn_type="gru",
+        num_layers=1,
+        dropout=0.0,
+        attention_score="additive",
+        kernel_initializer="glorot_uniform",
+        recurrent_initializer="orthogonal",
+        seed=None,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        _validate(units, rnn_type, num_layers, dropout, attention_score, seed)
+        self.units = int(units)
+        self.rnn_type = rnn_type
+        self.num_layers = int(num_layers)
+        self.dropout = float(dropout)
+        self.attention_score = attention_score
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.recurrent_initializer = keras.initializers.get(recurrent_initializer)
+        self.seed = None if seed is None else int(seed)
+        self._memory_dim = None
+
+        # The sublayers are created here, not in build(): the key projection is
+        # computed by get_initial_state_for_memory() before the first step, when
+        # the step-input width the recurrent cells need is not known yet. build()
+        # builds them all.
+        self.attention = BahdanauAttention(
+            units=self.units,
+            score=attention_score,
+            kernel_initializer=_clone_initializer(self.kernel_initializer),
+            dtype=self.dtype_policy,
+            name="attention",
+        )
+        cell_class = (
+            keras.layers.GRUCell if rnn_type == "gru" else keras.layers.LSTMCell
+        )
+        self.rnn_cells = [
+            cell_class(
+                self.units,
+                kernel_initializer=_clone_initializer(self.kernel_initializer),
+                recurrent_initializer=_clone_initializer(self.recurrent_initializer),
+                dtype=self.dtype_policy,
+                name=f"{rnn_type}_cell_{i}",
+            )
+            for i in range(self.num_layers)
+        ]
+        self.dropout_layer = keras.layers.Dropout(
+            self.dropout, seed=self.seed, dtype=self.dtype_policy, name="dropout"
+        )
+
+    # ----------------------------------------------------------------- layout
+    @property
+    def num_recurrent_states(self):
+        """Number of recurrent states: num_layers (GRU) or 2 * num_layers (LSTM)."""
+        return self.num_layers * (2 if self.rnn_type == "lstm" else 1)
+
+    @property
+    def num_dropout_masks(self):
+        """Number of dropout-mask states at the end of the states list."""
+        return self.num_layers - 1 if self.dropout > 0 else 0
+
+    @property
+    def top_state_index(self):
+        """Index in the states list of the top layer's hidden state h."""
+        return self.num_recurrent_states - (2 if self.rnn_type == "lstm" else 1)
+
+    @property
+    def state_size(self):
+        if self._memory_dim is None:
+            raise ValueError(
+                "The state_size of a BahdanauDecoderCell depends on the memory's "
+                "feature size: call get_initial_state_for_memory(memory) or build "
+                "the cell (build(inputs_shape, states_shape)) first."
+            )
+        return (
+            [self.units] * self.num_recurrent_states
+            + [self._memory_dim, self._key_dim, 1]
+            + [self.units] * self.num_dropout_masks
+        )
+
+    @property
+    def output_size(self):
+        return self.units
+
+    @property
+    def _key_dim(self):
+        return (
+            self._memory_dim
+            if self.attention_score in ("dot", "scaled_dot")
+            else self.units
+        )
+
+    def states_shape(self, memory_shape):
+        """The shapes of the states list for a memory of shape (B, T, Dm)."""
+        batch, length, memory_dim = tuple(memory_shape)
+        key_dim = (
+            memory_dim if self.attention_score in ("dot", "scaled_dot") else self.units
+        )
+        unit_shape = (batch, self.units)
+        return (
+            [unit_shape] * self.num_recurrent_states
+            + [(batch, length, memory_dim), (batch, length, key_dim), (batch, length)]
+            + [unit_shape] * self.num_dropout_masks
+        )
+
+    # ------------------------------------------------------------------ build
+    def _build_attention(self, memory_shape):
+        memory_shape = tuple(memory_shape)
+        if len(memory_shape) != 3 or memory_shape[-1] is None:
+            raise ValueError(
+                "memory must have shape (batch, memory_length, memory_dim) with a "
+                f"known memory_dim. Received: memory.shape={memory_shape}"
+            )
+        memory_dim = int(memory_shape[-1])
+        if self._memory_dim is not None:
+            if memory_dim != self._memory_dim:
+                raise ValueError(
+                    f"This cell was built for memory_dim={self._memory_dim}. "
+                    f"Received: memory.shape={memory_shape}"
+                )
+            return
+        if self.attention_score in ("dot", "scaled_dot") and memory_dim != self.units:
+            raise ValueError(
+                f"attention_score={self.attention_score!r} needs memory_dim == units. "
+                f"Received: units={self.units}, memory.shape={memory_shape}"
+            )
+        if not self.attention.built:
+            self.attention.build((memory_shape[0], self.units), memory_shape)
+        self._memory_dim = memory_dim
+
+    def build(self, inputs_shape, states_shape=None):
+        inputs_shape = tuple(inputs_shape)
+        if states_shape is not None:
+            expected = self.num_recurrent_states + 3 + self.num_dropout_masks
+            if len(states_shape) != expected:
+                raise ValueError(
+                    f"states must be a list of {expected} tensors (see the "
+                    "BahdanauDecoderCell docstring). "
+                    f"Received: {len(states_shape)} state shapes"
+                )
+            self._build_attention(states_shape[self.num_recurrent_states])
+        elif self._memory_dim is None:
+            raise ValueError(
+                "BahdanauDecoderCell needs the memory's shape to build: pass "
+                "states_shape, or call get_initial_state_for_memory(memory) first."
+            )
+        batch = inputs_shape[0]
+        input_dim = inputs_shape[-1] + self._memory_dim
+        for i, rnn_cell in enumerate(self.rnn_cells):
+            rnn_cell.build((batch, input_dim if i == 0 else self.units))
+        self.dropout_layer.build((batch, self.units))
+
+    # ----------------------------------------------------------------- states
+    def get_initial_state_for_memory(
+        self,
+        memory,
+        memory_mask=None,
+        memory_valid_lens=None,
+        initial_state=None,
+        training=None,
+    ):
+        """Builds the full states list for a memory, projecting its keys once.
+
+        Args:
+            memory: (B, T, Dm) encoder outputs.
+            memory_mask: optional bool (B, T), True keeps a memory position.
+            memory_valid_lens: optional int (B,); positions >= valid_len are
+                masked. ANDed with ``memory_mask``.
+            initial_state: None for zero recurrent states, or the list of
+                ``num_recurrent_states`` tensors (B, units) in the order of the
+                states layout (a single tensor is accepted when there is one).
+            training: bool; draws the dropout masks when True (ones otherwise).
+
+        Returns:
+            The list of state tensors, in the compute dtype.
+        """
+        memory = ops.convert_to_tensor(memory)
+        self._build_attention(memory.shape)
+        dtype = self.compute_dtype
+        memory = ops.cast(memory, dtype)
+        batch, length = ops.shape(memory)[0], ops.shape(memory)[1]
+
+        length_mask = None
+        if memory_valid_lens is not None:
+            memory_valid_lens = ops.convert_to_tensor(memory_valid_lens)
+            if len(memory_valid_lens.shape) != 1:
+                raise ValueError(
+                    "memory_valid_lens must have shape (batch,). "
+                    "Received: memory_valid_lens.shape="
+                    f"{tuple(memory_valid_lens.shape)}"
+                )
+            length_mask = valid_lens_to_mask(memory_valid_lens, length)
+        mask = combine_masks(length_mask, memory_mask)
+        mask = (
+            ops.ones((batch, length), dtype=dtype)
+            if mask is None
+            else ops.cast(mask, dtype)
+        )
+
+        projected_keys = ops.cast(self.attention.project_keys(memory), dtype)
+        recurrent = self._initial_recurrent_states(initial_state, batch, dtype)
+        dropout_masks = [
+            self.dropout_layer(
+                ops.ones((batch, self.units), dtype=dtype), training=training
+            )
+            for _ in range(self.num_dropout_masks)
+        ]
+        return recurrent + [memory, projected_keys, mask] + dropout_masks
+
+    def _initial_recurrent_states(self, initial_state, batch, dtype):
+        count = self.num_recurrent_states
+        if initial_state is None:
+            return [ops.zeros((batch, self.units), dtype=dtype) for _ in range(count)]
+        if not isinstance(initial_state, (list, tuple)):
+            initial_state = [initial_state]
+        if len(initial_state) != count:
+            layout = "h" if self.rnn_type == "gru" else "h, c"
+            raise ValueError(
+                f"initial_state must be a list of {count} tensors ({layout} for each "
+                f"of the {self.num_layers} layers, bottom first). "
+                f"Received: {len(initial_state)} tensors"
+            )
+        states = []
+        for state in initial_state:
+            state = ops.convert_to_tensor(state)
+            if len(state.shape) != 2 or state.shape[-1] not in (None, self.units):
+                raise ValueError(
+                    f"Every initial state must have shape (batch, {self.units}). "
+                    f"Received: shape={tuple(state.shape)}"
+                )
+            states.append(ops.cast(state, dtype))
+        return states
+
+    def get_initial_state(self, batch_size=None):
+        # keras.layers.RNN calls this when no initial_state is given: a batch size
+        # cannot make a memory, so say what to do instead.
+        raise ValueError(
+            "BahdanauDecoderCell carries the encoder memory in its states: call "
+            "keras.layers.RNN(cell) with "
+            "initial_state=cell.get_initial_state_for_memory(memory, ...), or use "
+            "BahdanauDecoder."
+        )
+
+    # ------------------------------------------------------------------- call
+    def call(self, inputs, states, training=None):
+        states = list(states)
+        n = self.num_recurrent_states
+        recurrent = states[:n]
+        memory, projected_keys, memory_mask = states[n : n + 3]
+        dropout_masks = states[n + 3 :]
+
+        context, _ = self.attention(
+            recurrent[self.top_state_index],
+            memory,
+            projected_keys=projected_keys,
+            keys_mask=ops.cast(memory_mask, "bool"),
+            training=training,
+        )
+        x = ops.concatenate([inputs, ops.cast(context, inputs.dtype)], axis=-1)
+        per_layer = 2 if self.rnn_type == "lstm" else 1
+        new_recurrent = []
+        for i, rnn_cell in enumerate(self.rnn_cells):
+            if i > 0 and dropout_masks:
+                x = x * ops.cast(dropout_masks[i - 1], x.dtype)
+            layer_states = recurrent[i * per_layer : (i + 1) * per_layer]
+            x, layer_new = rnn_cell(x, layer_states, training=training)
+            new_recurrent.extend(layer_new)
+        return x, new_recurrent + [memory, projected_keys, memory_mask] + dropout_masks
+
+    def compute_output_shape(self, inputs_shape, states_shape):
+        return (inputs_shape[0], self.units), [tuple(s) for s in states_shape]
+
+    def compute_output_spec(self, inputs, states, training=None):
+        output_shape, states_shape = self.compute_output_shape(
+            inputs.shape, [s.shape for s in states]
+        )
+        return (
+            keras.KerasTensor(output_shape, dtype=self.compute_dtype),
+            [keras.KerasTensor(s, dtype=self.compute_dtype) for s in states_shape],
+        )
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "units": self.units,
+                "rnn_type": self.rnn_type,
+                "num_layers": self.num_layers,
+                "dropout": self.dropout,
+                "attention_score": self.attention_score,
+                "kernel_initializer": keras.initializers.serialize(
+                    self.kernel_initializer
+                ),
+                "recurrent_initializer": keras.initializers.serialize(
+                    self.recurrent_initializer
+                ),
+                "seed": self.seed,
+            }
+        )
+        return config
+
+
+@keras.saving.register_keras_serializable(package="keras_selfattn")
+class BahdanauDecoder(keras.layers.Layer):
+    """Runs a ``BahdanauDecoderCell`` over a whole target sequence (teacher forcing).
+
+    ``H = decoder(inputs, memory)`` gives the top hidden state after every step,
+    exactly what a Python loop calling ``decoder.cell`` step by step gives
+    (d2l's Seq2SeqAttentionDecoder, section 11.4). The loop is a
+    ``keras.layers.RNN`` sublayer; the memory, its key projection (computed once)
+    and its mask travel as constant states (see ``BahdanauDecoderCell``).
+
+    Masking: memory positions beyond ``memory_valid_lens`` and those masked by
+    the memory's Keras mask (``Embedding(mask_zero=True)`` in the encoder; Keras
+    passes it as ``memory_mask``) get attention weight 0, combined with AND. The
+    Keras mask of ``inputs`` (target padding) is not used by the recurrence --
+    padded target steps come after the real ones, so they cannot change them -- it
+    is passed on to ``H`` so that a masked loss ignores those steps.
+
+    Attention weights are not carried through the loop: with
+    ``return_attention_scores=True`` they are recomputed after it in one batched
+    call, from the queries the steps used (the initial top state, then the top
+    state after each step but the last) -- equal to collecting them step by step.
+
+    Args:
+        units: positive int, size of every hidden state and of the attention.
+        rnn_type: ``"gru"`` (default) or ``"lstm"``.
+        num_layers: positive int, number of stacked recurrent layers.
+        dropout: float in [0, 1), dropout between stacked layers (one mask per
+            sequence, see ``BahdanauDecoderCell``).
+        attention_score: ``"additive"`` (default), ``"dot"``, ``"general"`` or
+            ``"scaled_dot"``.
+        kernel_initializer: initializer of the input kernels and the attention.
+        recurrent_initializer: initializer of the recurrent kernels.
+        seed: optional int, seed of the dropout.
+        **kwargs: base layer arguments (``name``, ``dtype`` ...).
+
+    Call arguments:
+        inputs: (B, S, E), the embedded target sequence (shifted right).
+        memory: (B, T, Dm), the encoder outputs.
+        memory_valid_lens: optional int (B,), valid memory lengths.
+        initial_state: None for zeros, or the list of recurrent states,
+            ``h`` (GRU) or ``h, c`` (LSTM) per layer, bottom first, each
+            (B, units); a single tensor for a one-layer GRU. A seq2seq model
+            passes the encoder's final states (or a bridge of them) here.
+        memory_mask: optional bool (B, T); filled by Keras from the memory's
+            Keras mask.
+        return_attention_scores: bool, also return the attention weights.
+        return_state: bool, also return the final recurrent states (the list
+            to pass as ``initial_state`` to continue decoding).
+        training: bool, passed to the sublayers.
+
+    Returns:
+        ``H`` (B, S, units); with ``return_attention_scores`` a tuple ``(H, A)``,
+        A (B, S, T); with ``return_state`` ``(H, states)`` or ``(H, A, states)``,
+        states a list of ``cell.num_recurrent_states`` tensors (B, units).
+        In the compute dtype.
+
+    Example:
+
+    ```python
+    import numpy as np
+    import keras_selfattn
+
+    decoder = keras_selfattn.layers.BahdanauDecoder(units=8)
+    targets = np.random.rand(2, 3, 4).astype("float32")   # embedded targets
+    memory = np.random.rand(2, 5, 6).astype("float32")    # encoder outputs
+    H, A = decoder(targets, memory, memory_valid_lens=np.array([3, 5]),
+                   return_attention_scores=True)
+    assert H.shape == (2, 3, 8) and A.shape == (2, 3, 5)
+    ```
+
+    References:
+        - Bahdanau, Cho, Bengio, 2015. Neural Machine Translation by Jointly
+          Learning to Align and Translate. https://arxiv.org/abs/1409.0473
+        - Luong, Pham, Manning, 2015. Effective Approaches to Attention-based
+          Neural Machine Translation. https://arxiv.org/abs/1508.04025
+        - Zhang, Lipton, Li, Smola. Dive into Deep Learning, section 11.4.
+    """
+
+    def __init__(
+        self,
+        units,
+        rnn_type="gru",
+        num_layers=1,
+        dropout=0.0,
+        attention_score="additive",
+        kernel_initializer="glorot_uniform",
+        recurrent_initializer="orthogonal",
+        seed=None,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        _validate(units, rnn_type, num_layers, dropout, attention_score, seed)
+        self.units = int(units)
+        self.rnn_type = rnn_type
+        self.num_layers = int(num_layers)
+        self.dropout = float(dropout)
+        self.attention_score = attention_score
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.recurrent_initializer = keras.initializers.get(recurrent_initializer)
+        self.seed = None if seed is None else int(seed)
+        self.supports_masking = True
+        self.rnn = None
+
+    @property
+    def cell(self):
+        """The ``BahdanauDecoderCell`` (for step-by-step decoding); None until built."""
+        return None if self.rnn is None else self.rnn.cell
+
+    def build(self, inputs_shape, memory_shape):
+        inputs_shape, memory_shape = tuple(inputs_shape), tuple(memory_shape)
+        if len(inputs_shape) != 3 or inputs_shape[-1] is None:
+            raise ValueError(
+                "inputs must have shape (batch, target_length, embedding_dim) with a "
+                f"known embedding_dim. Received: inputs_shape={inputs_shape}"
+            )
+        cell = BahdanauDecoderCell(
+            self.units,
+            rnn_type=self.rnn_type,
+            num_layers=self.num_layers,
+            dropout=self.dropout,
+            attention_score=self.attention_score,
+            kernel_initializer=self.kernel_initializer,
+            recurrent_initializer=self.recurrent_initializer,
+            seed=self.seed,
+            dtype=self.dtype_policy,
+            name="cell",
+        )
+        cell.build((inputs_shape[0], inputs_shape[-1]), cell.states_shape(memory_shape))
+        self.rnn = keras.layers.RNN(
+            cell,
+            return_sequences=True,
+            return_state=True,
+            dtype=self.dtype_policy,
+            name="rnn",
+        )
+        self.rnn.build(inputs_shape)
+
+    def call(
+        self,
+        inputs,
+        memory,
+        memory_valid_lens=None,
+        initial_state=None,
+        memory_mask=None,
+        return_attention_scores=False,
+        return_state=False,
+        training=None,
+    ):
+        cell = self.cell
+        states = cell.get_initial_state_for_memory(
+            memory,
+            memory_mask=memory_mask,
+            memory_valid_lens=memory_valid_lens,
+            initial_state=initial_state,
+            training=training,
+        )
+        outputs = self.rnn(inputs, initial_state=states, training=training)
+        hidden = outputs[0]
+        n = cell.num_recurrent_states
+        results = [hidden]
+        if return_attention_scores:
+            # The query of step s is the top state after step s - 1 (the initial
+            # top state for s = 0): recompute all the weights in one call.
+            queries = ops.concatenate(
+                [ops.expand_dims(states[cell.top_state_index], 1), hidden[:, :-1]],
+                axis=1,
+            )
+            _, scores = cell.attention(
+                queries,
+                states[n],
+                projected_keys=states[n + 1],
+                keys_mask=ops.cast(states[n + 2], "bool"),
+                training=training,
+            )
+            results.append(scores)
+        if return_state:
+            results.append(list(outputs[1 : 1 + n]))
+        return hidden if len(results) == 1 else tuple(results)
+
+    def compute_output_shape(self, inputs_shape, memory_shape):
+        """The shape of ``H``, the output of a call without return_* flags."""
+        return tuple(inputs_shape)[:2] + (self.units,)
+
+    def compute_output_spec(
+        self,
+        inputs,
+        memory,
+        memory_valid_lens=None,
+        initial_state=None,
+        memory_mask=None,
+        return_attention_scores=False,
+        return_state=False,
+        training=None,
+    ):
+        batch, length = inputs.shape[0], inputs.shape[1]
+        dtype = self.compute_dtype
+        results = [keras.KerasTensor((batch, length, self.units), dtype=dtype)]
+        if return_attention_scores:
+            results.append(
+                keras.KerasTensor((batch, length, memory.shape[1]), dtype=dtype)
+            )
+        if return_state:
+            count = self.num_layers * (2 if self.rnn_type == "lstm" else 1)
+            results.append(
+                [
+                    keras.KerasTensor((batch, self.units), dtype=dtype)
+                    for _ in range(count)
+                ]
+            )
+        return results[0] if len(results) == 1 else tuple(results)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "units": self.units,
+                "rnn_type": self.rnn_type,
+                "num_layers": self.num_layers,
+                "dropout": self.dropout,
+                "attention_score": self.attention_score,
+                "kernel_initializer": keras.initializers.serialize(
+                    self.kernel_initializer
+                ),
+                "recurrent_initializer": keras.initializers.serialize(
+                    self.recurrent_initializer
+                ),
+                "seed": self.seed,
+            }
+        )
+        return config
