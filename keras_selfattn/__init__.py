@@ -8,5 +8,6 @@
 __version__ = "0.1.0"
 
 from keras_selfattn import layers  # noqa: E402  (registers the layers with Keras)
+from keras_selfattn.models import ModelConfig, build_seq2seq  # noqa: E402
 
-__all__ = ["__version__", "layers"]
+__all__ = ["ModelConfig", "__version__", "build_seq2seq", "layers"]

@@ -1,0 +1,184 @@
+"""Using a trained run: `Translator` (greedy or beam) and `evaluate` (sacrebleu, exact match)."""
+
+import dataclasses
+import pathlib
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from keras_selfattn import text
+from keras_selfattn.decoding import beam_search_decode, greedy_decode
+from keras_selfattn.training.config import load_run_config
+from keras_selfattn.training.train import CONFIG_FILE, MODEL_FILE
+
+
+@dataclasses.dataclass
+class Translation:
+    """One translated sentence.
+
+    Attributes:
+        source: the input text.
+        text: the translation ("" for an input with no tokens).
+        score: log-probability of the translation (beam: length-normalized).
+        source_tokens: the source tokens the model saw (after truncation).
+        target_tokens: the produced tokens, the end token included.
+        attention: (len(target_tokens), len(source_tokens)) weights (greedy only,
+            when asked for), else None.
+        truncated: True when the source was longer than the model's maximum.
+    """
+
+    source: str
+    text: str
+    score: float
+    source_tokens: list
+    target_tokens: list
+    attention: np.ndarray | None = None
+    truncated: bool = False
+
+
+class Translator:
+    """Translates text with a trained model and its tokenizer.
+
+    Args:
+        model: a `build_seq2seq` model.
+        tokenizer: the run's `text.PairTokenizer`.
+        max_source_len: longer sources are truncated to this many tokens.
+        max_target_len: the most target tokens produced (the end token excluded).
+
+    Example:
+
+        translator = Translator.load("runs/demo")
+        [t.text for t in translator.translate(["14 juillet 1989"], beam_size=4)]
+    """
+
+    def __init__(self, model, tokenizer, max_source_len, max_target_len):
+        self.model = model
+        self.tokenizer = tokenizer
+        self.max_source_len = max_source_len
+        self.max_target_len = max_target_len
+
+    @classmethod
+    def load(cls, run_dir):
+        """Loads ``model.keras``, the vocabularies and ``config.json`` of a run directory."""
+        run_dir = pathlib.Path(run_dir)
+        if not run_dir.is_dir():
+            raise FileNotFoundError(f"Run directory not found: {run_dir}")
+        missing = [name for name in (MODEL_FILE, CONFIG_FILE) if not (run_dir / name).exists()]
+        if missing:
+            raise FileNotFoundError(
+                f"{run_dir} is not a finished run directory: missing {', '.join(missing)} "
+                "(train a model into it with `keras-selfattn train`)"
+            )
+        import keras_selfattn  # noqa: F401  (registers the layers before loading)
+
+        model_config, _ = load_run_config(run_dir / CONFIG_FILE)
+        model = keras.saving.load_model(run_dir / MODEL_FILE)
+        tokenizer = text.PairTokenizer.load(run_dir)
+        return cls(model, tokenizer, model_config.max_source_len, model_config.max_target_len)
+
+    def encode_sources(self, texts):
+        """Texts -> (padded int32 ids (B, T), token strings per text, truncated flags)."""
+        strings = tf.constant(list(texts), dtype=tf.string)
+        tokens = self.tokenizer.source.tokenize(strings)
+        ids = self.tokenizer.source.encode(strings)
+        lengths = ids.row_lengths().numpy()
+        ids = ids[:, : self.max_source_len].to_tensor(default_value=text.PAD_ID)
+        if ids.shape[1] == 0:  # every text empty: keep one padding column
+            ids = tf.zeros([len(lengths), 1], tf.int32)
+        token_lists = [[t.decode("utf-8") for t in row[: self.max_source_len]] for row in tokens.to_list()]
+        return tf.cast(ids, tf.int32), token_lists, lengths > self.max_source_len
+
+    def translate(self, texts, beam_size=1, return_attention=False, alpha=0.6, batch_size=256):
+        """Translates a list of strings.
+
+        Args:
+            texts: list of str. An empty string (or one with no tokens) translates
+                to "" with score 0; a text longer than the model's maximum is
+                truncated (``Translation.truncated``).
+            beam_size: 1 for greedy search, more for beam search.
+            return_attention: keep each sentence's attention weights (greedy only).
+            alpha: beam search length-normalization strength.
+            batch_size: sentences decoded together.
+
+        Returns:
+            list of `Translation`, one per text.
+        """
+        if isinstance(texts, str):
+            raise TypeError("translate expects a list of strings. Received: a single str")
+        if beam_size < 1:
+            raise ValueError(f"beam_size must be at least 1. Received: beam_size={beam_size}")
+        if return_attention and beam_size > 1:
+            raise ValueError("return_attention is available with greedy search (beam_size=1) only")
+        results = []
+        texts = list(texts)
+        for start in range(0, len(texts), batch_size):
+            results.extend(self._translate_batch(texts[start: start + batch_size], beam_size, return_attention, alpha))
+        return results
+
+    def _translate_batch(self, texts, beam_size, return_attention, alpha):
+        ids, source_tokens, truncated = self.encode_sources(texts)
+        max_len = self.max_target_len + 1
+        if beam_size == 1:
+            out = greedy_decode(self.model, ids, max_len, return_attention=return_attention)
+            best, scores, lengths = out["ids"], out["scores"], out["lengths"]
+        else:
+            out = beam_search_decode(self.model, ids, beam_size, max_len, alpha=alpha)
+            best, scores, lengths = out["ids"][:, 0], out["scores"][:, 0], out["lengths"][:, 0]
+        decoded = self.tokenizer.target.decode(best).numpy()
+        vocabulary = self.tokenizer.target.vocabulary.tokens
+        best, scores, lengths = best.numpy(), scores.numpy(), lengths.numpy()
+        results = []
+        for i, source in enumerate(texts):
+            if not source_tokens[i]:
+                results.append(Translation(source, "", 0.0, [], [], None, False))
+                continue
+            produced = [vocabulary[t] for t in best[i, : lengths[i]]]
+            attention = None
+            if return_attention:
+                attention = out["attention"].numpy()[i, : lengths[i], : len(source_tokens[i])]
+            results.append(
+                Translation(
+                    source, decoded[i].decode("utf-8"), float(scores[i]), source_tokens[i],
+                    produced, attention, bool(truncated[i]),
+                )
+            )
+        return results
+
+
+def evaluate(translator, pairs, beam_size=1):
+    """Scores translations of ``pairs`` against their references.
+
+    Args:
+        translator: a `Translator`.
+        pairs: (source, reference) pairs.
+        beam_size: 1 for greedy search.
+
+    Returns:
+        dict: ``bleu`` and ``chrf`` (sacrebleu corpus scores, 0-100),
+        ``exact_match`` (share of translations equal to the normalized reference),
+        ``count``, and ``examples`` (the first few source / reference / output).
+    """
+    import sacrebleu
+
+    pairs = list(pairs)
+    if not pairs:
+        raise ValueError("evaluate needs at least one pair. Received: 0 pairs")
+    sources = [source for source, _ in pairs]
+    # References pass through the target tokenizer's normalization and splitting,
+    # so they are compared in the form the model produces.
+    references_tokens = translator.tokenizer.target.tokenize(tf.constant([t for _, t in pairs]))
+    references = [r.decode("utf-8") for r in translator.tokenizer.target.detokenize(references_tokens).numpy()]
+    hypotheses = [t.text for t in translator.translate(sources, beam_size=beam_size)]
+    exact = float(np.mean([h == r for h, r in zip(hypotheses, references)]))
+    return {
+        "bleu": float(sacrebleu.corpus_bleu(hypotheses, [references]).score),
+        "chrf": float(sacrebleu.corpus_chrf(hypotheses, [references]).score),
+        "exact_match": exact,
+        "count": len(pairs),
+        "beam_size": beam_size,
+        "examples": [
+            {"source": s, "reference": r, "translation": h}
+            for s, r, h in list(zip(sources, references, hypotheses))[:10]
+        ],
+    }

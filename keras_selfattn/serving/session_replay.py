@@ -1,0 +1,118 @@
+"""Replays Predict requests against a SavedModel under the session-based loader.
+
+Run as a SCRIPT in a fresh interpreter (``python .../session_replay.py ...``), never
+imported by the package: it imports TensorFlow and, only when asked,
+tensorflow_text; nothing of keras_selfattn and no Keras. This is the closest
+stand-in for ``tensorflow_model_server`` that installs here: the same loader
+(``tf.compat.v1.saved_model.loader.load`` in a ``tf.compat.v1.Session``, i.e.
+``LoadSavedModel`` in C++), the signature's tensor names, the init op that fills
+the lookup tables.
+
+    python .../session_replay.py SAVED_MODEL_DIR REQUESTS.json RESULTS.json [--tensorflow-text]
+
+REQUESTS.json: ``[{"name": str, "signature": str, "inputs": {input name:
+base64 of a serialized TensorProto}}]``. RESULTS.json: ``{"tensorflow_text_imported":
+bool, "load_seconds": float, "signatures": {...}, "results": [{"name", "signature",
+"ok", "error", "seconds", "outputs": {name: {"dtype", "shape", "values"}}}]}``
+(strings as UTF-8 text, or ``{"invalid_utf8_b64": ...}`` when not valid UTF-8).
+"""
+
+import argparse
+import base64
+import json
+import math
+import os
+import sys
+import time
+
+# Run as a script, Python puts this file's folder (the package's serving/) first on
+# sys.path; drop it so that none of its modules can shadow another one.
+_HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+
+def _values(array):
+    """A JSON-ready flat list of an output's values."""
+    values = []
+    for value in array.reshape(-1).tolist():
+        if isinstance(value, bytes):
+            try:
+                values.append(value.decode("utf-8"))
+            except UnicodeDecodeError:
+                values.append({"invalid_utf8_b64": base64.b64encode(value).decode("ascii")})
+        elif isinstance(value, float) and not math.isfinite(value):
+            values.append(str(value))
+        else:
+            values.append(value)
+    return values
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("saved_model_dir")
+    parser.add_argument("requests")
+    parser.add_argument("results")
+    parser.add_argument("--tensorflow-text", action="store_true", help="import tensorflow_text first")
+    args = parser.parse_args(argv)
+
+    import tensorflow as tf  # noqa: PLC0415
+    from tensorflow.core.framework import tensor_pb2  # noqa: PLC0415
+
+    if args.tensorflow_text:
+        import tensorflow_text  # noqa: F401, PLC0415  (registers its ops)
+
+    with open(args.requests, encoding="utf-8") as handle:
+        requests = json.load(handle)
+    report = {"results": []}
+    start = time.monotonic()
+    with tf.compat.v1.Session(graph=tf.Graph()) as session:
+        meta_graph = tf.compat.v1.saved_model.loader.load(session, ["serve"], args.saved_model_dir)
+        report["load_seconds"] = time.monotonic() - start
+        report["signatures"] = {
+            name: {
+                "inputs": {k: tf.dtypes.as_dtype(v.dtype).name for k, v in sig.inputs.items()},
+                "outputs": {k: tf.dtypes.as_dtype(v.dtype).name for k, v in sig.outputs.items()},
+            }
+            for name, sig in meta_graph.signature_def.items()
+            if not name.startswith("__")
+        }
+        for request in requests:
+            result = {"name": request["name"], "signature": request["signature"], "ok": False, "error": None}
+            report["results"].append(result)
+            signature = meta_graph.signature_def.get(request["signature"])
+            if signature is None:
+                result["error"] = f"no signature {request['signature']!r}"
+                continue
+            if set(request["inputs"]) != set(signature.inputs):
+                result["error"] = f"inputs {sorted(request['inputs'])} != signature inputs {sorted(signature.inputs)}"
+                continue
+            feed = {}
+            for name, encoded in request["inputs"].items():
+                proto = tensor_pb2.TensorProto()
+                proto.ParseFromString(base64.b64decode(encoded))
+                feed[signature.inputs[name].name] = tf.make_ndarray(proto)
+            fetch = {name: info.name for name, info in signature.outputs.items()}
+            began = time.monotonic()
+            try:
+                outputs = session.run(fetch, feed)
+            except Exception as error:  # noqa: BLE001  (reported, not raised: the next request still runs)
+                result["error"] = f"{type(error).__name__}: {str(error)[:2000]}"
+                result["seconds"] = time.monotonic() - began
+                continue
+            result["seconds"] = time.monotonic() - began
+            result["ok"] = True
+            result["outputs"] = {
+                name: {"dtype": tf.dtypes.as_dtype(value.dtype).name if value.dtype != object else "string",
+                       "shape": list(value.shape), "values": _values(value)}
+                for name, value in outputs.items()
+            }
+    report["tensorflow_text_imported"] = "tensorflow_text" in sys.modules
+    report["keras_selfattn_imported"] = "keras_selfattn" in sys.modules
+    with open(args.results, "w", encoding="utf-8") as handle:
+        json.dump(report, handle)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,159 @@
+"""TF Serving warmup records: ``assets.extra/tf_serving_warmup_requests``.
+
+TF Serving replays these requests when it loads a version, before it marks the
+version AVAILABLE, so the first real request does not pay for graph
+initialization. The file is a TFRecord of ``tensorflow.serving.PredictionLog``
+protos (at most 1000 are read), built with tensorflow-serving-api and written
+with `tf.io.TFRecordWriter`.
+
+The same records drive `keras_selfattn.serving.check_serving`, which replays them
+(and the `bad_request_batches`) under the session-based loader.
+"""
+
+import pathlib
+
+__all__ = [
+    "MAX_WARMUP_RECORDS",
+    "WARMUP_FILE",
+    "bad_request_batches",
+    "make_predict_request",
+    "read_warmup_requests",
+    "warmup_requests_for_translation",
+    "write_warmup_requests",
+]
+
+WARMUP_FILE = pathlib.Path("assets.extra") / "tf_serving_warmup_requests"
+MAX_WARMUP_RECORDS = 1000
+
+
+def _to_bytes(text):
+    return text if isinstance(text, bytes) else str(text).encode("utf-8")
+
+
+def bad_request_batches():
+    """Requests a translation signature must answer without crash or hang.
+
+    Returns:
+        dict name -> list of bytes (one batch each): an empty batch, empty and
+        blank strings, invalid UTF-8, a 10,000-character sentence (many tokens,
+        truncated to the model's maximum source length), a 10,000-character word,
+        only unknown words, and one batch mixing all of them.
+    """
+    batches = {
+        "empty_batch": [],
+        "empty_strings": [b"", b" ", b"\t\n"],
+        "invalid_utf8": [b"\xff\xfe\xfd", b"12 \xc3\x28 mars \x80 2001"],
+        "long_sentence": [("14 juillet 1989 " * 700)[:10_000].encode("utf-8")],
+        "long_word": [b"x" * 10_000],
+        "unknown_words": [b"qwxz vbnmk plokij", "ÿ ŉ ǅ ꙮ".encode("utf-8")],
+    }
+    batches["mixed"] = [text for name, batch in batches.items() for text in batch]
+    return batches
+
+
+def make_predict_request(inputs, signature_name="serving_default", model_name="translator"):
+    """A ``PredictRequest`` from ``{input name: array-like}``.
+
+    Args:
+        inputs: dict input name -> value (`tf.make_tensor_proto` converts it; a
+            list of bytes/str becomes a ``DT_STRING`` tensor).
+        signature_name: the signature to call.
+        model_name: ``model_spec.name`` (TF Serving's warmup ignores it; REST and
+            gRPC requests must name the served model).
+
+    Returns:
+        A ``tensorflow_serving.apis.predict_pb2.PredictRequest``.
+    """
+    import tensorflow as tf  # noqa: PLC0415
+    from tensorflow_serving.apis import predict_pb2  # noqa: PLC0415
+
+    request = predict_pb2.PredictRequest()
+    request.model_spec.name = model_name
+    request.model_spec.signature_name = signature_name
+    for name, value in inputs.items():
+        if isinstance(value, (list, tuple)) and all(isinstance(v, (str, bytes)) for v in value):
+            proto = tf.make_tensor_proto([_to_bytes(v) for v in value], dtype=tf.string, shape=[len(value)])
+        else:
+            proto = tf.make_tensor_proto(value)
+        request.inputs[name].CopyFrom(proto)
+    return request
+
+
+def warmup_requests_for_translation(texts, model_name="translator", signatures=("serving_default",),
+                                    token_ids=None):
+    """``PredictionLog`` records for the translation signatures (and the token-id one).
+
+    One record per signature with the first text alone, and one with every text,
+    so both a single sentence and a batch are warm.
+
+    Args:
+        texts: sample source sentences (str or bytes), at least one.
+        model_name: the served model's name.
+        signatures: names of signatures taking ``text`` (tf.string [None]).
+        token_ids: optional ``(signature_name, {"source": ids, "target_in": ids})``
+            for the token-id endpoint.
+
+    Returns:
+        list of ``tensorflow_serving.apis.prediction_log_pb2.PredictionLog``.
+    """
+    from tensorflow_serving.apis import prediction_log_pb2  # noqa: PLC0415
+
+    texts = [_to_bytes(t) for t in texts]
+    if not texts:
+        raise ValueError("warmup needs at least one sample text. Received: texts=[]")
+    batches = [texts[:1]] + ([texts] if len(texts) > 1 else [])
+    logs = []
+    for signature in signatures:
+        for batch in batches:
+            request = make_predict_request({"text": batch}, signature, model_name)
+            logs.append(prediction_log_pb2.PredictionLog(
+                predict_log=prediction_log_pb2.PredictLog(request=request)
+            ))
+    if token_ids is not None:
+        signature, inputs = token_ids
+        request = make_predict_request(inputs, signature, model_name)
+        logs.append(prediction_log_pb2.PredictionLog(predict_log=prediction_log_pb2.PredictLog(request=request)))
+    return logs
+
+
+def write_warmup_requests(saved_model_dir, logs):
+    """Writes ``assets.extra/tf_serving_warmup_requests`` into a SavedModel directory.
+
+    Args:
+        saved_model_dir: the (not yet published) version directory.
+        logs: ``PredictionLog`` protos, at most `MAX_WARMUP_RECORDS`.
+
+    Returns:
+        The path written.
+    """
+    import tensorflow as tf  # noqa: PLC0415
+
+    logs = list(logs)
+    if not logs or len(logs) > MAX_WARMUP_RECORDS:
+        raise ValueError(
+            f"TF Serving reads 1 to {MAX_WARMUP_RECORDS} warmup records. Received: {len(logs)} records"
+        )
+    path = pathlib.Path(saved_model_dir) / WARMUP_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tf.io.TFRecordWriter(str(path)) as writer:
+        for log in logs:
+            writer.write(log.SerializeToString())
+    return path
+
+
+def read_warmup_requests(path):
+    """Reads a warmup file (or a SavedModel directory holding one) back into ``PredictionLog`` protos."""
+    import tensorflow as tf  # noqa: PLC0415
+    from tensorflow_serving.apis import prediction_log_pb2  # noqa: PLC0415
+
+    path = pathlib.Path(path)
+    if path.is_dir():
+        path = path / WARMUP_FILE
+    if not path.is_file():
+        raise FileNotFoundError(f"No warmup requests at {path}")
+    logs = []
+    for record in tf.data.TFRecordDataset(str(path)).as_numpy_iterator():
+        log = prediction_log_pb2.PredictionLog()
+        log.ParseFromString(record)
+        logs.append(log)
+    return logs

@@ -1,0 +1,87 @@
+"""The one configuration object of training; saved as JSON in every run directory."""
+
+import dataclasses
+import json
+
+from keras_selfattn.models.config import ModelConfig
+
+
+@dataclasses.dataclass
+class TrainConfig:
+    """How `train` fits a model.
+
+    Attributes:
+        epochs: the most epochs to train (early stopping may end sooner).
+        batch_size: global batch size (split across replicas).
+        learning_rate: peak Adam learning rate.
+        warmup_steps: linear warm-up steps before the learning rate decays (cosine).
+        clipnorm: gradient-norm clipping (0 disables it).
+        label_smoothing: reserved for later use; must be 0 for now.
+        seed: seeds the split, the shuffling, the initial weights and the dropouts:
+            the same seed on the same machine gives the same weights.
+        split: train / validation / test fractions of the pairs.
+        source_tokenizer: ``"word"``, ``"char"`` or ``"subword"``.
+        target_tokenizer: ``"word"``, ``"char"`` or ``"subword"``.
+        split_digits: make every digit its own source token.
+        tokenizer_ops: ``"tensorflow_text"`` or ``"core"`` (core TF ops only).
+        patience: epochs without a better validation loss before stopping.
+        jit_compile: compile the train step with XLA (``True``/``False``); Keras'
+            ``"auto"`` turns XLA off on CPU, so the default here is ``True``.
+        strategy: ``"auto"``, ``"default"``, ``"mirrored"``, ``"multi_worker"`` or ``"tpu"``.
+        mixed_precision: ``"float32"``, ``"mixed_float16"`` or ``"mixed_bfloat16"``.
+        max_pairs: read at most this many pairs (None: all).
+    """
+
+    epochs: int = 20
+    batch_size: int = 64
+    learning_rate: float = 2e-3
+    warmup_steps: int = 200
+    clipnorm: float = 1.0
+    label_smoothing: float = 0.0
+    seed: int = 0
+    split: tuple = (0.8, 0.1, 0.1)
+    source_tokenizer: str = "word"
+    target_tokenizer: str = "word"
+    split_digits: bool = True
+    tokenizer_ops: str = "tensorflow_text"
+    patience: int = 4
+    jit_compile: bool = True
+    strategy: str = "auto"
+    mixed_precision: str = "float32"
+    max_pairs: int | None = None
+
+    def __post_init__(self):
+        self.split = tuple(self.split)
+        for name in ("epochs", "batch_size"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive integer. Received: {name}={value}")
+        if not self.learning_rate > 0:
+            raise ValueError(f"learning_rate must be positive. Received: learning_rate={self.learning_rate}")
+        if len(self.split) != 3 or abs(sum(self.split) - 1.0) > 1e-6 or min(self.split) < 0:
+            raise ValueError(f"split must be three fractions summing to 1. Received: split={self.split}")
+        choices = {
+            "mixed_precision": ("float32", "mixed_float16", "mixed_bfloat16"),
+            "strategy": ("auto", "default", "mirrored", "multi_worker", "tpu"),
+            "source_tokenizer": ("word", "char", "subword"),
+            "target_tokenizer": ("word", "char", "subword"),
+            "tokenizer_ops": ("tensorflow_text", "core"),
+        }
+        for name, allowed in choices.items():
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"{name} must be one of {allowed}. Received: {name}={getattr(self, name)!r}")
+
+
+def save_run_config(path, model_config: ModelConfig, train_config: TrainConfig):
+    """Writes ``config.json``: {"model": ..., "train": ...}."""
+    payload = {"model": dataclasses.asdict(model_config), "train": dataclasses.asdict(train_config)}
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump(payload, handle, indent=2, sort_keys=True)
+        handle.write("\n")
+
+
+def load_run_config(path):
+    """Reads ``config.json`` back into (ModelConfig, TrainConfig)."""
+    with open(path, encoding="utf-8") as handle:
+        payload = json.load(handle)
+    return ModelConfig.from_dict(payload["model"]), TrainConfig(**payload["train"])

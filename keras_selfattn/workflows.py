@@ -1,0 +1,89 @@
+"""The jobs the command line runs, as functions: train-and-report, and the demo."""
+
+import pathlib
+
+from keras_selfattn import plotting, serving
+from keras_selfattn.inference import Translator, evaluate
+from keras_selfattn.models import ModelConfig
+from keras_selfattn.training import TrainConfig, train, write_metrics
+
+PLOTS_DIR = "plots"
+EXPORT_DIR = "export"  # RUN_DIR/export/<model name>/<version>: TF Serving's layout
+
+DEMO_MODEL_CONFIG = ModelConfig(
+    num_hiddens=64, num_heads=4, num_layers=2, ffn_hiddens=128, dropout=0.1,
+    decoder_units=128, embedding_dim=32, max_source_len=32, max_target_len=16,
+)
+DEMO_TRAIN_CONFIG = TrainConfig(
+    epochs=4, batch_size=64, learning_rate=2e-3, warmup_steps=200, patience=2,
+    source_tokenizer="word", target_tokenizer="char", split_digits=True,
+)
+
+
+def report(result, num_heatmaps=4, beam_size=1, verbose=True):
+    """Evaluates a `TrainResult` on its test split; writes metrics.json and the figures.
+
+    Returns:
+        the metrics dict (also in ``RUN_DIR/metrics.json``).
+    """
+    run_dir = pathlib.Path(result.run_dir)
+    translator = Translator(
+        result.model, result.tokenizer, result.model_config.max_source_len, result.model_config.max_target_len
+    )
+    test_pairs = result.test_pairs
+    metrics = {"test": evaluate(translator, test_pairs, beam_size=beam_size)} if test_pairs else {}
+    metrics["history"] = result.history
+    write_metrics(run_dir, metrics)
+
+    plots = run_dir / PLOTS_DIR
+    plotting.plot_positional_encoding(plots / "positional_encoding.png")
+    plotting.plot_history(result.history, plots / "history.png")
+    samples = [source for source, _ in test_pairs[:num_heatmaps]]
+    for i, translation in enumerate(translator.translate(samples, return_attention=True)):
+        if translation.source_tokens:
+            plotting.plot_attention(
+                translation.attention, translation.source_tokens, translation.target_tokens,
+                plots / f"attention_{i}.png", title=translation.source,
+            )
+    if verbose and "test" in metrics:
+        print_metrics(metrics["test"])
+    return metrics
+
+
+def print_metrics(metrics, examples=5):
+    """Prints held-out metrics and a few translations next to their references."""
+    print(
+        f"held-out: {metrics['count']} pairs  exact match {100 * metrics['exact_match']:.2f}%  "
+        f"BLEU {metrics['bleu']:.2f}  chrF {metrics['chrf']:.2f}"
+    )
+    for example in metrics["examples"][:examples]:
+        mark = "ok " if example["translation"] == example["reference"] else "ERR"
+        print(f"  {mark} {example['source']!r:40} -> {example['translation']!r}  (reference {example['reference']!r})")
+
+
+def run_demo(out_dir="runs/demo", epochs=None, verbose=1):
+    """The main job: trains on the bundled dates corpus, evaluates, writes figures,
+    exports a TF Serving SavedModel, checks it and prints the docker run / curl lines.
+
+    Args:
+        out_dir: the run directory.
+        epochs: overrides the demo's number of epochs.
+        verbose: Keras progress-bar verbosity.
+
+    Returns:
+        (TrainResult, metrics dict).
+    """
+    train_config = DEMO_TRAIN_CONFIG
+    if epochs is not None:
+        train_config = TrainConfig(**{**vars(train_config), "epochs": epochs})
+    result = train(None, out_dir, DEMO_MODEL_CONFIG, train_config, verbose=verbose)
+    metrics = report(result)
+    export_base = pathlib.Path(result.run_dir) / EXPORT_DIR / serving.DEFAULT_MODEL_NAME
+    version_dir = serving.export_run(result.run_dir, export_base)
+    check = serving.check_serving(version_dir)
+    print(check.summary())
+    if not check.ok:
+        raise RuntimeError(f"The exported SavedModel {version_dir} fails check-serving (see above)")
+    sample = result.test_pairs[0][0] if result.test_pairs else "14 juillet 1989"
+    print(serving.serving_instructions(export_base, sample_text=sample))
+    return result, metrics

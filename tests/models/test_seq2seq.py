@@ -1,0 +1,148 @@
+import dataclasses
+
+import keras
+import numpy as np
+import pytest
+from keras import ops
+
+import keras_selfattn
+from keras_selfattn.models import (
+    DecoderBridge,
+    MaskedAccuracy,
+    ModelConfig,
+    TransformerEncoderBlock,
+    build_seq2seq,
+    masked_loss,
+)
+from tests.harness import run_layer_test
+
+TINY = dict(num_hiddens=16, num_heads=2, num_layers=2, ffn_hiddens=32, decoder_units=16, embedding_dim=8)
+SOURCE = np.array([[5, 6, 7, 8, 0, 0], [9, 4, 0, 0, 0, 0]], "int32")
+TARGET_IN = np.array([[2, 4, 5, 6], [2, 7, 0, 0]], "int32")
+
+
+def tiny_model(**overrides):
+    return build_seq2seq(20, 10, **{**TINY, "dropout": 0.0, **overrides})
+
+
+def predict(model, source=SOURCE, target_in=TARGET_IN):
+    return model.predict({"source": source, "target_in": target_in}, verbose=0)
+
+
+def test_inputs_outputs_and_summary():
+    model = tiny_model()
+    assert set(model.input) == {"source", "target_in"}
+    assert model.output.shape == (None, None, 10)
+    assert predict(model).shape == (2, 4, 10)
+    lines = []
+    model.summary(print_fn=lines.append)
+    summary = "\n".join(lines)
+    for name in ("source_embedding", "positional_encoding", "encoder_block_1", "bridge", "decoder", "logits"):
+        assert name in summary
+    assert keras_selfattn.build_seq2seq is build_seq2seq
+
+
+@pytest.mark.parametrize("options", [{}, {"norm_first": True}, {"rnn_type": "lstm", "decoder_layers": 2},
+                                     {"attention_score": "scaled_dot"}])
+def test_extra_source_padding_changes_nothing_and_reordering_does(options):
+    model = tiny_model(**options)
+    base = predict(model)
+    padded = predict(model, np.pad(SOURCE, ((0, 0), (0, 5))))
+    np.testing.assert_allclose(padded, base, atol=1e-5)
+    reordered = SOURCE.copy()
+    reordered[0, :4] = reordered[0, [3, 2, 1, 0]]
+    assert not np.allclose(predict(model, reordered)[0], base[0], atol=1e-4)
+    # Target positions after a padded one do not affect earlier logits (causal decoder).
+    changed = TARGET_IN.copy()
+    changed[0, 3] = 9
+    np.testing.assert_allclose(predict(model, target_in=changed)[0, :3], base[0, :3], atol=1e-5)
+
+
+def test_keras_save_and_load_give_identical_outputs(tmp_path):
+    model = tiny_model(dropout=0.2)
+    path = tmp_path / "model.keras"
+    model.save(path)
+    loaded = keras.saving.load_model(path, safe_mode=True)
+    np.testing.assert_array_equal(predict(loaded), predict(model))
+
+
+def test_same_seed_same_weights():
+    def weights(seed):
+        keras.utils.set_random_seed(seed)
+        return [w.copy() for w in tiny_model().get_weights()]
+
+    first, again, other = weights(3), weights(3), weights(4)
+    assert all(np.array_equal(a, b) for a, b in zip(first, again))
+    assert not all(np.array_equal(a, b) for a, b in zip(first, other))
+
+
+def test_loss_and_accuracy_ignore_padding():
+    rng = np.random.default_rng(0)
+    logits = rng.normal(size=(2, 4, 10)).astype("float32")
+    y_true = np.array([[4, 5, 3, 0], [6, 3, 0, 0]], "int32")
+    keep = y_true != 0
+    log_probs = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+    expected = -np.take_along_axis(log_probs, y_true[..., None], -1)[..., 0][keep].mean()
+    got = float(masked_loss()(y_true, logits))
+    np.testing.assert_allclose(got, expected, rtol=1e-5)
+    # The padding logits may be anything: the loss does not move.
+    logits_changed = logits.copy()
+    logits_changed[~keep] = 100.0
+    np.testing.assert_allclose(float(masked_loss()(y_true, logits_changed)), expected, rtol=1e-5)
+
+    metric = MaskedAccuracy()
+    metric.update_state(y_true, logits)
+    expected_accuracy = (logits.argmax(-1) == y_true)[keep].mean()
+    np.testing.assert_allclose(float(metric.result()), expected_accuracy, rtol=1e-6)
+
+
+def test_one_fit_step_with_xla_lowers_the_loss():
+    model = tiny_model()
+    model.compile(optimizer=keras.optimizers.Adam(1e-2), loss=masked_loss(), metrics=[MaskedAccuracy()], jit_compile=True)
+    target_out = np.array([[4, 5, 6, 3], [7, 3, 0, 0]], "int32")
+    history = model.fit({"source": SOURCE, "target_in": TARGET_IN}, target_out, epochs=5, verbose=0)
+    losses = history.history["loss"]
+    assert np.all(np.isfinite(losses)) and losses[-1] < losses[0]
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"source_vocab_size": 3, "target_vocab_size": 10}, "source_vocab_size=3"),
+        ({"source_vocab_size": 20, "target_vocab_size": 10.5}, "target_vocab_size=10.5"),
+    ],
+)
+def test_bad_vocabulary_sizes(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        build_seq2seq(**kwargs)
+
+
+def test_config_rejects_unknown_fields_and_round_trips():
+    with pytest.raises(ValueError, match="num_hidden"):
+        ModelConfig.from_dict({"num_hidden": 3})
+    config = ModelConfig(num_layers=3, norm_first=True)
+    assert ModelConfig.from_dict(dataclasses.asdict(config)) == config
+
+
+def test_encoder_block_through_the_harness(tmp_path):
+    x = np.random.default_rng(0).normal(size=(2, 5, 8)).astype("float32")
+    for norm_first in (False, True):
+        run_layer_test(
+            TransformerEncoderBlock,
+            {"num_hiddens": 8, "num_heads": 2, "ffn_hiddens": 16, "norm_first": norm_first},
+            {"inputs": x},
+            expected_output_shapes=[(2, 5, 8)],
+            mixed_precision_atol=3e-2,
+            run_fresh_process_load=norm_first,
+            tmp_path=tmp_path,
+        )
+
+
+def test_bridge_is_the_masked_mean():
+    bridge = DecoderBridge(4, 2)
+    memory = np.random.default_rng(0).normal(size=(2, 3, 6)).astype("float32")
+    mask = np.array([[True, True, False], [True, False, False]])
+    states = bridge(memory, mask=mask)
+    kernel, bias = bridge.projections[1].get_weights()
+    mean = np.stack([memory[0, :2].mean(0), memory[1, :1].mean(0)])
+    np.testing.assert_allclose(ops.convert_to_numpy(states[1]), np.tanh(mean @ kernel + bias), atol=1e-5)

@@ -1,0 +1,55 @@
+"""Loads an exported SavedModel in a fresh interpreter with both loaders (run as a script).
+
+Imports tensorflow and, unless ``--no-tensorflow-text``, tensorflow_text; nothing
+of keras_selfattn. Prints JSON: for each loader ("tf2": `tf.saved_model.load`,
+"session": `tf.compat.v1.saved_model.loader.load` in a Session) and each
+signature, the outputs for the texts given; plus the modules that were imported.
+
+    python -I fresh_process_load.py SAVED_MODEL_DIR TEXTS.json [--no-tensorflow-text]
+"""
+
+import json
+import sys
+
+
+def _jsonable(value):
+    if isinstance(value, bytes):
+        return value.decode("utf-8")
+    if isinstance(value, list):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+def main():
+    path, texts_path = sys.argv[1], sys.argv[2]
+    import tensorflow as tf
+
+    if "--no-tensorflow-text" not in sys.argv:
+        import tensorflow_text  # noqa: F401
+
+    with open(texts_path, encoding="utf-8") as handle:
+        texts = [t.encode("utf-8") for t in json.load(handle)]
+    signatures = ("serving_default", "translate_nbest")
+    report = {}
+
+    loaded = tf.saved_model.load(path)
+    report["tf2"] = {
+        name: {k: _jsonable(v.numpy().tolist()) for k, v in loaded.signatures[name](text=tf.constant(texts, tf.string)).items()}
+        for name in signatures
+    }
+
+    with tf.compat.v1.Session(graph=tf.Graph()) as session:
+        meta_graph = tf.compat.v1.saved_model.loader.load(session, ["serve"], path)
+        report["session"] = {}
+        for name in signatures:
+            signature = meta_graph.signature_def[name]
+            fetch = {k: v.name for k, v in signature.outputs.items()}
+            out = session.run(fetch, {signature.inputs["text"].name: texts})
+            report["session"][name] = {k: _jsonable(v.tolist()) for k, v in out.items()}
+
+    report["modules"] = sorted(m for m in sys.modules if m.split(".")[0] in ("keras_selfattn", "keras", "tensorflow_text"))
+    json.dump(report, sys.stdout)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,108 @@
+"""`keras-selfattn check-serving`: op audit, session-loader replay, bad requests, core-only proof."""
+
+import keras
+import pytest
+import tensorflow as tf
+
+from keras_selfattn import cli, serving
+from keras_selfattn.serving import warmup
+from tests.serving.conftest import BEAM_SIZE, TINY_MODEL
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def text_check(text_export):
+    return serving.check_serving(text_export)
+
+
+def results_by_name(check, signature):
+    return {r["name"]: r for r in check.results if r["signature"] == signature}
+
+
+def test_text_export_passes(text_check):
+    assert text_check.ok, text_check.summary()
+    assert text_check.tensorflow_text_imported is True
+    audit = text_check.audit
+    assert "CaseFoldUTF8" in audit.tensorflow_text
+    assert "TFText>WhitespaceTokenizeWithOffsetsV2" in audit.tensorflow_text
+    assert {"While", "LookupTableFindV2", "UnicodeTranscode"} <= set(audit.core)  # function bodies included
+    assert not audit.core_only
+    # Every warmup record ran, under the signature it names.
+    assert sum(r["name"].startswith("warmup[") for r in text_check.results) == len(serving.read_warmup_requests(text_check.path))
+
+
+def test_bad_requests_have_defined_outputs(text_check):
+    batches = warmup.bad_request_batches()
+    for signature, (text_key, score_key) in {
+        "serving_default": ("translation", "score"),
+        "translate_nbest": ("translations", "scores"),
+    }.items():
+        results = results_by_name(text_check, signature)
+        for name, batch in batches.items():
+            result = results[name]
+            assert result["ok"], (signature, name, result["error"])
+            assert result["seconds"] < 30, (signature, name, "too slow: a hang in the making")
+            shape = result["outputs"][text_key]["shape"]
+            assert shape == ([len(batch)] if signature == "serving_default" else [len(batch), BEAM_SIZE])
+            assert all(isinstance(v, str) for v in result["outputs"][text_key]["values"])
+            # The longest possible output: max_target_len characters (char target tokenizer).
+            assert all(len(v) <= TINY_MODEL.max_target_len for v in result["outputs"][text_key]["values"])
+        blank = results["empty_strings"]["outputs"]
+        assert set(blank[text_key]["values"]) == {""} and set(blank[score_key]["values"]) == {0.0}
+        assert results["empty_batch"]["outputs"][score_key]["shape"][0] == 0
+
+
+def test_core_export_serves_without_tensorflow_text(core_export):
+    check = serving.check_serving(core_export)
+    assert check.ok, check.summary()
+    assert check.audit.core_only and not check.audit.tensorflow_text
+    assert check.tensorflow_text_imported is False
+    assert "WITHOUT tensorflow_text" in check.summary()
+
+
+def test_cli_check_serving(core_export, capsys):
+    assert cli.main(["check-serving", str(core_export)]) == 0
+    out = capsys.readouterr().out
+    assert "core TensorFlow ops only: serves on any TF Serving build" in out
+    assert "check-serving: OK" in out
+
+
+def save_module(path, function):
+    """A SavedModel with one signature, saved with ExportArchive as the real export is."""
+    archive = keras.export.ExportArchive()
+    archive.add_endpoint("serving_default", function, [tf.TensorSpec([None], tf.string, name="text")])
+    archive.write_out(str(path), verbose=False)
+    return path
+
+
+def test_check_fails_naming_python_and_newer_tf_text_ops(tmp_path, capsys):
+    import tensorflow_text
+
+    def python_bound(text):
+        length = tf.py_function(lambda t: tf.strings.length(t), [text], tf.int32)
+        return {"translation": text, "score": tf.cast(length, tf.float32)}
+
+    def newer_tf_text(text):  # utf8_binarize: TFText>Utf8Binarize, added after tensorflow-text 2.12.1
+        bits = tensorflow_text.utf8_binarize(text, word_length=4, bits_per_char=8)
+        return {"translation": text, "score": tf.reduce_sum(bits, axis=-1)}
+
+    python_dir = save_module(tmp_path / "python" / "1", python_bound)
+    assert cli.main(["check-serving", str(python_dir)]) == 1
+    out = capsys.readouterr().out
+    assert "NOT SERVABLE EagerPyFunc" in out and "check-serving: FAILED" in out
+
+    newer_dir = save_module(tmp_path / "newer" / "1", newer_tf_text)
+    check = serving.check_serving(newer_dir, run=False)
+    assert not check.ok
+    assert list(check.audit.problems) == ["TFText>Utf8Binarize"]
+    assert "2.12.1" in check.audit.problems["TFText>Utf8Binarize"]
+    # TF Serving 2.20+ links tensorflow-text 2.20.0, which has it.
+    assert serving.check_serving(newer_dir, serving_version="2.20", run=False).ok
+
+
+def test_check_reports_a_hang_or_crash_as_a_problem(text_export, tmp_path):
+    # A replay that cannot finish in time is a failure, not a wait.
+    check = serving.check_serving(text_export, timeout=1)
+    assert not check.ok
+    assert any("did not finish within 1 s" in p for p in check.problems)

@@ -1,0 +1,37 @@
+"""The end of `keras-selfattn demo`: export, check-serving, and the docker run / curl lines."""
+
+import shutil
+
+import pytest
+
+from keras_selfattn import text, workflows
+from keras_selfattn.inference import Translator
+from keras_selfattn.training import TrainConfig, TrainResult
+from tests.serving.conftest import TINY_MODEL
+
+pytestmark = pytest.mark.slow
+
+
+def test_demo_ends_with_a_checked_export_and_the_commands(text_run_dir, tmp_path, monkeypatch, capsys):
+    run_dir = shutil.copytree(text_run_dir, tmp_path / "demo")
+
+    def trained_already(data, out_dir, model_config, train_config, verbose=1):
+        # Stands in for the demo's long training run: the session's tiny trained run.
+        translator = Translator.load(run_dir)
+        return TrainResult(
+            run_dir=run_dir, model=translator.model, tokenizer=translator.tokenizer, model_config=TINY_MODEL,
+            train_config=TrainConfig(), history={"loss": [1.0], "val_loss": [1.0]},
+            test_pairs=text.read_pairs(run_dir / "splits" / "test.tsv"),
+        )
+
+    monkeypatch.setattr(workflows, "train", trained_already)
+    workflows.run_demo(str(run_dir), verbose=0)
+    out = capsys.readouterr().out
+    base = (run_dir / workflows.EXPORT_DIR / "translator").resolve()
+    assert (base / "1" / "saved_model.pb").is_file()
+    assert "check-serving: OK" in out
+    assert (
+        f"docker run -p 8500:8500 -p 8501:8501 --mount type=bind,source={base},target=/models/translator "
+        "-e MODEL_NAME=translator -t tensorflow/serving"
+    ) in out
+    assert "curl -s -X POST http://localhost:8501/v1/models/translator:predict -H 'Content-Type: application/json'" in out

@@ -1,0 +1,89 @@
+"""The keras-selfattn command end to end, in subprocesses, as a user runs it."""
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+from keras_selfattn import text
+
+pytestmark = pytest.mark.slow
+REPO = pathlib.Path(__file__).resolve().parents[1]
+TINY = ["--num-hiddens", "16", "--num-heads", "2", "--num-layers", "1", "--ffn-hiddens", "32",
+        "--decoder-units", "32", "--embedding-dim", "8", "--max-target-len", "12",
+        "--target-tokenizer", "char", "--warmup-steps", "5", "--batch-size", "32"]
+
+
+def cli(*args, stdin=None, check=True):
+    env = dict(os.environ, PYTHONPATH=str(REPO), TF_CPP_MIN_LOG_LEVEL="3")
+    result = subprocess.run([sys.executable, "-m", "keras_selfattn", *map(str, args)], input=stdin,
+                            capture_output=True, text=True, env=env, timeout=600)
+    if check:
+        assert result.returncode == 0, result.stderr[-3000:]
+    return result
+
+
+@pytest.fixture(scope="module")
+def trained_run(tmp_path_factory):
+    root = tmp_path_factory.mktemp("cli")
+    data = text.write_pairs(root / "pairs.tsv", text.load_bundled_dates()[:600])
+    result = cli("train", "--data", data, "--out", root / "run", "--epochs", "2", *TINY)
+    return root, result
+
+
+def test_train_writes_a_run_and_reports(trained_run):
+    root, result = trained_run
+    assert "held-out:" in result.stdout and "exact match" in result.stdout
+    assert "Epoch 1/2" in result.stdout  # Keras' progress output
+    run = root / "run"
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert {"bleu", "chrf", "exact_match"} <= set(metrics["test"])
+    for name in ("positional_encoding.png", "history.png", "attention_0.png"):
+        png = run / "plots" / name
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
+
+
+def test_evaluate_and_translate(trained_run):
+    root, _ = trained_run
+    run = root / "run"
+    result = cli("evaluate", "--model", run, "--beam", "2")
+    scores = json.loads(result.stdout.strip().splitlines()[-1])
+    assert scores["count"] > 0 and 0 <= scores["exact_match"] <= 1
+    translated = cli("translate", "--model", run, "--scores", "14 juillet 1989", "", "zzz qqq")
+    lines = translated.stdout.split("\n")
+    assert len(lines) == 4 and lines[3] == ""           # three inputs, three lines
+    text_part, score = lines[0].split("\t")
+    assert float(score) <= 0.0
+    assert lines[1] == "\t0.0000"                         # empty input: empty translation
+    long = cli("translate", "--model", run, "word " * 200)
+    assert "truncated to" in long.stderr
+    piped = cli("translate", "--model", run, stdin="14 juillet 1989\n3 mai 2001\n")
+    assert len(piped.stdout.strip().split("\n")) == 2
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["translate", "--model", "/nonexistent/run", "x"], "Run directory not found: /nonexistent/run"),
+        (["evaluate", "--model", "/nonexistent/run"], "Run directory not found"),
+    ],
+)
+def test_errors_are_one_line_without_traceback(args, message):
+    result = cli(*args, check=False)
+    assert result.returncode == 2
+    assert message in result.stderr and "Traceback" not in result.stderr
+
+
+def test_malformed_and_empty_tsv(tmp_path):
+    bad = tmp_path / "bad.tsv"
+    bad.write_text("un\tone\ndeux sans tabulation\n")
+    result = cli("train", "--data", bad, "--out", tmp_path / "run", check=False)
+    assert result.returncode == 2 and "bad.tsv" in result.stderr and "2" in result.stderr
+    assert "Traceback" not in result.stderr
+    empty = tmp_path / "empty.tsv"
+    empty.write_text("")
+    result = cli("train", "--data", empty, "--out", tmp_path / "run", check=False)
+    assert result.returncode == 2 and "empty.tsv" in result.stderr and "Traceback" not in result.stderr
