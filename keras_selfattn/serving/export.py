@@ -10,17 +10,12 @@ Signatures (all graph code: normalization, tokenization, the encoder, the
 ``tf.while_loop`` searches of `keras_selfattn.decoding` and detokenization; no
 PyFunc):
 
-==================  ===========================================  ==============================================
-name                inputs                                       outputs
-==================  ===========================================  ==============================================
-``serving_default``  ``text`` tf.string [B]                       ``translation`` tf.string [B],
-                                                                  ``score`` float32 [B] (greedy, log-prob)
-``translate_nbest``  ``text`` tf.string [B]                       ``translations`` tf.string [B, K],
-                                                                  ``scores`` float32 [B, K] (beam, best first,
-                                                                  length-normalized)
-``serve``            ``source``, ``target_in`` int32 [B, T]        ``logits`` float32 [B, T, target vocab]
-                     (token ids, 0 = padding)                     (the Keras model's own call)
-==================  ===========================================  ==============================================
+- ``serving_default``: ``text`` tf.string [B] -> ``translation`` tf.string [B] and
+  ``score`` float32 [B] (greedy search; sum of the tokens' log-probabilities);
+- ``translate_nbest``: ``text`` tf.string [B] -> ``translations`` tf.string [B, K]
+  and ``scores`` float32 [B, K] (beam search, best first, length-normalized);
+- ``serve``: ``source``, ``target_in`` int32 [B, T] token ids (0 = padding) ->
+  ``logits`` float32 [B, T, target vocabulary] (the Keras model's own call).
 
 Inputs are sanitized in the graph: invalid UTF-8 becomes U+FFFD, sources longer
 than the model's ``max_source_len`` tokens are truncated, and a text with no
@@ -204,7 +199,9 @@ def _check_signatures(saved_model_dir):
 
     python_ops = sorted(set(list_op_types(saved_model_dir)) & PYTHON_BOUND_OPS)
     if python_ops:
-        raise RuntimeError(f"The exported graph calls back into Python ({', '.join(python_ops)}); TF Serving cannot run it")
+        raise RuntimeError(
+            f"The exported graph calls back into Python ({', '.join(python_ops)}); TF Serving cannot run it"
+        )
     saved_model = saved_model_pb2.SavedModel()
     saved_model.ParseFromString((pathlib.Path(saved_model_dir) / "saved_model.pb").read_bytes())
     signatures = saved_model.meta_graphs[0].signature_def
@@ -235,15 +232,15 @@ def _fsync_tree(root):
             os.close(descriptor)
 
 
-def _publish(temp_dir, export_base, version, auto_version):
-    """Renames ``temp_dir`` to ``export_base/version`` atomically; with an automatic
+def _publish(staged_dir, export_base, version, auto_version):
+    """Renames ``staged_dir`` to ``export_base/version`` atomically; with an automatic
     version, retries with the next free number if another export took this one."""
     for _ in range(100):
         target = export_base / str(version)
         try:
             if target.exists():
                 raise FileExistsError(target)
-            os.rename(temp_dir, target)  # atomic on one filesystem; fails on a non-empty target
+            os.rename(staged_dir, target)  # atomic on one filesystem; fails on a non-empty target
             return target
         except OSError:
             if not auto_version or not target.exists():

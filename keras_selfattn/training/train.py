@@ -177,6 +177,7 @@ def train(data=None, run_dir="runs/latest", model_config=None, train_config=None
             epochs=train_config.epochs,
             steps_per_epoch=steps_per_epoch,
             callbacks=fit_callbacks,
+            shuffle=False,  # the dataset is already shuffled, with the run's seed
             verbose=verbose,
         )
         # The best checkpoint is the result (early stopping restores it only when it stops early).

@@ -6,7 +6,7 @@ import tensorflow as tf
 
 from keras_selfattn import cli, serving
 from keras_selfattn.serving import warmup
-from tests.serving.conftest import BEAM_SIZE, TINY_MODEL
+from tests.serving.tiny_runs import BEAM_SIZE, TINY_MODEL
 
 pytestmark = pytest.mark.slow
 

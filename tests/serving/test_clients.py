@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from keras_selfattn.inference import Translator
-from tests.serving.conftest import BEAM_SIZE
+from tests.serving.tiny_runs import BEAM_SIZE
 from tests.serving.stand_in_server import StandInModelServer
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]

@@ -7,7 +7,7 @@ import pytest
 from keras_selfattn import text, workflows
 from keras_selfattn.inference import Translator
 from keras_selfattn.training import TrainConfig, TrainResult
-from tests.serving.conftest import TINY_MODEL
+from tests.serving.tiny_runs import TINY_MODEL
 
 pytestmark = pytest.mark.slow
 

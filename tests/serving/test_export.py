@@ -14,7 +14,7 @@ from keras_selfattn import cli, serving
 from keras_selfattn.inference import Translator
 from keras_selfattn.serving import export as export_lib
 from keras_selfattn.serving import warmup
-from tests.serving.conftest import BEAM_SIZE
+from tests.serving.tiny_runs import BEAM_SIZE
 
 HERE = pathlib.Path(__file__).parent
 
