@@ -10,7 +10,8 @@ import pytest
 
 from keras_selfattn import text
 
-pytestmark = pytest.mark.slow
+# One xdist worker runs the whole module, so the trained-run fixture is built once.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("cli")]
 REPO = pathlib.Path(__file__).resolve().parents[1]
 TINY = ["--num-hiddens", "16", "--num-heads", "2", "--num-layers", "1", "--ffn-hiddens", "32",
         "--decoder-units", "32", "--embedding-dim", "8", "--max-target-len", "12",
@@ -29,7 +30,7 @@ def cli(*args, stdin=None, check=True):
 @pytest.fixture(scope="module")
 def trained_run(tmp_path_factory):
     root = tmp_path_factory.mktemp("cli")
-    data = text.write_pairs(root / "pairs.tsv", text.load_bundled_dates()[:600])
+    data = text.write_pairs(root / "pairs.tsv", text.load_bundled_dates()[:300])
     result = cli("train", "--data", data, "--out", root / "run", "--epochs", "2", *TINY)
     return root, result
 

@@ -8,7 +8,8 @@ from keras_selfattn import cli, serving
 from keras_selfattn.serving import warmup
 from tests.serving.tiny_runs import BEAM_SIZE, TINY_MODEL
 
-pytestmark = pytest.mark.slow
+# One xdist worker runs every serving test, so the session fixtures train once.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("serving")]
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,8 @@ from tests.serving.tiny_runs import BEAM_SIZE
 from tests.serving.stand_in_server import StandInModelServer
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-pytestmark = pytest.mark.slow
+# One xdist worker runs every serving test, so the session fixtures train once.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("serving")]
 
 
 def load_script(name):

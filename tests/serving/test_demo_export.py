@@ -9,7 +9,8 @@ from keras_selfattn.inference import Translator
 from keras_selfattn.training import TrainConfig, TrainResult
 from tests.serving.tiny_runs import TINY_MODEL
 
-pytestmark = pytest.mark.slow
+# One xdist worker runs every serving test, so the session fixtures train once.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("serving")]
 
 
 def test_demo_ends_with_a_checked_export_and_the_commands(text_run_dir, tmp_path, monkeypatch, capsys):

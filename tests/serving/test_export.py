@@ -16,6 +16,9 @@ from keras_selfattn.serving import export as export_lib
 from keras_selfattn.serving import warmup
 from tests.serving.tiny_runs import BEAM_SIZE
 
+# One xdist worker runs every serving test, so the session fixtures train once.
+pytestmark = pytest.mark.xdist_group("serving")
+
 HERE = pathlib.Path(__file__).parent
 
 
