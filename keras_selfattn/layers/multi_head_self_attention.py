@@ -106,16 +106,24 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         self.seed = seed
         self.supports_masking = True
 
-        dense_kwargs = dict(
-            use_bias=use_bias,
-            kernel_initializer=self.kernel_initializer,
-            bias_initializer=self.bias_initializer,
-            dtype=self.dtype_policy,
-        )
+        def dense_kwargs():
+            # A fresh initializer object per sublayer: a Keras initializer without
+            # an explicit seed draws its seed once, so sharing one instance would
+            # give the output kernel a rescaled copy of the Q/K/V kernel's values.
+            def fresh(initializer):
+                return initializer.__class__.from_config(initializer.get_config())
+
+            return dict(
+                use_bias=use_bias,
+                kernel_initializer=fresh(self.kernel_initializer),
+                bias_initializer=fresh(self.bias_initializer),
+                dtype=self.dtype_policy,
+            )
+
         self.query_key_value_dense = keras.layers.Dense(
-            3 * num_hiddens, name="query_key_value", **dense_kwargs
+            3 * num_hiddens, name="query_key_value", **dense_kwargs()
         )
-        self.output_dense = keras.layers.Dense(num_hiddens, name="output", **dense_kwargs)
+        self.output_dense = keras.layers.Dense(num_hiddens, name="output", **dense_kwargs())
         self.dropout_layer = keras.layers.Dropout(
             dropout, seed=seed, dtype=self.dtype_policy, name="attention_dropout"
         )

@@ -211,3 +211,14 @@ def test_bad_arguments(kwargs, message):
 def test_bad_valid_lens_rank():
     with pytest.raises(ValueError, match="valid_lens.shape=\\(2, 5, 5\\)"):
         MultiHeadSelfAttention(8, 2)(X, valid_lens=np.ones((2, 5, 5), "int32"))
+
+
+def test_projection_kernels_are_drawn_independently():
+    """A shared initializer instance would make the output kernel a copy of Q/K/V's first values."""
+    layer = MultiHeadSelfAttention(16, 4)
+    layer(X)
+    qkv = ops.convert_to_numpy(layer.query_key_value_dense.kernel).ravel()
+    out = ops.convert_to_numpy(layer.output_dense.kernel).ravel()
+    n = min(qkv.size, out.size)
+    correlation = np.corrcoef(qkv[:n], out[:n])[0, 1]
+    assert abs(correlation) < 0.5, correlation
