@@ -12,6 +12,7 @@ import dataclasses
 import json
 import os
 import sys
+import typing
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -42,8 +43,9 @@ def _add_train_arguments(parser):
         default = getattr(defaults, field.name)
         if isinstance(default, bool):
             group.add_argument(flag, action=argparse.BooleanOptionalAction, default=None)
-        elif field.name == "max_pairs":
-            group.add_argument(flag, type=int, default=None)
+        elif default is None:  # an optional field, e.g. `int | None`: parse as its non-None type
+            kind = next(t for t in typing.get_args(field.type) if t is not type(None))
+            group.add_argument(flag, type=kind, default=None, metavar=field.name.upper())
         else:
             group.add_argument(flag, type=type(default), default=None, metavar=field.name.upper())
 
@@ -114,6 +116,9 @@ def _run(args):
         model_config = _config_from_args(ModelConfig, args)
         train_config = _config_from_args(TrainConfig, args)
         result = train(args.data, args.out, model_config, train_config)
+        if not result.is_chief:  # the chief evaluates and writes the run directory
+            print(f"worker {result.worker_index} done; history: {json.dumps(result.history)}")
+            return 0
         report(result)
         print(f"run directory: {result.run_dir}")
         return 0
@@ -174,7 +179,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     try:
         return _run(args)
-    except (ValueError, FileNotFoundError, FileExistsError) as error:
+    except (ValueError, FileNotFoundError, FileExistsError, ConnectionError) as error:
         parser.exit(2, f"keras-selfattn: error: {error}\n")
     except KeyboardInterrupt:
         parser.exit(130, "keras-selfattn: interrupted; rerun the same command to resume\n")

@@ -12,7 +12,10 @@ class TrainConfig:
 
     Attributes:
         epochs: the most epochs to train (early stopping may end sooner).
-        batch_size: global batch size (split across replicas).
+        batch_size: the *global* batch size: each step trains on this many pairs,
+            split evenly across the replicas (``batch_size / replicas`` each;
+            it must divide). The same configuration then computes the same
+            steps on one device, several GPUs, several workers or a TPU.
         learning_rate: peak Adam learning rate.
         warmup_steps: linear warm-up steps before the learning rate decays (cosine).
         clipnorm: gradient-norm clipping (0 disables it).
@@ -26,9 +29,18 @@ class TrainConfig:
         tokenizer_ops: ``"tensorflow_text"`` or ``"core"`` (core TF ops only).
         patience: epochs without a better validation loss before stopping.
         jit_compile: compile the train step with XLA (``True``/``False``); Keras'
-            ``"auto"`` turns XLA off on CPU, so the default here is ``True``.
-        strategy: ``"auto"``, ``"default"``, ``"mirrored"``, ``"multi_worker"`` or ``"tpu"``.
-        mixed_precision: ``"float32"``, ``"mixed_float16"`` or ``"mixed_bfloat16"``.
+            ``"auto"`` turns XLA off on CPU and under tf.distribute, so the default
+            here is ``True``: the whole step on one device, each replica's forward
+            and backward pass with several replicas (the all-reduce and the update
+            stay outside XLA), and nothing extra on a TPU (it always compiles).
+        strategy: ``"auto"``, ``"default"``, ``"mirrored"``, ``"multi_worker"`` or ``"tpu"``
+            (see `get_strategy`).
+        mixed_precision: ``"float32"``, ``"mixed_float16"`` (with dynamic loss
+            scaling) or ``"mixed_bfloat16"`` (no loss scaling needed).
+        tpu: with ``strategy="tpu"``: ``"local"`` (a Cloud TPU VM), a TPU name or
+            ``grpc://HOST:8470``; None lets ``TPUClusterResolver`` look it up.
+        worker_timeout: seconds a worker waits for the others of ``TF_CONFIG`` (or
+            for the TPU's address) before failing with the unreachable address.
         max_pairs: read at most this many pairs (None: all).
     """
 
@@ -49,6 +61,8 @@ class TrainConfig:
     strategy: str = "auto"
     mixed_precision: str = "float32"
     max_pairs: int | None = None
+    tpu: str | None = None
+    worker_timeout: float = 120.0
 
     def __post_init__(self):
         self.split = tuple(self.split)
@@ -56,6 +70,8 @@ class TrainConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive integer. Received: {name}={value}")
+        if not self.worker_timeout > 0:
+            raise ValueError(f"worker_timeout must be positive. Received: worker_timeout={self.worker_timeout}")
         if not self.learning_rate > 0:
             raise ValueError(f"learning_rate must be positive. Received: learning_rate={self.learning_rate}")
         if len(self.split) != 3 or abs(sum(self.split) - 1.0) > 1e-6 or min(self.split) < 0:
@@ -70,6 +86,19 @@ class TrainConfig:
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name} must be one of {allowed}. Received: {name}={getattr(self, name)!r}")
+
+
+# Where a run trains, not what it computes: a run may resume under other values.
+PLACEMENT_FIELDS = ("strategy", "tpu", "worker_timeout")
+
+
+def same_training(first: "TrainConfig", second: "TrainConfig"):
+    """Whether two configurations train the same model (they may differ in `PLACEMENT_FIELDS`)."""
+    def what(config):
+        values = dataclasses.asdict(config)
+        return {name: value for name, value in values.items() if name not in PLACEMENT_FIELDS}
+
+    return what(first) == what(second)
 
 
 def save_run_config(path, model_config: ModelConfig, train_config: TrainConfig):

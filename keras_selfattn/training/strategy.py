@@ -1,33 +1,104 @@
 """Choosing the tf.distribute strategy a run trains under."""
 
-import json
 import os
+import socket
+import time
 
 import tensorflow as tf
 
+from keras_selfattn.training.distributed import read_cluster, wait_for_peers
+
 STRATEGIES = ("auto", "default", "mirrored", "multi_worker", "tpu")
 
+__all__ = ["STRATEGIES", "get_strategy", "split_cpu"]
 
-def get_strategy(name="auto", tpu=None):
+# One strategy object per kind and devices for the life of the process: two
+# MirroredStrategy objects over the same devices hand out the same collective
+# keys, and the second one's all-reduces then fail with "Shape mismatch in the
+# collective instance" (a second train() in a notebook would); multi-worker
+# collectives can be configured only once.
+_STRATEGIES = {}
+
+
+def split_cpu(count):
+    """Splits the first physical CPU into ``count`` logical devices (``CPU:0`` ... ``CPU:count-1``).
+
+    With them, ``get_strategy("mirrored")`` on a machine without GPUs runs
+    ``count`` synchronous replicas: a real all-reduce, for tests and for trying
+    the distributed path (it proves correctness, not speed: the replicas share
+    the same cores). Must run before TensorFlow initializes its devices, that is
+    before the first op; raises RuntimeError otherwise.
+    """
+    if count < 1:
+        raise ValueError(f"count must be a positive integer. Received: count={count}")
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * count)
+    return [device.name for device in tf.config.list_logical_devices("CPU")]
+
+
+def _tpu_error(tpu, detail):
+    where = f" at {tpu!r}" if tpu else ""
+    return ValueError(
+        f"strategy='tpu' but no TPU was found{where}: {detail}. On a Cloud TPU VM pass --tpu local; "
+        "with a TPU node pass its name or grpc://HOST:8470 (--tpu, TrainConfig.tpu); "
+        "without a TPU use --strategy auto."
+    )
+
+
+def _wait_for_address(address, timeout):
+    host, _, port = address.rpartition(":")
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            socket.create_connection((host.strip("[]"), int(port)), timeout=2.0).close()
+            return True
+        except OSError:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.5)
+
+
+def _tpu_strategy(tpu, timeout):
+    address = tpu[len("grpc://"):] if tpu and tpu.startswith("grpc://") else None
+    if address and not _wait_for_address(address, timeout):
+        # TensorFlow would wait for it without a limit.
+        raise _tpu_error(tpu, f"nothing answered at {address} within {timeout:g} s")
+    try:
+        resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu)
+        tf.config.experimental_connect_to_cluster(resolver)
+        tf.tpu.experimental.initialize_tpu_system(resolver)
+    except (ValueError, tf.errors.OpError, RuntimeError) as error:
+        message = getattr(error, "message", None) or str(error)
+        raise _tpu_error(tpu, message.splitlines()[0] if message else type(error).__name__) from None
+    return tf.distribute.TPUStrategy(resolver)
+
+
+def get_strategy(name="auto", tpu=None, worker_timeout=120.0):
     """Returns the `tf.distribute.Strategy` called ``name``.
 
-    * ``"auto"``: multi-worker when ``TF_CONFIG`` lists more than one worker,
-      mirrored over the GPUs when there are several, else the default strategy.
+    * ``"auto"``: multi-worker when ``TF_CONFIG`` lists more than one task
+      (chief and workers), mirrored when there are several GPUs, else the default.
     * ``"default"``: no distribution (one device).
-    * ``"mirrored"``: synchronous data parallelism over the local GPUs (or the
-      logical CPU devices when there is no GPU).
+    * ``"mirrored"``: synchronous data parallelism over the local GPUs (or, with
+      none, the logical CPU devices: see `split_cpu`).
     * ``"multi_worker"``: synchronous data parallelism over the workers that
-      ``TF_CONFIG`` describes.
-    * ``"tpu"``: a TPU found by ``tf.distribute.cluster_resolver.TPUClusterResolver``
-      (``tpu``: its name or address; None for the local or Colab TPU).
+      ``TF_CONFIG`` describes, one process per machine, each with its GPUs (or
+      CPU). Every worker first waits (at most ``worker_timeout`` seconds) until it
+      reaches all the others, and fails naming the ones it could not reach
+      (`keras_selfattn.training.distributed.PeerUnreachableError`).
+    * ``"tpu"``: a TPU found by ``TPUClusterResolver``: ``tpu`` is ``"local"`` on a
+      Cloud TPU VM, a TPU name, or ``grpc://HOST:8470``. Without one, a ValueError
+      says so (no traceback from the command line).
 
-    Build and compile the model inside ``strategy.scope()``.
+    Create it before any other TensorFlow work (multi-worker collectives must be
+    configured at program start-up), then build and compile the model inside
+    ``strategy.scope()``. `train` does both. Asking again returns the same object.
     """
     if name not in STRATEGIES:
         raise ValueError(f"strategy must be one of {STRATEGIES}. Received: strategy={name!r}")
+    cluster = read_cluster() if name in ("auto", "multi_worker") else None
     if name == "auto":
-        workers = json.loads(os.environ.get("TF_CONFIG", "{}")).get("cluster", {}).get("worker", [])
-        if len(workers) > 1:
+        if cluster is not None:
             name = "multi_worker"
         elif len(tf.config.list_logical_devices("GPU")) > 1:
             name = "mirrored"
@@ -37,11 +108,24 @@ def get_strategy(name="auto", tpu=None):
         return tf.distribute.get_strategy()
     if name == "mirrored":
         gpus = tf.config.list_logical_devices("GPU")
-        devices = [d.name for d in gpus] or [d.name for d in tf.config.list_logical_devices("CPU")]
-        return tf.distribute.MirroredStrategy(devices)
+        devices = tuple(d.name for d in gpus) or tuple(d.name for d in tf.config.list_logical_devices("CPU"))
+        key = ("mirrored", devices)
+        if key not in _STRATEGIES:
+            _STRATEGIES[key] = tf.distribute.MirroredStrategy(list(devices))
+        return _STRATEGIES[key]
     if name == "multi_worker":
-        return tf.distribute.MultiWorkerMirroredStrategy()
-    resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu)
-    tf.config.experimental_connect_to_cluster(resolver)
-    tf.tpu.experimental.initialize_tpu_system(resolver)
-    return tf.distribute.TPUStrategy(resolver)
+        if "multi_worker" in _STRATEGIES:  # collectives are configured once per process
+            return _STRATEGIES["multi_worker"]
+        if cluster is None:
+            raise ValueError(
+                "strategy='multi_worker' needs TF_CONFIG naming at least two tasks, e.g. "
+                '{"cluster": {"worker": ["host1:12345", "host2:12345"]}, "task": {"type": "worker", "index": 0}}. '
+                f"Received: TF_CONFIG={os.environ.get('TF_CONFIG', '')!r}"
+            )
+        wait_for_peers(cluster, timeout=worker_timeout)
+        _STRATEGIES["multi_worker"] = tf.distribute.MultiWorkerMirroredStrategy()
+        return _STRATEGIES["multi_worker"]
+    key = ("tpu", tpu)
+    if key not in _STRATEGIES:
+        _STRATEGIES[key] = _tpu_strategy(tpu, worker_timeout)
+    return _STRATEGIES[key]

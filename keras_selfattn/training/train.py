@@ -1,15 +1,28 @@
 """`train`: sentence pairs in, a run directory with a trained model out."""
 
+import contextlib
+import csv
 import dataclasses
 import json
 import pathlib
+import shutil
+import tempfile
 
 import keras
 import tensorflow as tf
 
 from keras_selfattn import text
 from keras_selfattn.models import MaskedAccuracy, ModelConfig, build_seq2seq, masked_loss
-from keras_selfattn.training.config import TrainConfig, load_run_config, save_run_config
+from keras_selfattn.training.backup import WorkerBackup, backed_up_epochs, restore_backup, worker_backup_dir
+from keras_selfattn.training.config import TrainConfig, load_run_config, same_training, save_run_config
+from keras_selfattn.training.distributed import (
+    SyncedLossScaleOptimizer,
+    all_workers_values,
+    keras_multi_worker_fix,
+    lost_peers_are_errors,
+    use_per_replica_xla,
+    worker_role,
+)
 from keras_selfattn.training.strategy import get_strategy
 
 MODEL_FILE = "model.keras"
@@ -31,6 +44,8 @@ class TrainResult:
     train_config: TrainConfig
     history: dict
     test_pairs: list
+    worker_index: int = 0
+    is_chief: bool = True  # False: another worker wrote run_dir; this one's files are gone
 
 
 def load_pairs(data, max_pairs=None):
@@ -66,6 +81,90 @@ def _longest(pairs, tokenizer):
     return longest_source, longest_target
 
 
+def make_training_datasets(splits, tokenizer, model_config, train_config, initial_epoch=0):
+    """The training and validation datasets of `train`, and the steps per epoch.
+
+    Every batch has static shapes (what XLA and TPUs need): ``batch_size`` pairs
+    (the global batch; the last partial training batch is dropped), padded to the
+    longest sequence of the training split capped by the model's limits (longer
+    pairs are dropped). Tokenization runs on the host inside ``tf.data``; the
+    auto-shard policy is DATA (`text.make_dataset`). The training stream is
+    repeated and is a function of the seed only: ``initial_epoch`` skips the
+    batches of the epochs already trained, so a resumed run sees what an
+    uninterrupted run would.
+
+    Returns:
+        ``(train_ds, valid_ds, steps_per_epoch)``.
+    """
+    longest_source, longest_target = _longest(splits.train, tokenizer)
+    dataset_options = dict(
+        max_source_length=min(longest_source, model_config.max_source_len),
+        max_target_length=min(longest_target, model_config.max_target_len + 1),
+        pad_to_max_length=True,
+        seed=train_config.seed,
+    )
+    steps_per_epoch = max(1, len(splits.train) // train_config.batch_size)
+    # One shuffled stream over the repeated pairs, with a fixed order: Keras
+    # iterates a distributed dataset once more for its symbolic build, and with a
+    # reshuffle per iteration the training order would depend on that.
+    pairs = text.make_dataset(
+        splits.train, tokenizer, batch_size=train_config.batch_size, shuffle=False, prefetch=False, **dataset_options
+    ).unbatch()
+    options = tf.data.Options()
+    options.deterministic = True
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
+    train_ds = (
+        pairs.repeat()
+        .shuffle(len(splits.train), seed=train_config.seed, reshuffle_each_iteration=False)
+        .batch(train_config.batch_size, drop_remainder=True)
+        .skip(initial_epoch * steps_per_epoch)
+        .with_options(options)
+        .prefetch(tf.data.AUTOTUNE)
+    )
+    valid_ds = text.make_dataset(
+        splits.validation, tokenizer, batch_size=train_config.batch_size, shuffle=False, **dataset_options
+    )
+    return train_ds, valid_ds, steps_per_epoch
+
+
+def build_and_compile(tokenizer, model_config, train_config, strategy, steps_per_epoch):
+    """The compiled model of `train`; call it in ``strategy.scope()`` under the run's dtype policy.
+
+    Adam with warm-up and cosine decay; with ``mixed_float16`` a
+    `SyncedLossScaleOptimizer` around it. XLA (``train_config.jit_compile``): Keras
+    compiles the whole step on one replica; with several replicas each replica's
+    forward and backward pass is compiled (`use_per_replica_xla`), because Keras'
+    whole-step XLA fails there; on a TPU the strategy compiles the step itself.
+    """
+    replicas = strategy.num_replicas_in_sync
+    tpu = isinstance(strategy, tf.distribute.TPUStrategy)
+    model = build_seq2seq(
+        tokenizer.source_vocab_size, tokenizer.target_vocab_size, model_config, seed=train_config.seed
+    )
+    schedule = keras.optimizers.schedules.CosineDecay(
+        initial_learning_rate=0.0,
+        decay_steps=max(1, steps_per_epoch * train_config.epochs - train_config.warmup_steps),
+        warmup_target=train_config.learning_rate,
+        warmup_steps=train_config.warmup_steps,
+        alpha=0.05,
+    )
+    optimizer = keras.optimizers.Adam(schedule, clipnorm=train_config.clipnorm or None)
+    if train_config.mixed_precision == "mixed_float16":
+        # float16 gradients underflow without loss scaling; bfloat16 has float32's
+        # exponent range and needs none.
+        optimizer = SyncedLossScaleOptimizer(optimizer)
+    per_replica_xla = train_config.jit_compile and replicas > 1 and not tpu
+    model.compile(
+        optimizer=optimizer,
+        loss=masked_loss(),
+        metrics=[MaskedAccuracy()],
+        jit_compile=bool(train_config.jit_compile and not per_replica_xla and not tpu),
+    )
+    if per_replica_xla:
+        use_per_replica_xla(model)
+    return model
+
+
 def train(data=None, run_dir="runs/latest", model_config=None, train_config=None, verbose=1, callbacks=()):
     """Trains a `build_seq2seq` model on sentence pairs with ``model.fit``.
 
@@ -73,9 +172,17 @@ def train(data=None, run_dir="runs/latest", model_config=None, train_config=None
     vocabularies are learned from the training split only, and the model is
     trained with checkpoints of the best validation loss, early stopping, and a
     backup every epoch: rerunning the same call after a crash resumes from the
-    last finished epoch. The run directory receives ``model.keras`` (the best
-    model), ``config.json``, the vocabularies and ``tokenizer.json``,
-    ``history.csv`` and the three splits as TSV files.
+    last finished epoch, on the batches an uninterrupted run would have seen.
+    The run directory receives ``model.keras`` (the best model), ``config.json``,
+    the vocabularies and ``tokenizer.json``, ``history.csv`` and the three splits
+    as TSV files.
+
+    Distributed (``train_config.strategy``, see `get_strategy`): the strategy is
+    created first, the model is built and compiled in its scope, and
+    ``train_config.batch_size`` is the global batch, split across the replicas.
+    With several workers every worker runs this same call; the chief writes
+    ``run_dir``, the others write to a temporary directory that is removed at the
+    end, and every worker keeps its own backups in ``run_dir/backup/worker-<i>``.
 
     Args:
         data: a ``source<TAB>target`` TSV path, a list of pairs, or None for the
@@ -91,17 +198,49 @@ def train(data=None, run_dir="runs/latest", model_config=None, train_config=None
     """
     model_config = model_config or ModelConfig()
     train_config = train_config or TrainConfig()
+    # First, before any TensorFlow op: multi-worker collectives are configured at start-up.
+    strategy = get_strategy(train_config.strategy, tpu=train_config.tpu, worker_timeout=train_config.worker_timeout)
+    role = worker_role(strategy)
+    replicas = strategy.num_replicas_in_sync
+    if train_config.batch_size % replicas:
+        raise ValueError(
+            f"batch_size is the global batch and must split evenly across the {replicas} replicas. "
+            f"Received: batch_size={train_config.batch_size}"
+        )
     run_dir = pathlib.Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    resuming = (run_dir / CONFIG_FILE).exists() and (run_dir / BACKUP_DIR).exists()
-    if resuming:
-        saved_model_config, saved_train_config = load_run_config(run_dir / CONFIG_FILE)
-        if (saved_model_config, saved_train_config) != (model_config, train_config):
-            raise ValueError(
-                f"{run_dir} holds an interrupted run with a different configuration; "
-                "resume it with the same settings or choose another run directory. "
-                f"Saved: {dataclasses.asdict(saved_model_config)} {dataclasses.asdict(saved_train_config)}"
-            )
+    backup_root = run_dir / BACKUP_DIR
+    backup_dir = worker_backup_dir(backup_root, role.index)
+    # The chief writes the run directory; the other workers run the same
+    # callbacks (saving may read synchronized variables) into a scratch directory.
+    if role.is_chief:
+        work_dir = run_dir
+    else:
+        work_dir = pathlib.Path(tempfile.mkdtemp(prefix=f"keras-selfattn-worker{role.index}-"))
+    try:
+        # A peer lost mid-run (a collective failing) becomes one clear error naming it.
+        with lost_peers_are_errors(role, run_dir):
+            return _train(data, run_dir, work_dir, backup_root, backup_dir, strategy, role,
+                          model_config, train_config, verbose, callbacks)
+    finally:
+        if not role.is_chief:
+            shutil.rmtree(work_dir, ignore_errors=True)
+
+
+def _train(data, run_dir, work_dir, backup_root, backup_dir, strategy, role, model_config, train_config, verbose,
+           callbacks):
+    if role.is_chief:
+        resuming = (run_dir / CONFIG_FILE).exists() and backup_root.exists()
+        if resuming:
+            saved_model_config, saved_train_config = load_run_config(run_dir / CONFIG_FILE)
+            if saved_model_config != model_config or not same_training(saved_train_config, train_config):
+                raise ValueError(
+                    f"{run_dir} holds an interrupted run with a different configuration; "
+                    "resume it with the same settings or choose another run directory. "
+                    f"Saved: {dataclasses.asdict(saved_model_config)} {dataclasses.asdict(saved_train_config)}"
+                )
+    else:
+        resuming = backup_dir.exists()
 
     keras.utils.set_random_seed(train_config.seed)
     pairs = load_pairs(data, train_config.max_pairs)
@@ -111,77 +250,67 @@ def train(data=None, run_dir="runs/latest", model_config=None, train_config=None
             f"Too few pairs to split: {len(pairs)} pairs gave {len(splits.train)} for training and "
             f"{len(splits.validation)} for validation. Received: split={train_config.split}"
         )
-    if (run_dir / text.pair_tokenizer.TOKENIZER_CONFIG_FILE).exists() and resuming:
-        tokenizer = text.PairTokenizer.load(run_dir)
+    if (work_dir / text.pair_tokenizer.TOKENIZER_CONFIG_FILE).exists() and resuming:
+        tokenizer = text.PairTokenizer.load(work_dir)
     else:
         tokenizer = text.PairTokenizer.build(splits.train, *_tokenizer_configs(train_config))
-        tokenizer.save(run_dir)
-    split_dir = run_dir / SPLITS_DIR
+        tokenizer.save(work_dir)
+    split_dir = work_dir / SPLITS_DIR
     for name in ("train", "validation", "test"):
         text.write_pairs(split_dir / f"{name}.tsv", getattr(splits, name))
-    save_run_config(run_dir / CONFIG_FILE, model_config, train_config)
+    save_run_config(work_dir / CONFIG_FILE, model_config, train_config)
 
-    # Static shapes for XLA: pad every batch to the longest sequence of the
-    # training data (capped by the model's limits); longer pairs are dropped.
-    longest_source, longest_target = _longest(splits.train, tokenizer)
-    max_source = min(longest_source, model_config.max_source_len)
-    max_target = min(longest_target, model_config.max_target_len + 1)
-    strategy = get_strategy(train_config.strategy)
-    dataset_options = dict(
-        max_source_length=max_source,
-        max_target_length=max_target,
-        pad_to_max_length=True,
-        seed=train_config.seed,
-    )
-    # Repeated, with a fixed number of steps per epoch: every epoch is a full
-    # pass's worth of fresh shuffled batches and Keras knows the epoch length.
-    train_ds = text.make_dataset(
-        splits.train, tokenizer, batch_size=train_config.batch_size, drop_remainder=True, **dataset_options
-    ).repeat()
-    valid_ds = text.make_dataset(
-        splits.validation, tokenizer, batch_size=train_config.batch_size, shuffle=False, **dataset_options
-    )
-    steps_per_epoch = max(1, len(splits.train) // train_config.batch_size)
+    # The workers resume together, from the newest epoch they all have a backup of.
+    newest = all_workers_values(strategy, max(backed_up_epochs(backup_dir), default=0), role)
+    initial_epoch = min(newest)
+    if initial_epoch and initial_epoch not in backed_up_epochs(backup_dir):
+        raise ValueError(
+            f"The workers' backups disagree (newest epochs by worker: {newest}) and {backup_dir} has no backup "
+            f"of epoch {initial_epoch}; remove {backup_root} to start the run again."
+        )
+    if role.is_chief and resuming:
+        _truncate_history(work_dir / HISTORY_FILE, initial_epoch)
 
+    train_ds, valid_ds, steps_per_epoch = make_training_datasets(
+        splits, tokenizer, model_config, train_config, initial_epoch=initial_epoch
+    )
     previous_policy = keras.config.dtype_policy()
     keras.config.set_dtype_policy(train_config.mixed_precision)
     try:
         with strategy.scope():
-            model = build_seq2seq(
-                tokenizer.source_vocab_size, tokenizer.target_vocab_size, model_config, seed=train_config.seed
-            )
-            schedule = keras.optimizers.schedules.CosineDecay(
-                initial_learning_rate=0.0,
-                decay_steps=max(1, steps_per_epoch * train_config.epochs - train_config.warmup_steps),
-                warmup_target=train_config.learning_rate,
-                warmup_steps=train_config.warmup_steps,
-                alpha=0.05,
-            )
-            optimizer = keras.optimizers.Adam(schedule, clipnorm=train_config.clipnorm or None)
-            model.compile(
-                optimizer=optimizer,
-                loss=masked_loss(),
-                metrics=[MaskedAccuracy()],
-                jit_compile=train_config.jit_compile,
-            )
+            model = build_and_compile(tokenizer, model_config, train_config, strategy, steps_per_epoch)
+            state = restore_backup(model, backup_dir, initial_epoch) if initial_epoch else {}
         fit_callbacks = [
-            keras.callbacks.BackupAndRestore(str(run_dir / BACKUP_DIR)),
-            keras.callbacks.ModelCheckpoint(str(run_dir / MODEL_FILE), monitor="val_loss", save_best_only=True),
-            keras.callbacks.EarlyStopping(monitor="val_loss", patience=train_config.patience, restore_best_weights=True),
-            keras.callbacks.CSVLogger(str(run_dir / HISTORY_FILE), append=True),
+            keras.callbacks.ModelCheckpoint(
+                str(work_dir / MODEL_FILE), monitor="val_loss", save_best_only=True,
+                initial_value_threshold=state.get("best"),
+            ),
+            keras.callbacks.EarlyStopping(
+                monitor="val_loss", patience=train_config.patience, restore_best_weights=True
+            ),
+            keras.callbacks.CSVLogger(str(work_dir / HISTORY_FILE), append=True),
+            # After the callbacks above: a backup of epoch N means they finished epoch N.
+            WorkerBackup(backup_dir, monitor="val_loss", best=state.get("best")),
             *callbacks,
         ]
-        history = model.fit(
-            train_ds,
-            validation_data=valid_ds,
-            epochs=train_config.epochs,
-            steps_per_epoch=steps_per_epoch,
-            callbacks=fit_callbacks,
-            shuffle=False,  # the dataset is already shuffled, with the run's seed
-            verbose=verbose,
-        )
+        with keras_multi_worker_fix(strategy):
+            history = model.fit(
+                train_ds,
+                validation_data=valid_ds,
+                epochs=train_config.epochs,
+                initial_epoch=initial_epoch,
+                steps_per_epoch=steps_per_epoch,
+                callbacks=fit_callbacks,
+                shuffle=False,  # the dataset is already shuffled, with the run's seed
+                verbose=verbose,
+            )
+        # Finished: the backups go (every worker its own; then the shared folder).
+        shutil.rmtree(backup_dir, ignore_errors=True)
+        all_workers_values(strategy, 0, role)  # a barrier: every worker removed its own
+        with contextlib.suppress(OSError):
+            backup_root.rmdir()
         # The best checkpoint is the result (early stopping restores it only when it stops early).
-        model = keras.saving.load_model(run_dir / MODEL_FILE)
+        model = keras.saving.load_model(work_dir / MODEL_FILE)
     finally:
         keras.config.set_dtype_policy(previous_policy)
     return TrainResult(
@@ -192,7 +321,24 @@ def train(data=None, run_dir="runs/latest", model_config=None, train_config=None
         train_config=train_config,
         history={k: [float(v) for v in values] for k, values in history.history.items()},
         test_pairs=list(splits.test),
+        worker_index=role.index,
+        is_chief=role.is_chief,
     )
+
+
+def _truncate_history(path, epochs):
+    """Keeps the rows of ``history.csv`` for the first ``epochs`` epochs (a resumed run redoes the rest)."""
+    if not path.exists():
+        return
+    with open(path, newline="", encoding="utf-8") as handle:
+        rows = list(csv.reader(handle))
+    if not rows:
+        return
+    header, body = rows[0], rows[1:]
+    column = header.index("epoch") if "epoch" in header else None
+    kept = [row for row in body if column is None or (row and row[column].isdigit() and int(row[column]) < epochs)]
+    with open(path, "w", newline="", encoding="utf-8") as handle:
+        csv.writer(handle).writerows([header, *kept])
 
 
 def write_metrics(run_dir, metrics):
@@ -202,4 +348,4 @@ def write_metrics(run_dir, metrics):
     return path
 
 
-__all__ = ["TrainResult", "load_pairs", "train", "write_metrics"]
+__all__ = ["TrainResult", "build_and_compile", "load_pairs", "make_training_datasets", "train", "write_metrics"]
