@@ -8,11 +8,11 @@ from keras import ops
 
 from keras_selfattn.layers.masking import (
     combine_masks,
-    masked_softmax,
     valid_lens_to_mask,
 )
 
 SCORES = ("additive", "dot", "general", "scaled_dot")
+_FLOAT32_MIN = -3.4028235e38  # the fill of masked logits (the softmax runs in float32)
 
 
 def _clone_initializer(initializer):
@@ -229,20 +229,29 @@ class BahdanauAttention(keras.layers.Layer):
     def _logits(self, query, projected_keys):
         """(B, Dq) or (B, S, Dq) queries and projected keys (B, T, .) -> (B, S, T) scores.
 
-        A single (B, Dq) query is projected as a 2-D matrix product and the score
-        vector ``v`` applied as a product and sum, not as ``Dense`` layers on rank-3
-        and rank-4 tensors: on TensorFlow those lower to ``tensordot``, whose
-        gradient inside the decoder's ``while`` loop XLA cannot compile.
+        A single (B, Dq) query is projected as a 2-D matrix product, and the score
+        vector ``v`` is applied as one 2-D matrix product over the flattened
+        features, not as ``Dense`` layers on rank-3 and rank-4 tensors: on
+        TensorFlow those lower to ``tensordot``, whose gradient inside the
+        decoder's ``while`` loop XLA cannot compile. (A 2-D product is also one
+        kernel where a multiply and a sum over ``units`` are two, in the loop's
+        forward and backward pass alike.)
         """
         if self.score == "additive":
             projected_query = self.query_dense(query)
+            batch, num_keys = ops.shape(projected_keys)[0], ops.shape(projected_keys)[1]
             if len(query.shape) == 2:
-                projected_query = ops.expand_dims(projected_query, 1)  # (B, 1, units)
-            features = ops.tanh(
-                ops.expand_dims(projected_query, 2) + ops.expand_dims(projected_keys, 1)
-            )  # (B, S, T, units)
-            v = ops.cast(self.score_dense.kernel[:, 0], features.dtype)
-            return ops.sum(features * v, axis=-1)
+                features = ops.tanh(
+                    ops.expand_dims(projected_query, 1) + projected_keys
+                )  # (B, T, units)
+            else:
+                features = ops.tanh(
+                    ops.expand_dims(projected_query, 2) + ops.expand_dims(projected_keys, 1)
+                )  # (B, S, T, units)
+            v = ops.cast(self.score_dense.kernel, features.dtype)  # (units, 1)
+            scores = ops.matmul(ops.reshape(features, (-1, self.units)), v)
+            num_queries = 1 if len(query.shape) == 2 else ops.shape(query)[1]
+            return ops.reshape(scores, (batch, num_queries, num_keys))
         queries = ops.expand_dims(query, 1) if len(query.shape) == 2 else query
         logits = ops.matmul(queries, ops.transpose(projected_keys, (0, 2, 1)))
         if self.score == "scaled_dot":
@@ -279,9 +288,17 @@ class BahdanauAttention(keras.layers.Layer):
             keys_mask = ops.expand_dims(ops.cast(keys_mask, "bool"), 1)  # (B, 1, T)
         mask = combine_masks(length_mask, keys_mask)
 
-        weights = ops.cast(
-            masked_softmax(logits, mask), self.compute_dtype
-        )  # (B, S, T)
+        logits = ops.cast(logits, "float32")  # the softmax runs in float32
+        if mask is None:
+            weights = ops.softmax(logits, axis=-1)
+        else:
+            # A scalar fill (no full-size constant tensor): the float32 minimum is
+            # finite, exp(min - max) underflows to exactly 0 at masked keys. A
+            # query with every key masked would be uniform: the product with the
+            # mask makes it zeros (and its context zero).
+            weights = ops.softmax(ops.where(mask, logits, _FLOAT32_MIN), axis=-1)
+            weights = weights * ops.cast(mask, "float32")
+        weights = ops.cast(weights, self.compute_dtype)  # (B, S, T)
         dropped = self.dropout_layer(weights, training=training)
         context = ops.matmul(
             dropped, ops.cast(values, self.compute_dtype)

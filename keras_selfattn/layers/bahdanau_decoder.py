@@ -16,6 +16,7 @@ from keras_selfattn.layers.bahdanau_attention import SCORES, BahdanauAttention
 from keras_selfattn.layers.masking import combine_masks, valid_lens_to_mask
 
 RNN_TYPES = ("gru", "lstm")
+MAX_AUTO_UNROLL = 32  # the longest target BahdanauDecoder(unroll="auto") unrolls
 
 
 def _clone_initializer(initializer):
@@ -477,6 +478,17 @@ class BahdanauDecoder(keras.layers.Layer):
         kernel_initializer: initializer of the input kernels and the attention.
         recurrent_initializer: initializer of the recurrent kernels.
         seed: optional int, seed of the dropout.
+        unroll: ``"auto"`` (default), True or False. True runs the steps as an
+            unrolled Python loop, False as ``keras.layers.RNN``'s symbolic loop.
+            ``"auto"`` unrolls in training calls (``training=True``) whose target
+            length is known when the call is traced (static shapes: XLA, JAX, a
+            fixed-length dataset) and at most ``MAX_AUTO_UNROLL`` (32) steps.
+            Unrolled, the backward pass needs no per-step stacks and XLA
+            optimizes across steps: the decoder's training step is about 30%
+            faster under XLA (benchmarks/before_after.py), but XLA compiles it
+            several times longer, and a forward pass alone gains little --
+            hence training calls only. The results are the same either way.
+            True needs a known target length.
         **kwargs: base layer arguments (``name``, ``dtype`` ...).
 
     Call arguments:
@@ -532,10 +544,15 @@ class BahdanauDecoder(keras.layers.Layer):
         kernel_initializer="glorot_uniform",
         recurrent_initializer="orthogonal",
         seed=None,
+        unroll="auto",
         **kwargs,
     ):
         super().__init__(**kwargs)
         _validate(units, rnn_type, num_layers, dropout, attention_score, seed)
+        if not (isinstance(unroll, bool) or unroll == "auto"):
+            raise ValueError(
+                f"unroll must be 'auto', True or False. Received: unroll={unroll!r}"
+            )
         self.units = int(units)
         self.rnn_type = rnn_type
         self.num_layers = int(num_layers)
@@ -544,6 +561,7 @@ class BahdanauDecoder(keras.layers.Layer):
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.recurrent_initializer = keras.initializers.get(recurrent_initializer)
         self.seed = None if seed is None else int(seed)
+        self.unroll = unroll
         self.supports_masking = True
         self.rnn = None
 
@@ -600,9 +618,25 @@ class BahdanauDecoder(keras.layers.Layer):
             initial_state=initial_state,
             training=training,
         )
-        outputs = self.rnn(inputs, initial_state=states, training=training)
-        hidden = outputs[0]
         n = cell.num_recurrent_states
+        length = inputs.shape[1]
+        if self.unroll is True and length is None:
+            raise ValueError(
+                "unroll=True needs a target length known when the call is traced. "
+                f"Received: inputs.shape={tuple(inputs.shape)}"
+            )
+        auto = self.unroll == "auto" and training is True and length is not None
+        if length and (self.unroll is True or (auto and length <= MAX_AUTO_UNROLL)):
+            # What keras.layers.RNN(unroll=True) does, without a second RNN layer
+            # (which would track the cell's weights twice).
+            step_states, outputs = states, []
+            for t in range(length):
+                output, step_states = cell(inputs[:, t], step_states, training=training)
+                outputs.append(output)
+            outputs = [ops.stack(outputs, axis=1), *step_states[:n]]
+        else:
+            outputs = self.rnn(inputs, initial_state=states, training=training)
+        hidden = outputs[0]
         results = [hidden]
         if return_attention_scores:
             # The query of step s is the top state after step s - 1 (the initial
@@ -671,6 +705,7 @@ class BahdanauDecoder(keras.layers.Layer):
                     self.recurrent_initializer
                 ),
                 "seed": self.seed,
+                "unroll": self.unroll,
             }
         )
         return config

@@ -8,9 +8,10 @@ from keras import ops
 from keras_selfattn.layers.masking import (
     causal_mask,
     combine_masks,
-    masked_softmax,
     valid_lens_to_mask,
 )
+
+_FLOAT32_MIN = -3.4028235e38  # the fill of hidden logits (softmax runs in float32)
 
 
 @keras.saving.register_keras_serializable(package="keras_selfattn")
@@ -140,7 +141,11 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         self.built = True
 
     def _key_mask(self, inputs, valid_lens, attention_mask, use_causal_mask, keras_mask):
-        """Combines every mask source into one boolean (B or 1, 1, Tq or 1, Tk) mask."""
+        """Combines every mask source into one boolean (B or 1, 1, Tq or 1, Tk) mask.
+
+        Returns ``(mask, may_hide_whole_rows)``: the second is False when the only
+        mask is the causal one, under which every query sees at least itself.
+        """
         length = ops.shape(inputs)[1]
         masks = []
         if valid_lens is not None:
@@ -152,9 +157,10 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             masks.append(ops.reshape(ops.cast(keras_mask, "bool"), (-1, 1, 1, length)))
         if attention_mask is not None:
             masks.append(ops.expand_dims(ops.cast(attention_mask, "bool"), 1))
+        may_hide_whole_rows = bool(masks)
         if use_causal_mask:
             masks.append(causal_mask(length, length)[None, None])
-        return combine_masks(*masks)
+        return combine_masks(*masks), may_hide_whole_rows
 
     def call(
         self,
@@ -171,22 +177,42 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         batch, length = ops.shape(inputs)[0], ops.shape(inputs)[1]
         qkv = self.query_key_value_dense(inputs)
         qkv = ops.reshape(qkv, (batch, length, 3, self.num_heads, self.head_size))
-        query, key, value = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]  # (B, T, H, D)
+        # unstack, not three strided slices qkv[:, :, i]: on TensorFlow without XLA
+        # the gradient of each slice is a zero-padded tensor of qkv's full size,
+        # the gradient of unstack is one stack (about 25% of a training step at
+        # length 128; see benchmarks/before_after.py).
+        query, key, value = ops.unstack(qkv, num=3, axis=2)  # (B, T, H, D) each
 
         query = query * ops.cast(1.0 / math.sqrt(self.head_size), query.dtype)
         if self.compute_dtype == "float16":
             # float16 tops out at 65504: a few large activations overflow Q K^T to
             # inf, and softmax(inf) is NaN. Form the logits in float32 instead.
             query, key = ops.cast(query, "float32"), ops.cast(key, "float32")
-        logits = ops.einsum("bqhd,bkhd->bhqk", query, key)
-        key_mask = self._key_mask(inputs, valid_lens, attention_mask, use_causal_mask, keras_mask)
-        weights = ops.cast(masked_softmax(logits, key_mask), self.compute_dtype)
+        logits = ops.cast(ops.einsum("bqhd,bkhd->bhqk", query, key), "float32")
+        key_mask, may_hide_whole_rows = self._key_mask(
+            inputs, valid_lens, attention_mask, use_causal_mask, keras_mask
+        )
+        if key_mask is not None:
+            # A scalar fill (no full-size constant tensor). The float32 minimum is
+            # finite, so exp(min - max) underflows to exactly 0 at hidden keys.
+            logits = ops.where(key_mask, logits, _FLOAT32_MIN)
+        weights = ops.cast(ops.softmax(logits, axis=-1), self.compute_dtype)
+        # A query whose keys are all hidden has uniform weights here; it must get
+        # zeros. Rather than a second pass over the (B, H, T, T) weights, zero its
+        # (B, T, H, D) context (and the returned weights only when asked for).
+        row_kept = None
+        if key_mask is not None and may_hide_whole_rows:
+            row_kept = ops.any(key_mask, axis=-1, keepdims=True)  # (B|1, 1, Tq|1, 1)
         dropped = self.dropout_layer(weights, training=training)
 
         context = ops.einsum("bhqk,bkhd->bqhd", dropped, value)
+        if row_kept is not None:
+            context = context * ops.cast(ops.transpose(row_kept, (0, 2, 1, 3)), context.dtype)
         context = ops.reshape(context, (batch, length, self.num_hiddens))
         outputs = self.output_dense(context)
         if return_attention_scores:
+            if row_kept is not None:
+                weights = weights * ops.cast(row_kept, weights.dtype)
             return outputs, weights
         return outputs
 

@@ -1,0 +1,150 @@
+"""Shared helpers of the benchmarks: interleaved timing, peak memory, markdown tables.
+
+The machines these run on are shared (2 CPU cores, other jobs running), so an
+absolute time is noise. Every benchmark therefore measures the peers it compares
+in the SAME process, interleaved round by round (A B B A A B ...: the order flips
+every round so a slow drift of the machine's load hits both sides alike), and
+reports the median of the per-round ratios, which cancels most of the load the
+machine happens to carry during a round.
+
+Not a module of the package: the benchmark scripts import it from their own folder.
+"""
+
+import os
+import platform
+import statistics
+import sys
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+
+def interleaved(functions, rounds, calls_per_round=1, warmup=2):
+    """Times several zero-argument callables round by round, in alternating order.
+
+    Args:
+        functions: dict name -> callable. Each call must block until its result
+            is ready (convert a tensor to NumPy, or call ``.numpy()``).
+        rounds: number of rounds; in each every function runs ``calls_per_round``
+            times back to back. The order is reversed every other round.
+        calls_per_round: calls timed together (their mean is one sample).
+        warmup: untimed calls of each function first (tracing, XLA compilation).
+
+    Returns:
+        dict name -> list of per-call seconds, one sample per round.
+    """
+    names = list(functions)
+    for name in names:
+        for _ in range(warmup):
+            functions[name]()
+    samples = {name: [] for name in names}
+    for r in range(rounds):
+        order = names if r % 2 == 0 else names[::-1]
+        for name in order:
+            fn = functions[name]
+            start = time.perf_counter()
+            for _ in range(calls_per_round):
+                fn()
+            samples[name].append((time.perf_counter() - start) / calls_per_round)
+    return samples
+
+
+def calls_for(fn, seconds):
+    """How many calls of ``fn`` take about ``seconds`` (one sample of `interleaved`)."""
+    fn()
+    start = time.perf_counter()
+    fn()
+    return max(1, int(round(seconds / max(time.perf_counter() - start, 1e-4))))
+
+
+def median(values):
+    return statistics.median(values)
+
+
+def percentile(values, q):
+    """The q-th percentile (0..100) by linear interpolation."""
+    ordered = sorted(values)
+    if len(ordered) == 1:
+        return ordered[0]
+    position = (len(ordered) - 1) * q / 100.0
+    low = int(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def paired_ratio(samples, numerator, denominator):
+    """Median over rounds of samples[numerator][r] / samples[denominator][r]."""
+    return statistics.median(a / b for a, b in zip(samples[numerator], samples[denominator]))
+
+
+def environment_line():
+    """One line naming the versions and the machine (printed under every table)."""
+    import keras
+    import tensorflow as tf
+
+    try:
+        load = "load average %.2f %.2f %.2f" % os.getloadavg()
+    except OSError:
+        load = "load average n/a"
+    return (
+        f"python {platform.python_version()}, tensorflow {tf.__version__}, keras {keras.__version__} "
+        f"({keras.backend.backend()} backend), {os.cpu_count()} CPU cores, {load}"
+    )
+
+
+def command_line(script, argv=None):
+    """The command that produced the output, for RESULTS.md.
+
+    Args:
+        script: the benchmark's ``__file__``.
+        argv: the arguments ``main`` received (None: the process's own).
+    """
+    argv = sys.argv[1:] if argv is None else list(argv)
+    return " ".join([".venv/bin/python", f"benchmarks/{os.path.basename(script)}", *argv])
+
+
+def print_table(headers, rows):
+    """Prints a markdown table."""
+    print("| " + " | ".join(headers) + " |")
+    print("|" + "|".join("---" for _ in headers) + "|")
+    for row in rows:
+        print("| " + " | ".join(str(cell) for cell in row) + " |")
+
+
+def ms(seconds):
+    return f"{seconds * 1000:.2f}" if seconds < 0.1 else f"{seconds * 1000:.0f}"
+
+
+def _read_status(field):
+    with open("/proc/self/status", encoding="ascii") as handle:
+        for line in handle:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+    raise OSError(f"{field} not in /proc/self/status")
+
+
+def reset_peak_memory():
+    """Starts a new peak-memory measurement; returns the current resident memory (bytes).
+
+    On Linux the peak resident set size (VmHWM) is reset to the current one by
+    writing 5 to /proc/self/clear_refs, so that one process can measure the peak
+    of several calls one after another. Elsewhere (or if that fails) the peak
+    is the process's lifetime peak (ru_maxrss): measure in increasing order of size.
+    """
+    try:
+        with open("/proc/self/clear_refs", "w", encoding="ascii") as handle:
+            handle.write("5")
+        return _read_status("VmRSS")
+    except OSError:
+        return peak_memory_bytes()
+
+
+def peak_memory_bytes():
+    """The peak resident memory since the last `reset_peak_memory` (or the process start)."""
+    try:
+        return _read_status("VmHWM")
+    except OSError:
+        import resource
+
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        return peak if sys.platform == "darwin" else peak * 1024

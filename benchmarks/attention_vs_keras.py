@@ -1,0 +1,131 @@
+"""MultiHeadSelfAttention vs keras.layers.MultiHeadAttention: forward + backward time.
+
+Run: .venv/bin/python benchmarks/attention_vs_keras.py [--quick] [--rounds N] [--no-mask-table]
+
+Both layers get the same input X (batch, length, width), the same number of heads
+and the same key size (width / heads), no biases, no dropout, and compute
+self-attention (the peer as ``mha(X, X)``). One step is the forward pass, a
+scalar loss and the gradients with respect to X and every weight, inside
+``tf.function`` -- once without XLA and once with ``jit_compile=True``. The two
+layers' steps run interleaved in the same process (see _bench.py); the table
+gives each one's median time per step, the median of the per-round ratios
+``ours / peer`` (below 1: ours is faster; the verdict uses it) and the ratio of
+the two fastest rounds (other processes only ever slow a round down, so the
+fastest rounds are the least disturbed: where the two ratios disagree, the
+machine's load decided the round, not the layers).
+
+A second table does the same with a padding mask (a Keras mask from
+``Embedding(mask_zero=True)``: ours receives it as ``mask=``, the peer the
+(B, T, T) AND of the query and key masks as ``attention_mask``, which is what
+Keras builds from a Keras mask), the encoder's case.
+"""
+
+import argparse
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _bench  # noqa: E402
+
+SHAPES = ((32, 128, 256), (8, 512, 256), (1, 2048, 256))
+QUICK_SHAPES = ((2, 16, 32),)
+NUM_HEADS = 8
+
+
+def make_steps(batch, length, width, num_heads, jit_compile, masked):
+    import keras
+    import numpy as np
+    import tensorflow as tf
+
+    from keras_selfattn.layers import MultiHeadSelfAttention
+
+    rng = np.random.default_rng(0)
+    x = tf.constant(rng.normal(size=(batch, length, width)).astype("float32"))
+    mask = None
+    if masked:
+        # Every sequence keeps a different prefix (3/4 of the length and more).
+        lens = rng.integers(length * 3 // 4, length + 1, size=batch)
+        lens[0] = length
+        mask = tf.constant(np.arange(length)[None, :] < lens[:, None])
+    ours = MultiHeadSelfAttention(width, num_heads, use_bias=False)
+    peer = keras.layers.MultiHeadAttention(num_heads, key_dim=width // num_heads, use_bias=False)
+    ours(x[:1, :4])
+    peer(x[:1, :4], x[:1, :4])
+
+    def attend_ours(x):
+        return ours(x, mask=mask, training=True)
+
+    def attend_peer(x):
+        if mask is None:
+            return peer(x, x, training=True)
+        pair = tf.logical_and(mask[:, :, None], mask[:, None, :])
+        return peer(x, x, attention_mask=pair, training=True)
+
+    def step_for(layer, attend):
+        variables = layer.trainable_variables
+
+        @tf.function(jit_compile=jit_compile)
+        def step(x):
+            with tf.GradientTape() as tape:
+                tape.watch(x)
+                y = attend(x)
+                loss = tf.reduce_mean(tf.square(y))
+            grads = tape.gradient(loss, [x, *variables])
+            return tf.add_n([tf.reduce_sum(g) for g in grads])
+
+        return lambda: step(x).numpy()
+
+    return {"ours": step_for(ours, attend_ours), "keras": step_for(peer, attend_peer)}
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true",
+                        help="one tiny shape, 2 rounds, no padding-mask table (smoke run)")
+    parser.add_argument("--rounds", type=int, default=None, help="timing rounds per case (default 5)")
+    parser.add_argument("--no-mask-table", action="store_true", help="skip the padding-mask table")
+    args = parser.parse_args(argv)
+    shapes = QUICK_SHAPES if args.quick else SHAPES
+    rounds = args.rounds or (2 if args.quick else 5)
+    num_heads = 4 if args.quick else NUM_HEADS
+
+    maskings = (False,) if (args.no_mask_table or args.quick) else (False, True)
+    tables = {}
+    for masked in maskings:
+        rows = []
+        for batch, length, width in shapes:
+            for jit_compile in (False, True):
+                steps = make_steps(batch, length, width, num_heads, jit_compile, masked)
+                # About 0.1 s per sample, so that timer and dispatch noise vanish.
+                calls = 1 if args.quick else _bench.calls_for(steps["keras"], 0.1)
+                samples = _bench.interleaved(steps, rounds, calls)
+                ratio = _bench.paired_ratio(samples, "ours", "keras")
+                best_ratio = min(samples["ours"]) / min(samples["keras"])
+                rows.append([
+                    f"({batch}, {length}, {width})",
+                    "XLA" if jit_compile else "tf.function",
+                    _bench.ms(_bench.median(samples["ours"])),
+                    _bench.ms(_bench.median(samples["keras"])),
+                    f"**{ratio:.2f}**",
+                    f"{best_ratio:.2f}",
+                    "yes" if ratio <= 1.0 else f"no (+{100 * (ratio - 1):.0f}%)",
+                ])
+        tables[masked] = rows
+
+    for masked, rows in tables.items():
+        print()
+        print(f"MultiHeadSelfAttention vs keras.layers.MultiHeadAttention, forward + backward, "
+              f"{num_heads} heads, float32, {'padding mask' if masked else 'no mask'}:")
+        print()
+        _bench.print_table(
+            ["(batch, length, width)", "compiled as", "ours ms", "keras ms", "ours / keras",
+             "fastest ours / fastest keras", "no slower?"],
+            rows,
+        )
+    print()
+    print(f"median of {rounds} interleaved rounds; {_bench.environment_line()}")
+    print(f"command: {_bench.command_line(__file__, argv)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,139 @@
+"""Where the demo model's training step spends its time: the TF profiler, summarized.
+
+Run: .venv/bin/python benchmarks/profile_train_step.py [--no-xla] [--dropout R] [--top N] [--quick]
+
+Builds the demo model (``DEMO_MODEL_CONFIG``, batch 64, source 13 and target 11
+tokens, the demo's vocabulary sizes), runs a few ``train_on_batch`` steps under
+``tf.profiler.experimental`` and reads the trace (the XSpace protobuf the
+profiler writes) directly, without TensorBoard: the exclusive time of every op
+(graph mode) or XLA thunk (``jit_compile=True``; a thunk that runs others counts
+only its own time), summed over all threads and averaged per step, grouped into
+categories (matrix products, random numbers for dropout, element-wise fusions,
+copies) and listed by name. Thread time, not wall time: two threads working at
+once count twice, and the executors' own overhead between ops is not in it.
+"""
+
+import argparse
+import collections
+import glob
+import os
+import re
+import shutil
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _bench  # noqa: E402
+
+CATEGORIES = (
+    ("random numbers (dropout)", r"^call(\.\d+)?$|concatenate_bitcast|bitcast_concatenate|Random|Philox|rng"),
+    ("matrix products", r"MatMul|dot|Einsum|gemm|Conv"),
+    ("copies and transposes", r"copy|[Tt]ranspose"),
+    ("element-wise and reductions", r"fusion|Tanh|Add|Mul|Sigmoid|Softmax|Select|Sum|Sub|Exp|Max|Cast|Sqrt|Rsqrt"),
+)
+_BOOKKEEPING = (
+    "ThunkExecutor", "BlockUntil", "Eager", "TFE_", "one_step", "CpuExecutable", "__inference", "ExecutorState",
+    "KernelAndDevice", "FunctionRun", "ThreadpoolListener", "ParallelFor", "ValidateInput", "train_function",
+)
+
+
+def op_times(fn, steps):
+    """{op or thunk name: exclusive thread-milliseconds per step}, from a trace of ``steps`` calls."""
+    import tensorflow as tf
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+    logdir = tempfile.mkdtemp(prefix="profile_train_step_")
+    try:
+        tf.profiler.experimental.start(logdir)
+        for _ in range(steps):
+            fn()
+        tf.profiler.experimental.stop()
+        space = xplane_pb2.XSpace()
+        with open(glob.glob(os.path.join(logdir, "**", "*.xplane.pb"), recursive=True)[0], "rb") as handle:
+            space.ParseFromString(handle.read())
+    finally:
+        shutil.rmtree(logdir, ignore_errors=True)
+    times = collections.Counter()
+    for plane in space.planes:
+        if not plane.name.startswith("/host:CPU"):
+            continue
+        for line in plane.lines:
+            if line.name == "python" or line.name.startswith("TraceMe"):
+                continue
+            # Events nest on a line (an XLA call contains the thunks it runs): count
+            # each one's exclusive time, its duration less that of the events inside it.
+            events = sorted(line.events, key=lambda e: (e.offset_ps, -e.duration_ps))
+            exclusive, stack = {}, []
+            for index, event in enumerate(events):
+                while stack and events[stack[-1]].offset_ps + events[stack[-1]].duration_ps <= event.offset_ps:
+                    stack.pop()
+                if stack:
+                    exclusive[stack[-1]] -= event.duration_ps  # the parent loses this span
+                exclusive[index] = event.duration_ps
+                stack.append(index)
+            for index, event in enumerate(events):
+                name = plane.event_metadata[event.metadata_id].name
+                if not name.startswith(_BOOKKEEPING):
+                    times[name] += max(exclusive[index], 0) / 1e9 / steps
+    return times
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--no-xla", dest="xla", action="store_false", help="graph mode without XLA")
+    parser.add_argument("--dropout", type=float, default=None, help="override the demo's dropout (0.1)")
+    parser.add_argument("--top", type=int, default=15, help="ops listed by name")
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--quick", action="store_true", help="tiny model, 2 steps (smoke run)")
+    args = parser.parse_args(argv)
+
+    from decoder_train_step import seq2seq_step
+
+    from keras_selfattn.models import ModelConfig
+    from keras_selfattn.workflows import DEMO_MODEL_CONFIG
+
+    config = DEMO_MODEL_CONFIG
+    shape = (64, 13, 11, 190, 15)
+    steps = args.steps
+    if args.quick:
+        config = ModelConfig(num_hiddens=16, num_heads=2, num_layers=1, ffn_hiddens=16, decoder_units=16,
+                             embedding_dim=8, max_source_len=8, max_target_len=8)
+        shape, steps = (4, 6, 5, 20, 12), 2
+    if args.dropout is not None:
+        config = ModelConfig(**{**vars(config), "dropout": args.dropout})
+    step, _ = seq2seq_step(config, *shape, jit_compile=args.xla)
+    step()
+    step()
+    times = op_times(step, steps)
+    total = sum(times.values())
+    by_category = collections.Counter()
+    for name, ms in times.items():
+        for category, pattern in CATEGORIES:
+            if re.search(pattern, name):
+                by_category[category] += ms
+                break
+        else:
+            by_category["other"] += ms
+
+    print()
+    print(f"Demo model train step ({'XLA' if args.xla else 'graph mode, no XLA'}, dropout {config.dropout}, "
+          f"batch {shape[0]}, source {shape[1]}, target {shape[2]}), thread time per step by category:")
+    print()
+    _bench.print_table(
+        ["category", "thread ms / step", "share"],
+        [[c, f"{ms:.2f}", f"{100 * ms / total:.0f}%"] for c, ms in by_category.most_common()],
+    )
+    print()
+    print(f"The {args.top} longest ops / thunks:")
+    print()
+    _bench.print_table(
+        ["op or XLA thunk", "thread ms / step", "share"],
+        [[f"`{name[-90:]}`", f"{ms:.2f}", f"{100 * ms / total:.1f}%"] for name, ms in times.most_common(args.top)],
+    )
+    print()
+    print(f"{steps} profiled steps; {_bench.environment_line()}")
+    print(f"command: {_bench.command_line(__file__, argv)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,138 @@
+"""Training throughput of the demo model: float32 vs mixed_bfloat16, XLA on vs off.
+
+Run: .venv/bin/python benchmarks/training_throughput.py [--quick] [--rounds N] [--steps-per-round N]
+
+The demo's model (``workflows.DEMO_MODEL_CONFIG``) and batches (8000 pairs of the
+bundled dates corpus through the training pipeline: the demo's tokenizers, batch
+64, every batch padded to the longest training pair as `train` does for XLA),
+compiled as `train` compiles it (Adam with gradient clipping, masked
+cross-entropy, masked accuracy), in four variants built in this one process:
+dtype policy float32 or mixed_bfloat16 (logits in float32), ``jit_compile``
+True (the TrainConfig default) or False. The variants' ``train_on_batch`` calls
+run interleaved, round by round, on the same batches. Throughput counts target
+tokens (the non-padding positions of ``target_out``, the end ids included) per
+second; ratios are to float32 with XLA (the default): the median of the
+per-round ratios, and the ratio of the fastest rounds (the least disturbed by
+other processes; where the two disagree, the machine's load decided).
+"""
+
+import argparse
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _bench  # noqa: E402
+
+VARIANTS = (
+    ("float32", True),
+    ("float32", False),
+    ("mixed_bfloat16", True),
+    ("mixed_bfloat16", False),
+)
+
+
+def demo_batches(count, quick):
+    """(list of (inputs, target_out) batches, source and target vocabulary sizes)."""
+    from keras_selfattn import text
+    from keras_selfattn.training.train import _longest, _tokenizer_configs, load_pairs
+    from keras_selfattn.workflows import DEMO_MODEL_CONFIG, DEMO_TRAIN_CONFIG
+
+    # 8000 of the 30000 pairs: the same vocabularies and longest pair as the full
+    # corpus, in a quarter of the set-up time.
+    pairs = load_pairs(None)[: 512 if quick else 8000]
+    splits = text.split_pairs(pairs, DEMO_TRAIN_CONFIG.split, seed=DEMO_TRAIN_CONFIG.seed)
+    tokenizer = text.PairTokenizer.build(splits.train, *_tokenizer_configs(DEMO_TRAIN_CONFIG))
+    longest_source, longest_target = _longest(splits.train, tokenizer)
+    batch_size = 8 if quick else DEMO_TRAIN_CONFIG.batch_size
+    dataset = text.make_dataset(
+        splits.train, tokenizer, batch_size=batch_size, drop_remainder=True,
+        max_source_length=min(longest_source, DEMO_MODEL_CONFIG.max_source_len),
+        max_target_length=min(longest_target, DEMO_MODEL_CONFIG.max_target_len + 1),
+        pad_to_max_length=True, seed=DEMO_TRAIN_CONFIG.seed,
+    )
+    batches = list(dataset.take(count))
+    return batches, tokenizer.source_vocab_size, tokenizer.target_vocab_size
+
+
+def compiled_model(policy, jit_compile, source_vocab, target_vocab, config):
+    import keras
+
+    from keras_selfattn.models import MaskedAccuracy, build_seq2seq, masked_loss
+    from keras_selfattn.workflows import DEMO_TRAIN_CONFIG
+
+    previous = keras.config.dtype_policy()
+    keras.config.set_dtype_policy(policy)
+    try:
+        model = build_seq2seq(source_vocab, target_vocab, config, seed=0)
+    finally:
+        keras.config.set_dtype_policy(previous)
+    model.compile(
+        optimizer=keras.optimizers.Adam(DEMO_TRAIN_CONFIG.learning_rate, clipnorm=DEMO_TRAIN_CONFIG.clipnorm),
+        loss=masked_loss(), metrics=[MaskedAccuracy()], jit_compile=jit_compile,
+    )
+    return model
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true",
+                        help="small corpus and model, 2 rounds, float32 without XLA only (smoke run)")
+    parser.add_argument("--rounds", type=int, default=None, help="timing rounds (default 9)")
+    parser.add_argument("--steps-per-round", type=int, default=None, help="train steps per round (default 6)")
+    args = parser.parse_args(argv)
+    rounds = args.rounds or (2 if args.quick else 9)
+    steps = args.steps_per_round or (1 if args.quick else 6)
+
+    from keras_selfattn.models import ModelConfig
+    from keras_selfattn.workflows import DEMO_MODEL_CONFIG
+
+    config = DEMO_MODEL_CONFIG
+    if args.quick:
+        config = ModelConfig(num_hiddens=16, num_heads=2, num_layers=1, ffn_hiddens=16, decoder_units=16,
+                             embedding_dim=8, max_source_len=32, max_target_len=16)
+    batches, source_vocab, target_vocab = demo_batches(max(steps, 2), args.quick)
+    tokens = [int((target_out.numpy() != 0).sum()) for _, target_out in batches]
+    shape = (tuple(batches[0][0]["source"].shape), tuple(batches[0][0]["target_in"].shape))
+
+    variants = [("float32", False)] if args.quick else list(VARIANTS)
+    functions = {}
+    for policy, jit_compile in variants:
+        model = compiled_model(policy, jit_compile, source_vocab, target_vocab, config)
+        position = {"i": 0}
+
+        def run(model=model, position=position):
+            for _ in range(steps):
+                inputs, target_out = batches[position["i"] % len(batches)]
+                position["i"] += 1
+                model.train_on_batch(inputs, target_out)
+
+        functions[(policy, jit_compile)] = run
+    samples = _bench.interleaved(functions, rounds, 1, warmup=2)
+    tokens_per_step = sum(tokens) / len(tokens)
+    reference = variants[0]
+    rows = []
+    for key in functions:
+        policy, jit_compile = key
+        step_seconds = _bench.median(samples[key]) / steps
+        rows.append([
+            policy, "on" if jit_compile else "off", _bench.ms(step_seconds),
+            f"{tokens_per_step / step_seconds:,.0f}",
+            f"**{_bench.paired_ratio(samples, reference, key):.2f}**",
+            f"{min(samples[reference]) / min(samples[key]):.2f}",
+        ])
+
+    print()
+    print(f"Demo model training throughput (train_on_batch), batches of source {shape[0]}, "
+          f"target {shape[1]}, {tokens_per_step:.0f} target tokens per batch on average:")
+    print()
+    _bench.print_table(
+        ["dtype policy", "XLA", "ms / step", "target tokens / s",
+         f"throughput vs {reference[0]}{' + XLA' if reference[1] else ''}", "same, fastest rounds"], rows
+    )
+    print()
+    print(f"median of {rounds} interleaved rounds of {steps} steps; {_bench.environment_line()}")
+    print(f"command: {_bench.command_line(__file__, argv)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,41 @@
+"""Smoke test: every performance benchmark runs in --quick mode and prints its tables.
+
+The benchmarks are scripts (``benchmarks/*.py``), not package modules: each is
+loaded from its path and its ``main(["--quick"])`` run in this process (tiny
+shapes, one or two rounds, no XLA). Figures are not checked -- they are noise at
+these sizes -- only that each script still runs end to end and prints a
+markdown table with the command that produced it.
+"""
+
+import importlib.util
+import pathlib
+import sys
+
+import pytest
+
+BENCHMARKS = pathlib.Path(__file__).resolve().parents[1] / "benchmarks"
+SCRIPTS = (
+    "attention_vs_keras",
+    "decoder_train_step",
+    "decoding_latency",
+    "attention_scaling",
+    "training_throughput",
+)
+
+
+def _load(name):
+    if str(BENCHMARKS) not in sys.path:
+        sys.path.insert(0, str(BENCHMARKS))  # the scripts import their helper _bench
+    spec = importlib.util.spec_from_file_location(f"benchmark_{name}", BENCHMARKS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_benchmark_runs_in_quick_mode(name, capsys):
+    _load(name).main(["--quick"])
+    out = capsys.readouterr().out
+    assert "|---|" in out, out
+    assert f"command: .venv/bin/python benchmarks/{name}.py --quick" in out, out
