@@ -19,35 +19,27 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from keras_selfattn.models.config import ModelConfig  # noqa: E402  (no TensorFlow import)
 
 
-def _add_model_arguments(parser):
-    defaults = ModelConfig()
-    group = parser.add_argument_group("model")
-    for field in dataclasses.fields(ModelConfig):
-        flag = "--" + field.name.replace("_", "-")
-        default = getattr(defaults, field.name)
-        if isinstance(default, bool):
-            group.add_argument(flag, action=argparse.BooleanOptionalAction, default=None)
-        else:
-            group.add_argument(flag, type=type(default), default=None, metavar=field.name.upper())
+def _add_config_arguments(parser, cls, title, skip=()):
+    """One ``--flag`` per field of the dataclass ``cls`` (``foo_bar`` -> ``--foo-bar``).
 
-
-def _add_train_arguments(parser):
-    from keras_selfattn.training.config import TrainConfig
-
-    defaults = TrainConfig()
-    group = parser.add_argument_group("training")
-    for field in dataclasses.fields(TrainConfig):
-        if field.name == "split":
+    Every flag defaults to None, meaning "the dataclass default"; booleans get
+    ``--x/--no-x``; an optional field (``int | None``) parses as its non-None type.
+    """
+    defaults = cls()
+    group = parser.add_argument_group(title)
+    for field in dataclasses.fields(cls):
+        if field.name in skip:
             continue
         flag = "--" + field.name.replace("_", "-")
         default = getattr(defaults, field.name)
         if isinstance(default, bool):
             group.add_argument(flag, action=argparse.BooleanOptionalAction, default=None)
-        elif default is None:  # an optional field, e.g. `int | None`: parse as its non-None type
+            continue
+        if default is None:
             kind = next(t for t in typing.get_args(field.type) if t is not type(None))
-            group.add_argument(flag, type=kind, default=None, metavar=field.name.upper())
         else:
-            group.add_argument(flag, type=type(default), default=None, metavar=field.name.upper())
+            kind = type(default)
+        group.add_argument(flag, type=kind, default=None, metavar=field.name.upper())
 
 
 def _config_from_args(cls, args, base=None):
@@ -61,6 +53,8 @@ def _config_from_args(cls, args, base=None):
 
 
 def build_parser():
+    from keras_selfattn.training.config import TrainConfig  # noqa: PLC0415  (imports TensorFlow)
+
     parser = argparse.ArgumentParser(
         prog="keras-selfattn",
         description="Attention seq2seq with Keras 3: train, evaluate, translate, export for TF Serving.",
@@ -74,8 +68,8 @@ def build_parser():
     train = sub.add_parser("train", help="train on a source<TAB>target file")
     train.add_argument("--data", required=True, help="TSV file of source<TAB>target pairs")
     train.add_argument("--out", required=True, help="run directory to write (an interrupted run resumes)")
-    _add_model_arguments(train)
-    _add_train_arguments(train)
+    _add_config_arguments(train, ModelConfig, "model")
+    _add_config_arguments(train, TrainConfig, "training", skip=("split",))
 
     evaluate = sub.add_parser("evaluate", help="BLEU, chrF and exact match of a trained run")
     evaluate.add_argument("--model", required=True, help="run directory")

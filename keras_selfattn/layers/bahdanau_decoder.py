@@ -23,8 +23,21 @@ def _clone_initializer(initializer):
     return initializer.__class__.from_config(initializer.get_config())
 
 
-def _validate(units, rnn_type, num_layers, dropout, attention_score, seed):
-    """Shared constructor checks of the cell and the decoder, in Keras' error form."""
+_OPTIONS = (
+    "units",
+    "rnn_type",
+    "num_layers",
+    "dropout",
+    "attention_score",
+    "kernel_initializer",
+    "recurrent_initializer",
+    "seed",
+)  # the constructor arguments the cell and the decoder share
+
+
+def _set_options(layer, units, rnn_type, num_layers, dropout, attention_score,
+                 kernel_initializer, recurrent_initializer, seed):
+    """Checks the shared constructor arguments (Keras' error form) and sets them on ``layer``."""
     for name, value in (("units", units), ("num_layers", num_layers)):
         if (
             isinstance(value, bool)
@@ -55,6 +68,22 @@ def _validate(units, rnn_type, num_layers, dropout, attention_score, seed):
         isinstance(seed, bool) or not isinstance(seed, numbers.Integral)
     ):
         raise ValueError(f"seed must be None or an integer. Received: seed={seed!r}")
+    layer.units = int(units)
+    layer.rnn_type = rnn_type
+    layer.num_layers = int(num_layers)
+    layer.dropout = float(dropout)
+    layer.attention_score = attention_score
+    layer.kernel_initializer = keras.initializers.get(kernel_initializer)
+    layer.recurrent_initializer = keras.initializers.get(recurrent_initializer)
+    layer.seed = None if seed is None else int(seed)
+
+
+def _options_config(layer):
+    """The shared constructor arguments of ``layer``, serialized for ``get_config``."""
+    config = {name: getattr(layer, name) for name in _OPTIONS}
+    for name in ("kernel_initializer", "recurrent_initializer"):
+        config[name] = keras.initializers.serialize(config[name])
+    return config
 
 
 @keras.saving.register_keras_serializable(package="keras_selfattn")
@@ -154,15 +183,8 @@ class BahdanauDecoderCell(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        _validate(units, rnn_type, num_layers, dropout, attention_score, seed)
-        self.units = int(units)
-        self.rnn_type = rnn_type
-        self.num_layers = int(num_layers)
-        self.dropout = float(dropout)
-        self.attention_score = attention_score
-        self.kernel_initializer = keras.initializers.get(kernel_initializer)
-        self.recurrent_initializer = keras.initializers.get(recurrent_initializer)
-        self.seed = None if seed is None else int(seed)
+        _set_options(self, units, rnn_type, num_layers, dropout, attention_score,
+                     kernel_initializer, recurrent_initializer, seed)
         self._memory_dim = None
 
         # The sublayers are created here, not in build(): the key projection is
@@ -426,22 +448,7 @@ class BahdanauDecoderCell(keras.layers.Layer):
 
     def get_config(self):
         config = super().get_config()
-        config.update(
-            {
-                "units": self.units,
-                "rnn_type": self.rnn_type,
-                "num_layers": self.num_layers,
-                "dropout": self.dropout,
-                "attention_score": self.attention_score,
-                "kernel_initializer": keras.initializers.serialize(
-                    self.kernel_initializer
-                ),
-                "recurrent_initializer": keras.initializers.serialize(
-                    self.recurrent_initializer
-                ),
-                "seed": self.seed,
-            }
-        )
+        config.update(_options_config(self))
         return config
 
 
@@ -548,19 +555,12 @@ class BahdanauDecoder(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        _validate(units, rnn_type, num_layers, dropout, attention_score, seed)
+        _set_options(self, units, rnn_type, num_layers, dropout, attention_score,
+                     kernel_initializer, recurrent_initializer, seed)
         if not (isinstance(unroll, bool) or unroll == "auto"):
             raise ValueError(
                 f"unroll must be 'auto', True or False. Received: unroll={unroll!r}"
             )
-        self.units = int(units)
-        self.rnn_type = rnn_type
-        self.num_layers = int(num_layers)
-        self.dropout = float(dropout)
-        self.attention_score = attention_score
-        self.kernel_initializer = keras.initializers.get(kernel_initializer)
-        self.recurrent_initializer = keras.initializers.get(recurrent_initializer)
-        self.seed = None if seed is None else int(seed)
         self.unroll = unroll
         self.supports_masking = True
         self.rnn = None
@@ -691,21 +691,5 @@ class BahdanauDecoder(keras.layers.Layer):
 
     def get_config(self):
         config = super().get_config()
-        config.update(
-            {
-                "units": self.units,
-                "rnn_type": self.rnn_type,
-                "num_layers": self.num_layers,
-                "dropout": self.dropout,
-                "attention_score": self.attention_score,
-                "kernel_initializer": keras.initializers.serialize(
-                    self.kernel_initializer
-                ),
-                "recurrent_initializer": keras.initializers.serialize(
-                    self.recurrent_initializer
-                ),
-                "seed": self.seed,
-                "unroll": self.unroll,
-            }
-        )
+        config.update(_options_config(self), unroll=self.unroll)
         return config
