@@ -135,7 +135,10 @@ def _run(args):
     if args.command == "translate":
         from keras_selfattn.inference import Translator
 
-        texts = args.text or [line.rstrip("\n") for line in sys.stdin]
+        # Bytes that are not UTF-8 become U+FFFD rather than a UnicodeDecodeError.
+        texts = args.text or [
+            line.rstrip("\r\n") for line in sys.stdin.buffer.read().decode("utf-8", "replace").splitlines()
+        ]
         translator = Translator.load(args.model)
         for translation in translator.translate(texts, beam_size=args.beam):
             if translation.truncated:

@@ -80,8 +80,8 @@ class Translator:
     def encode_sources(self, texts):
         """Texts -> (padded int32 ids (B, T), token strings per text, truncated flags)."""
         strings = tf.constant(list(texts), dtype=tf.string)
-        tokens = self.tokenizer.source.tokenize(strings)
-        ids = self.tokenizer.source.encode(strings)
+        tokens = self.tokenizer.source.tokenize(strings)  # tokenized once: ids come from the tokens
+        ids = self.tokenizer.source.vocabulary.token_to_id(tokens)
         lengths = ids.row_lengths().numpy()
         ids = ids[:, : self.max_source_len].to_tensor(default_value=text.PAD_ID)
         if ids.shape[1] == 0:  # every text empty: keep one padding column

@@ -63,6 +63,11 @@ def test_evaluate_and_translate(trained_run):
     assert "truncated to" in long.stderr
     piped = cli("translate", "--model", run, stdin="14 juillet 1989\n3 mai 2001\n")
     assert len(piped.stdout.strip().split("\n")) == 2
+    env = dict(os.environ, PYTHONPATH=str(REPO), TF_CPP_MIN_LOG_LEVEL="3")
+    not_utf8 = subprocess.run([sys.executable, "-m", "keras_selfattn", "translate", "--model", str(run)],
+                              input=b"14 juillet \xff\xfe1989\n", capture_output=True, env=env, timeout=600)
+    assert not_utf8.returncode == 0 and b"Traceback" not in not_utf8.stderr
+    assert len(not_utf8.stdout.decode().strip().split("\n")) == 1
 
 
 @pytest.mark.parametrize(
