@@ -2,6 +2,7 @@
 
 from keras_selfattn.layers.bahdanau_attention import BahdanauAttention
 from keras_selfattn.layers.bahdanau_decoder import BahdanauDecoder, BahdanauDecoderCell
+from keras_selfattn.layers.learned_positional_encoding import LearnedPositionalEncoding
 from keras_selfattn.layers.masking import masked_softmax, valid_lens_to_mask
 from keras_selfattn.layers.multi_head_self_attention import MultiHeadSelfAttention
 from keras_selfattn.layers.positional_encoding import PositionalEncoding
@@ -10,6 +11,7 @@ __all__ = [
     "BahdanauAttention",
     "BahdanauDecoder",
     "BahdanauDecoderCell",
+    "LearnedPositionalEncoding",
     "MultiHeadSelfAttention",
     "PositionalEncoding",
     "masked_softmax",

@@ -1,4 +1,5 @@
-"""Multi-head scaled dot-product self-attention with d2l valid-length masking."""
+"""Multi-head scaled dot-product self-attention with d2l valid-length masking,
+and optional relative (Shaw et al. 2018) or rotary (Su et al. 2021) positions."""
 
 import math
 
@@ -10,8 +11,25 @@ from keras_selfattn.layers.masking import (
     combine_masks,
     valid_lens_to_mask,
 )
+from keras_selfattn.layers.relative_positions import (
+    relative_position_indices,
+    rotary_embedding,
+)
 
 _FLOAT32_MIN = -3.4028235e38  # the fill of hidden logits (softmax runs in float32)
+
+
+def _fresh(initializer, seed_offset=0):
+    """A new initializer object from ``initializer``'s config.
+
+    A Keras initializer without an explicit seed draws its seed once, so sharing
+    one instance between weights would repeat its values; with an explicit int
+    seed, ``seed_offset`` makes a second weight of the same shape draw differently.
+    """
+    config = initializer.get_config()
+    if seed_offset and isinstance(config.get("seed"), int):
+        config["seed"] += seed_offset
+    return initializer.__class__.from_config(config)
 
 
 @keras.saving.register_keras_serializable(package="keras_selfattn")
@@ -35,6 +53,25 @@ class MultiHeadSelfAttention(keras.layers.Layer):
     hidden gets all-zero weights (its output is the output projection's bias) rather
     than NaN. The Keras mask passes through to the output.
 
+    Positions: by itself the layer is blind to order (permuting ``X`` permutes the
+    output). Two options let it see offsets ``j - i`` between query ``i`` and key
+    ``j`` instead of absolute positions; without them the layer has no further
+    weights and computes exactly the plain attention above.
+
+    * ``max_relative_position=k``: relative position representations (Shaw et al.
+      2018). Two learned tables, ``relative_key`` and ``relative_value``, of shape
+      ``(2k + 1, head_size)`` and shared by the heads, hold one embedding per
+      clipped offset ``clip(j - i, -k, k)``; each head computes
+      ``e_ij = q_i (k_j + a^K_ij)^T / sqrt(head_size)`` and
+      ``z_i = sum_j alpha_ij (v_j + a^V_ij)``.
+    * ``use_rotary=True``: rotary position embeddings (RoPE, Su et al. 2021).
+      Feature pair ``(2m, 2m + 1)`` of the query and key at position ``p`` is
+      rotated by the angle ``p * rotary_max_wavelength^(-2m / head_size)``, so
+      ``q_i k_j^T`` depends on the positions only through ``j - i``. No weights.
+
+    With either, shifting every position by a constant leaves the output
+    unchanged. Both work with every mask above, float16 and XLA.
+
     Args:
         num_hiddens: int, width of the projections and of the output; divisible by
             ``num_heads``.
@@ -44,6 +81,16 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         kernel_initializer: initializer of the projection kernels.
         bias_initializer: initializer of the projection biases.
         seed: optional int, seed of the attention dropout.
+        max_relative_position: optional positive int ``k``; adds relative position
+            representations for offsets ``-k .. k`` (larger offsets share the edge
+            embeddings). None (default): no relative positions, no extra weights.
+        relative_initializer: initializer of the ``relative_key`` and
+            ``relative_value`` tables (random by default, not zero, so the tables
+            start apart); used only with ``max_relative_position``.
+        use_rotary: bool, rotate queries and keys by position (RoPE). Needs an even
+            head size; not combined with ``max_relative_position``.
+        rotary_max_wavelength: positive float, the base of the rotary frequencies
+            (10000 as in the sinusoidal table and RoFormer).
         **kwargs: base layer arguments (``name``, ``dtype``, ...).
 
     Call arguments:
@@ -69,10 +116,18 @@ class MultiHeadSelfAttention(keras.layers.Layer):
     >>> Y, W = attn(X, valid_lens=np.array([3, 2]), return_attention_scores=True)
     >>> tuple(Y.shape), tuple(W.shape)
     ((2, 4, 100), (2, 5, 4, 4))
+    >>> relative = keras_selfattn.layers.MultiHeadSelfAttention(
+    ...     16, 2, max_relative_position=4)
+    >>> Y = relative(np.ones((2, 5, 16), "float32"))
+    >>> tuple(Y.shape), tuple(relative.relative_key.shape)
+    ((2, 5, 16), (9, 8))
 
     References:
         Vaswani et al. 2017, "Attention Is All You Need", section 3.2.
         Zhang et al., "Dive into Deep Learning", sections 11.3 and 11.5.
+        Shaw et al. 2018, "Self-Attention with Relative Position Representations".
+        Su et al. 2021, "RoFormer: Enhanced Transformer with Rotary Position
+        Embedding".
     """
 
     def __init__(
@@ -84,6 +139,10 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         kernel_initializer="glorot_uniform",
         bias_initializer="zeros",
         seed=None,
+        max_relative_position=None,
+        relative_initializer="glorot_uniform",
+        use_rotary=False,
+        rotary_max_wavelength=10000.0,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -97,6 +156,34 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             )
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1). Received: dropout={dropout}")
+        if max_relative_position is not None and (
+            not isinstance(max_relative_position, int)
+            or isinstance(max_relative_position, bool)
+            or max_relative_position <= 0
+        ):
+            raise ValueError(
+                "max_relative_position must be None or a positive integer. "
+                f"Received: max_relative_position={max_relative_position}"
+            )
+        if use_rotary and (num_hiddens // num_heads) % 2:
+            raise ValueError(
+                "use_rotary=True needs an even head size (num_hiddens // num_heads). "
+                f"Received: num_hiddens={num_hiddens}, num_heads={num_heads}"
+            )
+        if use_rotary and max_relative_position is not None:
+            raise ValueError(
+                "Choose one of use_rotary and max_relative_position. "
+                f"Received: use_rotary={use_rotary}, "
+                f"max_relative_position={max_relative_position}"
+            )
+        if isinstance(rotary_max_wavelength, bool) or not (
+            isinstance(rotary_max_wavelength, (int, float))
+            and rotary_max_wavelength > 0
+        ):
+            raise ValueError(
+                "rotary_max_wavelength must be a positive number. "
+                f"Received: rotary_max_wavelength={rotary_max_wavelength}"
+            )
         self.num_hiddens = num_hiddens
         self.num_heads = num_heads
         self.head_size = num_hiddens // num_heads
@@ -105,19 +192,20 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
         self.seed = seed
+        self.max_relative_position = max_relative_position
+        self.relative_initializer = keras.initializers.get(relative_initializer)
+        self.use_rotary = bool(use_rotary)
+        self.rotary_max_wavelength = float(rotary_max_wavelength)
         self.supports_masking = True
 
         def dense_kwargs():
             # A fresh initializer object per sublayer: a Keras initializer without
             # an explicit seed draws its seed once, so sharing one instance would
             # give the output kernel a rescaled copy of the Q/K/V kernel's values.
-            def fresh(initializer):
-                return initializer.__class__.from_config(initializer.get_config())
-
             return dict(
                 use_bias=use_bias,
-                kernel_initializer=fresh(self.kernel_initializer),
-                bias_initializer=fresh(self.bias_initializer),
+                kernel_initializer=_fresh(self.kernel_initializer),
+                bias_initializer=_fresh(self.bias_initializer),
                 dtype=self.dtype_policy,
             )
 
@@ -138,6 +226,19 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         self.query_key_value_dense.build(inputs_shape)
         self.output_dense.build(tuple(inputs_shape[:-1]) + (self.num_hiddens,))
         self.dropout_layer.build((None, self.num_heads, None, None))
+        if self.max_relative_position is not None:
+            # Only with the option: plain layers keep exactly their old weights.
+            rows = 2 * self.max_relative_position + 1
+            self.relative_key = self.add_weight(
+                shape=(rows, self.head_size),
+                initializer=_fresh(self.relative_initializer),
+                name="relative_key",
+            )
+            self.relative_value = self.add_weight(
+                shape=(rows, self.head_size),
+                initializer=_fresh(self.relative_initializer, seed_offset=1),
+                name="relative_value",
+            )
         self.built = True
 
     def _key_mask(self, inputs, valid_lens, attention_mask, use_causal_mask, keras_mask):
@@ -188,7 +289,24 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             # float16 tops out at 65504: a few large activations overflow Q K^T to
             # inf, and softmax(inf) is NaN. Form the logits in float32 instead.
             query, key = ops.cast(query, "float32"), ops.cast(key, "float32")
+        if self.use_rotary:
+            # Angles and rotation in float32, cast back to the query/key dtype.
+            query = rotary_embedding(query, self.rotary_max_wavelength)
+            key = rotary_embedding(key, self.rotary_max_wavelength)
         logits = ops.cast(ops.einsum("bqhd,bkhd->bhqk", query, key), "float32")
+        relative_rows = None
+        if self.max_relative_position is not None:
+            # Shaw et al. eq. 5: the extra term q_i a^K_ij / sqrt(d), a^K gathered
+            # per (i, j) from the clipped offset j - i.
+            relative_rows = relative_position_indices(
+                length, length, self.max_relative_position
+            )
+            relative_keys = ops.take(
+                ops.cast(self.relative_key, query.dtype), relative_rows, axis=0
+            )
+            logits = logits + ops.cast(
+                ops.einsum("bqhd,qkd->bhqk", query, relative_keys), "float32"
+            )
         key_mask, may_hide_whole_rows = self._key_mask(
             inputs, valid_lens, attention_mask, use_causal_mask, keras_mask
         )
@@ -206,6 +324,12 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         dropped = self.dropout_layer(weights, training=training)
 
         context = ops.einsum("bhqk,bkhd->bqhd", dropped, value)
+        if relative_rows is not None:
+            # Shaw et al. eq. 3: the extra term sum_j alpha_ij a^V_ij.
+            relative_values = ops.take(
+                ops.cast(self.relative_value, dropped.dtype), relative_rows, axis=0
+            )
+            context = context + ops.einsum("bhqk,qkd->bqhd", dropped, relative_values)
         if row_kept is not None:
             context = context * ops.cast(ops.transpose(row_kept, (0, 2, 1, 3)), context.dtype)
         context = ops.reshape(context, (batch, length, self.num_hiddens))
@@ -244,6 +368,12 @@ class MultiHeadSelfAttention(keras.layers.Layer):
                 "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
                 "bias_initializer": keras.initializers.serialize(self.bias_initializer),
                 "seed": self.seed,
+                "max_relative_position": self.max_relative_position,
+                "relative_initializer": keras.initializers.serialize(
+                    self.relative_initializer
+                ),
+                "use_rotary": self.use_rotary,
+                "rotary_max_wavelength": self.rotary_max_wavelength,
             }
         )
         return config

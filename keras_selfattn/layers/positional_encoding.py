@@ -84,20 +84,28 @@ class PositionalEncoding(keras.layers.Layer):
         self.max_len = max_len
         self.seed = seed
         self.supports_masking = True
-        self._table = sinusoidal_table(max_len, num_hiddens)
+        self._table = self._fixed_table()
         self.dropout_layer = keras.layers.Dropout(
             dropout, seed=seed, dtype=self.dtype_policy, name="dropout"
         )
 
+    def _fixed_table(self):
+        """The (max_len, num_hiddens) NumPy table; None where the table is a weight."""
+        return sinusoidal_table(self.max_len, self.num_hiddens)
+
+    def _table_in(self, dtype):
+        """The whole (max_len, num_hiddens) table as a tensor of ``dtype``."""
+        return ops.convert_to_tensor(self._table, dtype=dtype)
+
     @property
     def P(self):
         """The (1, max_len, num_hiddens) float32 table, as in d2l's ``PositionalEncoding.P``."""
-        return ops.convert_to_tensor(self._table[None], dtype="float32")
+        return self._table_in("float32")[None]
 
     def _check_shape(self, input_shape, start=0):
         if len(input_shape) != 3:
             raise ValueError(
-                "PositionalEncoding expects inputs of shape (batch, T, num_hiddens). "
+                f"{type(self).__name__} expects inputs of shape (batch, T, num_hiddens). "
                 f"Received: inputs.shape={tuple(input_shape)}"
             )
         if input_shape[-1] is not None and input_shape[-1] != self.num_hiddens:
@@ -121,7 +129,7 @@ class PositionalEncoding(keras.layers.Layer):
     def call(self, inputs, start=0, training=None):
         self._check_shape(tuple(inputs.shape), start if isinstance(start, int) else 0)
         length = ops.shape(inputs)[1]
-        table = ops.convert_to_tensor(self._table, dtype=self.compute_dtype)
+        table = self._table_in(self.compute_dtype)
         positions = ops.slice(table, (start, 0), (length, self.num_hiddens))
         outputs = ops.cast(inputs, self.compute_dtype) + positions[None]
         return self.dropout_layer(outputs, training=training)

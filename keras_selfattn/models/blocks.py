@@ -64,10 +64,15 @@ class TransformerEncoderBlock(keras.layers.Layer):
         dropout: float, dropout rate on attention weights and both sublayer outputs.
         norm_first: bool, pre- (True) or post- (False) layer normalization.
         seed: optional int, seed of the dropouts.
+        max_relative_position: optional int; when set, the self-attention uses
+            relative position representations clipped at this offset (Shaw et al.
+            2018; see `MultiHeadSelfAttention`).
+        use_rotary: bool, rotary position embeddings on queries and keys.
         **kwargs: base layer arguments.
     """
 
-    def __init__(self, num_hiddens, num_heads, ffn_hiddens, dropout=0.0, norm_first=False, seed=None, **kwargs):
+    def __init__(self, num_hiddens, num_heads, ffn_hiddens, dropout=0.0, norm_first=False, seed=None,
+                 max_relative_position=None, use_rotary=False, **kwargs):
         super().__init__(**kwargs)
         self.num_hiddens = num_hiddens
         self.num_heads = num_heads
@@ -75,10 +80,13 @@ class TransformerEncoderBlock(keras.layers.Layer):
         self.dropout = dropout
         self.norm_first = norm_first
         self.seed = seed
+        self.max_relative_position = max_relative_position
+        self.use_rotary = use_rotary
         self.supports_masking = True
         policy = self.dtype_policy
         self.attention = MultiHeadSelfAttention(
-            num_hiddens, num_heads, dropout=dropout, seed=seed, dtype=policy, name="attention"
+            num_hiddens, num_heads, dropout=dropout, seed=seed, dtype=policy, name="attention",
+            max_relative_position=max_relative_position, use_rotary=use_rotary,
         )
         self.attention_norm = keras.layers.LayerNormalization(epsilon=1e-5, dtype=policy, name="attention_norm")
         self.ffn_inner = keras.layers.Dense(ffn_hiddens, activation="relu", dtype=policy, name="ffn_inner")
@@ -124,6 +132,8 @@ class TransformerEncoderBlock(keras.layers.Layer):
                 "dropout": self.dropout,
                 "norm_first": self.norm_first,
                 "seed": self.seed,
+                "max_relative_position": self.max_relative_position,
+                "use_rotary": self.use_rotary,
             }
         )
         return config

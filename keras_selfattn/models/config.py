@@ -3,6 +3,8 @@
 import dataclasses
 import json
 
+POSITIONS = ("sinusoidal", "learned", "relative", "rotary")
+
 
 @dataclasses.dataclass
 class ModelConfig:
@@ -25,6 +27,14 @@ class ModelConfig:
         max_source_len: longest source (tokens) the model accepts; sets the size of
             the positional table. Longer sources are truncated by the data pipeline.
         max_target_len: longest target (tokens, without start/end) decoded.
+        position: how the encoder knows token order: ``"sinusoidal"`` (the fixed
+            table added to the embeddings), ``"learned"`` (a trainable table of
+            ``max_source_len`` rows), ``"relative"`` (learned key/value embeddings of
+            the clipped offset ``j - i`` inside every self-attention, Shaw et al.
+            2018) or ``"rotary"`` (queries and keys rotated by position, Su et al.
+            2021). The last two add nothing to the embeddings.
+        max_relative_position: with ``position="relative"``, offsets beyond this
+            share one embedding.
     """
 
     num_hiddens: int = 128
@@ -40,6 +50,8 @@ class ModelConfig:
     embedding_dim: int = 64
     max_source_len: int = 64
     max_target_len: int = 32
+    position: str = "sinusoidal"
+    max_relative_position: int = 16
 
     def to_json(self):
         return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True)
@@ -51,3 +63,12 @@ class ModelConfig:
         if unknown:
             raise ValueError(f"Unknown ModelConfig fields: {unknown}. Known: {sorted(known)}")
         return cls(**values)
+
+    def __post_init__(self):
+        if self.position not in POSITIONS:
+            raise ValueError(f"position must be one of {POSITIONS}. Received: position={self.position!r}")
+        value = self.max_relative_position
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(
+                f"max_relative_position must be a positive integer. Received: max_relative_position={value}"
+            )

@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from keras_selfattn.layers import BahdanauDecoder, PositionalEncoding
+from keras_selfattn.layers import BahdanauDecoder, LearnedPositionalEncoding, PositionalEncoding
 from keras_selfattn.models.blocks import DecoderBridge, ScaledTokenEmbedding, TransformerEncoderBlock
 from keras_selfattn.models.config import ModelConfig
 
@@ -14,9 +14,14 @@ def build_seq2seq(source_vocab_size, target_vocab_size, config=None, seed=None, 
     """Builds the encoder-decoder translation model with the functional API.
 
     Encoder: ``ScaledTokenEmbedding`` (id 0 is padding and masked, scaled by
-    sqrt(num_hiddens)) -> ``PositionalEncoding`` -> ``num_layers`` x
-    ``TransformerEncoderBlock`` (``MultiHeadSelfAttention``, residual, layer norm,
-    feed-forward). Bridge: the masked mean of the encoder output, one
+    sqrt(num_hiddens)) -> position -> ``num_layers`` x ``TransformerEncoderBlock``
+    (``MultiHeadSelfAttention``, residual, layer norm, feed-forward). The position
+    comes from ``config.position``: ``"sinusoidal"`` adds the fixed table
+    (``PositionalEncoding``, the default), ``"learned"`` a trainable one
+    (``LearnedPositionalEncoding``); ``"relative"`` (Shaw et al. 2018, offsets
+    clipped at ``max_relative_position``) and ``"rotary"`` (RoPE, Su et al. 2021)
+    add nothing to the embeddings (only dropout) and let every self-attention see
+    offsets instead. Bridge: the masked mean of the encoder output, one
     ``Dense(tanh)`` per decoder state, is the decoder's initial state. Decoder:
     target embedding -> ``BahdanauDecoder`` attending over the encoder output with
     the encoder's padding mask -> ``Dense(target_vocab_size)`` logits in float32.
@@ -56,14 +61,24 @@ def build_seq2seq(source_vocab_size, target_vocab_size, config=None, seed=None, 
     target_in = keras.Input(shape=(None,), dtype="int32", name="target_in")
 
     x = ScaledTokenEmbedding(source_vocab_size, config.num_hiddens, name="source_embedding")(source)
-    x = PositionalEncoding(
-        config.num_hiddens, dropout=config.dropout, max_len=config.max_source_len,
-        seed=layer_seed(0), name="positional_encoding",
-    )(x)
+    position_options = {}
+    if config.position in ("sinusoidal", "learned"):
+        encoding = PositionalEncoding if config.position == "sinusoidal" else LearnedPositionalEncoding
+        x = encoding(
+            config.num_hiddens, dropout=config.dropout, max_len=config.max_source_len,
+            seed=layer_seed(0), name="positional_encoding",
+        )(x)
+    else:
+        x = keras.layers.Dropout(config.dropout, seed=layer_seed(0), name="embedding_dropout")(x)
+        if config.position == "relative":
+            position_options["max_relative_position"] = config.max_relative_position
+        else:
+            position_options["use_rotary"] = True
     for i in range(config.num_layers):
         x = TransformerEncoderBlock(
             config.num_hiddens, config.num_heads, config.ffn_hiddens, dropout=config.dropout,
             norm_first=config.norm_first, seed=layer_seed(1 + i), name=f"encoder_block_{i}",
+            **position_options,
         )(x)
     if config.norm_first:
         x = keras.layers.LayerNormalization(epsilon=1e-5, name="encoder_final_norm")(x)
