@@ -6,9 +6,11 @@
 2. an eager call gives the expected output shapes and is deterministic at inference;
 3. a symbolic call inside a functional model with ``None`` batch and lengths gives
    the same values as the eager call;
-4. one ``fit`` step runs (with ``jit_compile=True`` too) and changes the weights;
-5. ``model.save(.keras)`` then ``keras.saving.load_model(safe_mode=True)`` in a fresh
-   Python process gives identical outputs;
+4. one ``fit`` step runs (with ``jit_compile=True`` too; on JAX, compiled only) and
+   changes the weights;
+5. ``model.save(.keras)`` then ``keras.saving.load_model(safe_mode=True)`` in another
+   Python process, which never ran test code (it only imported ``keras_selfattn``),
+   gives identical outputs;
 6. ``predict`` under ``jit_compile=True`` matches eager;
 7. under ``mixed_float16`` and ``mixed_bfloat16`` (same weights) the outputs have the
    compute dtype and stay within the stated tolerance of float32.
@@ -21,10 +23,12 @@ element, named ``<arg>_<i>``, and the layer receives the list. Outputs may be ne
 call arguments go in ``call_kwargs``.
 """
 
+import atexit
 import inspect
 import json
 import os
 import pathlib
+import select
 import subprocess
 import sys
 import tempfile
@@ -86,32 +90,62 @@ def check_docstring(layer_cls):
     assert documented <= params | {"**kwargs"}, f"documented but absent: {documented - params}"
 
 
-_LOAD_SCRIPT = r"""
-import sys, numpy as np, keras
+# The loader process: started once per test process (an interpreter start and the
+# TensorFlow/JAX imports cost seconds), it loads one .keras file per request line.
+# It never runs test code: the layers reach it only through `import keras_selfattn`,
+# which is what a user's fresh process has.
+_LOAD_SERVER = r"""
+import json, sys, traceback
+import numpy as np, keras
 import keras_selfattn  # registration happens at import
-data = np.load(sys.argv[2])
-model = keras.saving.load_model(sys.argv[1], safe_mode=True)
-inputs = {k: data[k] for k in data.files if not k.startswith("__out")}
-outs = model.predict(inputs, verbose=0)
-outs = keras.tree.flatten(outs)  # nested outputs, e.g. (H, [states]), come back flat
-np.savez(sys.argv[3], *[np.asarray(o, dtype="float32") for o in outs])
+for line in sys.stdin:
+    model_path, data_path, out_path = json.loads(line)
+    try:
+        data = np.load(data_path)
+        model = keras.saving.load_model(model_path, safe_mode=True)
+        inputs = {k: data[k] for k in data.files}
+        outs = keras.tree.flatten(model.predict(inputs, verbose=0))  # nested outputs come back flat
+        np.savez(out_path, *[np.asarray(o, dtype="float32") for o in outs])
+        print(json.dumps({"ok": True}), flush=True)
+    except Exception:
+        print(json.dumps({"ok": False, "error": traceback.format_exc()}), flush=True)
 """
+_loader = None
+
+
+def _loader_process():
+    global _loader
+    if _loader is None or _loader.poll() is not None:
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
+        env["KERAS_BACKEND"] = keras.backend.backend()
+        log = tempfile.NamedTemporaryFile(prefix="harness-loader-", suffix=".log", delete=False)  # noqa: SIM115
+        _loader = subprocess.Popen(
+            [sys.executable, "-c", _LOAD_SERVER], env=env, text=True,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
+        )
+        _loader.log_path = log.name
+        atexit.register(_loader.kill)
+    return _loader
 
 
 def load_in_fresh_process(model_path, inputs):
-    """Loads a .keras file in a new interpreter (safe_mode=True) and predicts."""
+    """Loads a .keras file (safe_mode=True) in the loader process and predicts."""
     with tempfile.TemporaryDirectory() as tmp:
         data_path = os.path.join(tmp, "inputs.npz")
         out_path = os.path.join(tmp, "outputs.npz")
         np.savez(data_path, **inputs)
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
-        env["KERAS_BACKEND"] = keras.backend.backend()
-        result = subprocess.run(
-            [sys.executable, "-c", _LOAD_SCRIPT, str(model_path), data_path, out_path],
-            env=env, capture_output=True, text=True, timeout=300,
-        )
-        assert result.returncode == 0, result.stderr[-4000:]
+        loader = _loader_process()
+        loader.stdin.write(json.dumps([str(model_path), data_path, out_path]) + "\n")
+        loader.stdin.flush()
+        if not select.select([loader.stdout], [], [], 300)[0]:
+            loader.kill()
+            raise AssertionError(f"the loader process took over 300 s to load {model_path}")
+        reply = loader.stdout.readline()
+        if not reply:  # the loader died
+            raise AssertionError(pathlib.Path(loader.log_path).read_text()[-4000:])
+        reply = json.loads(reply)
+        assert reply["ok"], reply.get("error", "")[-4000:]
         loaded = np.load(out_path)
         return [loaded[f"arr_{i}"] for i in range(len(loaded.files))]
 
@@ -178,7 +212,8 @@ def run_layer_test(
     if layer.trainable_weights:
         train_model = keras.Model(symbolic, _flatten(outputs)[0])
         target = np.zeros_like(eager[0])
-        for jit in (False, True):
+        # On JAX a step is always compiled in practice; its uncompiled path is slow and unused.
+        for jit in (True,) if keras.backend.backend() == "jax" else (False, True):
             before = [w.numpy().copy() if hasattr(w, "numpy") else np.array(w) for w in layer.trainable_weights]
             train_model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse", jit_compile=jit)
             history = train_model.fit(arrays, target, epochs=1, batch_size=len(target), verbose=0)
