@@ -25,8 +25,9 @@ setup(
     license="Apache-2.0",
     python_requires=">=3.10,<3.13",
     packages=find_packages(include=["keras_selfattn", "keras_selfattn.*"]),
-    include_package_data=True,
-    # The bundled corpus (keras_selfattn/text/data/ is a data folder, not a package).
+    # The bundled corpus (keras_selfattn/text/data/ is a data folder, not a package:
+    # listed here only, without include_package_data, setuptools does not take it
+    # for an undeclared package).
     package_data={"keras_selfattn.text": ["data/*.tsv"]},
     install_requires=[
         # tensorflow-text's minor version must equal tensorflow's.
