@@ -23,7 +23,8 @@ def _add_config_arguments(parser, cls, title, skip=()):
     """One ``--flag`` per field of the dataclass ``cls`` (``foo_bar`` -> ``--foo-bar``).
 
     Every flag defaults to None, meaning "the dataclass default"; booleans get
-    ``--x/--no-x``; an optional field (``int | None``) parses as its non-None type.
+    ``--x/--no-x``; an optional field (``int | None``) parses as its non-None type;
+    a field listed in ``cls.CHOICES`` accepts only those values.
     """
     defaults = cls()
     group = parser.add_argument_group(title)
@@ -39,7 +40,11 @@ def _add_config_arguments(parser, cls, title, skip=()):
             kind = next(t for t in typing.get_args(field.type) if t is not type(None))
         else:
             kind = type(default)
-        group.add_argument(flag, type=kind, default=None, metavar=field.name.upper())
+        choices = cls.CHOICES.get(field.name)
+        if choices:
+            group.add_argument(flag, type=kind, default=None, choices=choices)
+        else:
+            group.add_argument(flag, type=kind, default=None, metavar=field.name.upper())
 
 
 def _config_from_args(cls, args, base=None):

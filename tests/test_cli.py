@@ -93,3 +93,30 @@ def test_malformed_and_empty_tsv(tmp_path):
     empty.write_text("")
     result = cli("train", "--data", empty, "--out", tmp_path / "run", check=False)
     assert result.returncode == 2 and "empty.tsv" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_text_options_accept_only_their_choices(capsys):
+    """Every enumerated option lists its values and rejects others as a usage error (exit 2)."""
+    from keras_selfattn.cli import build_parser
+    from keras_selfattn.layers.bahdanau_attention import SCORES
+    from keras_selfattn.layers.bahdanau_decoder import RNN_TYPES
+    from keras_selfattn.models.config import ModelConfig
+    from keras_selfattn.training.config import TrainConfig
+    from keras_selfattn.training.strategy import STRATEGIES
+
+    # The config's literal lists are the layers' and the strategies' own.
+    assert ModelConfig.CHOICES["rnn_type"] == RNN_TYPES
+    assert ModelConfig.CHOICES["attention_score"] == SCORES
+    assert TrainConfig.CHOICES["strategy"] == STRATEGIES
+    parser = build_parser()
+    base = ["train", "--data", "x.tsv", "--out", "run"]
+    for config in (ModelConfig, TrainConfig):
+        for name, allowed in config.CHOICES.items():
+            flag = "--" + name.replace("_", "-")
+            assert getattr(parser.parse_args([*base, flag, allowed[-1]]), name) == allowed[-1]
+            with pytest.raises(SystemExit) as exited:
+                parser.parse_args([*base, flag, "bogus"])
+            assert exited.value.code == 2
+            assert f"argument {flag}: invalid choice: 'bogus'" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="position must be one of .* Received: position='bogus'"):
+        ModelConfig(position="bogus")

@@ -2,6 +2,7 @@
 
 import dataclasses
 import json
+from typing import ClassVar
 
 POSITIONS = ("sinusoidal", "learned", "relative", "rotary")
 
@@ -53,6 +54,15 @@ class ModelConfig:
     position: str = "sinusoidal"
     max_relative_position: int = 16
 
+    # The allowed values of the text fields (also the CLI's ``choices``). Literal
+    # here, so that the command line parses without importing Keras; a test checks
+    # them against the layers' own lists.
+    CHOICES: ClassVar[dict] = {
+        "rnn_type": ("gru", "lstm"),
+        "attention_score": ("additive", "dot", "general", "scaled_dot"),
+        "position": POSITIONS,
+    }
+
     def to_json(self):
         return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True)
 
@@ -65,8 +75,9 @@ class ModelConfig:
         return cls(**values)
 
     def __post_init__(self):
-        if self.position not in POSITIONS:
-            raise ValueError(f"position must be one of {POSITIONS}. Received: position={self.position!r}")
+        for name, allowed in self.CHOICES.items():
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"{name} must be one of {allowed}. Received: {name}={getattr(self, name)!r}")
         value = self.max_relative_position
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise ValueError(

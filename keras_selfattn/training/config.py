@@ -2,6 +2,7 @@
 
 import dataclasses
 import json
+from typing import ClassVar
 
 from keras_selfattn.models.config import ModelConfig
 
@@ -64,6 +65,15 @@ class TrainConfig:
     tpu: str | None = None
     worker_timeout: float = 120.0
 
+    # The allowed values of the text fields (also the CLI's ``choices``).
+    CHOICES: ClassVar[dict] = {
+        "mixed_precision": ("float32", "mixed_float16", "mixed_bfloat16"),
+        "strategy": ("auto", "default", "mirrored", "multi_worker", "tpu"),
+        "source_tokenizer": ("word", "char", "subword"),
+        "target_tokenizer": ("word", "char", "subword"),
+        "tokenizer_ops": ("tensorflow_text", "core"),
+    }
+
     def __post_init__(self):
         self.split = tuple(self.split)
         for name in ("epochs", "batch_size"):
@@ -76,14 +86,7 @@ class TrainConfig:
             raise ValueError(f"learning_rate must be positive. Received: learning_rate={self.learning_rate}")
         if len(self.split) != 3 or abs(sum(self.split) - 1.0) > 1e-6 or min(self.split) < 0:
             raise ValueError(f"split must be three fractions summing to 1. Received: split={self.split}")
-        choices = {
-            "mixed_precision": ("float32", "mixed_float16", "mixed_bfloat16"),
-            "strategy": ("auto", "default", "mirrored", "multi_worker", "tpu"),
-            "source_tokenizer": ("word", "char", "subword"),
-            "target_tokenizer": ("word", "char", "subword"),
-            "tokenizer_ops": ("tensorflow_text", "core"),
-        }
-        for name, allowed in choices.items():
+        for name, allowed in self.CHOICES.items():
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name} must be one of {allowed}. Received: {name}={getattr(self, name)!r}")
 
