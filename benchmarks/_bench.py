@@ -77,6 +77,26 @@ def paired_ratio(samples, numerator, denominator):
     return statistics.median(a / b for a, b in zip(samples[numerator], samples[denominator]))
 
 
+def compiled_seq2seq(source_vocab, target_vocab, config, policy, jit_compile, learning_rate, clipnorm=1.0):
+    """`build_seq2seq` under the dtype ``policy``, compiled as `train` compiles it.
+
+    Adam with gradient clipping, the masked cross-entropy and accuracy; a
+    constant learning rate (the benchmarks time steps, they do not train).
+    """
+    import keras
+
+    from keras_selfattn.models import MaskedAccuracy, build_seq2seq, masked_loss
+    from keras_selfattn.training import dtype_policy
+
+    with dtype_policy(policy):
+        model = build_seq2seq(source_vocab, target_vocab, config, seed=0)
+    model.compile(
+        optimizer=keras.optimizers.Adam(learning_rate, clipnorm=clipnorm),
+        loss=masked_loss(), metrics=[MaskedAccuracy()], jit_compile=jit_compile,
+    )
+    return model
+
+
 def environment_line():
     """One line naming the versions and the machine (printed under every table)."""
     import keras

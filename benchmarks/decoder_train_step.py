@@ -107,11 +107,8 @@ def decoder_steps(batch, mem_len, tgt_len, units, emb, mem_dim, jit_compile):
 
 def seq2seq_step(config, batch, src_len, tgt_len, src_vocab, tgt_vocab, jit_compile, policy="float32"):
     """(train_on_batch callable, number of real target tokens per batch) for the model."""
-    import keras
     import numpy as np
     import tensorflow as tf
-
-    from keras_selfattn.models import MaskedAccuracy, build_seq2seq, masked_loss
 
     rng = np.random.default_rng(1)
     src_lens = rng.integers(max(1, src_len // 2), src_len + 1, size=batch)
@@ -120,14 +117,7 @@ def seq2seq_step(config, batch, src_len, tgt_len, src_vocab, tgt_vocab, jit_comp
     target = rng.integers(4, tgt_vocab, size=(batch, tgt_len)) * (np.arange(tgt_len) < tgt_lens[:, None])
     x = {"source": tf.constant(source.astype("int32")), "target_in": tf.constant(target.astype("int32"))}
     y = tf.constant(target.astype("int32"))
-    previous = keras.config.dtype_policy()
-    keras.config.set_dtype_policy(policy)
-    try:
-        model = build_seq2seq(src_vocab, tgt_vocab, config, seed=0)
-    finally:
-        keras.config.set_dtype_policy(previous)
-    model.compile(optimizer=keras.optimizers.Adam(1e-3, clipnorm=1.0), loss=masked_loss(),
-                  metrics=[MaskedAccuracy()], jit_compile=jit_compile)
+    model = _bench.compiled_seq2seq(src_vocab, tgt_vocab, config, policy, jit_compile, learning_rate=1e-3)
     return (lambda: model.train_on_batch(x, y)), int((target != 0).sum())
 
 

@@ -54,25 +54,6 @@ def demo_batches(count, quick):
     return batches, tokenizer.source_vocab_size, tokenizer.target_vocab_size
 
 
-def compiled_model(policy, jit_compile, source_vocab, target_vocab, config):
-    import keras
-
-    from keras_selfattn.models import MaskedAccuracy, build_seq2seq, masked_loss
-    from keras_selfattn.workflows import DEMO_TRAIN_CONFIG
-
-    previous = keras.config.dtype_policy()
-    keras.config.set_dtype_policy(policy)
-    try:
-        model = build_seq2seq(source_vocab, target_vocab, config, seed=0)
-    finally:
-        keras.config.set_dtype_policy(previous)
-    model.compile(
-        optimizer=keras.optimizers.Adam(DEMO_TRAIN_CONFIG.learning_rate, clipnorm=DEMO_TRAIN_CONFIG.clipnorm),
-        loss=masked_loss(), metrics=[MaskedAccuracy()], jit_compile=jit_compile,
-    )
-    return model
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true",
@@ -84,7 +65,7 @@ def main(argv=None):
     steps = args.steps_per_round or (1 if args.quick else 6)
 
     from keras_selfattn.models import ModelConfig
-    from keras_selfattn.workflows import DEMO_MODEL_CONFIG
+    from keras_selfattn.workflows import DEMO_MODEL_CONFIG, DEMO_TRAIN_CONFIG
 
     config = DEMO_MODEL_CONFIG
     if args.quick:
@@ -97,7 +78,8 @@ def main(argv=None):
     variants = [("float32", False)] if args.quick else list(VARIANTS)
     functions = {}
     for policy, jit_compile in variants:
-        model = compiled_model(policy, jit_compile, source_vocab, target_vocab, config)
+        model = _bench.compiled_seq2seq(source_vocab, target_vocab, config, policy, jit_compile,
+                                        DEMO_TRAIN_CONFIG.learning_rate, DEMO_TRAIN_CONFIG.clipnorm)
         position = {"i": 0}
 
         def run(model=model, position=position):

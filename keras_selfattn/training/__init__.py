@@ -10,7 +10,7 @@ from keras_selfattn.training.distributed import (
     use_per_replica_xla,
 )
 from keras_selfattn.training.strategy import STRATEGIES, get_strategy, split_cpu
-from keras_selfattn.training.train import TrainResult, load_pairs, train, write_metrics
+from keras_selfattn.training.train import TrainResult, dtype_policy, load_pairs, train, write_metrics
 
 __all__ = [
     "STRATEGIES",
@@ -21,6 +21,7 @@ __all__ = [
     "WorkerBackup",
     "audit_train_step",
     "backed_up_epochs",
+    "dtype_policy",
     "get_strategy",
     "keras_multi_worker_fix",
     "load_pairs",

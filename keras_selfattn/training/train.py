@@ -81,6 +81,24 @@ def _longest(pairs, tokenizer):
     return longest_source, longest_target
 
 
+@contextlib.contextmanager
+def dtype_policy(name):
+    """Sets Keras' global dtype policy to ``name`` (e.g. ``"mixed_bfloat16"``) inside the block.
+
+    Layers created inside take it; the previous policy comes back on exit, even
+    after an error::
+
+        with dtype_policy("mixed_bfloat16"):
+            model = build_seq2seq(...)
+    """
+    previous = keras.config.dtype_policy()
+    keras.config.set_dtype_policy(name)
+    try:
+        yield
+    finally:
+        keras.config.set_dtype_policy(previous)
+
+
 def make_training_datasets(splits, tokenizer, model_config, train_config, initial_epoch=0):
     """The training and validation datasets of `train`, and the steps per epoch.
 
@@ -274,9 +292,7 @@ def _train(data, run_dir, work_dir, backup_root, backup_dir, strategy, role, mod
     train_ds, valid_ds, steps_per_epoch = make_training_datasets(
         splits, tokenizer, model_config, train_config, initial_epoch=initial_epoch
     )
-    previous_policy = keras.config.dtype_policy()
-    keras.config.set_dtype_policy(train_config.mixed_precision)
-    try:
+    with dtype_policy(train_config.mixed_precision):
         with strategy.scope():
             model = build_and_compile(tokenizer, model_config, train_config, strategy, steps_per_epoch)
             state = restore_backup(model, backup_dir, initial_epoch) if initial_epoch else {}
@@ -311,8 +327,6 @@ def _train(data, run_dir, work_dir, backup_root, backup_dir, strategy, role, mod
             backup_root.rmdir()
         # The best checkpoint is the result (early stopping restores it only when it stops early).
         model = keras.saving.load_model(work_dir / MODEL_FILE)
-    finally:
-        keras.config.set_dtype_policy(previous_policy)
     return TrainResult(
         run_dir=run_dir,
         model=model,
@@ -348,4 +362,4 @@ def write_metrics(run_dir, metrics):
     return path
 
 
-__all__ = ["TrainResult", "build_and_compile", "load_pairs", "make_training_datasets", "train", "write_metrics"]
+__all__ = ["TrainResult", "build_and_compile", "dtype_policy", "load_pairs", "make_training_datasets", "train", "write_metrics"]

@@ -37,15 +37,7 @@ def test_output_is_input_plus_table_rows():
     assert [w.path.split("/")[-1] for w in pe.trainable_weights] == ["position_embeddings"]
 
 
-def test_start_offset_matches_the_full_pass():
-    x = np.random.default_rng(1).normal(size=(2, 9, 8)).astype("float32")
-    pe = LearnedPositionalEncoding(8, max_len=9)
-    full = ops.convert_to_numpy(pe(x))
-    for t in (0, 4, 8):
-        step = ops.convert_to_numpy(pe(x[:, t: t + 1], start=t))
-        np.testing.assert_allclose(step[:, 0], full[:, t], atol=1e-6)
-    step = ops.convert_to_numpy(pe(x[:, 3:6], start=ops.convert_to_tensor(3, "int32")))
-    np.testing.assert_allclose(step, full[:, 3:6], atol=1e-6)
+# The start offset is tested with PositionalEncoding's (test_positional_encoding.py).
 
 
 def test_only_rows_that_were_seen_get_gradients():

@@ -3,7 +3,7 @@ import pytest
 import keras
 from keras import ops
 
-from keras_selfattn.layers import PositionalEncoding
+from keras_selfattn.layers import LearnedPositionalEncoding, PositionalEncoding
 from keras_selfattn.layers.positional_encoding import sinusoidal_table
 from tests.harness import check_docstring, run_layer_test
 
@@ -83,9 +83,10 @@ def test_odd_num_hiddens_follows_the_formula_and_ends_with_a_sine():
     np.testing.assert_allclose(P[:, 6], np.sin(i / 10000 ** (6 / 7)), atol=1e-6)
 
 
-def test_start_offset_matches_the_full_pass():
+@pytest.mark.parametrize("cls", [PositionalEncoding, LearnedPositionalEncoding])
+def test_start_offset_matches_the_full_pass(cls):
     x = np.random.default_rng(1).normal(size=(2, 12, 16)).astype("float32")
-    pe = PositionalEncoding(16, max_len=12)
+    pe = cls(16, max_len=12)
     full = ops.convert_to_numpy(pe(x))
     for t in range(12):
         step = ops.convert_to_numpy(pe(x[:, t: t + 1], start=t))

@@ -24,7 +24,7 @@ import tensorflow as tf  # noqa: E402
 
 from keras_selfattn import text  # noqa: E402
 from keras_selfattn.models import ModelConfig  # noqa: E402
-from keras_selfattn.training import TrainConfig, get_strategy  # noqa: E402
+from keras_selfattn.training import TrainConfig, dtype_policy, get_strategy  # noqa: E402
 from keras_selfattn.training.distributed import SyncedLossScaleOptimizer, use_per_replica_xla  # noqa: E402
 from keras_selfattn.training.train import _tokenizer_configs, build_and_compile, make_training_datasets  # noqa: E402
 
@@ -54,8 +54,7 @@ def fit(strategy_name, **overrides):
     strategy = get_strategy(strategy_name)
     keras.utils.set_random_seed(train_config.seed)
     train_ds, _, steps_per_epoch = make_training_datasets(SPLITS, TOKENIZER, MODEL, train_config)
-    keras.config.set_dtype_policy(train_config.mixed_precision)
-    try:
+    with dtype_policy(train_config.mixed_precision):
         with strategy.scope():
             model = build_and_compile(TOKENIZER, MODEL, train_config, strategy, steps_per_epoch)
         losses = []
@@ -63,8 +62,6 @@ def fit(strategy_name, **overrides):
         started = time.monotonic()
         model.fit(train_ds, epochs=1, steps_per_epoch=STEPS, verbose=0, callbacks=[logger])
         TIMINGS.append((strategy_name, overrides, round(time.monotonic() - started, 1)))
-    finally:
-        keras.config.set_dtype_policy("float32")
     trained = [np.asarray(w.numpy(), np.float32) for w in model.trainable_weights]
     return strategy, model, [float(x) for x in losses], trained
 
