@@ -276,10 +276,11 @@ def read_cluster(tf_config=None):
     return Cluster(tasks, task_type, int(task_index))
 
 
-def _split_address(address):
+def split_address(address, what="TF_CONFIG address"):
+    """``"host:port"`` (``"[::1]:port"`` too) -> ``(host, port)``; a ValueError names ``what`` otherwise."""
     host, _, port = address.rpartition(":")
     if not host or not port.isdigit():
-        raise ValueError(f"TF_CONFIG address must be HOST:PORT. Received: {address!r}")
+        raise ValueError(f"{what} must be HOST:PORT. Received: {address!r}")
     return host.strip("[]"), int(port)
 
 
@@ -298,7 +299,7 @@ def wait_for_peers(cluster, timeout=60.0):
             their addresses) that were not reached.
         ValueError: this task's port is busy (another process holds it).
     """
-    host, port = _split_address(cluster.address)
+    host, port = split_address(cluster.address)
     listener = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
@@ -320,7 +321,7 @@ def wait_for_peers(cluster, timeout=60.0):
                 if (job, index) in reached:
                     continue
                 try:
-                    with socket.create_connection(_split_address(address), timeout=1.0) as conn:
+                    with socket.create_connection(split_address(address), timeout=1.0) as conn:
                         conn.sendall(me + b"\n")
                     reached.add((job, index))
                 except OSError:

@@ -6,7 +6,7 @@ import time
 
 import tensorflow as tf
 
-from keras_selfattn.training.distributed import read_cluster, wait_for_peers
+from keras_selfattn.training.distributed import read_cluster, split_address, wait_for_peers
 
 STRATEGIES = ("auto", "default", "mirrored", "multi_worker", "tpu")
 
@@ -46,11 +46,11 @@ def _tpu_error(tpu, detail):
 
 
 def _wait_for_address(address, timeout):
-    host, _, port = address.rpartition(":")
+    host_port = split_address(address, what="The TPU's grpc:// address")
     deadline = time.monotonic() + timeout
     while True:
         try:
-            socket.create_connection((host.strip("[]"), int(port)), timeout=2.0).close()
+            socket.create_connection(host_port, timeout=2.0).close()
             return True
         except OSError:
             if time.monotonic() > deadline:

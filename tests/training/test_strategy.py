@@ -132,6 +132,8 @@ def test_asking_for_a_tpu_without_one_is_a_clear_error():
     with pytest.raises(ValueError, match=rf"nothing answered at 127.0.0.1:{port} within 1 s"):
         get_strategy("tpu", tpu=f"grpc://127.0.0.1:{port}", worker_timeout=1)  # TensorFlow would wait forever
     assert time.monotonic() - started < 10
+    with pytest.raises(ValueError, match=r"grpc:// address must be HOST:PORT. Received: 'tpu-host'"):
+        get_strategy("tpu", tpu="grpc://tpu-host", worker_timeout=1)
 
 
 @pytest.mark.slow
