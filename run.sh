@@ -2,6 +2,7 @@
 # The two quick-start commands:
 #   ./run.sh demo [ARGS...]   the main job on the bundled data (writes ./runs/demo)
 #   ./run.sh test [ARGS...]   the whole test suite (slow tests included)
+#   ./run.sh lint             ruff format --check and ruff check over the tree
 # Each creates ./.venv with Python 3.11 on first use and installs the package into it.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -31,12 +32,17 @@ case "$cmd" in
     ensure_env
     exec "$VENV/bin/keras-selfattn" demo "$@"
     ;;
+  lint)
+    ensure_env
+    "$VENV/bin/ruff" format --check .
+    exec "$VENV/bin/ruff" check .
+    ;;
   test)
     ensure_env
     exec "$VENV/bin/python" -m pytest -n 2 --dist loadgroup "$@"
     ;;
   *)
-    echo "usage: ./run.sh {demo|test} [ARGS...]" >&2
+    echo "usage: ./run.sh {demo|test|lint} [ARGS...]" >&2
     exit 2
     ;;
 esac

@@ -9,7 +9,7 @@ HERE = pathlib.Path(__file__).parent
 VERSION = re.search(
     r'^__version__ = "([^"]+)"',
     (HERE / "keras_selfattn" / "__init__.py").read_text(),
-    re.M,
+    re.MULTILINE,
 ).group(1)
 
 setup(
@@ -43,6 +43,8 @@ setup(
         "serving": ["tensorflow-serving-api==2.21.0"],
         "test": [
             "pytest>=8",
+            # pinned: each ruff release changes its default rules and formatting
+            "ruff==0.17.6",
             "pytest-xdist>=3.5",
             "hypothesis>=6.100",
             "jax[cpu]>=0.4.30",

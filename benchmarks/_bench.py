@@ -54,7 +54,7 @@ def calls_for(fn, seconds):
     fn()
     start = time.perf_counter()
     fn()
-    return max(1, int(round(seconds / max(time.perf_counter() - start, 1e-4))))
+    return max(1, round(seconds / max(time.perf_counter() - start, 1e-4)))
 
 
 def median(values):
@@ -74,10 +74,14 @@ def percentile(values, q):
 
 def paired_ratio(samples, numerator, denominator):
     """Median over rounds of samples[numerator][r] / samples[denominator][r]."""
-    return statistics.median(a / b for a, b in zip(samples[numerator], samples[denominator]))
+    return statistics.median(
+        a / b for a, b in zip(samples[numerator], samples[denominator])
+    )
 
 
-def compiled_seq2seq(source_vocab, target_vocab, config, policy, jit_compile, learning_rate, clipnorm=1.0):
+def compiled_seq2seq(
+    source_vocab, target_vocab, config, policy, jit_compile, learning_rate, clipnorm=1.0
+):
     """`build_seq2seq` under the dtype ``policy``, compiled as `train` compiles it.
 
     Adam with gradient clipping, the masked cross-entropy and accuracy; a
@@ -92,7 +96,9 @@ def compiled_seq2seq(source_vocab, target_vocab, config, policy, jit_compile, le
         model = build_seq2seq(source_vocab, target_vocab, config, seed=0)
     model.compile(
         optimizer=keras.optimizers.Adam(learning_rate, clipnorm=clipnorm),
-        loss=masked_loss(), metrics=[MaskedAccuracy()], jit_compile=jit_compile,
+        loss=masked_loss(),
+        metrics=[MaskedAccuracy()],
+        jit_compile=jit_compile,
     )
     return model
 
@@ -103,7 +109,7 @@ def environment_line():
     import tensorflow as tf
 
     try:
-        load = "load average %.2f %.2f %.2f" % os.getloadavg()
+        load = "load average {:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
     except OSError:
         load = "load average n/a"
     return (
@@ -120,7 +126,9 @@ def command_line(script, argv=None):
         argv: the arguments ``main`` received (None: the process's own).
     """
     argv = sys.argv[1:] if argv is None else list(argv)
-    return " ".join([".venv/bin/python", f"benchmarks/{os.path.basename(script)}", *argv])
+    return " ".join(
+        [".venv/bin/python", f"benchmarks/{os.path.basename(script)}", *argv]
+    )
 
 
 def print_table(headers, rows):

@@ -28,7 +28,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import _bench  # noqa: E402
+import _bench
 
 LENGTHS = (128, 256, 512, 1024, 2048, 4096, 8192)
 QUICK_LENGTHS = (32, 64)
@@ -43,10 +43,13 @@ def measure(layer, length, backward, calls):
     import numpy as np
     import tensorflow as tf
 
-    x = tf.constant(np.random.default_rng(0).normal(size=(BATCH, length, WIDTH)).astype("float32"))
+    x = tf.constant(
+        np.random.default_rng(0).normal(size=(BATCH, length, WIDTH)).astype("float32")
+    )
     variables = layer.trainable_variables
 
     if backward:
+
         @tf.function
         def run(x):
             with tf.GradientTape() as tape:
@@ -55,13 +58,16 @@ def measure(layer, length, backward, calls):
             grads = tape.gradient(loss, [x, *variables])
             return tf.add_n([tf.reduce_sum(g) for g in grads])
     else:
+
         @tf.function
         def run(x):
             return tf.reduce_sum(layer(x, training=False))
 
     run.get_concrete_function(x)  # trace outside the measurement
     baseline = _bench.reset_peak_memory()
-    run(x).numpy()  # the first call: its peak is the measurement (later calls reuse memory)
+    run(
+        x
+    ).numpy()  # the first call: its peak is the measurement (later calls reuse memory)
     peak = _bench.peak_memory_bytes() - baseline
     times = []
     for _ in range(calls):
@@ -87,9 +93,15 @@ def fit_max_length(points, budget_bytes):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="two short lengths (smoke run)")
-    parser.add_argument("--max-gib", type=float, default=6.0,
-                        help="skip a length whose predicted peak is above this (default 6 GiB)")
+    parser.add_argument(
+        "--quick", action="store_true", help="two short lengths (smoke run)"
+    )
+    parser.add_argument(
+        "--max-gib",
+        type=float,
+        default=6.0,
+        help="skip a length whose predicted peak is above this (default 6 GiB)",
+    )
     args = parser.parse_args(argv)
     lengths = QUICK_LENGTHS if args.quick else LENGTHS
 
@@ -106,41 +118,82 @@ def main(argv=None):
         for mode, backward in (("forward", False), ("forward + backward", True)):
             predicted = 4 * previous[mode][1] if mode in previous else 0
             if predicted > args.max_gib * gib:
-                rows.append([length, mode, "skipped", "", f"> {args.max_gib:g} GiB predicted", "", ""])
+                rows.append(
+                    [
+                        length,
+                        mode,
+                        "skipped",
+                        "",
+                        f"> {args.max_gib:g} GiB predicted",
+                        "",
+                        "",
+                    ]
+                )
                 continue
-            calls = 1 if args.quick else (5 if length <= 1024 else 3 if length <= 2048 else 1)
+            calls = (
+                1
+                if args.quick
+                else (5 if length <= 1024 else 3 if length <= 2048 else 1)
+            )
             seconds, peak = measure(layer, length, backward, calls)
-            growth_time = f"{seconds / previous[mode][0]:.1f}x" if mode in previous else ""
-            growth_memory = f"{peak / previous[mode][1]:.1f}x" if mode in previous and previous[mode][1] else ""
-            rows.append([
-                length, mode, _bench.ms(seconds), growth_time,
-                f"{peak / 2**20:.0f} MiB", growth_memory, f"{peak / unit:.1f}",
-            ])
+            growth_time = (
+                f"{seconds / previous[mode][0]:.1f}x" if mode in previous else ""
+            )
+            growth_memory = (
+                f"{peak / previous[mode][1]:.1f}x"
+                if mode in previous and previous[mode][1]
+                else ""
+            )
+            rows.append(
+                [
+                    length,
+                    mode,
+                    _bench.ms(seconds),
+                    growth_time,
+                    f"{peak / 2**20:.0f} MiB",
+                    growth_memory,
+                    f"{peak / unit:.1f}",
+                ]
+            )
             previous[mode] = (seconds, peak)
             points[mode].append((length, peak))
 
     print()
-    print(f"MultiHeadSelfAttention, batch {BATCH}, width {WIDTH}, {HEADS} heads, float32, tf.function (no XLA):")
+    print(
+        f"MultiHeadSelfAttention, batch {BATCH}, width {WIDTH}, {HEADS} heads, float32, tf.function (no XLA):"
+    )
     print()
     _bench.print_table(
-        ["T", "pass", "ms", "time vs T/2", "peak memory", "memory vs T/2", "peak / one (B,H,T,T) f32 tensor"],
+        [
+            "T",
+            "pass",
+            "ms",
+            "time vs T/2",
+            "peak memory",
+            "memory vs T/2",
+            "peak / one (B,H,T,T) f32 tensor",
+        ],
         rows,
     )
     print()
     for mode, measured in points.items():
         # Fit on the lengths where the T^2 term dominates (the larger half).
-        use = measured[len(measured) // 2:] if len(measured) >= 4 else measured
+        use = measured[len(measured) // 2 :] if len(measured) >= 4 else measured
         if len(use) < 2:
             continue
         longest, (a, b, c) = fit_max_length(use, BUDGET_GIB * gib - process_baseline)
         if longest is None:
-            print(f"{mode}: memory does not grow quadratically over the measured lengths; no estimate")
+            print(
+                f"{mode}: memory does not grow quadratically over the measured lengths; no estimate"
+            )
             continue
-        print(f"{mode}: peak ~ {c * 1e6 / 2**20:.2f} MiB x (T/1000)^2 + {b * 1e3 / 2**20:.1f} MiB x (T/1000) "
-              f"+ {a / 2**20:.0f} MiB, i.e. {c / (HEADS * 4 * BATCH):.1f} float32 (B, H, T, T) tensors alive "
-              f"at the peak -> the longest sequence whose peak plus this process's "
-              f"{process_baseline / 2**20:.0f} MiB (TensorFlow, weights) stays under {BUDGET_GIB} GiB at batch "
-              f"{BATCH}, width {WIDTH}: **T = {longest}**")
+        print(
+            f"{mode}: peak ~ {c * 1e6 / 2**20:.2f} MiB x (T/1000)^2 + {b * 1e3 / 2**20:.1f} MiB x (T/1000) "
+            f"+ {a / 2**20:.0f} MiB, i.e. {c / (HEADS * 4 * BATCH):.1f} float32 (B, H, T, T) tensors alive "
+            f"at the peak -> the longest sequence whose peak plus this process's "
+            f"{process_baseline / 2**20:.0f} MiB (TensorFlow, weights) stays under {BUDGET_GIB} GiB at batch "
+            f"{BATCH}, width {WIDTH}: **T = {longest}**"
+        )
     print()
     print(f"{_bench.environment_line()}")
     print(f"command: {_bench.command_line(__file__, argv)}")

@@ -25,7 +25,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import _bench  # noqa: E402
+import _bench
 
 SHAPES = ((32, 128, 256), (8, 512, 256), (1, 2048, 256))
 QUICK_SHAPES = ((2, 16, 32),)
@@ -48,7 +48,9 @@ def make_steps(batch, length, width, num_heads, jit_compile, masked):
         lens[0] = length
         mask = tf.constant(np.arange(length)[None, :] < lens[:, None])
     ours = MultiHeadSelfAttention(width, num_heads, use_bias=False)
-    peer = keras.layers.MultiHeadAttention(num_heads, key_dim=width // num_heads, use_bias=False)
+    peer = keras.layers.MultiHeadAttention(
+        num_heads, key_dim=width // num_heads, use_bias=False
+    )
     ours(x[:1, :4])
     peer(x[:1, :4], x[:1, :4])
 
@@ -80,10 +82,17 @@ def make_steps(batch, length, width, num_heads, jit_compile, masked):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true",
-                        help="one tiny shape, 2 rounds, no padding-mask table (smoke run)")
-    parser.add_argument("--rounds", type=int, default=None, help="timing rounds per case (default 5)")
-    parser.add_argument("--no-mask-table", action="store_true", help="skip the padding-mask table")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="one tiny shape, 2 rounds, no padding-mask table (smoke run)",
+    )
+    parser.add_argument(
+        "--rounds", type=int, default=None, help="timing rounds per case (default 5)"
+    )
+    parser.add_argument(
+        "--no-mask-table", action="store_true", help="skip the padding-mask table"
+    )
     args = parser.parse_args(argv)
     shapes = QUICK_SHAPES if args.quick else SHAPES
     rounds = args.rounds or (2 if args.quick else 5)
@@ -101,25 +110,36 @@ def main(argv=None):
                 samples = _bench.interleaved(steps, rounds, calls)
                 ratio = _bench.paired_ratio(samples, "ours", "keras")
                 best_ratio = min(samples["ours"]) / min(samples["keras"])
-                rows.append([
-                    f"({batch}, {length}, {width})",
-                    "XLA" if jit_compile else "tf.function",
-                    _bench.ms(_bench.median(samples["ours"])),
-                    _bench.ms(_bench.median(samples["keras"])),
-                    f"**{ratio:.2f}**",
-                    f"{best_ratio:.2f}",
-                    "yes" if ratio <= 1.0 else f"no (+{100 * (ratio - 1):.0f}%)",
-                ])
+                rows.append(
+                    [
+                        f"({batch}, {length}, {width})",
+                        "XLA" if jit_compile else "tf.function",
+                        _bench.ms(_bench.median(samples["ours"])),
+                        _bench.ms(_bench.median(samples["keras"])),
+                        f"**{ratio:.2f}**",
+                        f"{best_ratio:.2f}",
+                        "yes" if ratio <= 1.0 else f"no (+{100 * (ratio - 1):.0f}%)",
+                    ]
+                )
         tables[masked] = rows
 
     for masked, rows in tables.items():
         print()
-        print(f"MultiHeadSelfAttention vs keras.layers.MultiHeadAttention, forward + backward, "
-              f"{num_heads} heads, float32, {'padding mask' if masked else 'no mask'}:")
+        print(
+            f"MultiHeadSelfAttention vs keras.layers.MultiHeadAttention, forward + backward, "
+            f"{num_heads} heads, float32, {'padding mask' if masked else 'no mask'}:"
+        )
         print()
         _bench.print_table(
-            ["(batch, length, width)", "compiled as", "ours ms", "keras ms", "ours / keras",
-             "fastest ours / fastest keras", "no slower?"],
+            [
+                "(batch, length, width)",
+                "compiled as",
+                "ours ms",
+                "keras ms",
+                "ours / keras",
+                "fastest ours / fastest keras",
+                "no slower?",
+            ],
             rows,
         )
     print()

@@ -28,7 +28,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import _bench  # noqa: E402
+import _bench
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODULES = {
@@ -44,18 +44,31 @@ def load_old_modules(rev):
     folder = tempfile.mkdtemp(prefix="before_after_")
     tag = "before_" + "".join(c if c.isalnum() else "_" for c in rev)
     for name, path in MODULES.items():
-        source = subprocess.run(["git", "show", f"{rev}:{path}"], cwd=REPO, check=True,
-                                capture_output=True, text=True).stdout
-        source = source.replace("from keras_selfattn.layers.bahdanau_attention import",
-                                f"from {tag}_bahdanau_attention import")
+        source = subprocess.run(
+            ["git", "show", f"{rev}:{path}"],
+            cwd=REPO,
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+        source = source.replace(
+            "from keras_selfattn.layers.bahdanau_attention import",
+            f"from {tag}_bahdanau_attention import",
+        )
         source = source.replace('package="keras_selfattn"', f'package="{tag}"')
-        with open(os.path.join(folder, f"{tag}_{name}.py"), "w", encoding="utf-8") as handle:
+        with open(
+            os.path.join(folder, f"{tag}_{name}.py"), "w", encoding="utf-8"
+        ) as handle:
             handle.write(source)
     modules = {}
     for name in MODULES:
-        spec = importlib.util.spec_from_file_location(f"{tag}_{name}", os.path.join(folder, f"{tag}_{name}.py"))
+        spec = importlib.util.spec_from_file_location(
+            f"{tag}_{name}", os.path.join(folder, f"{tag}_{name}.py")
+        )
         module = importlib.util.module_from_spec(spec)
-        sys.modules[f"{tag}_{name}"] = module  # the old decoder imports the old attention by this name
+        sys.modules[f"{tag}_{name}"] = (
+            module  # the old decoder imports the old attention by this name
+        )
         spec.loader.exec_module(module)
         modules[name] = module
     return modules
@@ -92,14 +105,26 @@ def attention_cases(old, quick):
     after(x[:1])
     after.set_weights(before.get_weights())
     for mask in (None, padding):
-        np.testing.assert_allclose(after(x, mask=mask).numpy(), before(x, mask=mask).numpy(), atol=1e-5)
+        np.testing.assert_allclose(
+            after(x, mask=mask).numpy(), before(x, mask=mask).numpy(), atol=1e-5
+        )
     for jit_compile in (False,) if quick else (False, True):
         for label, mask in (("no mask", None), ("padding mask", padding)):
-            yield (f"MultiHeadSelfAttention fwd+bwd {(batch, length, width)}, {label}",
-                   "XLA" if jit_compile else "tf.function",
-                   {side: gradient_step(lambda x, layer=layer, mask=mask: layer(x, mask=mask, training=True),
-                                        layer.trainable_variables, [x], jit_compile)
-                    for side, layer in (("before", before), ("after", after))})
+            yield (
+                f"MultiHeadSelfAttention fwd+bwd {(batch, length, width)}, {label}",
+                "XLA" if jit_compile else "tf.function",
+                {
+                    side: gradient_step(
+                        lambda x, layer=layer, mask=mask: layer(
+                            x, mask=mask, training=True
+                        ),
+                        layer.trainable_variables,
+                        [x],
+                        jit_compile,
+                    )
+                    for side, layer in (("before", before), ("after", after))
+                },
+            )
 
 
 def decoder_cases(old, quick):
@@ -108,11 +133,15 @@ def decoder_cases(old, quick):
 
     from keras_selfattn.layers import BahdanauDecoder
 
-    batch, mem_len, tgt_len, units, emb, mem_dim = (4, 5, 3, 8, 4, 6) if quick else (64, 13, 11, 128, 32, 64)
+    batch, mem_len, tgt_len, units, emb, mem_dim = (
+        (4, 5, 3, 8, 4, 6) if quick else (64, 13, 11, 128, 32, 64)
+    )
     rng = np.random.default_rng(0)
     inputs = tf.constant(rng.normal(size=(batch, tgt_len, emb)).astype("float32"))
     memory = tf.constant(rng.normal(size=(batch, mem_len, mem_dim)).astype("float32"))
-    valid_lens = tf.constant(rng.integers(mem_len // 2, mem_len + 1, size=batch).astype("int32"))
+    valid_lens = tf.constant(
+        rng.integers(mem_len // 2, mem_len + 1, size=batch).astype("int32")
+    )
     before = old["bahdanau_decoder"].BahdanauDecoder(units)
     after = BahdanauDecoder(units)
     before(inputs[:1], memory[:1])
@@ -120,72 +149,125 @@ def decoder_cases(old, quick):
     after.set_weights(before.get_weights())
     np.testing.assert_allclose(
         after(inputs, memory, memory_valid_lens=valid_lens, training=True).numpy(),
-        before(inputs, memory, memory_valid_lens=valid_lens, training=True).numpy(), atol=1e-5)
+        before(inputs, memory, memory_valid_lens=valid_lens, training=True).numpy(),
+        atol=1e-5,
+    )
     for jit_compile in (False,) if quick else (False, True):
-        yield (f"BahdanauDecoder training step, B={batch}, T={mem_len}, S={tgt_len}, units={units}",
-               "XLA" if jit_compile else "tf.function",
-               {side: gradient_step(
-                   lambda i, m, layer=layer: layer(i, m, memory_valid_lens=valid_lens, training=True),
-                   layer.trainable_variables, [inputs, memory], jit_compile)
-                for side, layer in (("before", before), ("after", after))})
+        yield (
+            f"BahdanauDecoder training step, B={batch}, T={mem_len}, S={tgt_len}, units={units}",
+            "XLA" if jit_compile else "tf.function",
+            {
+                side: gradient_step(
+                    lambda i, m, layer=layer: layer(
+                        i, m, memory_valid_lens=valid_lens, training=True
+                    ),
+                    layer.trainable_variables,
+                    [inputs, memory],
+                    jit_compile,
+                )
+                for side, layer in (("before", before), ("after", after))
+            },
+        )
 
 
 def model_cases(old, quick):
     from decoder_train_step import seq2seq_step
 
-    import keras_selfattn.models.blocks as blocks
-    import keras_selfattn.models.seq2seq as seq2seq
-    from keras_selfattn.models import ModelConfig
+    from keras_selfattn.models import ModelConfig, blocks, seq2seq
     from keras_selfattn.workflows import DEMO_MODEL_CONFIG
 
     config, shape = DEMO_MODEL_CONFIG, (64, 13, 11, 190, 15)
     if quick:
-        config = ModelConfig(num_hiddens=16, num_heads=2, num_layers=1, ffn_hiddens=16, decoder_units=16,
-                             embedding_dim=8, max_source_len=8, max_target_len=8)
+        config = ModelConfig(
+            num_hiddens=16,
+            num_heads=2,
+            num_layers=1,
+            ffn_hiddens=16,
+            decoder_units=16,
+            embedding_dim=8,
+            max_source_len=8,
+            max_target_len=8,
+        )
         shape = (4, 6, 5, 20, 12)
     for jit_compile in (False,) if quick else (False, True):
         steps = {"after": seq2seq_step(config, *shape, jit_compile=jit_compile)[0]}
         current = (blocks.MultiHeadSelfAttention, seq2seq.BahdanauDecoder)
-        blocks.MultiHeadSelfAttention = old["multi_head_self_attention"].MultiHeadSelfAttention
+        blocks.MultiHeadSelfAttention = old[
+            "multi_head_self_attention"
+        ].MultiHeadSelfAttention
         seq2seq.BahdanauDecoder = old["bahdanau_decoder"].BahdanauDecoder
         try:
             steps["before"] = seq2seq_step(config, *shape, jit_compile=jit_compile)[0]
         finally:
             blocks.MultiHeadSelfAttention, seq2seq.BahdanauDecoder = current
-        yield (f"demo seq2seq train_on_batch, batch {shape[0]}", "XLA" if jit_compile else "tf.function", steps)
+        yield (
+            f"demo seq2seq train_on_batch, batch {shape[0]}",
+            "XLA" if jit_compile else "tf.function",
+            steps,
+        )
 
 
 def decoding_cases(old, quick):
     import numpy as np
     import tensorflow as tf
-
     from decoding_latency import demo_model
 
     from keras_selfattn import decoding
 
     model, _, _ = demo_model(29, quick)
     batch = 4 if quick else 32
-    source = tf.constant(np.random.default_rng(0).integers(4, 100, size=(batch, 16)).astype("int32"))
-    np.testing.assert_array_equal(decoding.greedy_decode(model, source, 30)["ids"].numpy(),
-                                  old["decoding"].greedy_decode(model, source, 30)["ids"].numpy())
-    yield (f"greedy decoding, 30 tokens, batch {batch}", "called eagerly",
-           {side: (lambda module=module: module.greedy_decode(model, source, 30)["ids"].numpy())
-            for side, module in (("before", old["decoding"]), ("after", decoding))})
-    graphs = {side: tf.function(lambda s, module=module: module.greedy_decode(model, s, 30)["ids"])
-              for side, module in (("before", old["decoding"]), ("after", decoding))}
-    yield (f"greedy decoding, 30 tokens, batch {batch}", "tf.function",
-           {side: (lambda fn=fn: fn(source).numpy()) for side, fn in graphs.items()})
+    source = tf.constant(
+        np.random.default_rng(0).integers(4, 100, size=(batch, 16)).astype("int32")
+    )
+    np.testing.assert_array_equal(
+        decoding.greedy_decode(model, source, 30)["ids"].numpy(),
+        old["decoding"].greedy_decode(model, source, 30)["ids"].numpy(),
+    )
+    yield (
+        f"greedy decoding, 30 tokens, batch {batch}",
+        "called eagerly",
+        {
+            side: (
+                lambda module=module: module.greedy_decode(model, source, 30)[
+                    "ids"
+                ].numpy()
+            )
+            for side, module in (("before", old["decoding"]), ("after", decoding))
+        },
+    )
+    graphs = {
+        side: tf.function(
+            lambda s, module=module: module.greedy_decode(model, s, 30)["ids"]
+        )
+        for side, module in (("before", old["decoding"]), ("after", decoding))
+    }
+    yield (
+        f"greedy decoding, 30 tokens, batch {batch}",
+        "tf.function",
+        {side: (lambda fn=fn: fn(source).numpy()) for side, fn in graphs.items()},
+    )
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--rev", default="HEAD", help="the git revision to compare with (default HEAD)")
-    parser.add_argument("--quick", action="store_true", help="tiny shapes, 2 rounds, no XLA (smoke run)")
-    parser.add_argument("--rounds", type=int, default=None, help="timing rounds (default 5)")
+    parser.add_argument(
+        "--rev", default="HEAD", help="the git revision to compare with (default HEAD)"
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="tiny shapes, 2 rounds, no XLA (smoke run)"
+    )
+    parser.add_argument(
+        "--rounds", type=int, default=None, help="timing rounds (default 5)"
+    )
     args = parser.parse_args(argv)
     rounds = args.rounds or (2 if args.quick else 5)
-    revision = subprocess.run(["git", "rev-parse", "--short", args.rev], cwd=REPO, check=True,
-                              capture_output=True, text=True).stdout.strip()
+    revision = subprocess.run(
+        ["git", "rev-parse", "--short", args.rev],
+        cwd=REPO,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
     old = load_old_modules(args.rev)
 
     rows = []
@@ -193,14 +275,31 @@ def main(argv=None):
         for case, compiled, functions in cases(old, args.quick):
             calls = 1 if args.quick else _bench.calls_for(functions["after"], 0.1)
             samples = _bench.interleaved(functions, rounds, calls)
-            rows.append([case, compiled, _bench.ms(_bench.median(samples["before"])),
-                         _bench.ms(_bench.median(samples["after"])),
-                         f"**{_bench.paired_ratio(samples, 'after', 'before'):.2f}**"])
+            rows.append(
+                [
+                    case,
+                    compiled,
+                    _bench.ms(_bench.median(samples["before"])),
+                    _bench.ms(_bench.median(samples["after"])),
+                    f"**{_bench.paired_ratio(samples, 'after', 'before'):.2f}**",
+                ]
+            )
 
     print()
-    print(f"Working tree vs {args.rev} ({revision}), float32, same process, interleaved:")
+    print(
+        f"Working tree vs {args.rev} ({revision}), float32, same process, interleaved:"
+    )
     print()
-    _bench.print_table(["case", "compiled as", f"before ({revision}) ms", "after ms", "after / before"], rows)
+    _bench.print_table(
+        [
+            "case",
+            "compiled as",
+            f"before ({revision}) ms",
+            "after ms",
+            "after / before",
+        ],
+        rows,
+    )
     print()
     print(f"median of {rounds} interleaved rounds; {_bench.environment_line()}")
     print(f"command: {_bench.command_line(__file__, argv)}")

@@ -28,7 +28,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import _bench  # noqa: E402
+import _bench
 
 # (label, batch, memory length T, target length S, units, embedding E, memory width Dm)
 DECODER_SHAPES = (
@@ -60,7 +60,13 @@ def decoder_steps(batch, mem_len, tgt_len, units, emb, mem_dim, jit_compile):
     w_v = cell.attention.score_dense.kernel
 
     def ours(inputs, memory, state0):
-        return decoder(inputs, memory, memory_valid_lens=valid_lens, initial_state=state0, training=True)
+        return decoder(
+            inputs,
+            memory,
+            memory_valid_lens=valid_lens,
+            initial_state=state0,
+            training=True,
+        )
 
     def book(keys_once):
         def run(inputs, memory, state0):
@@ -69,11 +75,11 @@ def decoder_steps(batch, mem_len, tgt_len, units, emb, mem_dim, jit_compile):
             keys = tf.matmul(memory, w_k) if keys_once else None
             h, outputs = state0, []
             for t in range(tgt_len):
-                query = tf.matmul(h, w_q)                                   # W_q q
+                query = tf.matmul(h, w_q)  # W_q q
                 projected = keys if keys_once else tf.matmul(memory, w_k)  # W_k k
-                features = tf.tanh(query[:, None, :] + projected)         # (B, T, units)
-                scores = tf.squeeze(tf.matmul(features, w_v), -1)         # w_v^T tanh(...)
-                scores = tf.where(key_mask, scores, -1e6)                 # d2l masked_softmax
+                features = tf.tanh(query[:, None, :] + projected)  # (B, T, units)
+                scores = tf.squeeze(tf.matmul(features, w_v), -1)  # w_v^T tanh(...)
+                scores = tf.where(key_mask, scores, -1e6)  # d2l masked_softmax
                 weights = tf.nn.softmax(scores, axis=-1)
                 context = tf.squeeze(tf.matmul(weights[:, None, :], memory), 1)
                 x = tf.concat([inputs[:, t], context], axis=-1)
@@ -89,7 +95,9 @@ def decoder_steps(batch, mem_len, tgt_len, units, emb, mem_dim, jit_compile):
     for name, fn in implementations.items():
         got = fn(inputs, memory, state0).numpy()
         if not np.allclose(got, reference, atol=1e-4):
-            raise AssertionError(f"{name} differs from the layer: {np.abs(got - reference).max()}")
+            raise AssertionError(
+                f"{name} differs from the layer: {np.abs(got - reference).max()}"
+            )
 
     def train_step(fn):
         @tf.function(jit_compile=jit_compile)
@@ -105,7 +113,9 @@ def decoder_steps(batch, mem_len, tgt_len, units, emb, mem_dim, jit_compile):
     return {name: train_step(fn) for name, fn in implementations.items()}
 
 
-def seq2seq_step(config, batch, src_len, tgt_len, src_vocab, tgt_vocab, jit_compile, policy="float32"):
+def seq2seq_step(
+    config, batch, src_len, tgt_len, src_vocab, tgt_vocab, jit_compile, policy="float32"
+):
     """(train_on_batch callable, number of real target tokens per batch) for the model."""
     import numpy as np
     import tensorflow as tf
@@ -113,11 +123,20 @@ def seq2seq_step(config, batch, src_len, tgt_len, src_vocab, tgt_vocab, jit_comp
     rng = np.random.default_rng(1)
     src_lens = rng.integers(max(1, src_len // 2), src_len + 1, size=batch)
     tgt_lens = rng.integers(max(2, tgt_len // 2), tgt_len + 1, size=batch)
-    source = rng.integers(4, src_vocab, size=(batch, src_len)) * (np.arange(src_len) < src_lens[:, None])
-    target = rng.integers(4, tgt_vocab, size=(batch, tgt_len)) * (np.arange(tgt_len) < tgt_lens[:, None])
-    x = {"source": tf.constant(source.astype("int32")), "target_in": tf.constant(target.astype("int32"))}
+    source = rng.integers(4, src_vocab, size=(batch, src_len)) * (
+        np.arange(src_len) < src_lens[:, None]
+    )
+    target = rng.integers(4, tgt_vocab, size=(batch, tgt_len)) * (
+        np.arange(tgt_len) < tgt_lens[:, None]
+    )
+    x = {
+        "source": tf.constant(source.astype("int32")),
+        "target_in": tf.constant(target.astype("int32")),
+    }
     y = tf.constant(target.astype("int32"))
-    model = _bench.compiled_seq2seq(src_vocab, tgt_vocab, config, policy, jit_compile, learning_rate=1e-3)
+    model = _bench.compiled_seq2seq(
+        src_vocab, tgt_vocab, config, policy, jit_compile, learning_rate=1e-3
+    )
     return (lambda: model.train_on_batch(x, y)), int((target != 0).sum())
 
 
@@ -131,10 +150,19 @@ def seq2seq_forward_flops(config, batch, src_len, tgt_len, src_vocab, tgt_vocab)
     Element-wise work (softmax, tanh, layer norm) is not counted (as usual for
     "model FLOPs").
     """
-    d, f, u, e = config.num_hiddens, config.ffn_hiddens, config.decoder_units, config.embedding_dim
+    d, f, u, e = (
+        config.num_hiddens,
+        config.ffn_hiddens,
+        config.decoder_units,
+        config.embedding_dim,
+    )
     tokens = batch * src_len
-    per_layer = (2 * tokens * d * 3 * d + 2 * 2 * batch * src_len * src_len * d + 2 * tokens * d * d
-                 + 2 * 2 * tokens * d * f)
+    per_layer = (
+        2 * tokens * d * 3 * d
+        + 2 * 2 * batch * src_len * src_len * d
+        + 2 * tokens * d * d
+        + 2 * 2 * tokens * d * f
+    )
     encoder = config.num_layers * per_layer
     gates = 4 if config.rnn_type == "lstm" else 3
     states = config.decoder_layers * (2 if config.rnn_type == "lstm" else 1)
@@ -149,8 +177,12 @@ def seq2seq_forward_flops(config, batch, src_len, tgt_len, src_vocab, tgt_vocab)
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="tiny shapes, 2 rounds, no XLA (smoke run)")
-    parser.add_argument("--rounds", type=int, default=None, help="timing rounds (default 5)")
+    parser.add_argument(
+        "--quick", action="store_true", help="tiny shapes, 2 rounds, no XLA (smoke run)"
+    )
+    parser.add_argument(
+        "--rounds", type=int, default=None, help="timing rounds (default 5)"
+    )
     args = parser.parse_args(argv)
     rounds = args.rounds or (2 if args.quick else 5)
 
@@ -161,26 +193,40 @@ def main(argv=None):
 
     compile_modes = (False,) if args.quick else (False, True)
     rows = []
-    for label, batch, mem_len, tgt_len, units, emb, mem_dim in (QUICK_DECODER_SHAPES if args.quick else DECODER_SHAPES):
+    for label, batch, mem_len, tgt_len, units, emb, mem_dim in (
+        QUICK_DECODER_SHAPES if args.quick else DECODER_SHAPES
+    ):
         for jit_compile in compile_modes:
-            steps = decoder_steps(batch, mem_len, tgt_len, units, emb, mem_dim, jit_compile)
+            steps = decoder_steps(
+                batch, mem_len, tgt_len, units, emb, mem_dim, jit_compile
+            )
             calls = 1 if args.quick else _bench.calls_for(steps["ours"], 0.1)
             samples = _bench.interleaved(steps, rounds, calls)
-            rows.append([
-                f"{label}: B={batch}, T={mem_len}, S={tgt_len}, units={units}, E={emb}, Dm={mem_dim}",
-                "XLA" if jit_compile else "tf.function",
-                _bench.ms(_bench.median(samples["ours"])),
-                _bench.ms(_bench.median(samples["book"])),
-                _bench.ms(_bench.median(samples["book, keys once"])),
-                f"**{_bench.paired_ratio(samples, 'ours', 'book'):.2f}**",
-                f"{_bench.paired_ratio(samples, 'ours', 'book, keys once'):.2f}",
-            ])
+            rows.append(
+                [
+                    f"{label}: B={batch}, T={mem_len}, S={tgt_len}, units={units}, E={emb}, Dm={mem_dim}",
+                    "XLA" if jit_compile else "tf.function",
+                    _bench.ms(_bench.median(samples["ours"])),
+                    _bench.ms(_bench.median(samples["book"])),
+                    _bench.ms(_bench.median(samples["book, keys once"])),
+                    f"**{_bench.paired_ratio(samples, 'ours', 'book'):.2f}**",
+                    f"{_bench.paired_ratio(samples, 'ours', 'book, keys once'):.2f}",
+                ]
+            )
 
     # The demo model on batches of the demo's shapes (longest source 13 tokens,
     # longest target 11 with its end id; vocabularies 190 and 15).
     if args.quick:
-        config = ModelConfig(num_hiddens=16, num_heads=2, num_layers=1, ffn_hiddens=16, decoder_units=16,
-                             embedding_dim=8, max_source_len=8, max_target_len=8)
+        config = ModelConfig(
+            num_hiddens=16,
+            num_heads=2,
+            num_layers=1,
+            ffn_hiddens=16,
+            decoder_units=16,
+            embedding_dim=8,
+            max_source_len=8,
+            max_target_len=8,
+        )
         shape = (4, 6, 5, 20, 12)
     else:
         config = DEMO_MODEL_CONFIG
@@ -193,42 +239,72 @@ def main(argv=None):
     for jit_compile in compile_modes:
         step, _ = seq2seq_step(config, *shape, jit_compile=jit_compile)
         calls = 1 if args.quick else _bench.calls_for(step, 0.1)
-        samples = _bench.interleaved({"step": step, "matmul": lambda: matmul().numpy()}, rounds, calls)
+        samples = _bench.interleaved(
+            {"step": step, "matmul": lambda: matmul().numpy()}, rounds, calls
+        )
         utilization = _bench.median(
-            (flops / s) / (2 * n**3 / m) for s, m in zip(samples["step"], samples["matmul"])
+            (flops / s) / (2 * n**3 / m)
+            for s, m in zip(samples["step"], samples["matmul"])
         )
         best_peak = 2 * n**3 / min(samples["matmul"])
         best_utilization = flops / min(samples["step"]) / best_peak
-        model_rows.append([
-            "XLA" if jit_compile else "tf.function",
-            _bench.ms(_bench.median(samples["step"])),
-            f"{flops / 1e9:.3f}",
-            f"{flops / _bench.median(samples['step']) / 1e9:.1f}",
-            f"{2 * n**3 / _bench.median(samples['matmul']) / 1e9:.0f} (best {best_peak / 1e9:.0f})",
-            f"**{100 * utilization:.1f}%**",
-            f"{100 * best_utilization:.1f}%",
-        ])
+        model_rows.append(
+            [
+                "XLA" if jit_compile else "tf.function",
+                _bench.ms(_bench.median(samples["step"])),
+                f"{flops / 1e9:.3f}",
+                f"{flops / _bench.median(samples['step']) / 1e9:.1f}",
+                f"{2 * n**3 / _bench.median(samples['matmul']) / 1e9:.0f} (best {best_peak / 1e9:.0f})",
+                f"**{100 * utilization:.1f}%**",
+                f"{100 * best_utilization:.1f}%",
+            ]
+        )
 
     print()
-    print("BahdanauDecoder teacher-forced training step (forward + backward) vs the book's loop, float32:")
+    print(
+        "BahdanauDecoder teacher-forced training step (forward + backward) vs the book's loop, float32:"
+    )
     print()
     _bench.print_table(
-        ["shape", "compiled as", "ours ms", "book ms", "book, keys once ms", "ours / book", "ours / book, keys once"],
+        [
+            "shape",
+            "compiled as",
+            "ours ms",
+            "book ms",
+            "book, keys once ms",
+            "ours / book",
+            "ours / book, keys once",
+        ],
         rows,
     )
     print()
-    print(f"Whole seq2seq train step (train_on_batch: forward, loss, backward, Adam), demo model, "
-          f"batch {shape[0]}, source {shape[1]}, target {shape[2]} tokens, float32:")
+    print(
+        f"Whole seq2seq train step (train_on_batch: forward, loss, backward, Adam), demo model, "
+        f"batch {shape[0]}, source {shape[1]}, target {shape[2]} tokens, float32:"
+    )
     print()
     _bench.print_table(
-        ["compiled as", "step ms", "model GFLOP / step", "model GFLOP/s", f"matmul {n}^3 GFLOP/s",
-         "utilization (median of rounds)", "utilization (fastest step / best matmul)"],
+        [
+            "compiled as",
+            "step ms",
+            "model GFLOP / step",
+            "model GFLOP/s",
+            f"matmul {n}^3 GFLOP/s",
+            "utilization (median of rounds)",
+            "utilization (fastest step / best matmul)",
+        ],
         model_rows,
     )
     print()
-    print("Utilization: model FLOP/s over the float32 matmul FLOP/s measured in the same round. Under heavy")
-    print("load from other processes the big matmul suffers more than the small kernels of the step, which")
-    print("inflates the per-round figure; the last column pairs the least disturbed samples of each.")
+    print(
+        "Utilization: model FLOP/s over the float32 matmul FLOP/s measured in the same round. Under heavy"
+    )
+    print(
+        "load from other processes the big matmul suffers more than the small kernels of the step, which"
+    )
+    print(
+        "inflates the per-round figure; the last column pairs the least disturbed samples of each."
+    )
     print()
     print(f"median of {rounds} interleaved rounds; {_bench.environment_line()}")
     print(f"command: {_bench.command_line(__file__, argv)}")

@@ -22,12 +22,13 @@ sentences, interleaved: median and 99th percentile latency of ``session.run``.
 """
 
 import argparse
+import functools
 import os
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import _bench  # noqa: E402
+import _bench
 
 OUTPUT_TOKENS = 30
 SOURCE_TOKENS = 16
@@ -44,11 +45,24 @@ def demo_model(max_target_len, quick):
 
     pairs = load_pairs(None)[: 200 if quick else 5000]
     tokenizer = text.PairTokenizer.build(pairs, *_tokenizer_configs(DEMO_TRAIN_CONFIG))
-    config = ModelConfig(**{**vars(DEMO_MODEL_CONFIG), "max_target_len": max_target_len})
+    config = ModelConfig(
+        **{**vars(DEMO_MODEL_CONFIG), "max_target_len": max_target_len}
+    )
     if quick:
-        config = ModelConfig(**{**vars(config), "num_hiddens": 16, "num_heads": 2, "num_layers": 1,
-                                "ffn_hiddens": 16, "decoder_units": 16, "embedding_dim": 8})
-    model = build_seq2seq(tokenizer.source_vocab_size, tokenizer.target_vocab_size, config, seed=0)
+        config = ModelConfig(
+            **{
+                **vars(config),
+                "num_hiddens": 16,
+                "num_heads": 2,
+                "num_layers": 1,
+                "ffn_hiddens": 16,
+                "decoder_units": 16,
+                "embedding_dim": 8,
+            }
+        )
+    model = build_seq2seq(
+        tokenizer.source_vocab_size, tokenizer.target_vocab_size, config, seed=0
+    )
     logits = model.get_layer("logits")
     kernel, bias = logits.get_weights()
     bias[END_ID] = -1e4  # never the best token: every search runs max_len steps
@@ -62,36 +76,50 @@ def search_table(model, batches, rounds, quick):
 
     from keras_selfattn.decoding import START_ID, beam_search_decode, greedy_decode
 
-    forward = tf.function(lambda s, t: model({"source": s, "target_in": t}, training=False))
+    forward = tf.function(
+        lambda s, t: model({"source": s, "target_in": t}, training=False)
+    )
     greedy = tf.function(lambda s: greedy_decode(model, s, OUTPUT_TOKENS)["ids"])
-    beam = tf.function(lambda s: beam_search_decode(model, s, BEAM, OUTPUT_TOKENS)["ids"])
+    beam = tf.function(
+        lambda s: beam_search_decode(model, s, BEAM, OUTPUT_TOKENS)["ids"]
+    )
     rows = []
     rng = np.random.default_rng(0)
     vocab = model.get_layer("source_embedding").vocab_size
     for batch in batches:
-        source = tf.constant(rng.integers(4, vocab, size=(batch, SOURCE_TOKENS)).astype("int32"))
+        source = tf.constant(
+            rng.integers(4, vocab, size=(batch, SOURCE_TOKENS)).astype("int32")
+        )
         target = tf.constant(np.full((batch, OUTPUT_TOKENS), START_ID, "int32"))
         assert greedy(source).shape[1] == OUTPUT_TOKENS
         fns = {
-            "forward": lambda: forward(source, target).numpy(),
-            "greedy": lambda: greedy(source).numpy(),
-            f"beam {BEAM}": lambda: beam(source).numpy(),
-            "greedy eager": lambda: greedy_decode(model, source, OUTPUT_TOKENS)["ids"].numpy(),
+            "forward": lambda source=source, target=target: forward(
+                source, target
+            ).numpy(),
+            "greedy": lambda source=source: greedy(source).numpy(),
+            f"beam {BEAM}": lambda source=source: beam(source).numpy(),
+            "greedy eager": lambda source=source: greedy_decode(
+                model, source, OUTPUT_TOKENS
+            )["ids"].numpy(),
         }
         calls = 1 if quick else _bench.calls_for(fns["greedy"], 0.1)
         samples = _bench.interleaved(fns, rounds, calls)
         greedy_ratio = _bench.paired_ratio(samples, "greedy", "forward")
-        rows.append([
-            batch,
-            _bench.ms(_bench.median(samples["forward"])),
-            _bench.ms(_bench.median(samples["greedy"])),
-            f"**{greedy_ratio:.2f}**",
-            "yes" if greedy_ratio <= 2.0 else f"no (+{100 * (greedy_ratio / 2 - 1):.0f}% over 2x)",
-            _bench.ms(_bench.median(samples[f"beam {BEAM}"])),
-            f"{_bench.paired_ratio(samples, f'beam {BEAM}', 'forward'):.2f}",
-            _bench.ms(_bench.median(samples["greedy eager"])),
-            f"{_bench.paired_ratio(samples, 'greedy eager', 'forward'):.2f}",
-        ])
+        rows.append(
+            [
+                batch,
+                _bench.ms(_bench.median(samples["forward"])),
+                _bench.ms(_bench.median(samples["greedy"])),
+                f"**{greedy_ratio:.2f}**",
+                "yes"
+                if greedy_ratio <= 2.0
+                else f"no (+{100 * (greedy_ratio / 2 - 1):.0f}% over 2x)",
+                _bench.ms(_bench.median(samples[f"beam {BEAM}"])),
+                f"{_bench.paired_ratio(samples, f'beam {BEAM}', 'forward'):.2f}",
+                _bench.ms(_bench.median(samples["greedy eager"])),
+                f"{_bench.paired_ratio(samples, 'greedy eager', 'forward'):.2f}",
+            ]
+        )
     return rows
 
 
@@ -101,12 +129,16 @@ def saved_model_table(model, tokenizer, sources, batches, calls):
     from keras_selfattn.inference import Translator
     from keras_selfattn.serving import export_translator
 
-    translator = Translator(model, tokenizer, max_source_len=32, max_target_len=OUTPUT_TOKENS - 1)
+    translator = Translator(
+        model, tokenizer, max_source_len=32, max_target_len=OUTPUT_TOKENS - 1
+    )
     base = tempfile.mkdtemp(prefix="decoding_latency_export_")
     version_dir = export_translator(translator, base, warmup_texts=sources[:2])
     rows = []
     with tf.compat.v1.Session(graph=tf.Graph()) as session:
-        meta_graph = tf.compat.v1.saved_model.loader.load(session, ["serve"], str(version_dir))
+        meta_graph = tf.compat.v1.saved_model.loader.load(
+            session, ["serve"], str(version_dir)
+        )
         signature = meta_graph.signature_def["serving_default"]
         feed_name = signature.inputs["text"].name
         fetch = {name: info.name for name, info in signature.outputs.items()}
@@ -115,26 +147,36 @@ def saved_model_table(model, tokenizer, sources, batches, calls):
             texts = [s.encode("utf-8") for s in sources[:batch]]
             out = session.run(fetch, {feed_name: texts})
             assert len(out["translation"]) == batch
-            functions[batch] = (lambda texts: lambda: session.run(fetch, {feed_name: texts}))(texts)
+            functions[batch] = functools.partial(session.run, fetch, {feed_name: texts})
         samples = _bench.interleaved(functions, calls, 1, warmup=3)
         for batch in batches:
             values = samples[batch]
-            rows.append([
-                batch,
-                _bench.ms(_bench.median(values)),
-                _bench.ms(_bench.percentile(values, 99)),
-                f"{_bench.median(values) / batch * 1000:.2f}",
-                len(values),
-            ])
+            rows.append(
+                [
+                    batch,
+                    _bench.ms(_bench.median(values)),
+                    _bench.ms(_bench.percentile(values, 99)),
+                    f"{_bench.median(values) / batch * 1000:.2f}",
+                    len(values),
+                ]
+            )
     return rows
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="tiny model, 2 rounds (smoke run)")
-    parser.add_argument("--rounds", type=int, default=None, help="timing rounds (default 9)")
-    parser.add_argument("--serving-calls", type=int, default=None,
-                        help="session.run calls per batch size for the percentiles (default 200)")
+    parser.add_argument(
+        "--quick", action="store_true", help="tiny model, 2 rounds (smoke run)"
+    )
+    parser.add_argument(
+        "--rounds", type=int, default=None, help="timing rounds (default 9)"
+    )
+    parser.add_argument(
+        "--serving-calls",
+        type=int,
+        default=None,
+        help="session.run calls per batch size for the percentiles (default 200)",
+    )
     args = parser.parse_args(argv)
     rounds = args.rounds or (2 if args.quick else 9)
     serving_calls = args.serving_calls or (3 if args.quick else 200)
@@ -145,19 +187,35 @@ def main(argv=None):
     serving_rows = saved_model_table(model, tokenizer, sources, batches, serving_calls)
 
     print()
-    print(f"Decoding {OUTPUT_TOKENS} tokens from {SOURCE_TOKENS}-token sources, demo model, float32, "
-          "tf.function (graph, no XLA) unless eager; ratios to one teacher-forced forward pass:")
+    print(
+        f"Decoding {OUTPUT_TOKENS} tokens from {SOURCE_TOKENS}-token sources, demo model, float32, "
+        "tf.function (graph, no XLA) unless eager; ratios to one teacher-forced forward pass:"
+    )
     print()
     _bench.print_table(
-        ["batch", "forward ms", "greedy ms", "greedy / forward", "within 2x?", f"beam {BEAM} ms",
-         f"beam {BEAM} / forward", "greedy eager ms", "eager / forward"],
+        [
+            "batch",
+            "forward ms",
+            "greedy ms",
+            "greedy / forward",
+            "within 2x?",
+            f"beam {BEAM} ms",
+            f"beam {BEAM} / forward",
+            "greedy eager ms",
+            "eager / forward",
+        ],
         rows,
     )
     print()
-    print(f"SavedModel (serving_default: text in, greedy, text out) under the session loader, "
-          f"{serving_calls} calls per batch size, interleaved:")
+    print(
+        f"SavedModel (serving_default: text in, greedy, text out) under the session loader, "
+        f"{serving_calls} calls per batch size, interleaved:"
+    )
     print()
-    _bench.print_table(["batch", "median ms", "p99 ms", "median ms per sentence", "calls"], serving_rows)
+    _bench.print_table(
+        ["batch", "median ms", "p99 ms", "median ms per sentence", "calls"],
+        serving_rows,
+    )
     print()
     print(f"median of {rounds} interleaved rounds; {_bench.environment_line()}")
     print(f"command: {_bench.command_line(__file__, argv)}")

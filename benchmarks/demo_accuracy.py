@@ -28,16 +28,24 @@ def main(argv=None):
     start = time.perf_counter()
     result, metrics = run_demo(out, verbose=2)
     wall = time.perf_counter() - start
-    translator = Translator(result.model, result.tokenizer, result.model_config.max_source_len,
-                            result.model_config.max_target_len)
+    translator = Translator(
+        result.model,
+        result.tokenizer,
+        result.model_config.max_source_len,
+        result.model_config.max_target_len,
+    )
     beam = evaluate(translator, result.test_pairs, beam_size=args.beam)
     epochs = len(result.history["loss"])
     print()
-    print("| decoding | held-out pairs | exact match | BLEU | chrF | epochs | wall time (train + eval) |")
+    print(
+        "| decoding | held-out pairs | exact match | BLEU | chrF | epochs | wall time (train + eval) |"
+    )
     print("|---|---|---|---|---|---|---|")
     for name, m in (("greedy", metrics["test"]), (f"beam {args.beam}", beam)):
-        print(f"| {name} | {m['count']} | {100 * m['exact_match']:.2f}% | {m['bleu']:.2f} | {m['chrf']:.2f} "
-              f"| {epochs} | {wall:.0f} s |")
+        print(
+            f"| {name} | {m['count']} | {100 * m['exact_match']:.2f}% | {m['bleu']:.2f} | {m['chrf']:.2f} "
+            f"| {epochs} | {wall:.0f} s |"
+        )
 
 
 if __name__ == "__main__":

@@ -20,15 +20,30 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import _bench  # noqa: E402
+import _bench
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="tiny model, 2 rounds of 2 steps (smoke run)")
-    parser.add_argument("--xla", action="store_true", help="also with jit_compile=True (slow to compile)")
-    parser.add_argument("--rounds", type=int, default=None, help="timing rounds (default 7)")
-    parser.add_argument("--steps-per-round", type=int, default=None, help="train steps per round (default 5)")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="tiny model, 2 rounds of 2 steps (smoke run)",
+    )
+    parser.add_argument(
+        "--xla",
+        action="store_true",
+        help="also with jit_compile=True (slow to compile)",
+    )
+    parser.add_argument(
+        "--rounds", type=int, default=None, help="timing rounds (default 7)"
+    )
+    parser.add_argument(
+        "--steps-per-round",
+        type=int,
+        default=None,
+        help="train steps per round (default 5)",
+    )
     args = parser.parse_args(argv)
     rounds = args.rounds or (2 if args.quick else 7)
     steps = args.steps_per_round or (2 if args.quick else 5)
@@ -43,11 +58,18 @@ def main(argv=None):
         import subprocess
 
         arguments = argv if argv is not None else sys.argv[1:]
-        done = subprocess.run([sys.executable, os.path.abspath(__file__), *arguments],
-                              capture_output=True, text=True, timeout=3600, check=False)
+        done = subprocess.run(
+            [sys.executable, os.path.abspath(__file__), *arguments],
+            capture_output=True,
+            text=True,
+            timeout=3600,
+            check=False,
+        )
         print(done.stdout, end="")
         if done.returncode:
-            raise SystemExit(f"distributed_throughput.py failed:\n{done.stderr[-3000:]}") from None
+            raise SystemExit(
+                f"distributed_throughput.py failed:\n{done.stderr[-3000:]}"
+            ) from None
         return
 
     import dataclasses
@@ -57,16 +79,32 @@ def main(argv=None):
     from keras_selfattn import text
     from keras_selfattn.models import ModelConfig
     from keras_selfattn.training import get_strategy
-    from keras_selfattn.training.train import _tokenizer_configs, build_and_compile, make_training_datasets
+    from keras_selfattn.training.train import (
+        _tokenizer_configs,
+        build_and_compile,
+        make_training_datasets,
+    )
     from keras_selfattn.workflows import DEMO_MODEL_CONFIG, DEMO_TRAIN_CONFIG
 
     model_config = DEMO_MODEL_CONFIG
     if args.quick:
-        model_config = ModelConfig(num_hiddens=16, num_heads=2, num_layers=1, ffn_hiddens=16, decoder_units=16,
-                                   embedding_dim=8, max_source_len=32, max_target_len=16)
+        model_config = ModelConfig(
+            num_hiddens=16,
+            num_heads=2,
+            num_layers=1,
+            ffn_hiddens=16,
+            decoder_units=16,
+            embedding_dim=8,
+            max_source_len=32,
+            max_target_len=16,
+        )
     pairs = text.load_bundled_dates()[: 1024 if args.quick else 8192]
-    splits = text.split_pairs(pairs, DEMO_TRAIN_CONFIG.split, seed=DEMO_TRAIN_CONFIG.seed)
-    tokenizer = text.PairTokenizer.build(splits.train, *_tokenizer_configs(DEMO_TRAIN_CONFIG))
+    splits = text.split_pairs(
+        pairs, DEMO_TRAIN_CONFIG.split, seed=DEMO_TRAIN_CONFIG.seed
+    )
+    tokenizer = text.PairTokenizer.build(
+        splits.train, *_tokenizer_configs(DEMO_TRAIN_CONFIG)
+    )
 
     variants = [("default", False), ("mirrored", False)]
     if args.xla:
@@ -76,9 +114,13 @@ def main(argv=None):
         train_config = dataclasses.replace(DEMO_TRAIN_CONFIG, jit_compile=jit_compile)
         strategy = get_strategy(name)
         keras.utils.set_random_seed(train_config.seed)
-        train_ds, _, steps_per_epoch = make_training_datasets(splits, tokenizer, model_config, train_config)
+        train_ds, _, steps_per_epoch = make_training_datasets(
+            splits, tokenizer, model_config, train_config
+        )
         with strategy.scope():
-            model = build_and_compile(tokenizer, model_config, train_config, strategy, steps_per_epoch)
+            model = build_and_compile(
+                tokenizer, model_config, train_config, strategy, steps_per_epoch
+            )
         # One step through fit builds the optimizer and metrics as `train` does.
         model.fit(train_ds, epochs=1, steps_per_epoch=1, verbose=0)
         batches = iter(strategy.experimental_distribute_dataset(train_ds))
@@ -99,25 +141,46 @@ def main(argv=None):
         name, jit_compile = key
         reference = ("default", jit_compile)
         step_seconds = _bench.median(samples[key]) / steps
-        rows.append([
-            str(replicas[key]), name, "on" if jit_compile else "off", str(batch), str(batch // replicas[key]),
-            f"{1 / step_seconds:.2f}", f"{batch / step_seconds:,.0f}",
-            f"**{_bench.paired_ratio(samples, reference, key):.2f}**",
-        ])
+        rows.append(
+            [
+                str(replicas[key]),
+                name,
+                "on" if jit_compile else "off",
+                str(batch),
+                str(batch // replicas[key]),
+                f"{1 / step_seconds:.2f}",
+                f"{batch / step_seconds:,.0f}",
+                f"**{_bench.paired_ratio(samples, reference, key):.2f}**",
+            ]
+        )
     print()
-    print("Training steps per second, one replica vs two (MirroredStrategy over two logical CPU devices), "
-          f"{'tiny model' if args.quick else 'the demo model'}, the same global batch:")
+    print(
+        "Training steps per second, one replica vs two (MirroredStrategy over two logical CPU devices), "
+        f"{'tiny model' if args.quick else 'the demo model'}, the same global batch:"
+    )
     print()
     _bench.print_table(
-        ["replicas", "strategy", "XLA", "global batch", "per-replica batch", "steps / s", "pairs / s",
-         "throughput vs one replica"],
+        [
+            "replicas",
+            "strategy",
+            "XLA",
+            "global batch",
+            "per-replica batch",
+            "steps / s",
+            "pairs / s",
+            "throughput vs one replica",
+        ],
         rows,
     )
     print()
-    print("Two replicas on two shared CPU cores prove that synchronous training works (same weights as one "
-          "replica, see tests/training/test_mirrored.py), not that it is faster: both replicas share the "
-          "same cores, and the all-reduce is pure overhead here.")
-    print(f"median of {rounds} interleaved rounds of {steps} steps; {_bench.environment_line()}")
+    print(
+        "Two replicas on two shared CPU cores prove that synchronous training works (same weights as one "
+        "replica, see tests/training/test_mirrored.py), not that it is faster: both replicas share the "
+        "same cores, and the all-reduce is pure overhead here."
+    )
+    print(
+        f"median of {rounds} interleaved rounds of {steps} steps; {_bench.environment_line()}"
+    )
     print(f"command: {_bench.command_line(__file__, argv)}")
 
 

@@ -41,15 +41,35 @@ def source_lengths(pairs, tokenizer):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS
+    )
     parser.add_argument("--epochs", type=int, default=2)
-    parser.add_argument("--max-pairs", type=int, default=8000, help="training pairs (before the 80/10/10 split)")
-    parser.add_argument("--short-max", type=int, default=9, help="longest training source, in tokens")
-    parser.add_argument("--eval-pairs", type=int, default=800, help="at most this many pairs per evaluation")
+    parser.add_argument(
+        "--max-pairs",
+        type=int,
+        default=8000,
+        help="training pairs (before the 80/10/10 split)",
+    )
+    parser.add_argument(
+        "--short-max", type=int, default=9, help="longest training source, in tokens"
+    )
+    parser.add_argument(
+        "--eval-pairs",
+        type=int,
+        default=800,
+        help="at most this many pairs per evaluation",
+    )
     parser.add_argument("--max-relative-position", type=int, default=8)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--quick", action="store_true", help="smoke run: 1 epoch, 1500 pairs, 100 evaluated")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="smoke run: 1 epoch, 1500 pairs, 100 evaluated",
+    )
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
     if args.quick:
@@ -57,52 +77,89 @@ def main(argv=None):
 
     from keras_selfattn import text
     from keras_selfattn.inference import Translator, evaluate
-    from keras_selfattn.training import TrainConfig, train
+    from keras_selfattn.training import train
     from keras_selfattn.workflows import DEMO_MODEL_CONFIG, DEMO_TRAIN_CONFIG
 
     pairs = text.load_bundled_dates()
-    counter = text.PairTokenizer.build(pairs, text.DATES_SOURCE_CONFIG, text.DATES_TARGET_CONFIG)
+    counter = text.PairTokenizer.build(
+        pairs, text.DATES_SOURCE_CONFIG, text.DATES_TARGET_CONFIG
+    )
     lengths = source_lengths(pairs, counter)
     short = [p for p, n in zip(pairs, lengths) if n <= args.short_max][: args.max_pairs]
     long = [p for p, n in zip(pairs, lengths) if n > args.short_max][: args.eval_pairs]
     longest = max(lengths)
-    print(f"training on {len(short)} pairs with sources of {min(lengths)}-{args.short_max} tokens; "
-          f"length generalization on {len(long)} pairs of {args.short_max + 1}-{longest} tokens")
+    print(
+        f"training on {len(short)} pairs with sources of {min(lengths)}-{args.short_max} tokens; "
+        f"length generalization on {len(long)} pairs of {args.short_max + 1}-{longest} tokens"
+    )
 
     out = args.out or tempfile.mkdtemp(prefix="positions_")
     rows = []
     for variant in args.variants:
         model_config = dataclasses.replace(
-            DEMO_MODEL_CONFIG, position=variant, max_relative_position=args.max_relative_position,
+            DEMO_MODEL_CONFIG,
+            position=variant,
+            max_relative_position=args.max_relative_position,
             max_source_len=max(DEMO_MODEL_CONFIG.max_source_len, longest),
         )
         train_config = dataclasses.replace(
-            DEMO_TRAIN_CONFIG, epochs=args.epochs, seed=args.seed, patience=args.epochs, jit_compile=True,
+            DEMO_TRAIN_CONFIG,
+            epochs=args.epochs,
+            seed=args.seed,
+            patience=args.epochs,
+            jit_compile=True,
             warmup_steps=min(DEMO_TRAIN_CONFIG.warmup_steps, 50 * args.epochs),
         )
         start = time.perf_counter()
-        result = train(short, os.path.join(out, variant), model_config, train_config, verbose=0)
+        result = train(
+            short, os.path.join(out, variant), model_config, train_config, verbose=0
+        )
         wall = time.perf_counter() - start
-        translator = Translator(result.model, result.tokenizer, model_config.max_source_len,
-                                model_config.max_target_len)
+        translator = Translator(
+            result.model,
+            result.tokenizer,
+            model_config.max_source_len,
+            model_config.max_target_len,
+        )
         held_out = evaluate(translator, result.test_pairs[: args.eval_pairs])
         longer = evaluate(translator, long)
-        rows.append((variant, result.model.count_params(), result.history["val_loss"][-1], held_out, longer, wall))
-        print(f"{variant}: held-out EM {100 * held_out['exact_match']:.1f}%, "
-              f"longer EM {100 * longer['exact_match']:.1f}% ({wall:.0f} s)", flush=True)
+        rows.append(
+            (
+                variant,
+                result.model.count_params(),
+                result.history["val_loss"][-1],
+                held_out,
+                longer,
+                wall,
+            )
+        )
+        print(
+            f"{variant}: held-out EM {100 * held_out['exact_match']:.1f}%, "
+            f"longer EM {100 * longer['exact_match']:.1f}% ({wall:.0f} s)",
+            flush=True,
+        )
 
     print()
-    print("command: .venv/bin/python benchmarks/positions.py " + " ".join(argv if argv is not None else sys.argv[1:]))
-    print(f"Budget: {args.epochs} epoch(s) on {len(short)} pairs with sources <= {args.short_max} tokens "
-          f"(80% train), seed {args.seed}, XLA, max_relative_position={args.max_relative_position}.")
+    print(
+        "command: .venv/bin/python benchmarks/positions.py "
+        + " ".join(argv if argv is not None else sys.argv[1:])
+    )
+    print(
+        f"Budget: {args.epochs} epoch(s) on {len(short)} pairs with sources <= {args.short_max} tokens "
+        f"(80% train), seed {args.seed}, XLA, max_relative_position={args.max_relative_position}."
+    )
     print()
-    print("| position | parameters | val loss | held-out exact match | held-out BLEU | longer: exact match "
-          "| longer: BLEU | longer: chrF | train time |")
+    print(
+        "| position | parameters | val loss | held-out exact match | held-out BLEU | longer: exact match "
+        "| longer: BLEU | longer: chrF | train time |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     for variant, params, val_loss, held_out, longer, wall in rows:
-        print(f"| {variant} | {params:,} | {val_loss:.3f} | {100 * held_out['exact_match']:.1f}% | "
-              f"{held_out['bleu']:.1f} | {100 * longer['exact_match']:.1f}% | {longer['bleu']:.1f} | "
-              f"{longer['chrf']:.1f} | {wall:.0f} s |")
+        print(
+            f"| {variant} | {params:,} | {val_loss:.3f} | {100 * held_out['exact_match']:.1f}% | "
+            f"{held_out['bleu']:.1f} | {100 * longer['exact_match']:.1f}% | {longer['bleu']:.1f} | "
+            f"{longer['chrf']:.1f} | {wall:.0f} s |"
+        )
 
 
 if __name__ == "__main__":

@@ -23,17 +23,35 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import _bench  # noqa: E402
+import _bench
 
 CATEGORIES = (
-    ("random numbers (dropout)", r"^call(\.\d+)?$|concatenate_bitcast|bitcast_concatenate|Random|Philox|rng"),
+    (
+        "random numbers (dropout)",
+        r"^call(\.\d+)?$|concatenate_bitcast|bitcast_concatenate|Random|Philox|rng",
+    ),
     ("matrix products", r"MatMul|dot|Einsum|gemm|Conv"),
     ("copies and transposes", r"copy|[Tt]ranspose"),
-    ("element-wise and reductions", r"fusion|Tanh|Add|Mul|Sigmoid|Softmax|Select|Sum|Sub|Exp|Max|Cast|Sqrt|Rsqrt"),
+    (
+        "element-wise and reductions",
+        r"fusion|Tanh|Add|Mul|Sigmoid|Softmax|Select|Sum|Sub|Exp|Max|Cast|Sqrt|Rsqrt",
+    ),
 )
 _BOOKKEEPING = (
-    "ThunkExecutor", "BlockUntil", "Eager", "TFE_", "one_step", "CpuExecutable", "__inference", "ExecutorState",
-    "KernelAndDevice", "FunctionRun", "ThreadpoolListener", "ParallelFor", "ValidateInput", "train_function",
+    "ThunkExecutor",
+    "BlockUntil",
+    "Eager",
+    "TFE_",
+    "one_step",
+    "CpuExecutable",
+    "__inference",
+    "ExecutorState",
+    "KernelAndDevice",
+    "FunctionRun",
+    "ThreadpoolListener",
+    "ParallelFor",
+    "ValidateInput",
+    "train_function",
 )
 
 
@@ -49,7 +67,10 @@ def op_times(fn, steps):
             fn()
         tf.profiler.experimental.stop()
         space = xplane_pb2.XSpace()
-        with open(glob.glob(os.path.join(logdir, "**", "*.xplane.pb"), recursive=True)[0], "rb") as handle:
+        with open(
+            glob.glob(os.path.join(logdir, "**", "*.xplane.pb"), recursive=True)[0],
+            "rb",
+        ) as handle:
             space.ParseFromString(handle.read())
     finally:
         shutil.rmtree(logdir, ignore_errors=True)
@@ -65,10 +86,16 @@ def op_times(fn, steps):
             events = sorted(line.events, key=lambda e: (e.offset_ps, -e.duration_ps))
             exclusive, stack = {}, []
             for index, event in enumerate(events):
-                while stack and events[stack[-1]].offset_ps + events[stack[-1]].duration_ps <= event.offset_ps:
+                while (
+                    stack
+                    and events[stack[-1]].offset_ps + events[stack[-1]].duration_ps
+                    <= event.offset_ps
+                ):
                     stack.pop()
                 if stack:
-                    exclusive[stack[-1]] -= event.duration_ps  # the parent loses this span
+                    exclusive[stack[-1]] -= (
+                        event.duration_ps
+                    )  # the parent loses this span
                 exclusive[index] = event.duration_ps
                 stack.append(index)
             for index, event in enumerate(events):
@@ -80,11 +107,17 @@ def op_times(fn, steps):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--no-xla", dest="xla", action="store_false", help="graph mode without XLA")
-    parser.add_argument("--dropout", type=float, default=None, help="override the demo's dropout (0.1)")
+    parser.add_argument(
+        "--no-xla", dest="xla", action="store_false", help="graph mode without XLA"
+    )
+    parser.add_argument(
+        "--dropout", type=float, default=None, help="override the demo's dropout (0.1)"
+    )
     parser.add_argument("--top", type=int, default=15, help="ops listed by name")
     parser.add_argument("--steps", type=int, default=10)
-    parser.add_argument("--quick", action="store_true", help="tiny model, 2 steps (smoke run)")
+    parser.add_argument(
+        "--quick", action="store_true", help="tiny model, 2 steps (smoke run)"
+    )
     args = parser.parse_args(argv)
 
     from decoder_train_step import seq2seq_step
@@ -96,8 +129,16 @@ def main(argv=None):
     shape = (64, 13, 11, 190, 15)
     steps = args.steps
     if args.quick:
-        config = ModelConfig(num_hiddens=16, num_heads=2, num_layers=1, ffn_hiddens=16, decoder_units=16,
-                             embedding_dim=8, max_source_len=8, max_target_len=8)
+        config = ModelConfig(
+            num_hiddens=16,
+            num_heads=2,
+            num_layers=1,
+            ffn_hiddens=16,
+            decoder_units=16,
+            embedding_dim=8,
+            max_source_len=8,
+            max_target_len=8,
+        )
         shape, steps = (4, 6, 5, 20, 12), 2
     if args.dropout is not None:
         config = ModelConfig(**{**vars(config), "dropout": args.dropout})
@@ -116,19 +157,27 @@ def main(argv=None):
             by_category["other"] += ms
 
     print()
-    print(f"Demo model train step ({'XLA' if args.xla else 'graph mode, no XLA'}, dropout {config.dropout}, "
-          f"batch {shape[0]}, source {shape[1]}, target {shape[2]}), thread time per step by category:")
+    print(
+        f"Demo model train step ({'XLA' if args.xla else 'graph mode, no XLA'}, dropout {config.dropout}, "
+        f"batch {shape[0]}, source {shape[1]}, target {shape[2]}), thread time per step by category:"
+    )
     print()
     _bench.print_table(
         ["category", "thread ms / step", "share"],
-        [[c, f"{ms:.2f}", f"{100 * ms / total:.0f}%"] for c, ms in by_category.most_common()],
+        [
+            [c, f"{ms:.2f}", f"{100 * ms / total:.0f}%"]
+            for c, ms in by_category.most_common()
+        ],
     )
     print()
     print(f"The {args.top} longest ops / thunks:")
     print()
     _bench.print_table(
         ["op or XLA thunk", "thread ms / step", "share"],
-        [[f"`{name[-90:]}`", f"{ms:.2f}", f"{100 * ms / total:.1f}%"] for name, ms in times.most_common(args.top)],
+        [
+            [f"`{name[-90:]}`", f"{ms:.2f}", f"{100 * ms / total:.1f}%"]
+            for name, ms in times.most_common(args.top)
+        ],
     )
     print()
     print(f"{steps} profiled steps; {_bench.environment_line()}")

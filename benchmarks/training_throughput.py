@@ -21,7 +21,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import _bench  # noqa: E402
+import _bench
 
 VARIANTS = (
     ("float32", True),
@@ -40,15 +40,23 @@ def demo_batches(count, quick):
     # 8000 of the 30000 pairs: the same vocabularies and longest pair as the full
     # corpus, in a quarter of the set-up time.
     pairs = load_pairs(None)[: 512 if quick else 8000]
-    splits = text.split_pairs(pairs, DEMO_TRAIN_CONFIG.split, seed=DEMO_TRAIN_CONFIG.seed)
-    tokenizer = text.PairTokenizer.build(splits.train, *_tokenizer_configs(DEMO_TRAIN_CONFIG))
+    splits = text.split_pairs(
+        pairs, DEMO_TRAIN_CONFIG.split, seed=DEMO_TRAIN_CONFIG.seed
+    )
+    tokenizer = text.PairTokenizer.build(
+        splits.train, *_tokenizer_configs(DEMO_TRAIN_CONFIG)
+    )
     longest_source, longest_target = _longest(splits.train, tokenizer)
     batch_size = 8 if quick else DEMO_TRAIN_CONFIG.batch_size
     dataset = text.make_dataset(
-        splits.train, tokenizer, batch_size=batch_size, drop_remainder=True,
+        splits.train,
+        tokenizer,
+        batch_size=batch_size,
+        drop_remainder=True,
         max_source_length=min(longest_source, DEMO_MODEL_CONFIG.max_source_len),
         max_target_length=min(longest_target, DEMO_MODEL_CONFIG.max_target_len + 1),
-        pad_to_max_length=True, seed=DEMO_TRAIN_CONFIG.seed,
+        pad_to_max_length=True,
+        seed=DEMO_TRAIN_CONFIG.seed,
     )
     batches = list(dataset.take(count))
     return batches, tokenizer.source_vocab_size, tokenizer.target_vocab_size
@@ -56,10 +64,20 @@ def demo_batches(count, quick):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true",
-                        help="small corpus and model, 2 rounds, float32 without XLA only (smoke run)")
-    parser.add_argument("--rounds", type=int, default=None, help="timing rounds (default 9)")
-    parser.add_argument("--steps-per-round", type=int, default=None, help="train steps per round (default 6)")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="small corpus and model, 2 rounds, float32 without XLA only (smoke run)",
+    )
+    parser.add_argument(
+        "--rounds", type=int, default=None, help="timing rounds (default 9)"
+    )
+    parser.add_argument(
+        "--steps-per-round",
+        type=int,
+        default=None,
+        help="train steps per round (default 6)",
+    )
     args = parser.parse_args(argv)
     rounds = args.rounds or (2 if args.quick else 9)
     steps = args.steps_per_round or (1 if args.quick else 6)
@@ -69,17 +87,35 @@ def main(argv=None):
 
     config = DEMO_MODEL_CONFIG
     if args.quick:
-        config = ModelConfig(num_hiddens=16, num_heads=2, num_layers=1, ffn_hiddens=16, decoder_units=16,
-                             embedding_dim=8, max_source_len=32, max_target_len=16)
+        config = ModelConfig(
+            num_hiddens=16,
+            num_heads=2,
+            num_layers=1,
+            ffn_hiddens=16,
+            decoder_units=16,
+            embedding_dim=8,
+            max_source_len=32,
+            max_target_len=16,
+        )
     batches, source_vocab, target_vocab = demo_batches(max(steps, 2), args.quick)
     tokens = [int((target_out.numpy() != 0).sum()) for _, target_out in batches]
-    shape = (tuple(batches[0][0]["source"].shape), tuple(batches[0][0]["target_in"].shape))
+    shape = (
+        tuple(batches[0][0]["source"].shape),
+        tuple(batches[0][0]["target_in"].shape),
+    )
 
     variants = [("float32", False)] if args.quick else list(VARIANTS)
     functions = {}
     for policy, jit_compile in variants:
-        model = _bench.compiled_seq2seq(source_vocab, target_vocab, config, policy, jit_compile,
-                                        DEMO_TRAIN_CONFIG.learning_rate, DEMO_TRAIN_CONFIG.clipnorm)
+        model = _bench.compiled_seq2seq(
+            source_vocab,
+            target_vocab,
+            config,
+            policy,
+            jit_compile,
+            DEMO_TRAIN_CONFIG.learning_rate,
+            DEMO_TRAIN_CONFIG.clipnorm,
+        )
         position = {"i": 0}
 
         def run(model=model, position=position):
@@ -96,23 +132,38 @@ def main(argv=None):
     for key in functions:
         policy, jit_compile = key
         step_seconds = _bench.median(samples[key]) / steps
-        rows.append([
-            policy, "on" if jit_compile else "off", _bench.ms(step_seconds),
-            f"{tokens_per_step / step_seconds:,.0f}",
-            f"**{_bench.paired_ratio(samples, reference, key):.2f}**",
-            f"{min(samples[reference]) / min(samples[key]):.2f}",
-        ])
+        rows.append(
+            [
+                policy,
+                "on" if jit_compile else "off",
+                _bench.ms(step_seconds),
+                f"{tokens_per_step / step_seconds:,.0f}",
+                f"**{_bench.paired_ratio(samples, reference, key):.2f}**",
+                f"{min(samples[reference]) / min(samples[key]):.2f}",
+            ]
+        )
 
     print()
-    print(f"Demo model training throughput (train_on_batch), batches of source {shape[0]}, "
-          f"target {shape[1]}, {tokens_per_step:.0f} target tokens per batch on average:")
-    print()
-    _bench.print_table(
-        ["dtype policy", "XLA", "ms / step", "target tokens / s",
-         f"throughput vs {reference[0]}{' + XLA' if reference[1] else ''}", "same, fastest rounds"], rows
+    print(
+        f"Demo model training throughput (train_on_batch), batches of source {shape[0]}, "
+        f"target {shape[1]}, {tokens_per_step:.0f} target tokens per batch on average:"
     )
     print()
-    print(f"median of {rounds} interleaved rounds of {steps} steps; {_bench.environment_line()}")
+    _bench.print_table(
+        [
+            "dtype policy",
+            "XLA",
+            "ms / step",
+            "target tokens / s",
+            f"throughput vs {reference[0]}{' + XLA' if reference[1] else ''}",
+            "same, fastest rounds",
+        ],
+        rows,
+    )
+    print()
+    print(
+        f"median of {rounds} interleaved rounds of {steps} steps; {_bench.environment_line()}"
+    )
     print(f"command: {_bench.command_line(__file__, argv)}")
 
 

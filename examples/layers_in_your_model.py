@@ -16,17 +16,19 @@ def make_data(n=2048, length=12, vocab=20, seed=0):
     rng = np.random.default_rng(seed)
     ids = rng.integers(1, vocab, size=(n, length))
     lengths = rng.integers(4, length + 1, size=n)
-    ids[np.arange(length)[None, :] >= lengths[:, None]] = 0       # 0 = padding
+    ids[np.arange(length)[None, :] >= lengths[:, None]] = 0  # 0 = padding
     labels = np.array([row[0] in row[1:n_] for row, n_ in zip(ids, lengths)], "float32")
     return ids.astype("int32"), labels
 
 
 def functional_model(vocab=20, width=32):
     ids = keras.Input((None,), dtype="int32")
-    x = keras.layers.Embedding(vocab, width, mask_zero=True)(ids)   # the mask hides padding keys
+    x = keras.layers.Embedding(vocab, width, mask_zero=True)(
+        ids
+    )  # the mask hides padding keys
     x = ksa.layers.PositionalEncoding(width, max_len=64)(x)
     x = ksa.layers.MultiHeadSelfAttention(width, num_heads=4)(x)
-    x = keras.layers.GlobalAveragePooling1D()(x)                    # honours the mask too
+    x = keras.layers.GlobalAveragePooling1D()(x)  # honours the mask too
     return keras.Model(ids, keras.layers.Dense(1, activation="sigmoid")(x))
 
 
@@ -44,7 +46,7 @@ class SubclassedModel(keras.Model):
         valid_lens = keras.ops.sum(keras.ops.cast(ids > 0, "int32"), axis=1)
         x = self.positions(self.embedding(ids), training=training)
         x = self.attention(x, valid_lens=valid_lens, training=training)
-        return self.head(x[:, 0])                                  # read out at the first token
+        return self.head(x[:, 0])  # read out at the first token
 
 
 def main(argv=None):
@@ -54,10 +56,24 @@ def main(argv=None):
     args = parser.parse_args(argv)
     ids, labels = make_data()
     for model in (functional_model(), SubclassedModel()):
-        model.compile(optimizer=keras.optimizers.Adam(3e-3), loss="binary_crossentropy", metrics=["accuracy"])
-        history = model.fit(ids, labels, epochs=args.epochs, steps_per_epoch=args.steps_per_epoch,
-                            batch_size=64, verbose=2)
-        print(type(model).__name__, "final accuracy", round(history.history["accuracy"][-1], 3))
+        model.compile(
+            optimizer=keras.optimizers.Adam(3e-3),
+            loss="binary_crossentropy",
+            metrics=["accuracy"],
+        )
+        history = model.fit(
+            ids,
+            labels,
+            epochs=args.epochs,
+            steps_per_epoch=args.steps_per_epoch,
+            batch_size=64,
+            verbose=2,
+        )
+        print(
+            type(model).__name__,
+            "final accuracy",
+            round(history.history["accuracy"][-1], 3),
+        )
     return history
 
 

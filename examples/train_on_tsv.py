@@ -18,7 +18,9 @@ from keras_selfattn.models import MaskedAccuracy, masked_loss
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--data", default=None, help="source<TAB>target file (default: bundled dates)")
+    parser.add_argument(
+        "--data", default=None, help="source<TAB>target file (default: bundled dates)"
+    )
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--steps-per-epoch", type=int, default=None)
     parser.add_argument("--max-pairs", type=int, default=None)
@@ -28,22 +30,54 @@ def main(argv=None):
     pairs = pairs[: args.max_pairs]
     train, validation, test = text.split_pairs(pairs, (0.8, 0.1, 0.1), seed=0)
     tokenizer = text.PairTokenizer.build(
-        train, text.TokenizerConfig(kind="word", split_digits=True), text.TokenizerConfig(kind="char")
+        train,
+        text.TokenizerConfig(kind="word", split_digits=True),
+        text.TokenizerConfig(kind="char"),
     )
-    train_ds = text.make_dataset(train, tokenizer, batch_size=64, max_source_length=32, max_target_length=24)
-    valid_ds = text.make_dataset(validation, tokenizer, batch_size=256, shuffle=False,
-                                 max_source_length=32, max_target_length=24)
+    train_ds = text.make_dataset(
+        train, tokenizer, batch_size=64, max_source_length=32, max_target_length=24
+    )
+    valid_ds = text.make_dataset(
+        validation,
+        tokenizer,
+        batch_size=256,
+        shuffle=False,
+        max_source_length=32,
+        max_target_length=24,
+    )
 
-    config = ksa.ModelConfig(num_hiddens=64, num_heads=4, num_layers=2, ffn_hiddens=128,
-                             decoder_units=128, embedding_dim=32, max_source_len=32, max_target_len=23)
-    model = ksa.build_seq2seq(tokenizer.source_vocab_size, tokenizer.target_vocab_size, config)
-    model.compile(optimizer=keras.optimizers.Adam(2e-3, clipnorm=1.0), loss=masked_loss(),
-                  metrics=[MaskedAccuracy()])
-    model.fit(train_ds, validation_data=valid_ds, epochs=args.epochs, steps_per_epoch=args.steps_per_epoch)
+    config = ksa.ModelConfig(
+        num_hiddens=64,
+        num_heads=4,
+        num_layers=2,
+        ffn_hiddens=128,
+        decoder_units=128,
+        embedding_dim=32,
+        max_source_len=32,
+        max_target_len=23,
+    )
+    model = ksa.build_seq2seq(
+        tokenizer.source_vocab_size, tokenizer.target_vocab_size, config
+    )
+    model.compile(
+        optimizer=keras.optimizers.Adam(2e-3, clipnorm=1.0),
+        loss=masked_loss(),
+        metrics=[MaskedAccuracy()],
+    )
+    model.fit(
+        train_ds,
+        validation_data=valid_ds,
+        epochs=args.epochs,
+        steps_per_epoch=args.steps_per_epoch,
+    )
 
-    translator = Translator(model, tokenizer, config.max_source_len, config.max_target_len)
+    translator = Translator(
+        model, tokenizer, config.max_source_len, config.max_target_len
+    )
     metrics = evaluate(translator, test[:500])
-    print(f"exact match {metrics['exact_match']:.3f}  BLEU {metrics['bleu']:.1f}  chrF {metrics['chrf']:.1f}")
+    print(
+        f"exact match {metrics['exact_match']:.3f}  BLEU {metrics['bleu']:.1f}  chrF {metrics['chrf']:.1f}"
+    )
     return metrics
 
 

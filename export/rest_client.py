@@ -35,7 +35,14 @@ import sys
 import urllib.error
 import urllib.request
 
-__all__ = ["ServingError", "build_request", "model_metadata", "model_status", "parse_response", "predict"]
+__all__ = [
+    "ServingError",
+    "build_request",
+    "model_metadata",
+    "model_status",
+    "parse_response",
+    "predict",
+]
 
 
 class ServingError(RuntimeError):
@@ -75,7 +82,9 @@ def build_request(texts, signature=None, request_format="instances", input_name=
     elif request_format == "inputs":
         body = {"inputs": {input_name: values}}
     else:
-        raise ValueError(f"request_format must be 'instances' or 'inputs'. Received: {request_format!r}")
+        raise ValueError(
+            f"request_format must be 'instances' or 'inputs'. Received: {request_format!r}"
+        )
     if signature:
         body["signature_name"] = signature
     return body
@@ -97,7 +106,9 @@ def parse_response(body):
     """
     if "predictions" in body:
         return [
-            {k: _decode_value(v) for k, v in row.items()} if isinstance(row, dict) else {"output": _decode_value(row)}
+            {k: _decode_value(v) for k, v in row.items()}
+            if isinstance(row, dict)
+            else {"output": _decode_value(row)}
             for row in body["predictions"]
         ]
     if "outputs" in body:
@@ -112,7 +123,9 @@ def parse_response(body):
 
 def _call(url, body=None, timeout=30.0):
     data = None if body is None else json.dumps(body).encode("utf-8")
-    request = urllib.request.Request(url, data=data, method="GET" if body is None else "POST")
+    request = urllib.request.Request(
+        url, data=data, method="GET" if body is None else "POST"
+    )
     if data is not None:
         request.add_header("Content-Type", "application/json")
     try:
@@ -132,56 +145,108 @@ def _model_url(host, port, model, version=None):
     return url if version is None else f"{url}/versions/{version}"
 
 
-def predict(texts, host="localhost", port=8501, model="translator", signature=None,
-            request_format="instances", version=None, timeout=30.0):
+def predict(
+    texts,
+    host="localhost",
+    port=8501,
+    model="translator",
+    signature=None,
+    request_format="instances",
+    version=None,
+    timeout=30.0,
+):
     """Translates ``texts``; returns one dict per sentence (e.g. ``{"translation", "score"}``).
 
     Raises:
         ServingError: the server answered with an error (``.status``, ``.message``).
     """
     body = build_request(texts, signature, request_format)
-    return parse_response(_call(_model_url(host, port, model, version) + ":predict", body, timeout))
+    return parse_response(
+        _call(_model_url(host, port, model, version) + ":predict", body, timeout)
+    )
 
 
-def model_status(host="localhost", port=8501, model="translator", version=None, timeout=10.0):
+def model_status(
+    host="localhost", port=8501, model="translator", version=None, timeout=10.0
+):
     """GET /v1/models/NAME: ``{"model_version_status": [{"version", "state", "status"}]}``."""
     return _call(_model_url(host, port, model, version), timeout=timeout)
 
 
-def model_metadata(host="localhost", port=8501, model="translator", version=None, timeout=10.0):
+def model_metadata(
+    host="localhost", port=8501, model="translator", version=None, timeout=10.0
+):
     """GET /v1/models/NAME/metadata: the signatures (``metadata.signature_def``)."""
     return _call(_model_url(host, port, model, version) + "/metadata", timeout=timeout)
 
 
 def _format_row(row):
     if "translations" in row:
-        return " | ".join(f"{t}\t{s:.4f}" for t, s in zip(row["translations"], row["scores"]))
+        return " | ".join(
+            f"{t}\t{s:.4f}" for t, s in zip(row["translations"], row["scores"])
+        )
     if "translation" in row:
         return f"{row['translation']}\t{row['score']:.4f}"
     return json.dumps(row, ensure_ascii=False)
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description="Query a TF Serving translator over REST.")
+    parser = argparse.ArgumentParser(
+        description="Query a TF Serving translator over REST."
+    )
     parser.add_argument("--host", default="localhost")
     parser.add_argument("--port", type=int, default=8501)
     parser.add_argument("--model", default="translator", help="served model name")
-    parser.add_argument("--version", type=int, default=None, help="a specific version (default: the server's choice)")
-    parser.add_argument("--signature", default=None, help="e.g. translate_nbest (default: serving_default)")
-    parser.add_argument("--format", choices=("instances", "inputs"), default="instances", help="request form")
-    parser.add_argument("--status", action="store_true", help="print the model's version status and exit")
-    parser.add_argument("--metadata", action="store_true", help="print the signatures and exit")
+    parser.add_argument(
+        "--version",
+        type=int,
+        default=None,
+        help="a specific version (default: the server's choice)",
+    )
+    parser.add_argument(
+        "--signature",
+        default=None,
+        help="e.g. translate_nbest (default: serving_default)",
+    )
+    parser.add_argument(
+        "--format",
+        choices=("instances", "inputs"),
+        default="instances",
+        help="request form",
+    )
+    parser.add_argument(
+        "--status",
+        action="store_true",
+        help="print the model's version status and exit",
+    )
+    parser.add_argument(
+        "--metadata", action="store_true", help="print the signatures and exit"
+    )
     parser.add_argument("--timeout", type=float, default=30.0)
-    parser.add_argument("text", nargs="*", help="sentences (default: one per line on stdin)")
+    parser.add_argument(
+        "text", nargs="*", help="sentences (default: one per line on stdin)"
+    )
     args = parser.parse_args(argv)
     try:
         if args.status or args.metadata:
             call = model_status if args.status else model_metadata
-            print(json.dumps(call(args.host, args.port, args.model, args.version), indent=2))
+            print(
+                json.dumps(
+                    call(args.host, args.port, args.model, args.version), indent=2
+                )
+            )
             return 0
         texts = args.text or [line.rstrip("\n") for line in sys.stdin]
-        rows = predict(texts, args.host, args.port, args.model, args.signature, args.format,
-                       args.version, args.timeout)
+        rows = predict(
+            texts,
+            args.host,
+            args.port,
+            args.model,
+            args.signature,
+            args.format,
+            args.version,
+            args.timeout,
+        )
     except (ServingError, OSError) as error:
         print(f"rest_client: {error}", file=sys.stderr)
         return 1

@@ -16,7 +16,7 @@ import typing
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from keras_selfattn.models.config import ModelConfig  # noqa: E402  (no TensorFlow import)
+from keras_selfattn.models.config import ModelConfig
 
 
 def _add_config_arguments(parser, cls, title, skip=()):
@@ -34,7 +34,9 @@ def _add_config_arguments(parser, cls, title, skip=()):
         flag = "--" + field.name.replace("_", "-")
         default = getattr(defaults, field.name)
         if isinstance(default, bool):
-            group.add_argument(flag, action=argparse.BooleanOptionalAction, default=None)
+            group.add_argument(
+                flag, action=argparse.BooleanOptionalAction, default=None
+            )
             continue
         if default is None:
             kind = next(t for t in typing.get_args(field.type) if t is not type(None))
@@ -44,7 +46,9 @@ def _add_config_arguments(parser, cls, title, skip=()):
         if choices:
             group.add_argument(flag, type=kind, default=None, choices=choices)
         else:
-            group.add_argument(flag, type=kind, default=None, metavar=field.name.upper())
+            group.add_argument(
+                flag, type=kind, default=None, metavar=field.name.upper()
+            )
 
 
 def _config_from_args(cls, args, base=None):
@@ -58,7 +62,7 @@ def _config_from_args(cls, args, base=None):
 
 
 def build_parser():
-    from keras_selfattn.training.config import TrainConfig  # noqa: PLC0415  (imports TensorFlow)
+    from keras_selfattn.training.config import TrainConfig
 
     parser = argparse.ArgumentParser(
         prog="keras-selfattn",
@@ -66,37 +70,86 @@ def build_parser():
     )
     sub = parser.add_subparsers(dest="command", required=True)
 
-    demo = sub.add_parser("demo", help="the main job: train on the bundled dates corpus, evaluate, plot")
-    demo.add_argument("--out", default="runs/demo", help="run directory (default: runs/demo)")
-    demo.add_argument("--epochs", type=int, default=None, help="override the demo's epoch count")
+    demo = sub.add_parser(
+        "demo", help="the main job: train on the bundled dates corpus, evaluate, plot"
+    )
+    demo.add_argument(
+        "--out", default="runs/demo", help="run directory (default: runs/demo)"
+    )
+    demo.add_argument(
+        "--epochs", type=int, default=None, help="override the demo's epoch count"
+    )
 
     train = sub.add_parser("train", help="train on a source<TAB>target file")
-    train.add_argument("--data", required=True, help="TSV file of source<TAB>target pairs")
-    train.add_argument("--out", required=True, help="run directory to write (an interrupted run resumes)")
+    train.add_argument(
+        "--data", required=True, help="TSV file of source<TAB>target pairs"
+    )
+    train.add_argument(
+        "--out",
+        required=True,
+        help="run directory to write (an interrupted run resumes)",
+    )
     _add_config_arguments(train, ModelConfig, "model")
     _add_config_arguments(train, TrainConfig, "training", skip=("split",))
 
-    evaluate = sub.add_parser("evaluate", help="BLEU, chrF and exact match of a trained run")
+    evaluate = sub.add_parser(
+        "evaluate", help="BLEU, chrF and exact match of a trained run"
+    )
     evaluate.add_argument("--model", required=True, help="run directory")
-    evaluate.add_argument("--data", default=None, help="TSV file (default: the run's held-out test split)")
+    evaluate.add_argument(
+        "--data", default=None, help="TSV file (default: the run's held-out test split)"
+    )
     evaluate.add_argument("--beam", type=int, default=1, help="beam size (1: greedy)")
 
-    translate = sub.add_parser("translate", help="translate sentences (arguments, or one per line on stdin)")
+    translate = sub.add_parser(
+        "translate", help="translate sentences (arguments, or one per line on stdin)"
+    )
     translate.add_argument("--model", required=True, help="run directory")
     translate.add_argument("--beam", type=int, default=1, help="beam size (1: greedy)")
-    translate.add_argument("--scores", action="store_true", help="print the score after a tab")
-    translate.add_argument("text", nargs="*", help="sentences to translate (default: read stdin)")
+    translate.add_argument(
+        "--scores", action="store_true", help="print the score after a tab"
+    )
+    translate.add_argument(
+        "text", nargs="*", help="sentences to translate (default: read stdin)"
+    )
 
-    export = sub.add_parser("export", help="write a TF Serving SavedModel: EXPORT_DIR/VERSION/")
+    export = sub.add_parser(
+        "export", help="write a TF Serving SavedModel: EXPORT_DIR/VERSION/"
+    )
     export.add_argument("--model", required=True, help="run directory")
-    export.add_argument("--export-dir", required=True, help="the model's base folder (holds the version folders)")
-    export.add_argument("--version", type=int, default=None, help="version number (default: highest + 1)")
-    export.add_argument("--beam", type=int, default=4, help="hypotheses of the translate_nbest signature")
-    export.add_argument("--model-name", default="translator", help="served model name (warmup requests, docker line)")
+    export.add_argument(
+        "--export-dir",
+        required=True,
+        help="the model's base folder (holds the version folders)",
+    )
+    export.add_argument(
+        "--version",
+        type=int,
+        default=None,
+        help="version number (default: highest + 1)",
+    )
+    export.add_argument(
+        "--beam",
+        type=int,
+        default=4,
+        help="hypotheses of the translate_nbest signature",
+    )
+    export.add_argument(
+        "--model-name",
+        default="translator",
+        help="served model name (warmup requests, docker line)",
+    )
 
-    check = sub.add_parser("check-serving", help="op audit + run under the session loader of an exported version")
+    check = sub.add_parser(
+        "check-serving",
+        help="op audit + run under the session loader of an exported version",
+    )
     check.add_argument("path", help="an exported version folder, e.g. EXPORT_DIR/1")
-    check.add_argument("--serving-version", default=None, help="TF Serving release to audit against (default: all)")
+    check.add_argument(
+        "--serving-version",
+        default=None,
+        help="TF Serving release to audit against (default: all)",
+    )
     return parser
 
 
@@ -116,7 +169,9 @@ def _run(args):
         train_config = _config_from_args(TrainConfig, args)
         result = train(args.data, args.out, model_config, train_config)
         if not result.is_chief:  # the chief evaluates and writes the run directory
-            print(f"worker {result.worker_index} done; history: {json.dumps(result.history)}")
+            print(
+                f"worker {result.worker_index} done; history: {json.dumps(result.history)}"
+            )
             return 0
         report(result)
         print(f"run directory: {result.run_dir}")
@@ -134,7 +189,11 @@ def _run(args):
         data = args.data or pathlib.Path(args.model) / SPLITS_DIR / "test.tsv"
         metrics = evaluate(translator, read_pairs(data), beam_size=args.beam)
         print_metrics(metrics)
-        print(json.dumps({k: v for k, v in metrics.items() if k != "examples"}, sort_keys=True))
+        print(
+            json.dumps(
+                {k: v for k, v in metrics.items() if k != "examples"}, sort_keys=True
+            )
+        )
         return 0
 
     if args.command == "translate":
@@ -142,7 +201,8 @@ def _run(args):
 
         # Bytes that are not UTF-8 become U+FFFD rather than a UnicodeDecodeError.
         texts = args.text or [
-            line.rstrip("\r\n") for line in sys.stdin.buffer.read().decode("utf-8", "replace").splitlines()
+            line.rstrip("\r\n")
+            for line in sys.stdin.buffer.read().decode("utf-8", "replace").splitlines()
         ]
         translator = Translator.load(args.model)
         for translation in translator.translate(texts, beam_size=args.beam):
@@ -161,7 +221,11 @@ def _run(args):
         from keras_selfattn import serving
 
         version_dir = serving.export_run(
-            args.model, args.export_dir, args.version, model_name=args.model_name, beam_size=args.beam
+            args.model,
+            args.export_dir,
+            args.version,
+            model_name=args.model_name,
+            beam_size=args.beam,
         )
         print(f"exported: {version_dir}")
         print(serving.serving_instructions(args.export_dir, args.model_name))
@@ -184,7 +248,9 @@ def main(argv=None):
     except (ValueError, FileNotFoundError, FileExistsError, ConnectionError) as error:
         parser.exit(2, f"keras-selfattn: error: {error}\n")
     except KeyboardInterrupt:
-        parser.exit(130, "keras-selfattn: interrupted; rerun the same command to resume\n")
+        parser.exit(
+            130, "keras-selfattn: interrupted; rerun the same command to resume\n"
+        )
 
 
 if __name__ == "__main__":

@@ -38,9 +38,15 @@ class DecoderParts:
         decoder = model.get_layer("decoder")
         bridge = model.get_layer("bridge")
         source = model.input["source"]
-        bridge_states = bridge.output if isinstance(bridge.output, (list, tuple)) else [bridge.output]
+        bridge_states = (
+            bridge.output
+            if isinstance(bridge.output, (list, tuple))
+            else [bridge.output]
+        )
         # The bridge is called on the encoder output (Keras may list its mask beside it).
-        memory = bridge.input[0] if isinstance(bridge.input, (list, tuple)) else bridge.input
+        memory = (
+            bridge.input[0] if isinstance(bridge.input, (list, tuple)) else bridge.input
+        )
         self.encoder = keras.Model(source, [memory, *bridge_states], name="encoder")
         self.target_embedding = model.get_layer("target_embedding")
         self.cell = decoder.cell
@@ -58,7 +64,9 @@ class DecoderParts:
         if key not in self._graphs:
             self._graphs[key] = tf.function(
                 search,
-                input_signature=[tf.TensorSpec([None, None], tf.int32, name="source_ids")],
+                input_signature=[
+                    tf.TensorSpec([None, None], tf.int32, name="source_ids")
+                ],
                 autograph=False,  # explicit tf.while_loop; nothing to convert
             )
         return self._graphs[key]
@@ -68,7 +76,10 @@ class DecoderParts:
         encoded = self.encoder(source_ids, training=False)
         memory, bridge = encoded[0], list(encoded[1:])
         states = self.cell.get_initial_state_for_memory(
-            memory, memory_mask=tf.not_equal(source_ids, PAD_ID), initial_state=bridge, training=False
+            memory,
+            memory_mask=tf.not_equal(source_ids, PAD_ID),
+            initial_state=bridge,
+            training=False,
         )
         return [tf.convert_to_tensor(s) for s in states]
 
@@ -140,7 +151,10 @@ def greedy_decode(model, source_ids, max_len, return_attention=False):
         search = parts.graph(
             ("greedy", max_len, return_attention),
             functools.partial(
-                _greedy_search, parts, max_len=max_len, return_attention=return_attention
+                _greedy_search,
+                parts,
+                max_len=max_len,
+                return_attention=return_attention,
             ),
         )
         return search(source_ids)
@@ -155,7 +169,9 @@ def _greedy_search(parts, source_ids, max_len, return_attention):
     def body(t, tokens, states, finished, scores, lengths, ids, attention):
         if return_attention:
             weights = parts.attention(states)  # (B, T)
-            attention = attention + weights[:, None, :] * tf.one_hot(t, max_len)[None, :, None]
+            attention = (
+                attention + weights[:, None, :] * tf.one_hot(t, max_len)[None, :, None]
+            )
         log_probs, states = parts.step(tokens, states, no_padding)
         next_tokens = tf.argmax(log_probs, axis=-1, output_type=tf.int32)
         chosen = tf.gather(log_probs, next_tokens, batch_dims=1)
@@ -177,7 +193,9 @@ def _greedy_search(parts, source_ids, max_len, return_attention):
         tf.zeros([batch], tf.float32),
         tf.zeros([batch], tf.int32),
         tf.zeros([batch, max_len], tf.int32),
-        tf.zeros([batch, max_len, source_len], tf.float32) if return_attention else tf.zeros([]),
+        tf.zeros([batch, max_len, source_len], tf.float32)
+        if return_attention
+        else tf.zeros([]),
     )
     t, _, _, _, scores, lengths, ids, attention = tf.while_loop(cond, body, loop_vars)
     result = {"ids": ids[:, :t], "lengths": lengths, "scores": scores}
@@ -210,7 +228,9 @@ def beam_search_decode(model, source_ids, beam_size, max_len, alpha=0.6):
         (B, K), ``scores`` float32 (B, K) (normalized), ``log_probs`` float32 (B, K).
     """
     if beam_size < 1:
-        raise ValueError(f"beam_size must be at least 1. Received: beam_size={beam_size}")
+        raise ValueError(
+            f"beam_size must be at least 1. Received: beam_size={beam_size}"
+        )
     parts = decoder_parts(model)
     source_ids = tf.convert_to_tensor(source_ids, tf.int32)
     if (
@@ -232,7 +252,9 @@ def beam_search_decode(model, source_ids, beam_size, max_len, alpha=0.6):
 def _beam_search(parts, source_ids, beam_size, max_len, alpha):
     batch = tf.shape(source_ids)[0]
     k = beam_size
-    states = [tf.repeat(s, k, axis=0) for s in parts.initial_states(source_ids)]  # (B*K, ...)
+    states = [
+        tf.repeat(s, k, axis=0) for s in parts.initial_states(source_ids)
+    ]  # (B*K, ...)
     num_recurrent = parts.cell.num_recurrent_states
     no_padding = parts.no_padding()
 
@@ -242,12 +264,16 @@ def _beam_search(parts, source_ids, beam_size, max_len, alpha):
         step_log_probs = tf.reshape(step_log_probs, [batch, k, vocab])
         # A finished hypothesis may only continue with padding, at no cost.
         pad_only = tf.one_hot(PAD_ID, vocab, on_value=0.0, off_value=_NEG)
-        step_log_probs = tf.where(finished[:, :, None], pad_only[None, None], step_log_probs)
+        step_log_probs = tf.where(
+            finished[:, :, None], pad_only[None, None], step_log_probs
+        )
         total = tf.reshape(log_probs[:, :, None] + step_log_probs, [batch, k * vocab])
         log_probs, flat = tf.math.top_k(total, k)
         parent, next_tokens = flat // vocab, flat % vocab
         was_finished = tf.gather(finished, parent, batch_dims=1)
-        lengths = tf.gather(lengths, parent, batch_dims=1) + tf.cast(~was_finished, tf.int32)
+        lengths = tf.gather(lengths, parent, batch_dims=1) + tf.cast(
+            ~was_finished, tf.int32
+        )
         finished = was_finished | tf.equal(next_tokens, END_ID)
         ids = _write_column(tf.gather(ids, parent, batch_dims=1), t, next_tokens)
         rows = tf.reshape(parent + k * tf.range(batch)[:, None], [-1])
@@ -258,7 +284,15 @@ def _beam_search(parts, source_ids, beam_size, max_len, alpha):
         states = [
             tf.ensure_shape(tf.gather(s, rows), s.shape) for s in states[:num_recurrent]
         ] + states[num_recurrent:]
-        return t + 1, tf.reshape(next_tokens, [-1]), states, finished, log_probs, lengths, ids
+        return (
+            t + 1,
+            tf.reshape(next_tokens, [-1]),
+            states,
+            finished,
+            log_probs,
+            lengths,
+            ids,
+        )
 
     def cond(t, tokens, states, finished, *_):
         return tf.logical_and(t < max_len, tf.logical_not(tf.reduce_all(finished)))

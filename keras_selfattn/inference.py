@@ -64,7 +64,9 @@ class Translator:
         run_dir = pathlib.Path(run_dir)
         if not run_dir.is_dir():
             raise FileNotFoundError(f"Run directory not found: {run_dir}")
-        missing = [name for name in (MODEL_FILE, CONFIG_FILE) if not (run_dir / name).exists()]
+        missing = [
+            name for name in (MODEL_FILE, CONFIG_FILE) if not (run_dir / name).exists()
+        ]
         if missing:
             raise FileNotFoundError(
                 f"{run_dir} is not a finished run directory: missing {', '.join(missing)} "
@@ -75,21 +77,30 @@ class Translator:
         model_config, _ = load_run_config(run_dir / CONFIG_FILE)
         model = keras.saving.load_model(run_dir / MODEL_FILE)
         tokenizer = text.PairTokenizer.load(run_dir)
-        return cls(model, tokenizer, model_config.max_source_len, model_config.max_target_len)
+        return cls(
+            model, tokenizer, model_config.max_source_len, model_config.max_target_len
+        )
 
     def encode_sources(self, texts):
         """Texts -> (padded int32 ids (B, T), token strings per text, truncated flags)."""
         strings = tf.constant(list(texts), dtype=tf.string)
-        tokens = self.tokenizer.source.tokenize(strings)  # tokenized once: ids come from the tokens
+        tokens = self.tokenizer.source.tokenize(
+            strings
+        )  # tokenized once: ids come from the tokens
         ids = self.tokenizer.source.vocabulary.token_to_id(tokens)
         lengths = ids.row_lengths().numpy()
         ids = ids[:, : self.max_source_len].to_tensor(default_value=text.PAD_ID)
         if ids.shape[1] == 0:  # every text empty: keep one padding column
             ids = tf.zeros([len(lengths), 1], tf.int32)
-        token_lists = [[t.decode("utf-8") for t in row[: self.max_source_len]] for row in tokens.to_list()]
+        token_lists = [
+            [t.decode("utf-8") for t in row[: self.max_source_len]]
+            for row in tokens.to_list()
+        ]
         return tf.cast(ids, tf.int32), token_lists, lengths > self.max_source_len
 
-    def translate(self, texts, beam_size=1, return_attention=False, alpha=0.6, batch_size=256):
+    def translate(
+        self, texts, beam_size=1, return_attention=False, alpha=0.6, batch_size=256
+    ):
         """Translates a list of strings.
 
         Args:
@@ -105,26 +116,45 @@ class Translator:
             list of `Translation`, one per text.
         """
         if isinstance(texts, str):
-            raise TypeError("translate expects a list of strings. Received: a single str")
+            raise TypeError(
+                "translate expects a list of strings. Received: a single str"
+            )
         if beam_size < 1:
-            raise ValueError(f"beam_size must be at least 1. Received: beam_size={beam_size}")
+            raise ValueError(
+                f"beam_size must be at least 1. Received: beam_size={beam_size}"
+            )
         if return_attention and beam_size > 1:
-            raise ValueError("return_attention is available with greedy search (beam_size=1) only")
+            raise ValueError(
+                "return_attention is available with greedy search (beam_size=1) only"
+            )
         results = []
         texts = list(texts)
         for start in range(0, len(texts), batch_size):
-            results.extend(self._translate_batch(texts[start: start + batch_size], beam_size, return_attention, alpha))
+            results.extend(
+                self._translate_batch(
+                    texts[start : start + batch_size],
+                    beam_size,
+                    return_attention,
+                    alpha,
+                )
+            )
         return results
 
     def _translate_batch(self, texts, beam_size, return_attention, alpha):
         ids, source_tokens, truncated = self.encode_sources(texts)
         max_len = self.max_target_len + 1
         if beam_size == 1:
-            out = greedy_decode(self.model, ids, max_len, return_attention=return_attention)
+            out = greedy_decode(
+                self.model, ids, max_len, return_attention=return_attention
+            )
             best, scores, lengths = out["ids"], out["scores"], out["lengths"]
         else:
             out = beam_search_decode(self.model, ids, beam_size, max_len, alpha=alpha)
-            best, scores, lengths = out["ids"][:, 0], out["scores"][:, 0], out["lengths"][:, 0]
+            best, scores, lengths = (
+                out["ids"][:, 0],
+                out["scores"][:, 0],
+                out["lengths"][:, 0],
+            )
         decoded = self.tokenizer.target.decode(best).numpy()
         vocabulary = self.tokenizer.target.vocabulary.tokens
         best, scores, lengths = best.numpy(), scores.numpy(), lengths.numpy()
@@ -136,11 +166,18 @@ class Translator:
             produced = [vocabulary[t] for t in best[i, : lengths[i]]]
             attention = None
             if return_attention:
-                attention = out["attention"].numpy()[i, : lengths[i], : len(source_tokens[i])]
+                attention = out["attention"].numpy()[
+                    i, : lengths[i], : len(source_tokens[i])
+                ]
             results.append(
                 Translation(
-                    source, decoded[i].decode("utf-8"), float(scores[i]), source_tokens[i],
-                    produced, attention, bool(truncated[i]),
+                    source,
+                    decoded[i].decode("utf-8"),
+                    float(scores[i]),
+                    source_tokens[i],
+                    produced,
+                    attention,
+                    bool(truncated[i]),
                 )
             )
         return results
@@ -167,8 +204,13 @@ def evaluate(translator, pairs, beam_size=1):
     sources = [source for source, _ in pairs]
     # References pass through the target tokenizer's normalization and splitting,
     # so they are compared in the form the model produces.
-    references_tokens = translator.tokenizer.target.tokenize(tf.constant([t for _, t in pairs]))
-    references = [r.decode("utf-8") for r in translator.tokenizer.target.detokenize(references_tokens).numpy()]
+    references_tokens = translator.tokenizer.target.tokenize(
+        tf.constant([t for _, t in pairs])
+    )
+    references = [
+        r.decode("utf-8")
+        for r in translator.tokenizer.target.detokenize(references_tokens).numpy()
+    ]
     hypotheses = [t.text for t in translator.translate(sources, beam_size=beam_size)]
     exact = float(np.mean([h == r for h, r in zip(hypotheses, references)]))
     return {

@@ -86,7 +86,9 @@ def plot_attention(weights, source_tokens, target_tokens, path, title=None):
     width = max(3.5, 0.45 * len(source_tokens) + 2.0)
     figure, axis = plt.subplots(figsize=(width, height))
     image = axis.imshow(weights, cmap="Reds", vmin=0.0, vmax=1.0, aspect="auto")
-    axis.set_xticks(range(len(source_tokens)), source_tokens, rotation=60, ha="right", fontsize=8)
+    axis.set_xticks(
+        range(len(source_tokens)), source_tokens, rotation=60, ha="right", fontsize=8
+    )
     axis.set_yticks(range(len(target_tokens)), target_tokens, fontsize=8)
     axis.set_xlabel("Source (keys)")
     axis.set_ylabel("Target (queries)")
@@ -105,7 +107,9 @@ def plot_history(history, path):
         for prefix in ("", "val_"):
             values = history.get(prefix + metric)
             if values:
-                axis.plot(range(1, len(values) + 1), values, marker="o", label=prefix + metric)
+                axis.plot(
+                    range(1, len(values) + 1), values, marker="o", label=prefix + metric
+                )
         axis.set_xlabel("epoch")
         axis.set_title(metric)
         axis.legend()

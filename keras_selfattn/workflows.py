@@ -11,12 +11,25 @@ PLOTS_DIR = "plots"
 EXPORT_DIR = "export"  # RUN_DIR/export/<model name>/<version>: TF Serving's layout
 
 DEMO_MODEL_CONFIG = ModelConfig(
-    num_hiddens=64, num_heads=4, num_layers=2, ffn_hiddens=128, dropout=0.1,
-    decoder_units=128, embedding_dim=32, max_source_len=32, max_target_len=16,
+    num_hiddens=64,
+    num_heads=4,
+    num_layers=2,
+    ffn_hiddens=128,
+    dropout=0.1,
+    decoder_units=128,
+    embedding_dim=32,
+    max_source_len=32,
+    max_target_len=16,
 )
 DEMO_TRAIN_CONFIG = TrainConfig(
-    epochs=4, batch_size=64, learning_rate=2e-3, warmup_steps=200, patience=2,
-    source_tokenizer="word", target_tokenizer="char", split_digits=True,
+    epochs=4,
+    batch_size=64,
+    learning_rate=2e-3,
+    warmup_steps=200,
+    patience=2,
+    source_tokenizer="word",
+    target_tokenizer="char",
+    split_digits=True,
 )
 
 
@@ -28,10 +41,17 @@ def report(result, num_heatmaps=4, beam_size=1, verbose=True):
     """
     run_dir = pathlib.Path(result.run_dir)
     translator = Translator(
-        result.model, result.tokenizer, result.model_config.max_source_len, result.model_config.max_target_len
+        result.model,
+        result.tokenizer,
+        result.model_config.max_source_len,
+        result.model_config.max_target_len,
     )
     test_pairs = result.test_pairs
-    metrics = {"test": evaluate(translator, test_pairs, beam_size=beam_size)} if test_pairs else {}
+    metrics = (
+        {"test": evaluate(translator, test_pairs, beam_size=beam_size)}
+        if test_pairs
+        else {}
+    )
     metrics["history"] = result.history
     write_metrics(run_dir, metrics)
 
@@ -39,11 +59,16 @@ def report(result, num_heatmaps=4, beam_size=1, verbose=True):
     plotting.plot_positional_encoding(plots / "positional_encoding.png")
     plotting.plot_history(result.history, plots / "history.png")
     samples = [source for source, _ in test_pairs[:num_heatmaps]]
-    for i, translation in enumerate(translator.translate(samples, return_attention=True)):
+    for i, translation in enumerate(
+        translator.translate(samples, return_attention=True)
+    ):
         if translation.source_tokens:
             plotting.plot_attention(
-                translation.attention, translation.source_tokens, translation.target_tokens,
-                plots / f"attention_{i}.png", title=translation.source,
+                translation.attention,
+                translation.source_tokens,
+                translation.target_tokens,
+                plots / f"attention_{i}.png",
+                title=translation.source,
             )
     if verbose and "test" in metrics:
         print_metrics(metrics["test"])
@@ -58,7 +83,9 @@ def print_metrics(metrics, examples=5):
     )
     for example in metrics["examples"][:examples]:
         mark = "ok " if example["translation"] == example["reference"] else "ERR"
-        print(f"  {mark} {example['source']!r:40} -> {example['translation']!r}  (reference {example['reference']!r})")
+        print(
+            f"  {mark} {example['source']!r:40} -> {example['translation']!r}  (reference {example['reference']!r})"
+        )
 
 
 def run_demo(out_dir="runs/demo", epochs=None, verbose=1):
@@ -83,7 +110,9 @@ def run_demo(out_dir="runs/demo", epochs=None, verbose=1):
     check = serving.check_serving(version_dir)
     print(check.summary())
     if not check.ok:
-        raise RuntimeError(f"The exported SavedModel {version_dir} fails check-serving (see above)")
+        raise RuntimeError(
+            f"The exported SavedModel {version_dir} fails check-serving (see above)"
+        )
     sample = result.test_pairs[0][0] if result.test_pairs else "14 juillet 1989"
     print(serving.serving_instructions(export_base, sample_text=sample))
     return result, metrics

@@ -45,14 +45,19 @@ def _flatten(outputs):
 
 
 def _to_numpy(outputs):
-    return [np.asarray(ops.convert_to_numpy(ops.cast(o, "float32"))) for o in _flatten(outputs)]
+    return [
+        np.asarray(ops.convert_to_numpy(ops.cast(o, "float32")))
+        for o in _flatten(outputs)
+    ]
 
 
 def _symbolic_input(name, array):
     """A keras.Input with unknown batch; lengths unknown too (float: all but features)."""
     array = np.asarray(array)
     if np.issubdtype(array.dtype, np.floating):
-        shape = (None,) * (array.ndim - 2) + (array.shape[-1],) if array.ndim >= 2 else ()
+        shape = (
+            (None,) * (array.ndim - 2) + (array.shape[-1],) if array.ndim >= 2 else ()
+        )
     else:
         shape = (None,) * (array.ndim - 1)
     return keras.Input(shape=shape, dtype=str(array.dtype), name=name)
@@ -62,7 +67,8 @@ def check_config(layer_cls, init_kwargs):
     layer = layer_cls(**init_kwargs)
     config = layer.get_config()
     params = [
-        p for p in inspect.signature(layer_cls.__init__).parameters
+        p
+        for p in inspect.signature(layer_cls.__init__).parameters
         if p not in ("self", "kwargs")
     ]
     missing = [p for p in params if p not in config]
@@ -83,11 +89,14 @@ def check_docstring(layer_cls):
         if line.startswith("    ") and not line.startswith("        ") and ":" in line
     }
     params = {
-        p for p in inspect.signature(layer_cls.__init__).parameters
+        p
+        for p in inspect.signature(layer_cls.__init__).parameters
         if p not in ("self", "kwargs")
     }
     assert params <= documented, f"undocumented: {params - documented}"
-    assert documented <= params | {"**kwargs"}, f"documented but absent: {documented - params}"
+    assert documented <= params | {"**kwargs"}, (
+        f"documented but absent: {documented - params}"
+    )
 
 
 # The loader process: started once per test process (an interpreter start and the
@@ -117,12 +126,20 @@ def _loader_process():
     global _loader
     if _loader is None or _loader.poll() is not None:
         env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
+        env["PYTHONPATH"] = os.pathsep.join(
+            filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")])
+        )
         env["KERAS_BACKEND"] = keras.backend.backend()
-        log = tempfile.NamedTemporaryFile(prefix="harness-loader-", suffix=".log", delete=False)  # noqa: SIM115
+        log = tempfile.NamedTemporaryFile(  # noqa: SIM115 (the loader process owns it)
+            prefix="harness-loader-", suffix=".log", delete=False
+        )
         _loader = subprocess.Popen(
-            [sys.executable, "-c", _LOAD_SERVER], env=env, text=True,
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
+            [sys.executable, "-c", _LOAD_SERVER],
+            env=env,
+            text=True,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=log,
         )
         _loader.log_path = log.name
         atexit.register(_loader.kill)
@@ -140,7 +157,9 @@ def load_in_fresh_process(model_path, inputs):
         loader.stdin.flush()
         if not select.select([loader.stdout], [], [], 300)[0]:
             loader.kill()
-            raise AssertionError(f"the loader process took over 300 s to load {model_path}")
+            raise AssertionError(
+                f"the loader process took over 300 s to load {model_path}"
+            )
         reply = loader.stdout.readline()
         if not reply:  # the loader died
             raise AssertionError(pathlib.Path(loader.log_path).read_text()[-4000:])
@@ -187,7 +206,9 @@ def run_layer_test(
     layer = layer_cls(**init_kwargs)
     eager = _to_numpy(call(layer, arrays, training=False))
     assert [o.shape for o in eager] == [tuple(s) for s in expected_output_shapes], (
-        [o.shape for o in eager], expected_output_shapes)
+        [o.shape for o in eager],
+        expected_output_shapes,
+    )
     again = _to_numpy(call(layer, arrays, training=False))
     for a, b in zip(eager, again):
         np.testing.assert_array_equal(a, b)
@@ -214,12 +235,23 @@ def run_layer_test(
         target = np.zeros_like(eager[0])
         # On JAX a step is always compiled in practice; its uncompiled path is slow and unused.
         for jit in (True,) if keras.backend.backend() == "jax" else (False, True):
-            before = [w.numpy().copy() if hasattr(w, "numpy") else np.array(w) for w in layer.trainable_weights]
-            train_model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse", jit_compile=jit)
-            history = train_model.fit(arrays, target, epochs=1, batch_size=len(target), verbose=0)
+            before = [
+                w.numpy().copy() if hasattr(w, "numpy") else np.array(w)
+                for w in layer.trainable_weights
+            ]
+            train_model.compile(
+                optimizer=keras.optimizers.SGD(0.1), loss="mse", jit_compile=jit
+            )
+            history = train_model.fit(
+                arrays, target, epochs=1, batch_size=len(target), verbose=0
+            )
             assert np.isfinite(history.history["loss"][0])
-            after = [np.asarray(ops.convert_to_numpy(w)) for w in layer.trainable_weights]
-            assert any(not np.allclose(b, a) for b, a in zip(before, after)), "fit did not change the weights"
+            after = [
+                np.asarray(ops.convert_to_numpy(w)) for w in layer.trainable_weights
+            ]
+            assert any(not np.allclose(b, a) for b, a in zip(before, after)), (
+                "fit did not change the weights"
+            )
         eager = _to_numpy(call(layer, arrays, training=False))
 
     # 5. .keras save, safe_mode load in a fresh process.
@@ -233,13 +265,19 @@ def run_layer_test(
             np.testing.assert_allclose(r, e, rtol=1e-6, atol=1e-6)
 
     # 7. mixed precision by value, same weights.
-    for policy, compute in (("mixed_float16", "float16"), ("mixed_bfloat16", "bfloat16")):
+    for policy, compute in (
+        ("mixed_float16", "float16"),
+        ("mixed_bfloat16", "bfloat16"),
+    ):
         mixed = layer_cls(**init_kwargs, dtype=policy)
         out = call(mixed, arrays, training=False)
         mixed.set_weights(layer.get_weights())
         out = call(mixed, arrays, training=False)
         first_out = _flatten(out)[0]
-        assert keras.backend.standardize_dtype(first_out.dtype) == compute, (policy, first_out.dtype)
+        assert keras.backend.standardize_dtype(first_out.dtype) == compute, (
+            policy,
+            first_out.dtype,
+        )
         tolerance = mixed_precision_atol * (4 if compute == "bfloat16" else 1)
         for m, e in zip(_to_numpy(out), eager):
             assert np.all(np.isfinite(m)), f"non-finite output under {policy}"

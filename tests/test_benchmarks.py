@@ -26,7 +26,9 @@ SCRIPTS = (
 def _load(name):
     if str(BENCHMARKS) not in sys.path:
         sys.path.insert(0, str(BENCHMARKS))  # the scripts import their helper _bench
-    spec = importlib.util.spec_from_file_location(f"benchmark_{name}", BENCHMARKS / f"{name}.py")
+    spec = importlib.util.spec_from_file_location(
+        f"benchmark_{name}", BENCHMARKS / f"{name}.py"
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -13,15 +13,41 @@ from keras_selfattn import text
 # One xdist worker runs the whole module, so the trained-run fixture is built once.
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("cli")]
 REPO = pathlib.Path(__file__).resolve().parents[1]
-TINY = ["--num-hiddens", "16", "--num-heads", "2", "--num-layers", "1", "--ffn-hiddens", "32",
-        "--decoder-units", "32", "--embedding-dim", "8", "--max-target-len", "12",
-        "--target-tokenizer", "char", "--warmup-steps", "5", "--batch-size", "32"]
+TINY = [
+    "--num-hiddens",
+    "16",
+    "--num-heads",
+    "2",
+    "--num-layers",
+    "1",
+    "--ffn-hiddens",
+    "32",
+    "--decoder-units",
+    "32",
+    "--embedding-dim",
+    "8",
+    "--max-target-len",
+    "12",
+    "--target-tokenizer",
+    "char",
+    "--warmup-steps",
+    "5",
+    "--batch-size",
+    "32",
+]
 
 
 def cli(*args, stdin=None, check=True):
     env = dict(os.environ, PYTHONPATH=str(REPO), TF_CPP_MIN_LOG_LEVEL="3")
-    result = subprocess.run([sys.executable, "-m", "keras_selfattn", *map(str, args)], input=stdin,
-                            capture_output=True, text=True, env=env, timeout=600)
+    result = subprocess.run(
+        [sys.executable, "-m", "keras_selfattn", *map(str, args)],
+        input=stdin,
+        check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     if check:
         assert result.returncode == 0, result.stderr[-3000:]
     return result
@@ -53,19 +79,27 @@ def test_evaluate_and_translate(trained_run):
     result = cli("evaluate", "--model", run, "--beam", "2")
     scores = json.loads(result.stdout.strip().splitlines()[-1])
     assert scores["count"] > 0 and 0 <= scores["exact_match"] <= 1
-    translated = cli("translate", "--model", run, "--scores", "14 juillet 1989", "", "zzz qqq")
+    translated = cli(
+        "translate", "--model", run, "--scores", "14 juillet 1989", "", "zzz qqq"
+    )
     lines = translated.stdout.split("\n")
-    assert len(lines) == 4 and lines[3] == ""           # three inputs, three lines
-    text_part, score = lines[0].split("\t")
+    assert len(lines) == 4 and lines[3] == ""  # three inputs, three lines
+    _text_part, score = lines[0].split("\t")
     assert float(score) <= 0.0
-    assert lines[1] == "\t0.0000"                         # empty input: empty translation
+    assert lines[1] == "\t0.0000"  # empty input: empty translation
     long = cli("translate", "--model", run, "word " * 200)
     assert "truncated to" in long.stderr
     piped = cli("translate", "--model", run, stdin="14 juillet 1989\n3 mai 2001\n")
     assert len(piped.stdout.strip().split("\n")) == 2
     env = dict(os.environ, PYTHONPATH=str(REPO), TF_CPP_MIN_LOG_LEVEL="3")
-    not_utf8 = subprocess.run([sys.executable, "-m", "keras_selfattn", "translate", "--model", str(run)],
-                              input=b"14 juillet \xff\xfe1989\n", capture_output=True, env=env, timeout=600)
+    not_utf8 = subprocess.run(
+        [sys.executable, "-m", "keras_selfattn", "translate", "--model", str(run)],
+        input=b"14 juillet \xff\xfe1989\n",
+        check=False,
+        capture_output=True,
+        env=env,
+        timeout=600,
+    )
     assert not_utf8.returncode == 0 and b"Traceback" not in not_utf8.stderr
     assert len(not_utf8.stdout.decode().strip().split("\n")) == 1
 
@@ -73,7 +107,10 @@ def test_evaluate_and_translate(trained_run):
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["translate", "--model", "/nonexistent/run", "x"], "Run directory not found: /nonexistent/run"),
+        (
+            ["translate", "--model", "/nonexistent/run", "x"],
+            "Run directory not found: /nonexistent/run",
+        ),
         (["evaluate", "--model", "/nonexistent/run"], "Run directory not found"),
     ],
 )
@@ -87,12 +124,18 @@ def test_malformed_and_empty_tsv(tmp_path):
     bad = tmp_path / "bad.tsv"
     bad.write_text("un\tone\ndeux sans tabulation\n")
     result = cli("train", "--data", bad, "--out", tmp_path / "run", check=False)
-    assert result.returncode == 2 and "bad.tsv" in result.stderr and "2" in result.stderr
+    assert (
+        result.returncode == 2 and "bad.tsv" in result.stderr and "2" in result.stderr
+    )
     assert "Traceback" not in result.stderr
     empty = tmp_path / "empty.tsv"
     empty.write_text("")
     result = cli("train", "--data", empty, "--out", tmp_path / "run", check=False)
-    assert result.returncode == 2 and "empty.tsv" in result.stderr and "Traceback" not in result.stderr
+    assert (
+        result.returncode == 2
+        and "empty.tsv" in result.stderr
+        and "Traceback" not in result.stderr
+    )
 
 
 def test_text_options_accept_only_their_choices(capsys):
@@ -113,10 +156,17 @@ def test_text_options_accept_only_their_choices(capsys):
     for config in (ModelConfig, TrainConfig):
         for name, allowed in config.CHOICES.items():
             flag = "--" + name.replace("_", "-")
-            assert getattr(parser.parse_args([*base, flag, allowed[-1]]), name) == allowed[-1]
+            assert (
+                getattr(parser.parse_args([*base, flag, allowed[-1]]), name)
+                == allowed[-1]
+            )
             with pytest.raises(SystemExit) as exited:
                 parser.parse_args([*base, flag, "bogus"])
             assert exited.value.code == 2
-            assert f"argument {flag}: invalid choice: 'bogus'" in capsys.readouterr().err
-    with pytest.raises(ValueError, match="position must be one of .* Received: position='bogus'"):
+            assert (
+                f"argument {flag}: invalid choice: 'bogus'" in capsys.readouterr().err
+            )
+    with pytest.raises(
+        ValueError, match="position must be one of .* Received: position='bogus'"
+    ):
         ModelConfig(position="bogus")

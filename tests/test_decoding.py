@@ -7,7 +7,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_selfattn.decoding import END_ID, PAD_ID, START_ID, beam_search_decode, greedy_decode
+from keras_selfattn.decoding import (
+    END_ID,
+    PAD_ID,
+    START_ID,
+    beam_search_decode,
+    greedy_decode,
+)
 from keras_selfattn.models import build_seq2seq
 
 TARGET_VOCAB = 7  # ids 0..6; 3 is the end id
@@ -18,8 +24,15 @@ SOURCE = np.array([[5, 6, 7, 8, 0], [9, 4, 0, 0, 0], [4, 5, 6, 7, 8]], "int32")
 def model():
     keras.utils.set_random_seed(7)
     model = build_seq2seq(
-        12, TARGET_VOCAB, num_hiddens=16, num_heads=2, num_layers=1, ffn_hiddens=32,
-        decoder_units=16, embedding_dim=8, dropout=0.0,
+        12,
+        TARGET_VOCAB,
+        num_hiddens=16,
+        num_heads=2,
+        num_layers=1,
+        ffn_hiddens=32,
+        decoder_units=16,
+        embedding_dim=8,
+        dropout=0.0,
     )
     # Sharpen the output layer so that sequences differ clearly in probability.
     kernel, bias = model.get_layer("logits").get_weights()
@@ -30,9 +43,15 @@ def model():
 def sequence_log_prob(model, source, tokens):
     """Teacher-forced log-probability of `tokens` (padding excluded, as the searches do)."""
     target_in = np.array([[START_ID] + list(tokens[:-1])], "int32")
-    logits = model.predict({"source": source[None], "target_in": target_in}, verbose=0)[0]
+    logits = model.predict({"source": source[None], "target_in": target_in}, verbose=0)[
+        0
+    ]
     logits[:, PAD_ID] = -np.inf
-    log_probs = logits - np.log(np.exp(logits - logits.max(-1, keepdims=True)).sum(-1, keepdims=True)) - logits.max(-1, keepdims=True)
+    log_probs = (
+        logits
+        - np.log(np.exp(logits - logits.max(-1, keepdims=True)).sum(-1, keepdims=True))
+        - logits.max(-1, keepdims=True)
+    )
     return float(sum(log_probs[t, token] for t, token in enumerate(tokens)))
 
 
@@ -44,15 +63,21 @@ def test_greedy_equals_a_python_loop_over_full_passes(model):
         tokens = []
         for _ in range(max_len):
             target_in = np.array([[START_ID] + tokens], "int32")
-            logits = model.predict({"source": source[None], "target_in": target_in}, verbose=0)[0, -1]
+            logits = model.predict(
+                {"source": source[None], "target_in": target_in}, verbose=0
+            )[0, -1]
             logits[PAD_ID] = -np.inf
             tokens.append(int(np.argmax(logits)))
             if tokens[-1] == END_ID:
                 break
         assert ids[row, : len(tokens)].tolist() == tokens
-        assert np.all(ids[row, len(tokens):] == PAD_ID)
+        assert np.all(ids[row, len(tokens) :] == PAD_ID)
         assert result["lengths"].numpy()[row] == len(tokens)
-        np.testing.assert_allclose(result["scores"].numpy()[row], sequence_log_prob(model, source, tokens), atol=1e-4)
+        np.testing.assert_allclose(
+            result["scores"].numpy()[row],
+            sequence_log_prob(model, source, tokens),
+            atol=1e-4,
+        )
     attention = result["attention"].numpy()
     assert attention.shape == (3, ids.shape[1], 5)
     np.testing.assert_allclose(attention.sum(-1), 1.0, atol=1e-5)
@@ -71,7 +96,9 @@ def test_beam_search_finds_the_exhaustive_optimum(model):
             if length < max_len and tokens[-1] != END_ID:
                 continue
             candidates.append(tokens)
-    beam = beam_search_decode(model, SOURCE[:1], beam_size=len(candidates), max_len=max_len, alpha=alpha)
+    beam = beam_search_decode(
+        model, SOURCE[:1], beam_size=len(candidates), max_len=max_len, alpha=alpha
+    )
     scored = []
     for tokens in candidates:
         penalty = ((5.0 + len(tokens)) / 6.0) ** alpha
@@ -80,19 +107,30 @@ def test_beam_search_finds_the_exhaustive_optimum(model):
     best_ids = beam["ids"].numpy()[0, 0]
     length = beam["lengths"].numpy()[0, 0]
     assert tuple(best_ids[:length]) == scored[0][1]
-    np.testing.assert_allclose(beam["scores"].numpy()[0, :10], [s for s, _ in scored[:10]], atol=1e-4)
+    np.testing.assert_allclose(
+        beam["scores"].numpy()[0, :10], [s for s, _ in scored[:10]], atol=1e-4
+    )
 
 
 def test_beam_of_one_is_greedy_and_beams_are_sorted(model):
     greedy = greedy_decode(model, SOURCE, 8)
     beam = beam_search_decode(model, SOURCE, beam_size=1, max_len=8, alpha=0.0)
     width = greedy["ids"].shape[1]
-    np.testing.assert_array_equal(beam["ids"].numpy()[:, 0, :width], greedy["ids"].numpy())
-    np.testing.assert_allclose(beam["log_probs"].numpy()[:, 0], greedy["scores"].numpy(), atol=1e-5)
+    np.testing.assert_array_equal(
+        beam["ids"].numpy()[:, 0, :width], greedy["ids"].numpy()
+    )
+    np.testing.assert_allclose(
+        beam["log_probs"].numpy()[:, 0], greedy["scores"].numpy(), atol=1e-5
+    )
     wide = beam_search_decode(model, SOURCE, beam_size=4, max_len=8)
     scores = wide["scores"].numpy()
     assert np.all(np.diff(scores, axis=1) <= 1e-6)
-    assert np.all(scores[:, 0] >= beam["log_probs"].numpy()[:, 0] / ((5 + beam["lengths"].numpy()[:, 0]) / 6) ** 0.6 - 1e-5)
+    assert np.all(
+        scores[:, 0]
+        >= beam["log_probs"].numpy()[:, 0]
+        / ((5 + beam["lengths"].numpy()[:, 0]) / 6) ** 0.6
+        - 1e-5
+    )
 
 
 def test_batching_and_extra_padding_do_not_change_results(model):
@@ -100,20 +138,32 @@ def test_batching_and_extra_padding_do_not_change_results(model):
     padded = greedy_decode(model, np.pad(SOURCE, ((0, 0), (0, 3))), 6)
     np.testing.assert_array_equal(batched["ids"].numpy(), padded["ids"].numpy())
     for row in range(len(SOURCE)):
-        alone = greedy_decode(model, SOURCE[row: row + 1], 6)
+        alone = greedy_decode(model, SOURCE[row : row + 1], 6)
         width = alone["ids"].shape[1]
-        np.testing.assert_array_equal(alone["ids"].numpy()[0], batched["ids"].numpy()[row, :width])
-        np.testing.assert_allclose(alone["scores"].numpy()[0], batched["scores"].numpy()[row], atol=1e-5)
+        np.testing.assert_array_equal(
+            alone["ids"].numpy()[0], batched["ids"].numpy()[row, :width]
+        )
+        np.testing.assert_allclose(
+            alone["scores"].numpy()[0], batched["scores"].numpy()[row], atol=1e-5
+        )
 
 
 def test_searches_run_as_one_graph_with_dynamic_shapes(model):
     signature = [tf.TensorSpec([None, None], tf.int32)]
-    greedy = tf.function(lambda s: greedy_decode(model, s, 6)["ids"], input_signature=signature)
-    beam = tf.function(lambda s: beam_search_decode(model, s, 3, 6)["ids"], input_signature=signature)
-    np.testing.assert_array_equal(greedy(SOURCE).numpy(), greedy_decode(model, SOURCE, 6)["ids"].numpy())
+    greedy = tf.function(
+        lambda s: greedy_decode(model, s, 6)["ids"], input_signature=signature
+    )
+    beam = tf.function(
+        lambda s: beam_search_decode(model, s, 3, 6)["ids"], input_signature=signature
+    )
+    np.testing.assert_array_equal(
+        greedy(SOURCE).numpy(), greedy_decode(model, SOURCE, 6)["ids"].numpy()
+    )
     assert beam(SOURCE).shape[:2] == (3, 3)
     graph = greedy.get_concrete_function().graph.as_graph_def()
-    ops = {node.op for node in graph.node} | {n.op for f in graph.library.function for n in f.node_def}
+    ops = {node.op for node in graph.node} | {
+        n.op for f in graph.library.function for n in f.node_def
+    }
     assert "While" in ops or "StatelessWhile" in ops
     assert not ops & {"PyFunc", "EagerPyFunc", "PyFuncStateless"}
 

@@ -15,8 +15,17 @@ SOURCE = np.array([[5, 6, 7, 8, 0], [9, 4, 0, 0, 0], [4, 5, 6, 7, 8]], "int32")
 
 def tiny_model():
     keras.utils.set_random_seed(7)
-    return build_seq2seq(12, 7, num_hiddens=16, num_heads=2, num_layers=1, ffn_hiddens=32,
-                         decoder_units=16, embedding_dim=8, dropout=0.0)
+    return build_seq2seq(
+        12,
+        7,
+        num_hiddens=16,
+        num_heads=2,
+        num_layers=1,
+        ffn_hiddens=32,
+        decoder_units=16,
+        embedding_dim=8,
+        dropout=0.0,
+    )
 
 
 def test_eager_calls_share_one_graph_per_setting():
@@ -30,7 +39,9 @@ def test_eager_calls_share_one_graph_per_setting():
     assert all(len(g._list_all_concrete_functions()) == 1 for g in graphs.values())
     traced = tf.function(lambda s: greedy_decode(model, s, 6))(tf.constant(SOURCE))
     np.testing.assert_array_equal(first["ids"].numpy(), traced["ids"].numpy())
-    np.testing.assert_allclose(first["scores"].numpy(), traced["scores"].numpy(), atol=1e-6)
+    np.testing.assert_allclose(
+        first["scores"].numpy(), traced["scores"].numpy(), atol=1e-6
+    )
 
 
 def test_searches_trace_with_a_fixed_batch_size():
@@ -40,8 +51,12 @@ def test_searches_trace_with_a_fixed_batch_size():
     beam = tf.function(lambda s: beam_search_decode(model, s, 3, 6)["ids"])(source)
     greedy = tf.function(lambda s: greedy_decode(model, s, 6)["ids"])(source)
     assert beam.shape[:2] == (3, 3)
-    np.testing.assert_array_equal(beam.numpy(), beam_search_decode(model, SOURCE, 3, 6)["ids"].numpy())
-    np.testing.assert_array_equal(greedy.numpy(), greedy_decode(model, SOURCE, 6)["ids"].numpy())
+    np.testing.assert_array_equal(
+        beam.numpy(), beam_search_decode(model, SOURCE, 3, 6)["ids"].numpy()
+    )
+    np.testing.assert_array_equal(
+        greedy.numpy(), greedy_decode(model, SOURCE, 6)["ids"].numpy()
+    )
 
 
 def test_cached_graphs_do_not_keep_the_model_alive():

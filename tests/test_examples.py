@@ -21,7 +21,9 @@ def load(name):
 
 
 def test_layers_in_your_model():
-    history = load("layers_in_your_model").main(["--epochs", "1", "--steps-per-epoch", "2"])
+    history = load("layers_in_your_model").main(
+        ["--epochs", "1", "--steps-per-epoch", "2"]
+    )
     assert len(history.history["loss"]) == 1
 
 
@@ -29,16 +31,39 @@ def test_train_on_tsv(tmp_path):
     from keras_selfattn.text import write_pairs
 
     data = write_pairs(tmp_path / "pairs.tsv", load_bundled_dates()[:300])
-    metrics = load("train_on_tsv").main(["--data", str(data), "--epochs", "1", "--steps-per-epoch", "2"])
+    metrics = load("train_on_tsv").main(
+        ["--data", str(data), "--epochs", "1", "--steps-per-epoch", "2"]
+    )
     assert 0.0 <= metrics["exact_match"] <= 1.0
 
 
 def test_translate_and_plot(tmp_path):
-    tiny = ModelConfig(num_hiddens=16, num_heads=2, num_layers=1, ffn_hiddens=32, decoder_units=16,
-                       embedding_dim=8, max_target_len=12)
-    train(load_bundled_dates()[:200], tmp_path / "run", tiny,
-          TrainConfig(epochs=1, target_tokenizer="char", warmup_steps=1), verbose=0)
-    beams = load("translate_and_plot").main(["--model", str(tmp_path / "run"), "--out", str(tmp_path / "png"),
-                                             "--beam", "2", "14 juillet 1989"])
+    tiny = ModelConfig(
+        num_hiddens=16,
+        num_heads=2,
+        num_layers=1,
+        ffn_hiddens=32,
+        decoder_units=16,
+        embedding_dim=8,
+        max_target_len=12,
+    )
+    train(
+        load_bundled_dates()[:200],
+        tmp_path / "run",
+        tiny,
+        TrainConfig(epochs=1, target_tokenizer="char", warmup_steps=1),
+        verbose=0,
+    )
+    beams = load("translate_and_plot").main(
+        [
+            "--model",
+            str(tmp_path / "run"),
+            "--out",
+            str(tmp_path / "png"),
+            "--beam",
+            "2",
+            "14 juillet 1989",
+        ]
+    )
     assert len(beams) == 1
     assert (tmp_path / "png" / "attention_0.png").read_bytes()[:4] == b"\x89PNG"

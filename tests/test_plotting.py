@@ -15,14 +15,22 @@ def test_positional_encoding_figure(tmp_path):
 
 def test_attention_heatmap_and_its_shape_check(tmp_path):
     weights = np.full((3, 4), 0.25)
-    path = plotting.plot_attention(weights, ["a", "b", "c", "d"], ["x", "y", "</s>"], tmp_path / "a.png", title="t")
+    path = plotting.plot_attention(
+        weights, ["a", "b", "c", "d"], ["x", "y", "</s>"], tmp_path / "a.png", title="t"
+    )
     pixels = np.asarray(Image.open(path).convert("RGB"))
     assert pixels.std() > 0  # something was drawn
-    with pytest.raises(ValueError, match=r"weights.shape=\(3, 4\), 2 target tokens, 4 source tokens"):
-        plotting.plot_attention(weights, ["a", "b", "c", "d"], ["x", "y"], tmp_path / "b.png")
+    with pytest.raises(
+        ValueError, match=r"weights.shape=\(3, 4\), 2 target tokens, 4 source tokens"
+    ):
+        plotting.plot_attention(
+            weights, ["a", "b", "c", "d"], ["x", "y"], tmp_path / "b.png"
+        )
 
 
 def test_history_figure(tmp_path):
-    path = plotting.plot_history({"loss": [1.0, 0.5], "val_loss": [1.1, 0.6], "accuracy": [0.2, 0.9]}, tmp_path / "h.png")
+    path = plotting.plot_history(
+        {"loss": [1.0, 0.5], "val_loss": [1.1, 0.6], "accuracy": [0.2, 0.9]},
+        tmp_path / "h.png",
+    )
     assert Image.open(path).format == "PNG"
-

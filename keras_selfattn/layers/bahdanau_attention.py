@@ -246,7 +246,8 @@ class BahdanauAttention(keras.layers.Layer):
                 )  # (B, T, units)
             else:
                 features = ops.tanh(
-                    ops.expand_dims(projected_query, 2) + ops.expand_dims(projected_keys, 1)
+                    ops.expand_dims(projected_query, 2)
+                    + ops.expand_dims(projected_keys, 1)
                 )  # (B, S, T, units)
             v = ops.cast(self.score_dense.kernel, features.dtype)  # (units, 1)
             scores = ops.matmul(ops.reshape(features, (-1, self.units)), v)

@@ -35,8 +35,17 @@ _OPTIONS = (
 )  # the constructor arguments the cell and the decoder share
 
 
-def _set_options(layer, units, rnn_type, num_layers, dropout, attention_score,
-                 kernel_initializer, recurrent_initializer, seed):
+def _set_options(
+    layer,
+    units,
+    rnn_type,
+    num_layers,
+    dropout,
+    attention_score,
+    kernel_initializer,
+    recurrent_initializer,
+    seed,
+):
     """Checks the shared constructor arguments (Keras' error form) and sets them on ``layer``."""
     for name, value in (("units", units), ("num_layers", num_layers)):
         if (
@@ -183,8 +192,17 @@ class BahdanauDecoderCell(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        _set_options(self, units, rnn_type, num_layers, dropout, attention_score,
-                     kernel_initializer, recurrent_initializer, seed)
+        _set_options(
+            self,
+            units,
+            rnn_type,
+            num_layers,
+            dropout,
+            attention_score,
+            kernel_initializer,
+            recurrent_initializer,
+            seed,
+        )
         self._memory_dim = None
 
         # The sublayers are created here, not in build(): the key projection is
@@ -555,8 +573,17 @@ class BahdanauDecoder(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        _set_options(self, units, rnn_type, num_layers, dropout, attention_score,
-                     kernel_initializer, recurrent_initializer, seed)
+        _set_options(
+            self,
+            units,
+            rnn_type,
+            num_layers,
+            dropout,
+            attention_score,
+            kernel_initializer,
+            recurrent_initializer,
+            seed,
+        )
         if not (isinstance(unroll, bool) or unroll == "auto"):
             raise ValueError(
                 f"unroll must be 'auto', True or False. Received: unroll={unroll!r}"

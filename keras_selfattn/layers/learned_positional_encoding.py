@@ -67,7 +67,9 @@ class LearnedPositionalEncoding(PositionalEncoding):
         **kwargs,
     ):
         self.embeddings_initializer = keras.initializers.get(embeddings_initializer)
-        super().__init__(num_hiddens, dropout=dropout, max_len=max_len, seed=seed, **kwargs)
+        super().__init__(
+            num_hiddens, dropout=dropout, max_len=max_len, seed=seed, **kwargs
+        )
 
     def _fixed_table(self):
         return None  # the table is the weight ``position_embeddings``, made in build()
@@ -86,5 +88,7 @@ class LearnedPositionalEncoding(PositionalEncoding):
 
     def get_config(self):
         config = super().get_config()
-        config["embeddings_initializer"] = keras.initializers.serialize(self.embeddings_initializer)
+        config["embeddings_initializer"] = keras.initializers.serialize(
+            self.embeddings_initializer
+        )
         return config

@@ -148,7 +148,9 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         super().__init__(**kwargs)
         for name, value in (("num_hiddens", num_hiddens), ("num_heads", num_heads)):
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-                raise ValueError(f"{name} must be a positive integer. Received: {name}={value}")
+                raise ValueError(
+                    f"{name} must be a positive integer. Received: {name}={value}"
+                )
         if num_hiddens % num_heads:
             raise ValueError(
                 "num_hiddens must be divisible by num_heads. "
@@ -202,17 +204,19 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             # A fresh initializer object per sublayer: a Keras initializer without
             # an explicit seed draws its seed once, so sharing one instance would
             # give the output kernel a rescaled copy of the Q/K/V kernel's values.
-            return dict(
-                use_bias=use_bias,
-                kernel_initializer=_fresh(self.kernel_initializer),
-                bias_initializer=_fresh(self.bias_initializer),
-                dtype=self.dtype_policy,
-            )
+            return {
+                "use_bias": use_bias,
+                "kernel_initializer": _fresh(self.kernel_initializer),
+                "bias_initializer": _fresh(self.bias_initializer),
+                "dtype": self.dtype_policy,
+            }
 
         self.query_key_value_dense = keras.layers.Dense(
             3 * num_hiddens, name="query_key_value", **dense_kwargs()
         )
-        self.output_dense = keras.layers.Dense(num_hiddens, name="output", **dense_kwargs())
+        self.output_dense = keras.layers.Dense(
+            num_hiddens, name="output", **dense_kwargs()
+        )
         self.dropout_layer = keras.layers.Dropout(
             dropout, seed=seed, dtype=self.dtype_policy, name="attention_dropout"
         )
@@ -241,7 +245,9 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             )
         self.built = True
 
-    def _key_mask(self, inputs, valid_lens, attention_mask, use_causal_mask, keras_mask):
+    def _key_mask(
+        self, inputs, valid_lens, attention_mask, use_causal_mask, keras_mask
+    ):
         """Combines every mask source into one boolean (B or 1, 1, Tq or 1, Tk) mask.
 
         Returns ``(mask, may_hide_whole_rows)``: the second is False when the only
@@ -331,7 +337,9 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             )
             context = context + ops.einsum("bhqk,qkd->bqhd", dropped, relative_values)
         if row_kept is not None:
-            context = context * ops.cast(ops.transpose(row_kept, (0, 2, 1, 3)), context.dtype)
+            context = context * ops.cast(
+                ops.transpose(row_kept, (0, 2, 1, 3)), context.dtype
+            )
         context = ops.reshape(context, (batch, length, self.num_hiddens))
         outputs = self.output_dense(context)
         if return_attention_scores:
@@ -365,7 +373,9 @@ class MultiHeadSelfAttention(keras.layers.Layer):
                 "num_heads": self.num_heads,
                 "dropout": self.dropout,
                 "use_bias": self.use_bias,
-                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+                "kernel_initializer": keras.initializers.serialize(
+                    self.kernel_initializer
+                ),
                 "bias_initializer": keras.initializers.serialize(self.bias_initializer),
                 "seed": self.seed,
                 "max_relative_position": self.max_relative_position,

@@ -71,12 +71,18 @@ class PositionalEncoding(keras.layers.Layer):
 
     def __init__(self, num_hiddens, dropout=0.0, max_len=1000, seed=None, **kwargs):
         super().__init__(**kwargs)
-        if not isinstance(num_hiddens, int) or isinstance(num_hiddens, bool) or num_hiddens <= 0:
+        if (
+            not isinstance(num_hiddens, int)
+            or isinstance(num_hiddens, bool)
+            or num_hiddens <= 0
+        ):
             raise ValueError(
                 f"num_hiddens must be a positive integer. Received: num_hiddens={num_hiddens}"
             )
         if not isinstance(max_len, int) or isinstance(max_len, bool) or max_len <= 0:
-            raise ValueError(f"max_len must be a positive integer. Received: max_len={max_len}")
+            raise ValueError(
+                f"max_len must be a positive integer. Received: max_len={max_len}"
+            )
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1). Received: dropout={dropout}")
         self.num_hiddens = num_hiddens
@@ -114,7 +120,11 @@ class PositionalEncoding(keras.layers.Layer):
                 f"Received: inputs.shape[-1]={input_shape[-1]}, num_hiddens={self.num_hiddens}"
             )
         length = input_shape[1]
-        if length is not None and isinstance(start, int) and start + length > self.max_len:
+        if (
+            length is not None
+            and isinstance(start, int)
+            and start + length > self.max_len
+        ):
             raise ValueError(
                 "The sequence is longer than the positional table. "
                 f"Received: start + T = {start} + {length} = {start + length}, "

@@ -13,7 +13,9 @@
 from keras import ops
 
 
-def relative_position_indices(num_queries, num_keys, max_relative_position, query_start=0):
+def relative_position_indices(
+    num_queries, num_keys, max_relative_position, query_start=0
+):
     """(Tq, Tk) int32 indices ``clip(j - i, -k, k) + k`` into a (2k + 1)-row table.
 
     Args:
@@ -46,14 +48,20 @@ def rotary_embedding(x, max_wavelength=10000.0, start=0):
     dtype = x.dtype
     head_size = x.shape[-1]
     length = ops.shape(x)[1]
-    positions = ops.cast(ops.arange(length, dtype="int32") + ops.cast(start, "int32"), "float32")
-    exponents = ops.arange(0, head_size, 2, dtype="float32") / float(head_size)  # 2m / D
+    positions = ops.cast(
+        ops.arange(length, dtype="int32") + ops.cast(start, "int32"), "float32"
+    )
+    exponents = ops.arange(0, head_size, 2, dtype="float32") / float(
+        head_size
+    )  # 2m / D
     inverse_frequencies = ops.power(ops.cast(max_wavelength, "float32"), -exponents)
     angles = positions[:, None] * inverse_frequencies[None, :]  # (T, D/2)
     cos = ops.cos(angles)[None, :, None, :]
     sin = ops.sin(angles)[None, :, None, :]
     x = ops.cast(x, "float32")
-    pairs = ops.reshape(x, (ops.shape(x)[0], length, ops.shape(x)[2], head_size // 2, 2))
+    pairs = ops.reshape(
+        x, (ops.shape(x)[0], length, ops.shape(x)[2], head_size // 2, 2)
+    )
     even, odd = pairs[..., 0], pairs[..., 1]
     rotated = ops.stack([even * cos - odd * sin, even * sin + odd * cos], axis=-1)
     return ops.cast(ops.reshape(rotated, ops.shape(x)), dtype)

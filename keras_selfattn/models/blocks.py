@@ -5,7 +5,7 @@ import math
 import keras
 from keras import ops
 
-from keras_selfattn.layers import MultiHeadSelfAttention, PositionalEncoding
+from keras_selfattn.layers import MultiHeadSelfAttention
 
 
 @keras.saving.register_keras_serializable(package="keras_selfattn")
@@ -26,7 +26,11 @@ class ScaledTokenEmbedding(keras.layers.Layer):
         self.vocab_size = vocab_size
         self.output_dim = output_dim
         self.embedding = keras.layers.Embedding(
-            vocab_size, output_dim, mask_zero=True, dtype=self.dtype_policy, name="embedding"
+            vocab_size,
+            output_dim,
+            mask_zero=True,
+            dtype=self.dtype_policy,
+            name="embedding",
         )
 
     def build(self, ids_shape):
@@ -34,7 +38,9 @@ class ScaledTokenEmbedding(keras.layers.Layer):
         self.built = True
 
     def call(self, ids):
-        return self.embedding(ids) * ops.cast(math.sqrt(self.output_dim), self.compute_dtype)
+        return self.embedding(ids) * ops.cast(
+            math.sqrt(self.output_dim), self.compute_dtype
+        )
 
     def compute_mask(self, ids, mask=None):
         return ops.not_equal(ids, 0)
@@ -71,8 +77,18 @@ class TransformerEncoderBlock(keras.layers.Layer):
         **kwargs: base layer arguments.
     """
 
-    def __init__(self, num_hiddens, num_heads, ffn_hiddens, dropout=0.0, norm_first=False, seed=None,
-                 max_relative_position=None, use_rotary=False, **kwargs):
+    def __init__(
+        self,
+        num_hiddens,
+        num_heads,
+        ffn_hiddens,
+        dropout=0.0,
+        norm_first=False,
+        seed=None,
+        max_relative_position=None,
+        use_rotary=False,
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         self.num_hiddens = num_hiddens
         self.num_heads = num_heads
@@ -85,14 +101,28 @@ class TransformerEncoderBlock(keras.layers.Layer):
         self.supports_masking = True
         policy = self.dtype_policy
         self.attention = MultiHeadSelfAttention(
-            num_hiddens, num_heads, dropout=dropout, seed=seed, dtype=policy, name="attention",
-            max_relative_position=max_relative_position, use_rotary=use_rotary,
+            num_hiddens,
+            num_heads,
+            dropout=dropout,
+            seed=seed,
+            dtype=policy,
+            name="attention",
+            max_relative_position=max_relative_position,
+            use_rotary=use_rotary,
         )
-        self.attention_norm = keras.layers.LayerNormalization(epsilon=1e-5, dtype=policy, name="attention_norm")
-        self.ffn_inner = keras.layers.Dense(ffn_hiddens, activation="relu", dtype=policy, name="ffn_inner")
+        self.attention_norm = keras.layers.LayerNormalization(
+            epsilon=1e-5, dtype=policy, name="attention_norm"
+        )
+        self.ffn_inner = keras.layers.Dense(
+            ffn_hiddens, activation="relu", dtype=policy, name="ffn_inner"
+        )
         self.ffn_outer = keras.layers.Dense(num_hiddens, dtype=policy, name="ffn_outer")
-        self.ffn_norm = keras.layers.LayerNormalization(epsilon=1e-5, dtype=policy, name="ffn_norm")
-        self.dropout_layer = keras.layers.Dropout(dropout, seed=seed, dtype=policy, name="dropout")
+        self.ffn_norm = keras.layers.LayerNormalization(
+            epsilon=1e-5, dtype=policy, name="ffn_norm"
+        )
+        self.dropout_layer = keras.layers.Dropout(
+            dropout, seed=seed, dtype=policy, name="dropout"
+        )
 
     def build(self, inputs_shape):
         self.attention.build(inputs_shape)
@@ -105,10 +135,14 @@ class TransformerEncoderBlock(keras.layers.Layer):
 
     def call(self, inputs, training=None, mask=None):
         def attend(x):
-            return self.dropout_layer(self.attention(x, mask=mask, training=training), training=training)
+            return self.dropout_layer(
+                self.attention(x, mask=mask, training=training), training=training
+            )
 
         def feed_forward(x):
-            return self.dropout_layer(self.ffn_outer(self.ffn_inner(x)), training=training)
+            return self.dropout_layer(
+                self.ffn_outer(self.ffn_inner(x)), training=training
+            )
 
         if self.norm_first:
             y = inputs + attend(self.attention_norm(inputs))
@@ -160,7 +194,9 @@ class DecoderBridge(keras.layers.Layer):
         self.num_states = num_states
         self.supports_masking = True
         self.projections = [
-            keras.layers.Dense(units, activation="tanh", dtype=self.dtype_policy, name=f"state_{i}")
+            keras.layers.Dense(
+                units, activation="tanh", dtype=self.dtype_policy, name=f"state_{i}"
+            )
             for i in range(num_states)
         ]
 

@@ -71,13 +71,17 @@ class ModelConfig:
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(values) - known)
         if unknown:
-            raise ValueError(f"Unknown ModelConfig fields: {unknown}. Known: {sorted(known)}")
+            raise ValueError(
+                f"Unknown ModelConfig fields: {unknown}. Known: {sorted(known)}"
+            )
         return cls(**values)
 
     def __post_init__(self):
         for name, allowed in self.CHOICES.items():
             if getattr(self, name) not in allowed:
-                raise ValueError(f"{name} must be one of {allowed}. Received: {name}={getattr(self, name)!r}")
+                raise ValueError(
+                    f"{name} must be one of {allowed}. Received: {name}={getattr(self, name)!r}"
+                )
         value = self.max_relative_position
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise ValueError(

@@ -3,14 +3,24 @@
 import keras
 from keras import ops
 
-from keras_selfattn.layers import BahdanauDecoder, LearnedPositionalEncoding, PositionalEncoding
-from keras_selfattn.models.blocks import DecoderBridge, ScaledTokenEmbedding, TransformerEncoderBlock
+from keras_selfattn.layers import (
+    BahdanauDecoder,
+    LearnedPositionalEncoding,
+    PositionalEncoding,
+)
+from keras_selfattn.models.blocks import (
+    DecoderBridge,
+    ScaledTokenEmbedding,
+    TransformerEncoderBlock,
+)
 from keras_selfattn.models.config import ModelConfig
 
 PAD_ID = 0
 
 
-def build_seq2seq(source_vocab_size, target_vocab_size, config=None, seed=None, **overrides):
+def build_seq2seq(
+    source_vocab_size, target_vocab_size, config=None, seed=None, **overrides
+):
     """Builds the encoder-decoder translation model with the functional API.
 
     Encoder: ``ScaledTokenEmbedding`` (id 0 is padding and masked, scaled by
@@ -47,7 +57,10 @@ def build_seq2seq(source_vocab_size, target_vocab_size, config=None, seed=None, 
     (None, None, 50)
     """
     config = ModelConfig(**{**vars(config or ModelConfig()), **overrides})
-    for name, value in (("source_vocab_size", source_vocab_size), ("target_vocab_size", target_vocab_size)):
+    for name, value in (
+        ("source_vocab_size", source_vocab_size),
+        ("target_vocab_size", target_vocab_size),
+    ):
         if not isinstance(value, int) or value < 5:
             raise ValueError(
                 f"{name} must be an integer of at least 5 (padding, unknown, start, end and one token). "
@@ -60,24 +73,40 @@ def build_seq2seq(source_vocab_size, target_vocab_size, config=None, seed=None, 
     source = keras.Input(shape=(None,), dtype="int32", name="source")
     target_in = keras.Input(shape=(None,), dtype="int32", name="target_in")
 
-    x = ScaledTokenEmbedding(source_vocab_size, config.num_hiddens, name="source_embedding")(source)
+    x = ScaledTokenEmbedding(
+        source_vocab_size, config.num_hiddens, name="source_embedding"
+    )(source)
     position_options = {}
     if config.position in ("sinusoidal", "learned"):
-        encoding = PositionalEncoding if config.position == "sinusoidal" else LearnedPositionalEncoding
+        encoding = (
+            PositionalEncoding
+            if config.position == "sinusoidal"
+            else LearnedPositionalEncoding
+        )
         x = encoding(
-            config.num_hiddens, dropout=config.dropout, max_len=config.max_source_len,
-            seed=layer_seed(0), name="positional_encoding",
+            config.num_hiddens,
+            dropout=config.dropout,
+            max_len=config.max_source_len,
+            seed=layer_seed(0),
+            name="positional_encoding",
         )(x)
     else:
-        x = keras.layers.Dropout(config.dropout, seed=layer_seed(0), name="embedding_dropout")(x)
+        x = keras.layers.Dropout(
+            config.dropout, seed=layer_seed(0), name="embedding_dropout"
+        )(x)
         if config.position == "relative":
             position_options["max_relative_position"] = config.max_relative_position
         else:
             position_options["use_rotary"] = True
     for i in range(config.num_layers):
         x = TransformerEncoderBlock(
-            config.num_hiddens, config.num_heads, config.ffn_hiddens, dropout=config.dropout,
-            norm_first=config.norm_first, seed=layer_seed(1 + i), name=f"encoder_block_{i}",
+            config.num_hiddens,
+            config.num_heads,
+            config.ffn_hiddens,
+            dropout=config.dropout,
+            norm_first=config.norm_first,
+            seed=layer_seed(1 + i),
+            name=f"encoder_block_{i}",
             **position_options,
         )(x)
     if config.norm_first:
@@ -85,7 +114,9 @@ def build_seq2seq(source_vocab_size, target_vocab_size, config=None, seed=None, 
     memory = x
 
     num_states = config.decoder_layers * (2 if config.rnn_type == "lstm" else 1)
-    initial_state = DecoderBridge(config.decoder_units, num_states, name="bridge")(memory)
+    initial_state = DecoderBridge(config.decoder_units, num_states, name="bridge")(
+        memory
+    )
 
     y = keras.layers.Embedding(
         target_vocab_size, config.embedding_dim, mask_zero=True, name="target_embedding"
@@ -100,7 +131,9 @@ def build_seq2seq(source_vocab_size, target_vocab_size, config=None, seed=None, 
         name="decoder",
     )(y, memory, initial_state=initial_state)
     logits = keras.layers.Dense(target_vocab_size, dtype="float32", name="logits")(y)
-    return keras.Model({"source": source, "target_in": target_in}, logits, name="seq2seq")
+    return keras.Model(
+        {"source": source, "target_in": target_in}, logits, name="seq2seq"
+    )
 
 
 def masked_loss():

@@ -63,24 +63,48 @@ __all__ = [
 # C++ server has no Python function to call.
 PYTHON_BOUND_OPS = frozenset({"PyFunc", "PyFuncStateless", "EagerPyFunc"})
 
-_TF_TEXT_2_20_0 = frozenset({
-    "CaseFoldUTF8", "ConstrainedSequence", "FastBertNormalize",
-    "FastWordpieceTokenizeWithOffsets", "FindSourceOffsets", "MaxSpanningTree",
-    "NormalizeUTF8", "NormalizeUTF8WithOffsetsMap", "PhraseTokenize",
-    "RegexSplitWithOffsets", "RougeL", "SentenceFragments", "SentenceFragmentsV2",
-    "SentencepieceDetokenizeOp", "SentencepieceIdToStringOp", "SentencepieceOp",
-    "SentencepieceStringToIdOp", "SentencepieceTokenizeOp",
-    "SentencepieceTokenizeWithOffsetsOp", "SentencepieceVocabSizeOp",
-    "SplitMergeTokenizeWithOffsets", "TFText>BoiseTagsToOffsets",
-    "TFText>ByteSplitByOffsets", "TFText>ByteSplitWithOffsets",
-    "TFText>FastSentencepieceDetokenize", "TFText>FastSentencepieceTokenize",
-    "TFText>FastWordpieceDetokenize", "TFText>NgramsStringJoin",
-    "TFText>OffsetsToBoiseTags", "TFText>PhraseDetokenize",
-    "TFText>RoundRobinGenerateMasks", "TFText>RoundRobinTrim", "TFText>Utf8Binarize",
-    "TFText>WhitespaceTokenizeWithOffsetsV2", "TokenizerFromLogits",
-    "UnicodeScriptTokenizeWithOffsets", "WhitespaceTokenizeWithOffsets",
-    "WordpieceTokenizeWithOffsets",
-})
+_TF_TEXT_2_20_0 = frozenset(
+    {
+        "CaseFoldUTF8",
+        "ConstrainedSequence",
+        "FastBertNormalize",
+        "FastWordpieceTokenizeWithOffsets",
+        "FindSourceOffsets",
+        "MaxSpanningTree",
+        "NormalizeUTF8",
+        "NormalizeUTF8WithOffsetsMap",
+        "PhraseTokenize",
+        "RegexSplitWithOffsets",
+        "RougeL",
+        "SentenceFragments",
+        "SentenceFragmentsV2",
+        "SentencepieceDetokenizeOp",
+        "SentencepieceIdToStringOp",
+        "SentencepieceOp",
+        "SentencepieceStringToIdOp",
+        "SentencepieceTokenizeOp",
+        "SentencepieceTokenizeWithOffsetsOp",
+        "SentencepieceVocabSizeOp",
+        "SplitMergeTokenizeWithOffsets",
+        "TFText>BoiseTagsToOffsets",
+        "TFText>ByteSplitByOffsets",
+        "TFText>ByteSplitWithOffsets",
+        "TFText>FastSentencepieceDetokenize",
+        "TFText>FastSentencepieceTokenize",
+        "TFText>FastWordpieceDetokenize",
+        "TFText>NgramsStringJoin",
+        "TFText>OffsetsToBoiseTags",
+        "TFText>PhraseDetokenize",
+        "TFText>RoundRobinGenerateMasks",
+        "TFText>RoundRobinTrim",
+        "TFText>Utf8Binarize",
+        "TFText>WhitespaceTokenizeWithOffsetsV2",
+        "TokenizerFromLogits",
+        "UnicodeScriptTokenizeWithOffsets",
+        "WhitespaceTokenizeWithOffsets",
+        "WordpieceTokenizeWithOffsets",
+    }
+)
 _ADDED_AFTER_2_12_1 = frozenset(
     {"TFText>RoundRobinGenerateMasks", "TFText>RoundRobinTrim", "TFText>Utf8Binarize"}
 )
@@ -131,11 +155,13 @@ def list_op_types(saved_model_dir):
     Returns:
         `collections.Counter` op type -> number of nodes.
     """
-    from tensorflow.core.protobuf import saved_model_pb2  # noqa: PLC0415
+    from tensorflow.core.protobuf import saved_model_pb2
 
     path = pathlib.Path(saved_model_dir) / "saved_model.pb"
     if not path.is_file():
-        raise FileNotFoundError(f"No saved_model.pb in {saved_model_dir}: not a SavedModel directory")
+        raise FileNotFoundError(
+            f"No saved_model.pb in {saved_model_dir}: not a SavedModel directory"
+        )
     saved_model = saved_model_pb2.SavedModel()
     saved_model.ParseFromString(path.read_bytes())
     counts = collections.Counter()
@@ -185,7 +211,7 @@ json.dump({"tensorflow": tf.__version__, "core": sorted(core),
 """
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def installed_op_registry(python=None):
     """Lists the op registry of a fresh interpreter (so nothing this process imported counts).
 
@@ -198,10 +224,16 @@ def installed_op_registry(python=None):
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": ""}
     done = subprocess.run(
         [python or sys.executable, "-c", _REGISTRY_SCRIPT],
-        capture_output=True, text=True, env=env, timeout=300, check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
     )
     if done.returncode != 0:
-        raise RuntimeError(f"Could not list TensorFlow's op registry:\n{done.stderr[-2000:]}")
+        raise RuntimeError(
+            f"Could not list TensorFlow's op registry:\n{done.stderr[-2000:]}"
+        )
     data = json.loads(done.stdout)
     return OpRegistry(
         tensorflow_version=data["tensorflow"],
@@ -277,16 +309,25 @@ def audit_ops(op_types, serving_version=None, registry=None):
     core, text, problems = [], [], {}
     for op in op_types:
         if op in PYTHON_BOUND_OPS:
-            problems[op] = "calls back into Python (tf.py_function / tf.numpy_function); a C++ server cannot run it"
+            problems[op] = (
+                "calls back into Python (tf.py_function / tf.numpy_function); a C++ server cannot run it"
+            )
         elif op in registry.core:
             core.append(op)
         elif op in linked:
             text.append(op)
-        elif any(op in TF_TEXT_OPS[v] for v in versions) or op in registry.tensorflow_text:
+        elif (
+            any(op in TF_TEXT_OPS[v] for v in versions)
+            or op in registry.tensorflow_text
+        ):
             missing = [v for v in versions if op not in TF_TEXT_OPS[v]]
             problems[op] = (
                 f"tensorflow-text op missing from tensorflow-text {', '.join(missing)}, which "
-                + ("TF Serving up to 2.19 links" if "2.12.1" in missing else "stock TF Serving links")
+                + (
+                    "TF Serving up to 2.19 links"
+                    if "2.12.1" in missing
+                    else "stock TF Serving links"
+                )
             )
         else:
             problems[op] = (

@@ -62,33 +62,50 @@ class ServingCheck:
         if self.tensorflow_text_imported is not None:
             lines.append(
                 "session loader: loaded and ran "
-                + ("with tensorflow_text imported" if self.tensorflow_text_imported
-                   else "WITHOUT tensorflow_text (core TensorFlow only)")
+                + (
+                    "with tensorflow_text imported"
+                    if self.tensorflow_text_imported
+                    else "WITHOUT tensorflow_text (core TensorFlow only)"
+                )
             )
         for result in self.results:
             status = "ok " if result["ok"] else "ERR"
             seconds = result.get("seconds")
             timing = f"{seconds * 1000:.0f} ms" if seconds is not None else ""
-            shapes = ", ".join(f"{k} {v['shape']}" for k, v in sorted(result.get("outputs", {}).items()))
-            lines.append(f"  {status} {result['signature']:<16} {result['name']:<14} {timing:>8}  {shapes}")
+            shapes = ", ".join(
+                f"{k} {v['shape']}"
+                for k, v in sorted(result.get("outputs", {}).items())
+            )
+            lines.append(
+                f"  {status} {result['signature']:<16} {result['name']:<14} {timing:>8}  {shapes}"
+            )
         lines += [f"PROBLEM: {p}" for p in self.problems]
-        lines.append("check-serving: OK" if self.ok else f"check-serving: FAILED ({len(self.problems)} problems)")
+        lines.append(
+            "check-serving: OK"
+            if self.ok
+            else f"check-serving: FAILED ({len(self.problems)} problems)"
+        )
         return "\n".join(lines)
 
 
 def _signature_io(saved_model_dir):
     """signature name -> ({input: dtype name}, {output: dtype name}), read from saved_model.pb."""
-    import tensorflow as tf  # noqa: PLC0415
-    from tensorflow.core.protobuf import saved_model_pb2  # noqa: PLC0415
+    import tensorflow as tf
+    from tensorflow.core.protobuf import saved_model_pb2
 
     saved_model = saved_model_pb2.SavedModel()
-    saved_model.ParseFromString((pathlib.Path(saved_model_dir) / "saved_model.pb").read_bytes())
+    saved_model.ParseFromString(
+        (pathlib.Path(saved_model_dir) / "saved_model.pb").read_bytes()
+    )
 
     def dtype(info):
         return tf.dtypes.as_dtype(info.dtype).name  # "string", "float32", "int32"
 
     return {
-        name: ({k: dtype(v) for k, v in sig.inputs.items()}, {k: dtype(v) for k, v in sig.outputs.items()})
+        name: (
+            {k: dtype(v) for k, v in sig.inputs.items()},
+            {k: dtype(v) for k, v in sig.outputs.items()},
+        )
         for name, sig in saved_model.meta_graphs[0].signature_def.items()
         if not name.startswith("__")
     }
@@ -96,9 +113,9 @@ def _signature_io(saved_model_dir):
 
 def _requests(saved_model_dir, signatures):
     """The warmup records and the bad-request batches, as replay requests."""
-    import tensorflow as tf  # noqa: PLC0415
+    import tensorflow as tf
 
-    from keras_selfattn.serving import warmup  # noqa: PLC0415
+    from keras_selfattn.serving import warmup
 
     def encode(proto):
         return base64.b64encode(proto.SerializeToString()).decode("ascii")
@@ -108,22 +125,30 @@ def _requests(saved_model_dir, signatures):
     if warmup_path.is_file():
         for i, log in enumerate(warmup.read_warmup_requests(warmup_path)):
             request = log.predict_log.request
-            requests.append({
-                "name": f"warmup[{i}]",
-                "signature": request.model_spec.signature_name or "serving_default",
-                "inputs": {k: encode(v) for k, v in request.inputs.items()},
-            })
+            requests.append(
+                {
+                    "name": f"warmup[{i}]",
+                    "signature": request.model_spec.signature_name or "serving_default",
+                    "inputs": {k: encode(v) for k, v in request.inputs.items()},
+                }
+            )
     for signature, (inputs, _) in sorted(signatures.items()):
         if inputs != _TEXT_INPUT:
             continue
         for name, batch in warmup.bad_request_batches().items():
             proto = tf.make_tensor_proto(batch, dtype=tf.string, shape=[len(batch)])
-            requests.append({"name": name, "signature": signature, "inputs": {"text": encode(proto)}})
+            requests.append(
+                {
+                    "name": name,
+                    "signature": signature,
+                    "inputs": {"text": encode(proto)},
+                }
+            )
     return requests
 
 
 def _batch_size(request):
-    from tensorflow.core.framework import tensor_pb2  # noqa: PLC0415
+    from tensorflow.core.framework import tensor_pb2
 
     sizes = set()
     for encoded in request["inputs"].values():
@@ -144,20 +169,32 @@ def _result_problems(result, request, signatures):
     batch = _batch_size(request)
     for name, output in result["outputs"].items():
         if output["dtype"] != expected.get(name):
-            problems.append(f"{where}: output {name} is {output['dtype']}, the signature says {expected.get(name)}")
+            problems.append(
+                f"{where}: output {name} is {output['dtype']}, the signature says {expected.get(name)}"
+            )
         if batch is not None and (not output["shape"] or output["shape"][0] != batch):
-            problems.append(f"{where}: output {name} has shape {output['shape']} for a batch of {batch}")
+            problems.append(
+                f"{where}: output {name} has shape {output['shape']} for a batch of {batch}"
+            )
         for value in output["values"]:
             if isinstance(value, dict):
-                problems.append(f"{where}: output {name} holds bytes that are not UTF-8")
+                problems.append(
+                    f"{where}: output {name} holds bytes that are not UTF-8"
+                )
                 break
-            if output["dtype"] != "string" and isinstance(value, str):  # "nan", "inf" from the replay
-                problems.append(f"{where}: output {name} holds a non-finite number ({value})")
+            if output["dtype"] != "string" and isinstance(
+                value, str
+            ):  # "nan", "inf" from the replay
+                problems.append(
+                    f"{where}: output {name} holds a non-finite number ({value})"
+                )
                 break
     return problems
 
 
-def check_serving(saved_model_dir, serving_version=None, run=True, timeout=600, python=None):
+def check_serving(
+    saved_model_dir, serving_version=None, run=True, timeout=600, python=None
+):
     """Audits a SavedModel's ops and replays requests under the session-based loader.
 
     Args:
@@ -181,13 +218,18 @@ def check_serving(saved_model_dir, serving_version=None, run=True, timeout=600, 
     registry = audit_lib.installed_op_registry(python)
     op_audit = audit_lib.audit_saved_model(saved_model_dir, serving_version, registry)
     check = ServingCheck(saved_model_dir, op_audit)
-    check.problems += [f"op {op}: {reason}" for op, reason in sorted(op_audit.problems.items())]
+    check.problems += [
+        f"op {op}: {reason}" for op, reason in sorted(op_audit.problems.items())
+    ]
     signatures = _signature_io(saved_model_dir)
-    check.signatures = {k: {"inputs": i, "outputs": o} for k, (i, o) in signatures.items()}
+    check.signatures = {
+        k: {"inputs": i, "outputs": o} for k, (i, o) in signatures.items()
+    }
     for name, (_, outputs) in signatures.items():
         check.problems += [
             f"{name}: output {o} ends in _bytes (TF Serving's REST API would base64 it)"
-            for o in outputs if o.endswith("_bytes")
+            for o in outputs
+            if o.endswith("_bytes")
         ]
     if not run or op_audit.problems:
         return check
@@ -195,28 +237,51 @@ def check_serving(saved_model_dir, serving_version=None, run=True, timeout=600, 
     needs_text = bool(op_audit.tensorflow_text)
     requests = _requests(saved_model_dir, signatures)
     with tempfile.TemporaryDirectory(prefix="check-serving-") as scratch:
-        requests_path, results_path = pathlib.Path(scratch, "requests.json"), pathlib.Path(scratch, "results.json")
+        requests_path, results_path = (
+            pathlib.Path(scratch, "requests.json"),
+            pathlib.Path(scratch, "results.json"),
+        )
         requests_path.write_text(json.dumps(requests), encoding="utf-8")
-        command = [python or sys.executable, str(_REPLAY_SCRIPT), str(saved_model_dir.resolve()),
-                   str(requests_path), str(results_path)]
+        command = [
+            python or sys.executable,
+            str(_REPLAY_SCRIPT),
+            str(saved_model_dir.resolve()),
+            str(requests_path),
+            str(results_path),
+        ]
         if needs_text:
             command.append("--tensorflow-text")
         env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": ""}
         try:
-            done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env, check=False)
+            done = subprocess.run(
+                command,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                env=env,
+                check=False,
+            )
         except subprocess.TimeoutExpired:
-            check.problems.append(f"the session-loader replay did not finish within {timeout} s (a hang?)")
+            check.problems.append(
+                f"the session-loader replay did not finish within {timeout} s (a hang?)"
+            )
             return check
         if done.returncode != 0 or not results_path.is_file():
-            check.problems.append(f"the session loader failed (exit {done.returncode}):\n{done.stderr[-3000:]}")
+            check.problems.append(
+                f"the session loader failed (exit {done.returncode}):\n{done.stderr[-3000:]}"
+            )
             return check
         report = json.loads(results_path.read_text(encoding="utf-8"))
     check.tensorflow_text_imported = report["tensorflow_text_imported"]
     check.results = report["results"]
     if not needs_text and check.tensorflow_text_imported:
-        check.problems.append("tensorflow_text was imported although the graph has core ops only")
+        check.problems.append(
+            "tensorflow_text was imported although the graph has core ops only"
+        )
     if report["keras_selfattn_imported"]:
-        check.problems.append("the replay imported keras_selfattn: the SavedModel must load without it")
+        check.problems.append(
+            "the replay imported keras_selfattn: the SavedModel must load without it"
+        )
     for request, result in zip(requests, check.results):
         check.problems += _result_problems(result, request, signatures)
     return check

@@ -68,7 +68,9 @@ def list_versions(export_base):
     export_base = pathlib.Path(export_base)
     if not export_base.is_dir():
         return []
-    return sorted(int(p.name) for p in export_base.iterdir() if p.name.isdigit() and p.is_dir())
+    return sorted(
+        int(p.name) for p in export_base.iterdir() if p.name.isdigit() and p.is_dir()
+    )
 
 
 def next_version(export_base):
@@ -89,12 +91,14 @@ def serving_functions(translator, beam_size=DEFAULT_BEAM_SIZE, alpha=0.6):
         dict signature name -> ``(function, input_signature)``, ``serving_default``
         first.
     """
-    import tensorflow as tf  # noqa: PLC0415
+    import tensorflow as tf
 
-    from keras_selfattn.decoding import PAD_ID, beam_search_decode, greedy_decode  # noqa: PLC0415
+    from keras_selfattn.decoding import PAD_ID, beam_search_decode, greedy_decode
 
     if not isinstance(beam_size, int) or beam_size < 1:
-        raise ValueError(f"beam_size must be a positive integer. Received: beam_size={beam_size!r}")
+        raise ValueError(
+            f"beam_size must be a positive integer. Received: beam_size={beam_size!r}"
+        )
     model, tokenizer = translator.model, translator.tokenizer
     max_source_len, max_len = translator.max_source_len, translator.max_target_len + 1
     text_spec = [tf.TensorSpec([None], tf.string, name="text")]
@@ -107,7 +111,9 @@ def serving_functions(translator, beam_size=DEFAULT_BEAM_SIZE, alpha=0.6):
         ids = tokenizer.source.encode(text)
         lengths = ids.row_lengths()
         ids = ids[:, :max_source_len].to_tensor(default_value=PAD_ID)
-        ids = tf.pad(ids, [[0, 0], [0, tf.maximum(0, 1 - tf.shape(ids)[1])]])  # keep one column
+        ids = tf.pad(
+            ids, [[0, 0], [0, tf.maximum(0, 1 - tf.shape(ids)[1])]]
+        )  # keep one column
         return tf.cast(ids, tf.int32), tf.equal(lengths, 0)
 
     def translate(text):
@@ -139,32 +145,47 @@ def serving_functions(translator, beam_size=DEFAULT_BEAM_SIZE, alpha=0.6):
         NBEST_SIGNATURE: (translate_nbest, text_spec),
         TOKEN_IDS_SIGNATURE: (
             serve,
-            [tf.TensorSpec([None, None], tf.int32, name="source"),
-             tf.TensorSpec([None, None], tf.int32, name="target_in")],
+            [
+                tf.TensorSpec([None, None], tf.int32, name="source"),
+                tf.TensorSpec([None, None], tf.int32, name="target_in"),
+            ],
         ),
     }
 
 
 def _vocabulary_tables(tokenizer, directory):
     """A `tf.Module` with an id -> token table over each vocabulary file (the SavedModel's assets)."""
-    import tensorflow as tf  # noqa: PLC0415
+    import tensorflow as tf
 
-    from keras_selfattn.text.pair_tokenizer import SOURCE_VOCAB_FILE, TARGET_VOCAB_FILE  # noqa: PLC0415
-    from keras_selfattn.text.vocab import UNK_TOKEN  # noqa: PLC0415
+    from keras_selfattn.text.pair_tokenizer import SOURCE_VOCAB_FILE, TARGET_VOCAB_FILE
+    from keras_selfattn.text.vocab import UNK_TOKEN
 
     module = tf.Module(name="vocabulary_files")
-    for side, filename in (("source", SOURCE_VOCAB_FILE), ("target", TARGET_VOCAB_FILE)):
-        path = getattr(tokenizer, side).vocabulary.save(pathlib.Path(directory) / filename)
+    for side, filename in (
+        ("source", SOURCE_VOCAB_FILE),
+        ("target", TARGET_VOCAB_FILE),
+    ):
+        path = getattr(tokenizer, side).vocabulary.save(
+            pathlib.Path(directory) / filename
+        )
         initializer = tf.lookup.TextFileInitializer(
             tf.saved_model.Asset(str(path)),
-            key_dtype=tf.int64, key_index=tf.lookup.TextFileIndex.LINE_NUMBER,
-            value_dtype=tf.string, value_index=tf.lookup.TextFileIndex.WHOLE_LINE,
+            key_dtype=tf.int64,
+            key_index=tf.lookup.TextFileIndex.LINE_NUMBER,
+            value_dtype=tf.string,
+            value_index=tf.lookup.TextFileIndex.WHOLE_LINE,
         )
-        setattr(module, f"{side}_id_to_token", tf.lookup.StaticHashTable(initializer, UNK_TOKEN))
+        setattr(
+            module,
+            f"{side}_id_to_token",
+            tf.lookup.StaticHashTable(initializer, UNK_TOKEN),
+        )
     return module
 
 
-def build_export_archive(translator, beam_size=DEFAULT_BEAM_SIZE, alpha=0.6, asset_dir=None):
+def build_export_archive(
+    translator, beam_size=DEFAULT_BEAM_SIZE, alpha=0.6, asset_dir=None
+):
     """A `keras.export.ExportArchive` with the model, its tokenizers and the signatures.
 
     Add your own endpoints with ``archive.add_endpoint`` before ``write_out``.
@@ -179,23 +200,25 @@ def build_export_archive(translator, beam_size=DEFAULT_BEAM_SIZE, alpha=0.6, ass
     Returns:
         The `keras.export.ExportArchive`.
     """
-    import keras  # noqa: PLC0415
+    import keras
 
     archive = keras.export.ExportArchive()
     archive.track(translator.model)
     archive.track(translator.tokenizer)  # its lookup tables (tf.Module resources)
     if asset_dir is not None:
         archive.track(_vocabulary_tables(translator.tokenizer, asset_dir))
-    for name, (function, input_signature) in serving_functions(translator, beam_size, alpha).items():
+    for name, (function, input_signature) in serving_functions(
+        translator, beam_size, alpha
+    ).items():
         archive.add_endpoint(name, function, input_signature)
     return archive
 
 
 def _check_signatures(saved_model_dir):
     """Fails early (before publishing) on a signature TF Serving users would trip on."""
-    from tensorflow.core.protobuf import saved_model_pb2  # noqa: PLC0415
+    from tensorflow.core.protobuf import saved_model_pb2
 
-    from keras_selfattn.serving.audit import PYTHON_BOUND_OPS, list_op_types  # noqa: PLC0415
+    from keras_selfattn.serving.audit import PYTHON_BOUND_OPS, list_op_types
 
     python_ops = sorted(set(list_op_types(saved_model_dir)) & PYTHON_BOUND_OPS)
     if python_ops:
@@ -203,20 +226,29 @@ def _check_signatures(saved_model_dir):
             f"The exported graph calls back into Python ({', '.join(python_ops)}); TF Serving cannot run it"
         )
     saved_model = saved_model_pb2.SavedModel()
-    saved_model.ParseFromString((pathlib.Path(saved_model_dir) / "saved_model.pb").read_bytes())
+    saved_model.ParseFromString(
+        (pathlib.Path(saved_model_dir) / "saved_model.pb").read_bytes()
+    )
     signatures = saved_model.meta_graphs[0].signature_def
     default = signatures[SERVING_SIGNATURE]
     found = (
         {k: v.dtype for k, v in default.inputs.items()},
         {k: v.dtype for k, v in default.outputs.items()},
     )
-    expected = ({"text": 7}, {"translation": 7, "score": 1})  # DT_STRING = 7, DT_FLOAT = 1
+    expected = (
+        {"text": 7},
+        {"translation": 7, "score": 1},
+    )  # DT_STRING = 7, DT_FLOAT = 1
     if found != expected:
-        raise RuntimeError(f"serving_default has inputs/outputs {found}, expected {expected}")
+        raise RuntimeError(
+            f"serving_default has inputs/outputs {found}, expected {expected}"
+        )
     for name, signature in signatures.items():
         for output in signature.outputs:
             if output.endswith("_bytes"):
-                raise RuntimeError(f"Output {name}/{output} ends in _bytes: TF Serving's REST API would base64 it")
+                raise RuntimeError(
+                    f"Output {name}/{output} ends in _bytes: TF Serving's REST API would base64 it"
+                )
 
 
 def _fsync_tree(root):
@@ -240,7 +272,9 @@ def _publish(staged_dir, export_base, version, auto_version):
         try:
             if target.exists():
                 raise FileExistsError(target)
-            os.rename(staged_dir, target)  # atomic on one filesystem; fails on a non-empty target
+            os.rename(
+                staged_dir, target
+            )  # atomic on one filesystem; fails on a non-empty target
             return target
         except OSError:
             if not auto_version or not target.exists():
@@ -249,8 +283,16 @@ def _publish(staged_dir, export_base, version, auto_version):
     raise RuntimeError(f"Could not find a free version number in {export_base}")
 
 
-def export_translator(translator, export_base, version=None, *, model_name=DEFAULT_MODEL_NAME,
-                      beam_size=DEFAULT_BEAM_SIZE, alpha=0.6, warmup_texts=("1 janvier 2000",)):
+def export_translator(
+    translator,
+    export_base,
+    version=None,
+    *,
+    model_name=DEFAULT_MODEL_NAME,
+    beam_size=DEFAULT_BEAM_SIZE,
+    alpha=0.6,
+    warmup_texts=("1 janvier 2000",),
+):
     """Writes ``export_base/N/``: a SavedModel with warmup records, published atomically.
 
     Args:
@@ -270,34 +312,50 @@ def export_translator(translator, export_base, version=None, *, model_name=DEFAU
     Raises:
         FileExistsError: ``version`` is given and ``export_base/version`` exists.
     """
-    import numpy as np  # noqa: PLC0415
+    import numpy as np
 
-    from keras_selfattn.decoding import START_ID  # noqa: PLC0415
-    from keras_selfattn.serving import warmup  # noqa: PLC0415
+    from keras_selfattn.decoding import START_ID
+    from keras_selfattn.serving import warmup
 
     export_base = pathlib.Path(export_base)
     auto_version = version is None
     if auto_version:
         version = next_version(export_base)
     elif not isinstance(version, int) or isinstance(version, bool) or version < 0:
-        raise ValueError(f"version must be a non-negative integer. Received: version={version!r}")
+        raise ValueError(
+            f"version must be a non-negative integer. Received: version={version!r}"
+        )
     if (export_base / str(version)).exists():
-        raise FileExistsError(f"{export_base / str(version)} exists; versions are never overwritten")
+        raise FileExistsError(
+            f"{export_base / str(version)} exists; versions are never overwritten"
+        )
     export_base.mkdir(parents=True, exist_ok=True)
 
     temp_dir = pathlib.Path(tempfile.mkdtemp(prefix=TEMP_PREFIX, dir=export_base))
     try:
         saved_model_dir = temp_dir / "saved_model"
-        staging = temp_dir / "staging"  # the vocabulary files, copied into assets/ by the saver
+        staging = (
+            temp_dir / "staging"
+        )  # the vocabulary files, copied into assets/ by the saver
         archive = build_export_archive(translator, beam_size, alpha, asset_dir=staging)
         archive.write_out(str(saved_model_dir), verbose=False)
         _check_signatures(saved_model_dir)
-        texts = [t.decode("utf-8", "replace") if isinstance(t, bytes) else str(t) for t in warmup_texts]
+        texts = [
+            t.decode("utf-8", "replace") if isinstance(t, bytes) else str(t)
+            for t in warmup_texts
+        ]
         source_ids = translator.encode_sources(texts[:1])[0].numpy()
-        target_in = np.full([len(source_ids), 1], START_ID, np.int32)  # the first decoder step
+        target_in = np.full(
+            [len(source_ids), 1], START_ID, np.int32
+        )  # the first decoder step
         logs = warmup.warmup_requests_for_translation(
-            texts, model_name, signatures=(SERVING_SIGNATURE, NBEST_SIGNATURE),
-            token_ids=(TOKEN_IDS_SIGNATURE, {"source": source_ids, "target_in": target_in}),
+            texts,
+            model_name,
+            signatures=(SERVING_SIGNATURE, NBEST_SIGNATURE),
+            token_ids=(
+                TOKEN_IDS_SIGNATURE,
+                {"source": source_ids, "target_in": target_in},
+            ),
         )
         warmup.write_warmup_requests(saved_model_dir, logs)
         _fsync_tree(saved_model_dir)
@@ -315,8 +373,8 @@ def export_translator(translator, export_base, version=None, *, model_name=DEFAU
 
 def _sample_sources(run_dir, count=_NUM_WARMUP_TEXTS):
     """A few source sentences of the run's held-out split (for warmup), if it has one."""
-    from keras_selfattn.text import read_pairs  # noqa: PLC0415
-    from keras_selfattn.training.train import SPLITS_DIR  # noqa: PLC0415
+    from keras_selfattn.text import read_pairs
+    from keras_selfattn.training.train import SPLITS_DIR
 
     for name in ("test", "validation", "train"):
         path = pathlib.Path(run_dir) / SPLITS_DIR / f"{name}.tsv"
@@ -327,8 +385,16 @@ def _sample_sources(run_dir, count=_NUM_WARMUP_TEXTS):
     return ["1 janvier 2000"]
 
 
-def export_run(run_dir, export_base, version=None, *, model_name=DEFAULT_MODEL_NAME,
-               beam_size=DEFAULT_BEAM_SIZE, alpha=0.6, warmup_texts=None):
+def export_run(
+    run_dir,
+    export_base,
+    version=None,
+    *,
+    model_name=DEFAULT_MODEL_NAME,
+    beam_size=DEFAULT_BEAM_SIZE,
+    alpha=0.6,
+    warmup_texts=None,
+):
     """Exports a trained run directory (``keras-selfattn export``) as ``export_base/N/``.
 
     Loads ``model.keras``, the vocabularies and ``config.json`` as
@@ -352,19 +418,29 @@ def export_run(run_dir, export_base, version=None, *, model_name=DEFAULT_MODEL_N
 
         version_dir = export_run("runs/demo", "exports/translator")   # exports/translator/1
     """
-    from keras_selfattn.inference import Translator  # noqa: PLC0415
+    from keras_selfattn.inference import Translator
 
     translator = Translator.load(run_dir)
     if warmup_texts is None:
         warmup_texts = _sample_sources(run_dir)
     return export_translator(
-        translator, export_base, version, model_name=model_name, beam_size=beam_size,
-        alpha=alpha, warmup_texts=warmup_texts,
+        translator,
+        export_base,
+        version,
+        model_name=model_name,
+        beam_size=beam_size,
+        alpha=alpha,
+        warmup_texts=warmup_texts,
     )
 
 
-def serving_instructions(export_base, model_name=DEFAULT_MODEL_NAME, sample_text="14 juillet 1989",
-                         rest_port=8501, grpc_port=8500):
+def serving_instructions(
+    export_base,
+    model_name=DEFAULT_MODEL_NAME,
+    sample_text="14 juillet 1989",
+    rest_port=8501,
+    grpc_port=8500,
+):
     """The ``docker run`` line that serves ``export_base`` and ``curl`` lines that query it.
 
     Args:
@@ -379,14 +455,21 @@ def serving_instructions(export_base, model_name=DEFAULT_MODEL_NAME, sample_text
     source = pathlib.Path(export_base).resolve()
     mount = f"type=bind,source={source},target=/models/{model_name}"
     body = json.dumps({"instances": [sample_text]}, ensure_ascii=False)
-    nbest = json.dumps({"signature_name": NBEST_SIGNATURE, "inputs": {"text": [sample_text]}}, ensure_ascii=False)
+    nbest = json.dumps(
+        {"signature_name": NBEST_SIGNATURE, "inputs": {"text": [sample_text]}},
+        ensure_ascii=False,
+    )
     url = f"http://localhost:{rest_port}/v1/models/{model_name}"
-    return "\n".join([
-        "# serve (REST on port 8501, gRPC on port 8500):",
-        f"docker run -p {grpc_port}:8500 -p {rest_port}:8501 --mount {shlex.quote(mount)} "
-        f"-e MODEL_NAME={shlex.quote(model_name)} -t tensorflow/serving",
-        "# query:",
-        f"curl -s {url}",
-        f"curl -s -X POST {url}:predict -H 'Content-Type: application/json' -d {shlex.quote(body)}",
-        f"curl -s -X POST {url}:predict -H 'Content-Type: application/json' -d {shlex.quote(nbest)}",
-    ])
+    return "\n".join(
+        [
+            "# serve (REST on port 8501, gRPC on port 8500):",
+            (
+                f"docker run -p {grpc_port}:8500 -p {rest_port}:8501 --mount {shlex.quote(mount)} "
+                f"-e MODEL_NAME={shlex.quote(model_name)} -t tensorflow/serving"
+            ),
+            "# query:",
+            f"curl -s {url}",
+            f"curl -s -X POST {url}:predict -H 'Content-Type: application/json' -d {shlex.quote(body)}",
+            f"curl -s -X POST {url}:predict -H 'Content-Type: application/json' -d {shlex.quote(nbest)}",
+        ]
+    )

@@ -40,7 +40,9 @@ def _values(array):
             try:
                 values.append(value.decode("utf-8"))
             except UnicodeDecodeError:
-                values.append({"invalid_utf8_b64": base64.b64encode(value).decode("ascii")})
+                values.append(
+                    {"invalid_utf8_b64": base64.b64encode(value).decode("ascii")}
+                )
         elif isinstance(value, float) and not math.isfinite(value):
             values.append(str(value))
         else:
@@ -53,39 +55,54 @@ def main(argv=None):
     parser.add_argument("saved_model_dir")
     parser.add_argument("requests")
     parser.add_argument("results")
-    parser.add_argument("--tensorflow-text", action="store_true", help="import tensorflow_text first")
+    parser.add_argument(
+        "--tensorflow-text", action="store_true", help="import tensorflow_text first"
+    )
     args = parser.parse_args(argv)
 
-    import tensorflow as tf  # noqa: PLC0415
-    from tensorflow.core.framework import tensor_pb2  # noqa: PLC0415
+    import tensorflow as tf
+    from tensorflow.core.framework import tensor_pb2
 
     if args.tensorflow_text:
-        import tensorflow_text  # noqa: F401, PLC0415  (registers its ops)
+        import tensorflow_text  # noqa: F401  (registers its ops)
 
     with open(args.requests, encoding="utf-8") as handle:
         requests = json.load(handle)
     report = {"results": []}
     start = time.monotonic()
     with tf.compat.v1.Session(graph=tf.Graph()) as session:
-        meta_graph = tf.compat.v1.saved_model.loader.load(session, ["serve"], args.saved_model_dir)
+        meta_graph = tf.compat.v1.saved_model.loader.load(
+            session, ["serve"], args.saved_model_dir
+        )
         report["load_seconds"] = time.monotonic() - start
         report["signatures"] = {
             name: {
-                "inputs": {k: tf.dtypes.as_dtype(v.dtype).name for k, v in sig.inputs.items()},
-                "outputs": {k: tf.dtypes.as_dtype(v.dtype).name for k, v in sig.outputs.items()},
+                "inputs": {
+                    k: tf.dtypes.as_dtype(v.dtype).name for k, v in sig.inputs.items()
+                },
+                "outputs": {
+                    k: tf.dtypes.as_dtype(v.dtype).name for k, v in sig.outputs.items()
+                },
             }
             for name, sig in meta_graph.signature_def.items()
             if not name.startswith("__")
         }
         for request in requests:
-            result = {"name": request["name"], "signature": request["signature"], "ok": False, "error": None}
+            result = {
+                "name": request["name"],
+                "signature": request["signature"],
+                "ok": False,
+                "error": None,
+            }
             report["results"].append(result)
             signature = meta_graph.signature_def.get(request["signature"])
             if signature is None:
                 result["error"] = f"no signature {request['signature']!r}"
                 continue
             if set(request["inputs"]) != set(signature.inputs):
-                result["error"] = f"inputs {sorted(request['inputs'])} != signature inputs {sorted(signature.inputs)}"
+                result["error"] = (
+                    f"inputs {sorted(request['inputs'])} != signature inputs {sorted(signature.inputs)}"
+                )
                 continue
             feed = {}
             for name, encoded in request["inputs"].items():
@@ -103,8 +120,13 @@ def main(argv=None):
             result["seconds"] = time.monotonic() - began
             result["ok"] = True
             result["outputs"] = {
-                name: {"dtype": tf.dtypes.as_dtype(value.dtype).name if value.dtype != object else "string",
-                       "shape": list(value.shape), "values": _values(value)}
+                name: {
+                    "dtype": tf.dtypes.as_dtype(value.dtype).name
+                    if value.dtype != object
+                    else "string",
+                    "shape": list(value.shape),
+                    "values": _values(value),
+                }
                 for name, value in outputs.items()
             }
     report["tensorflow_text_imported"] = "tensorflow_text" in sys.modules

@@ -45,13 +45,15 @@ def bad_request_batches():
         "invalid_utf8": [b"\xff\xfe\xfd", b"12 \xc3\x28 mars \x80 2001"],
         "long_sentence": [("14 juillet 1989 " * 700)[:10_000].encode("utf-8")],
         "long_word": [b"x" * 10_000],
-        "unknown_words": [b"qwxz vbnmk plokij", "ÿ ŉ ǅ ꙮ".encode("utf-8")],
+        "unknown_words": [b"qwxz vbnmk plokij", "ÿ ŉ ǅ ꙮ".encode()],
     }
     batches["mixed"] = [text for name, batch in batches.items() for text in batch]
     return batches
 
 
-def make_predict_request(inputs, signature_name="serving_default", model_name="translator"):
+def make_predict_request(
+    inputs, signature_name="serving_default", model_name="translator"
+):
     """A ``PredictRequest`` from ``{input name: array-like}``.
 
     Args:
@@ -64,23 +66,28 @@ def make_predict_request(inputs, signature_name="serving_default", model_name="t
     Returns:
         A ``tensorflow_serving.apis.predict_pb2.PredictRequest``.
     """
-    import tensorflow as tf  # noqa: PLC0415
-    from tensorflow_serving.apis import predict_pb2  # noqa: PLC0415
+    import tensorflow as tf
+    from tensorflow_serving.apis import predict_pb2
 
     request = predict_pb2.PredictRequest()
     request.model_spec.name = model_name
     request.model_spec.signature_name = signature_name
     for name, value in inputs.items():
-        if isinstance(value, (list, tuple)) and all(isinstance(v, (str, bytes)) for v in value):
-            proto = tf.make_tensor_proto([_to_bytes(v) for v in value], dtype=tf.string, shape=[len(value)])
+        if isinstance(value, (list, tuple)) and all(
+            isinstance(v, (str, bytes)) for v in value
+        ):
+            proto = tf.make_tensor_proto(
+                [_to_bytes(v) for v in value], dtype=tf.string, shape=[len(value)]
+            )
         else:
             proto = tf.make_tensor_proto(value)
         request.inputs[name].CopyFrom(proto)
     return request
 
 
-def warmup_requests_for_translation(texts, model_name="translator", signatures=("serving_default",),
-                                    token_ids=None):
+def warmup_requests_for_translation(
+    texts, model_name="translator", signatures=("serving_default",), token_ids=None
+):
     """``PredictionLog`` records for the translation signatures (and the token-id one).
 
     One record per signature with the first text alone, and one with every text,
@@ -96,7 +103,7 @@ def warmup_requests_for_translation(texts, model_name="translator", signatures=(
     Returns:
         list of ``tensorflow_serving.apis.prediction_log_pb2.PredictionLog``.
     """
-    from tensorflow_serving.apis import prediction_log_pb2  # noqa: PLC0415
+    from tensorflow_serving.apis import prediction_log_pb2
 
     texts = [_to_bytes(t) for t in texts]
     if not texts:
@@ -106,13 +113,19 @@ def warmup_requests_for_translation(texts, model_name="translator", signatures=(
     for signature in signatures:
         for batch in batches:
             request = make_predict_request({"text": batch}, signature, model_name)
-            logs.append(prediction_log_pb2.PredictionLog(
-                predict_log=prediction_log_pb2.PredictLog(request=request)
-            ))
+            logs.append(
+                prediction_log_pb2.PredictionLog(
+                    predict_log=prediction_log_pb2.PredictLog(request=request)
+                )
+            )
     if token_ids is not None:
         signature, inputs = token_ids
         request = make_predict_request(inputs, signature, model_name)
-        logs.append(prediction_log_pb2.PredictionLog(predict_log=prediction_log_pb2.PredictLog(request=request)))
+        logs.append(
+            prediction_log_pb2.PredictionLog(
+                predict_log=prediction_log_pb2.PredictLog(request=request)
+            )
+        )
     return logs
 
 
@@ -126,7 +139,7 @@ def write_warmup_requests(saved_model_dir, logs):
     Returns:
         The path written.
     """
-    import tensorflow as tf  # noqa: PLC0415
+    import tensorflow as tf
 
     logs = list(logs)
     if not logs or len(logs) > MAX_WARMUP_RECORDS:
@@ -143,8 +156,8 @@ def write_warmup_requests(saved_model_dir, logs):
 
 def read_warmup_requests(path):
     """Reads a warmup file (or a SavedModel directory holding one) back into ``PredictionLog`` protos."""
-    import tensorflow as tf  # noqa: PLC0415
-    from tensorflow_serving.apis import prediction_log_pb2  # noqa: PLC0415
+    import tensorflow as tf
+    from tensorflow_serving.apis import prediction_log_pb2
 
     path = pathlib.Path(path)
     if path.is_dir():

@@ -12,7 +12,8 @@ import hashlib
 import math
 import os
 import pathlib
-from typing import Callable, Iterable, NamedTuple, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import NamedTuple
 
 __all__ = [
     "PairSplits",
@@ -152,7 +153,7 @@ class PairSplits(NamedTuple):
 
 
 def _rank_key(seed: int, source: str) -> bytes:
-    return hashlib.sha256(f"{seed}\x00{source}".encode("utf-8")).digest()
+    return hashlib.sha256(f"{seed}\x00{source}".encode()).digest()
 
 
 def split_pairs(

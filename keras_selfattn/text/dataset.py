@@ -12,7 +12,7 @@ once; the ids are cached), so the same `PairTokenizer` code serves at export tim
 """
 
 import os
-from typing import Sequence
+from collections.abc import Sequence
 
 import tensorflow as tf
 

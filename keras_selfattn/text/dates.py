@@ -31,7 +31,7 @@ import datetime
 import importlib.resources
 import pathlib
 import random
-from typing import Sequence
+from collections.abc import Sequence
 
 from keras_selfattn.text import corpus
 from keras_selfattn.text.tokenizers import TokenizerConfig
@@ -73,7 +73,7 @@ _BUNDLED_NAME = "dates.tsv"
 
 
 def _format_source(date: datetime.date, locale: str, style: str) -> str:
-    from babel.dates import format_date  # noqa: PLC0415
+    from babel.dates import format_date
 
     text = format_date(date, format=style, locale=locale)
     # CLDR may use no-break spaces; a TSV is easier to read and diff without them.

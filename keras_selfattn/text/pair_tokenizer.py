@@ -13,7 +13,7 @@ A run directory holds three files written by `PairTokenizer.save`:
 import json
 import os
 import pathlib
-from typing import Sequence
+from collections.abc import Sequence
 
 import tensorflow as tf
 

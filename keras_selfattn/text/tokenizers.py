@@ -49,7 +49,8 @@ built with (`PairTokenizer` saves them together).
 
 import collections
 import dataclasses
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import tensorflow as tf
 
@@ -82,7 +83,7 @@ _DIGITS = r"\p{Nd}"
 
 def _tf_text():
     """Imports tensorflow_text on first use (the "core" option never needs it)."""
-    import tensorflow_text  # noqa: PLC0415
+    import tensorflow_text
 
     return tensorflow_text
 

@@ -22,7 +22,7 @@ line ending in "\\n" (a line may be a single space: the character tokenizer's sp
 import collections
 import os
 import pathlib
-from typing import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import tensorflow as tf
 
@@ -70,7 +70,7 @@ def _check_tokens(tokens, where):
     seen = {}
     for index, token in enumerate(tokens):
         if not isinstance(token, str):
-            raise ValueError(
+            raise TypeError(
                 f"{where}: tokens must be str. Received: {token!r} at id {index}"
             )
         if token == "" or "\n" in token:
@@ -226,8 +226,7 @@ class Vocabulary(tf.Module):
         # that universal-newline reading or str.splitlines() would treat as breaks.
         with open(path, encoding="utf-8", newline="") as f:
             text = f.read()
-        if text.endswith("\n"):
-            text = text[:-1]
+        text = text.removesuffix("\n")
         if not text:
             raise ValueError(f"{path}: the vocabulary file is empty")
         tokens = text.split("\n")
@@ -326,7 +325,7 @@ def learn_wordpiece_vocabulary(
     >>> "##e" in vocab.tokens
     True
     """
-    from tensorflow_text.tools.wordpiece_vocab import (  # noqa: PLC0415
+    from tensorflow_text.tools.wordpiece_vocab import (
         wordpiece_tokenizer_learner_lib as learner,
     )
 

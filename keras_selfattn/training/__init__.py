@@ -1,6 +1,10 @@
 """Training: configuration, strategy selection, the `train` function, and what tf.distribute needs."""
 
-from keras_selfattn.training.backup import WorkerBackup, backed_up_epochs, restore_backup
+from keras_selfattn.training.backup import (
+    WorkerBackup,
+    backed_up_epochs,
+    restore_backup,
+)
 from keras_selfattn.training.config import TrainConfig, load_run_config, save_run_config
 from keras_selfattn.training.distributed import (
     PeerUnreachableError,
@@ -10,7 +14,13 @@ from keras_selfattn.training.distributed import (
     use_per_replica_xla,
 )
 from keras_selfattn.training.strategy import STRATEGIES, get_strategy, split_cpu
-from keras_selfattn.training.train import TrainResult, dtype_policy, load_pairs, train, write_metrics
+from keras_selfattn.training.train import (
+    TrainResult,
+    dtype_policy,
+    load_pairs,
+    train,
+    write_metrics,
+)
 
 __all__ = [
     "STRATEGIES",

@@ -26,7 +26,13 @@ import re
 
 import keras
 
-__all__ = ["WorkerBackup", "backed_up_epochs", "read_backup", "restore_backup", "worker_backup_dir"]
+__all__ = [
+    "WorkerBackup",
+    "backed_up_epochs",
+    "read_backup",
+    "restore_backup",
+    "worker_backup_dir",
+]
 
 _WEIGHTS = "epoch-{:05d}.weights.h5"
 _STATE = "epoch-{:05d}.json"
@@ -53,7 +59,9 @@ def backed_up_epochs(directory):
 
 def read_backup(directory, epoch):
     """The JSON state of the backup of ``epoch``: ``{"epoch": N, "best": float | None, ...}``."""
-    with open(pathlib.Path(directory) / _STATE.format(epoch), encoding="utf-8") as handle:
+    with open(
+        pathlib.Path(directory) / _STATE.format(epoch), encoding="utf-8"
+    ) as handle:
         return json.load(handle)
 
 
@@ -100,12 +108,17 @@ class WorkerBackup(keras.callbacks.Callback):
         done = epoch + 1
         self.directory.mkdir(parents=True, exist_ok=True)
         _replace_atomically(
-            lambda tmp: self.model.save_weights(tmp, overwrite=True), self.directory / _WEIGHTS.format(done)
+            lambda tmp: self.model.save_weights(tmp, overwrite=True),
+            self.directory / _WEIGHTS.format(done),
         )
         state = {"epoch": done, "best": self.best, "monitor": self.monitor}
         _replace_atomically(
-            lambda tmp: tmp.write_text(json.dumps(state) + "\n", encoding="utf-8"), self.directory / _STATE.format(done)
+            lambda tmp: tmp.write_text(json.dumps(state) + "\n", encoding="utf-8"),
+            self.directory / _STATE.format(done),
         )
         for old in backed_up_epochs(self.directory)[: -self.keep]:
-            for name in (_STATE.format(old), _WEIGHTS.format(old)):  # the JSON first: the epoch stops counting
+            for name in (
+                _STATE.format(old),
+                _WEIGHTS.format(old),
+            ):  # the JSON first: the epoch stops counting
                 (self.directory / name).unlink(missing_ok=True)

@@ -79,16 +79,30 @@ class TrainConfig:
         for name in ("epochs", "batch_size"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive integer. Received: {name}={value}")
+                raise ValueError(
+                    f"{name} must be a positive integer. Received: {name}={value}"
+                )
         if not self.worker_timeout > 0:
-            raise ValueError(f"worker_timeout must be positive. Received: worker_timeout={self.worker_timeout}")
+            raise ValueError(
+                f"worker_timeout must be positive. Received: worker_timeout={self.worker_timeout}"
+            )
         if not self.learning_rate > 0:
-            raise ValueError(f"learning_rate must be positive. Received: learning_rate={self.learning_rate}")
-        if len(self.split) != 3 or abs(sum(self.split) - 1.0) > 1e-6 or min(self.split) < 0:
-            raise ValueError(f"split must be three fractions summing to 1. Received: split={self.split}")
+            raise ValueError(
+                f"learning_rate must be positive. Received: learning_rate={self.learning_rate}"
+            )
+        if (
+            len(self.split) != 3
+            or abs(sum(self.split) - 1.0) > 1e-6
+            or min(self.split) < 0
+        ):
+            raise ValueError(
+                f"split must be three fractions summing to 1. Received: split={self.split}"
+            )
         for name, allowed in self.CHOICES.items():
             if getattr(self, name) not in allowed:
-                raise ValueError(f"{name} must be one of {allowed}. Received: {name}={getattr(self, name)!r}")
+                raise ValueError(
+                    f"{name} must be one of {allowed}. Received: {name}={getattr(self, name)!r}"
+                )
 
 
 # Where a run trains, not what it computes: a run may resume under other values.
@@ -97,16 +111,24 @@ PLACEMENT_FIELDS = ("strategy", "tpu", "worker_timeout")
 
 def same_training(first: "TrainConfig", second: "TrainConfig"):
     """Whether two configurations train the same model (they may differ in `PLACEMENT_FIELDS`)."""
+
     def what(config):
         values = dataclasses.asdict(config)
-        return {name: value for name, value in values.items() if name not in PLACEMENT_FIELDS}
+        return {
+            name: value
+            for name, value in values.items()
+            if name not in PLACEMENT_FIELDS
+        }
 
     return what(first) == what(second)
 
 
 def save_run_config(path, model_config: ModelConfig, train_config: TrainConfig):
     """Writes ``config.json``: {"model": ..., "train": ...}."""
-    payload = {"model": dataclasses.asdict(model_config), "train": dataclasses.asdict(train_config)}
+    payload = {
+        "model": dataclasses.asdict(model_config),
+        "train": dataclasses.asdict(train_config),
+    }
     with open(path, "w", encoding="utf-8") as handle:
         json.dump(payload, handle, indent=2, sort_keys=True)
         handle.write("\n")

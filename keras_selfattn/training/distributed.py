@@ -83,21 +83,30 @@ def keras_needs_multi_worker_fix(version=None):
     if override in ("off", "0", "false"):
         return False
     if override != "auto":
-        raise ValueError(f"{KERAS_FIX_ENV} must be auto, on or off. Received: {override!r}")
+        raise ValueError(
+            f"{KERAS_FIX_ENV} must be auto, on or off. Received: {override!r}"
+        )
     first, end = KERAS_FIX_VERSIONS
-    return first <= _version_tuple(keras.__version__ if version is None else version)[:2] < end
+    return (
+        first
+        <= _version_tuple(keras.__version__ if version is None else version)[:2]
+        < end
+    )
 
 
 def _keras_tf_trainer():
     # The fix has to reach into the trainer module: the two bugs live in its
     # private functions, and no public hook changes them.
-    from keras.src.backend.tensorflow import trainer  # noqa: PLC0415
+    from keras.src.backend.tensorflow import trainer
 
     return trainer
 
 
 def _is_multi_worker(strategy):
-    return isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy) and strategy.extended._in_multi_worker_mode()
+    return (
+        isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
+        and strategy.extended._in_multi_worker_mode()
+    )
 
 
 def _first_local_value(strategy, value):
@@ -120,11 +129,18 @@ def _fixed_maybe_symbolic_build(original):
     @functools.wraps(original)
     def _maybe_symbolic_build(self, iterator=None, data_batch=None):
         strategy = self._distribute_strategy
-        if strategy is None or iterator is None or data_batch is not None or not _is_multi_worker(strategy):
+        if (
+            strategy is None
+            or iterator is None
+            or data_batch is not None
+            or not _is_multi_worker(strategy)
+        ):
             return original(self, iterator=iterator, data_batch=data_batch)
         for _, _, batches in iterator:
             data_batch = tf.nest.map_structure(
-                functools.partial(_first_local_value, strategy), next(batches), expand_composites=False
+                functools.partial(_first_local_value, strategy),
+                next(batches),
+                expand_composites=False,
             )
             break
         return original(self, iterator=None, data_batch=data_batch)
@@ -148,7 +164,9 @@ def _fixed_reduce_per_replica(original):
     @functools.wraps(original)
     def reduce_per_replica(values, strategy, reduction):
         if reduction in ("auto", "mean") and _is_multi_worker(strategy):
-            return tf.nest.map_structure(lambda v: strategy.reduce("MEAN", v, axis=None), values)
+            return tf.nest.map_structure(
+                lambda v: strategy.reduce("MEAN", v, axis=None), values
+            )
         return original(values, strategy, reduction)
 
     reduce_per_replica.keras_selfattn_fix = True
@@ -209,7 +227,10 @@ def keras_multi_worker_fix(strategy=None):
         with _fix_lock:
             _fix_depth -= 1
             if _fix_depth == 0:
-                trainer.TensorFlowTrainer._maybe_symbolic_build, trainer.reduce_per_replica = _fix_saved
+                (
+                    trainer.TensorFlowTrainer._maybe_symbolic_build,
+                    trainer.reduce_per_replica,
+                ) = _fix_saved
                 _fix_saved = None
 
 
@@ -232,7 +253,9 @@ class Cluster:
 
     @property
     def me(self):
-        return self.tasks.index(next(t for t in self.tasks if t[:2] == (self.task_type, self.task_index)))
+        return self.tasks.index(
+            next(t for t in self.tasks if t[:2] == (self.task_type, self.task_index))
+        )
 
     @property
     def address(self):
@@ -263,7 +286,9 @@ def read_cluster(tf_config=None):
             for index, address in enumerate(cluster.get(job, []))
         )
     except (json.JSONDecodeError, AttributeError, TypeError) as error:
-        raise ValueError(f"TF_CONFIG is not valid JSON of the form {{'cluster': ..., 'task': ...}}: {error}") from None
+        raise ValueError(
+            f"TF_CONFIG is not valid JSON of the form {{'cluster': ..., 'task': ...}}: {error}"
+        ) from None
     if len(tasks) < 2:
         return None
     task = config.get("task", {})
@@ -300,10 +325,14 @@ def wait_for_peers(cluster, timeout=60.0):
         ValueError: this task's port is busy (another process holds it).
     """
     host, port = split_address(cluster.address)
-    listener = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    listener = socket.socket(
+        socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM
+    )
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
-        listener.bind(("" if host not in ("localhost", "127.0.0.1", "::1") else host, port))
+        listener.bind(
+            ("" if host not in ("localhost", "127.0.0.1", "::1") else host, port)
+        )
     except OSError as error:
         listener.close()
         raise ValueError(
@@ -321,7 +350,9 @@ def wait_for_peers(cluster, timeout=60.0):
                 if (job, index) in reached:
                     continue
                 try:
-                    with socket.create_connection(split_address(address), timeout=1.0) as conn:
+                    with socket.create_connection(
+                        split_address(address), timeout=1.0
+                    ) as conn:
                         conn.sendall(me + b"\n")
                     reached.add((job, index))
                 except OSError:
@@ -338,7 +369,7 @@ def wait_for_peers(cluster, timeout=60.0):
                     if ":" in name:
                         job, _, index = name.partition(":")
                         heard_from.add((job, int(index) if index.isdigit() else index))
-            except (TimeoutError, socket.timeout, BlockingIOError):
+            except (TimeoutError, BlockingIOError):
                 pass
             peers = {(job, index) for job, index, _ in cluster.peers}
             if peers <= reached and peers <= heard_from:
@@ -362,7 +393,10 @@ def wait_for_peers(cluster, timeout=60.0):
 _TASK_PATTERN = re.compile(r"/job:(\w+)/replica:\d+/task:(\d+)")
 # What a collective raises when a peer died or its connection broke.
 _LOST_PEER_ERRORS = (
-    tf.errors.UnavailableError, tf.errors.AbortedError, tf.errors.DeadlineExceededError, tf.errors.CancelledError,
+    tf.errors.UnavailableError,
+    tf.errors.AbortedError,
+    tf.errors.DeadlineExceededError,
+    tf.errors.CancelledError,
 )
 
 
@@ -384,10 +418,23 @@ def lost_peers_are_errors(role, run_dir):
         cluster = read_cluster()
         named = []
         for job, index in dict.fromkeys(_TASK_PATTERN.findall(message)):
-            address = next((a for j, i, a in (cluster.tasks if cluster else ()) if (j, i) == (job, int(index))), None)
-            if cluster is None or (job, int(index)) != (cluster.task_type, cluster.task_index):
+            address = next(
+                (
+                    a
+                    for j, i, a in (cluster.tasks if cluster else ())
+                    if (j, i) == (job, int(index))
+                ),
+                None,
+            )
+            if cluster is None or (job, int(index)) != (
+                cluster.task_type,
+                cluster.task_index,
+            ):
                 named.append(f"{job} {index}" + (f" at {address}" if address else ""))
-        first_line = next((line.strip() for line in message.splitlines() if line.strip()), type(error).__name__)
+        first_line = next(
+            (line.strip() for line in message.splitlines() if line.strip()),
+            type(error).__name__,
+        )
         raise PeerUnreachableError(
             f"worker {role.index} lost contact with {', '.join(named) or 'another worker'} during training "
             f"({first_line}). Restart every worker with the same command: training resumes from the last "
@@ -414,7 +461,9 @@ def worker_role(strategy):
     else:  # a cluster resolver other than TF_CONFIG's (Slurm, ...)
         index = int(strategy.cluster_resolver.task_id)
         count = strategy.num_replicas_in_sync // len(strategy.extended.worker_devices)
-    return WorkerRole(index=index, count=count, is_chief=bool(strategy.extended.should_checkpoint))
+    return WorkerRole(
+        index=index, count=count, is_chief=bool(strategy.extended.should_checkpoint)
+    )
 
 
 def all_workers_values(strategy, value, role):
@@ -458,7 +507,9 @@ def use_per_replica_xla(model):
     def forward_backward(x, y, sample_weight):
         with tf.GradientTape() as tape:
             y_pred = model(x, training=True)
-            loss = model.compute_loss(x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=True)
+            loss = model.compute_loss(
+                x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=True
+            )
             scaled_loss = model.optimizer.scale_loss(loss)
         return y_pred, loss, tape.gradient(scaled_loss, model.trainable_variables)
 
@@ -474,7 +525,9 @@ def use_per_replica_xla(model):
         replicas = tf.distribute.get_strategy().num_replicas_in_sync
         loss_tracker = next(metric for metric in self.metrics if metric.name == "loss")
         batch = tf.shape(tf.nest.flatten(x)[0])[0]
-        loss_tracker.update_state(loss * tf.cast(replicas, loss.dtype), sample_weight=batch)
+        loss_tracker.update_state(
+            loss * tf.cast(replicas, loss.dtype), sample_weight=batch
+        )
         return self.compute_metrics(x, y, y_pred, sample_weight=sample_weight)
 
     train_step.keras_selfattn_per_replica_xla = True
@@ -511,12 +564,19 @@ class SyncedLossScaleOptimizer(keras.optimizers.LossScaleOptimizer):
             anywhere = context.all_reduce(tf.distribute.ReduceOp.SUM, local)
             # Poison one dense gradient (an embedding's may be IndexedSlices).
             index = next(
-                (i for i, g in enumerate(grads) if g is not None and not isinstance(g, tf.IndexedSlices)),
+                (
+                    i
+                    for i, g in enumerate(grads)
+                    if g is not None and not isinstance(g, tf.IndexedSlices)
+                ),
                 next(i for i, g in enumerate(grads) if g is not None),
             )
             gradient = tf.convert_to_tensor(grads[index])
-            grads[index] = gradient + tf.where(anywhere > 0, tf.constant(float("nan"), gradient.dtype),
-                                               tf.zeros([], gradient.dtype))
+            grads[index] = gradient + tf.where(
+                anywhere > 0,
+                tf.constant(float("nan"), gradient.dtype),
+                tf.zeros([], gradient.dtype),
+            )
         return super().apply(grads, trainable_variables)
 
 
@@ -528,9 +588,20 @@ class SyncedLossScaleOptimizer(keras.optimizers.LossScaleOptimizer):
 # a TPU step containing one must leave the chip every step, or fails to compile.
 HOST_OP_TYPES = frozenset(
     {
-        "PyFunc", "PyFuncStateless", "EagerPyFunc", "Print", "PrintV2", "StringFormat",
-        "Assert", "WriteScalarSummary", "WriteSummary", "WriteHistogramSummary",
-        "OutsideCompilation", "XlaHostCompute", "InfeedDequeue", "OutfeedEnqueue",
+        "PyFunc",
+        "PyFuncStateless",
+        "EagerPyFunc",
+        "Print",
+        "PrintV2",
+        "StringFormat",
+        "Assert",
+        "WriteScalarSummary",
+        "WriteSummary",
+        "WriteHistogramSummary",
+        "OutsideCompilation",
+        "XlaHostCompute",
+        "InfeedDequeue",
+        "OutfeedEnqueue",
     }
 )
 
@@ -554,15 +625,21 @@ class StepAudit:
     @property
     def ok(self):
         return (
-            self.static_inputs and bool(self.hlo) and not self.compile_error
-            and not self.host_ops and not self.string_ops and not self.dynamic_shape_ops
+            self.static_inputs
+            and bool(self.hlo)
+            and not self.compile_error
+            and not self.host_ops
+            and not self.string_ops
+            and not self.dynamic_shape_ops
         )
 
 
 def _graph_nodes(graph):
     """Every node of ``graph`` and of the functions it calls (gradients, loops, conditionals)."""
     graph_def = graph.as_graph_def()
-    return list(graph_def.node) + [node for function in graph_def.library.function for node in function.node_def]
+    return list(graph_def.node) + [
+        node for function in graph_def.library.function for node in function.node_def
+    ]
 
 
 def audit_train_step(model, dataset):
@@ -603,8 +680,13 @@ def audit_train_step(model, dataset):
         {
             node.op
             for node in nodes
-            if any(attr.type == tf.string.as_datatype_enum for attr in node.attr.values())
-            or any(tf.string.as_datatype_enum in attr.list.type for attr in node.attr.values())
+            if any(
+                attr.type == tf.string.as_datatype_enum for attr in node.attr.values()
+            )
+            or any(
+                tf.string.as_datatype_enum in attr.list.type
+                for attr in node.attr.values()
+            )
         }
     )
     hlo, dynamic, compile_error = "", [], ""
@@ -615,10 +697,27 @@ def audit_train_step(model, dataset):
             # op without an XLA kernel or a shape XLA cannot bound.
             hlo = step.experimental_get_compiler_ir(example)(stage="hlo")
         except (tf.errors.OpError, ValueError, TypeError) as error:
-            compile_error = (getattr(error, "message", None) or str(error)).strip().splitlines()[0]
+            compile_error = (
+                (getattr(error, "message", None) or str(error)).strip().splitlines()[0]
+            )
         # Bounded-dynamic dimensions print as "f32[<=8]": static shapes have none.
-        dynamic = sorted({line.split("=", 1)[0].strip() for line in hlo.splitlines() if _BOUNDED_SHAPE.search(line)})
-    return StepAudit(input_shapes, static_inputs, op_types, host_ops, string_ops, dynamic, hlo, compile_error)
+        dynamic = sorted(
+            {
+                line.split("=", 1)[0].strip()
+                for line in hlo.splitlines()
+                if _BOUNDED_SHAPE.search(line)
+            }
+        )
+    return StepAudit(
+        input_shapes,
+        static_inputs,
+        op_types,
+        host_ops,
+        string_ops,
+        dynamic,
+        hlo,
+        compile_error,
+    )
 
 
 def _flatten_with_paths(structure, prefix=()):

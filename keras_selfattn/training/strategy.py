@@ -6,7 +6,11 @@ import time
 
 import tensorflow as tf
 
-from keras_selfattn.training.distributed import read_cluster, split_address, wait_for_peers
+from keras_selfattn.training.distributed import (
+    read_cluster,
+    split_address,
+    wait_for_peers,
+)
 
 STRATEGIES = ("auto", "default", "mirrored", "multi_worker", "tpu")
 
@@ -32,7 +36,9 @@ def split_cpu(count):
     if count < 1:
         raise ValueError(f"count must be a positive integer. Received: count={count}")
     cpu = tf.config.list_physical_devices("CPU")[0]
-    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * count)
+    tf.config.set_logical_device_configuration(
+        cpu, [tf.config.LogicalDeviceConfiguration()] * count
+    )
     return [device.name for device in tf.config.list_logical_devices("CPU")]
 
 
@@ -59,7 +65,7 @@ def _wait_for_address(address, timeout):
 
 
 def _tpu_strategy(tpu, timeout):
-    address = tpu[len("grpc://"):] if tpu and tpu.startswith("grpc://") else None
+    address = tpu[len("grpc://") :] if tpu and tpu.startswith("grpc://") else None
     if address and not _wait_for_address(address, timeout):
         # TensorFlow would wait for it without a limit.
         raise _tpu_error(tpu, f"nothing answered at {address} within {timeout:g} s")
@@ -69,7 +75,9 @@ def _tpu_strategy(tpu, timeout):
         tf.tpu.experimental.initialize_tpu_system(resolver)
     except (ValueError, tf.errors.OpError, RuntimeError) as error:
         message = getattr(error, "message", None) or str(error)
-        raise _tpu_error(tpu, message.splitlines()[0] if message else type(error).__name__) from None
+        raise _tpu_error(
+            tpu, message.splitlines()[0] if message else type(error).__name__
+        ) from None
     return tf.distribute.TPUStrategy(resolver)
 
 
@@ -95,7 +103,9 @@ def get_strategy(name="auto", tpu=None, worker_timeout=120.0):
     ``strategy.scope()``. `train` does both. Asking again returns the same object.
     """
     if name not in STRATEGIES:
-        raise ValueError(f"strategy must be one of {STRATEGIES}. Received: strategy={name!r}")
+        raise ValueError(
+            f"strategy must be one of {STRATEGIES}. Received: strategy={name!r}"
+        )
     cluster = read_cluster() if name in ("auto", "multi_worker") else None
     if name == "auto":
         if cluster is not None:
@@ -108,7 +118,9 @@ def get_strategy(name="auto", tpu=None, worker_timeout=120.0):
         return tf.distribute.get_strategy()
     if name == "mirrored":
         gpus = tf.config.list_logical_devices("GPU")
-        devices = tuple(d.name for d in gpus) or tuple(d.name for d in tf.config.list_logical_devices("CPU"))
+        devices = tuple(d.name for d in gpus) or tuple(
+            d.name for d in tf.config.list_logical_devices("CPU")
+        )
         key = ("mirrored", devices)
         if key not in _STRATEGIES:
             _STRATEGIES[key] = tf.distribute.MirroredStrategy(list(devices))

@@ -12,9 +12,24 @@ import keras
 import tensorflow as tf
 
 from keras_selfattn import text
-from keras_selfattn.models import MaskedAccuracy, ModelConfig, build_seq2seq, masked_loss
-from keras_selfattn.training.backup import WorkerBackup, backed_up_epochs, restore_backup, worker_backup_dir
-from keras_selfattn.training.config import TrainConfig, load_run_config, same_training, save_run_config
+from keras_selfattn.models import (
+    MaskedAccuracy,
+    ModelConfig,
+    build_seq2seq,
+    masked_loss,
+)
+from keras_selfattn.training.backup import (
+    WorkerBackup,
+    backed_up_epochs,
+    restore_backup,
+    worker_backup_dir,
+)
+from keras_selfattn.training.config import (
+    TrainConfig,
+    load_run_config,
+    same_training,
+    save_run_config,
+)
 from keras_selfattn.training.distributed import (
     SyncedLossScaleOptimizer,
     all_workers_values,
@@ -45,7 +60,9 @@ class TrainResult:
     history: dict
     test_pairs: list
     worker_index: int = 0
-    is_chief: bool = True  # False: another worker wrote run_dir; this one's files are gone
+    is_chief: bool = (
+        True  # False: another worker wrote run_dir; this one's files are gone
+    )
 
 
 def load_pairs(data, max_pairs=None):
@@ -63,7 +80,9 @@ def load_pairs(data, max_pairs=None):
 
 def _tokenizer_configs(train_config):
     def config(kind, split_digits):
-        return text.TokenizerConfig(kind=kind, ops=train_config.tokenizer_ops, split_digits=split_digits)
+        return text.TokenizerConfig(
+            kind=kind, ops=train_config.tokenizer_ops, split_digits=split_digits
+        )
 
     return (
         config(train_config.source_tokenizer, train_config.split_digits),
@@ -73,7 +92,9 @@ def _tokenizer_configs(train_config):
 
 def _longest(pairs, tokenizer):
     """Longest source and target among ``pairs``, in tokens (the target with its end id)."""
-    lengths = text.encode_pairs(pairs, tokenizer).map(lambda s, t: (tf.size(s), tf.size(t)))
+    lengths = text.encode_pairs(pairs, tokenizer).map(
+        lambda s, t: (tf.size(s), tf.size(t))
+    )
     longest_source = longest_target = 1
     for sources, targets in lengths.batch(8192).as_numpy_iterator():
         longest_source = max(longest_source, int(sources.max()))
@@ -99,7 +120,9 @@ def dtype_policy(name):
         keras.config.set_dtype_policy(previous)
 
 
-def make_training_datasets(splits, tokenizer, model_config, train_config, initial_epoch=0):
+def make_training_datasets(
+    splits, tokenizer, model_config, train_config, initial_epoch=0
+):
     """The training and validation datasets of `train`, and the steps per epoch.
 
     Every batch has static shapes (what XLA and TPUs need): ``batch_size`` pairs
@@ -115,32 +138,45 @@ def make_training_datasets(splits, tokenizer, model_config, train_config, initia
         ``(train_ds, valid_ds, steps_per_epoch)``.
     """
     longest_source, longest_target = _longest(splits.train, tokenizer)
-    dataset_options = dict(
-        max_source_length=min(longest_source, model_config.max_source_len),
-        max_target_length=min(longest_target, model_config.max_target_len + 1),
-        pad_to_max_length=True,
-        seed=train_config.seed,
-    )
+    dataset_options = {
+        "max_source_length": min(longest_source, model_config.max_source_len),
+        "max_target_length": min(longest_target, model_config.max_target_len + 1),
+        "pad_to_max_length": True,
+        "seed": train_config.seed,
+    }
     steps_per_epoch = max(1, len(splits.train) // train_config.batch_size)
     # One shuffled stream over the repeated pairs, with a fixed order: Keras
     # iterates a distributed dataset once more for its symbolic build, and with a
     # reshuffle per iteration the training order would depend on that.
     pairs = text.make_dataset(
-        splits.train, tokenizer, batch_size=train_config.batch_size, shuffle=False, prefetch=False, **dataset_options
+        splits.train,
+        tokenizer,
+        batch_size=train_config.batch_size,
+        shuffle=False,
+        prefetch=False,
+        **dataset_options,
     ).unbatch()
     options = tf.data.Options()
     options.deterministic = True
-    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
+    options.experimental_distribute.auto_shard_policy = (
+        tf.data.experimental.AutoShardPolicy.DATA
+    )
     train_ds = (
         pairs.repeat()
-        .shuffle(len(splits.train), seed=train_config.seed, reshuffle_each_iteration=False)
+        .shuffle(
+            len(splits.train), seed=train_config.seed, reshuffle_each_iteration=False
+        )
         .batch(train_config.batch_size, drop_remainder=True)
         .skip(initial_epoch * steps_per_epoch)
         .with_options(options)
         .prefetch(tf.data.AUTOTUNE)
     )
     valid_ds = text.make_dataset(
-        splits.validation, tokenizer, batch_size=train_config.batch_size, shuffle=False, **dataset_options
+        splits.validation,
+        tokenizer,
+        batch_size=train_config.batch_size,
+        shuffle=False,
+        **dataset_options,
     )
     return train_ds, valid_ds, steps_per_epoch
 
@@ -157,11 +193,16 @@ def build_and_compile(tokenizer, model_config, train_config, strategy, steps_per
     replicas = strategy.num_replicas_in_sync
     tpu = isinstance(strategy, tf.distribute.TPUStrategy)
     model = build_seq2seq(
-        tokenizer.source_vocab_size, tokenizer.target_vocab_size, model_config, seed=train_config.seed
+        tokenizer.source_vocab_size,
+        tokenizer.target_vocab_size,
+        model_config,
+        seed=train_config.seed,
     )
     schedule = keras.optimizers.schedules.CosineDecay(
         initial_learning_rate=0.0,
-        decay_steps=max(1, steps_per_epoch * train_config.epochs - train_config.warmup_steps),
+        decay_steps=max(
+            1, steps_per_epoch * train_config.epochs - train_config.warmup_steps
+        ),
         warmup_target=train_config.learning_rate,
         warmup_steps=train_config.warmup_steps,
         alpha=0.05,
@@ -183,7 +224,14 @@ def build_and_compile(tokenizer, model_config, train_config, strategy, steps_per
     return model
 
 
-def train(data=None, run_dir="runs/latest", model_config=None, train_config=None, verbose=1, callbacks=()):
+def train(
+    data=None,
+    run_dir="runs/latest",
+    model_config=None,
+    train_config=None,
+    verbose=1,
+    callbacks=(),
+):
     """Trains a `build_seq2seq` model on sentence pairs with ``model.fit``.
 
     The pairs are split (train / validation / test, deterministic for the seed),
@@ -217,7 +265,11 @@ def train(data=None, run_dir="runs/latest", model_config=None, train_config=None
     model_config = model_config or ModelConfig()
     train_config = train_config or TrainConfig()
     # First, before any TensorFlow op: multi-worker collectives are configured at start-up.
-    strategy = get_strategy(train_config.strategy, tpu=train_config.tpu, worker_timeout=train_config.worker_timeout)
+    strategy = get_strategy(
+        train_config.strategy,
+        tpu=train_config.tpu,
+        worker_timeout=train_config.worker_timeout,
+    )
     role = worker_role(strategy)
     replicas = strategy.num_replicas_in_sync
     if train_config.batch_size % replicas:
@@ -234,24 +286,52 @@ def train(data=None, run_dir="runs/latest", model_config=None, train_config=None
     if role.is_chief:
         work_dir = run_dir
     else:
-        work_dir = pathlib.Path(tempfile.mkdtemp(prefix=f"keras-selfattn-worker{role.index}-"))
+        work_dir = pathlib.Path(
+            tempfile.mkdtemp(prefix=f"keras-selfattn-worker{role.index}-")
+        )
     try:
         # A peer lost mid-run (a collective failing) becomes one clear error naming it.
         with lost_peers_are_errors(role, run_dir):
-            return _train(data, run_dir, work_dir, backup_root, backup_dir, strategy, role,
-                          model_config, train_config, verbose, callbacks)
+            return _train(
+                data,
+                run_dir,
+                work_dir,
+                backup_root,
+                backup_dir,
+                strategy,
+                role,
+                model_config,
+                train_config,
+                verbose,
+                callbacks,
+            )
     finally:
         if not role.is_chief:
             shutil.rmtree(work_dir, ignore_errors=True)
 
 
-def _train(data, run_dir, work_dir, backup_root, backup_dir, strategy, role, model_config, train_config, verbose,
-           callbacks):
+def _train(
+    data,
+    run_dir,
+    work_dir,
+    backup_root,
+    backup_dir,
+    strategy,
+    role,
+    model_config,
+    train_config,
+    verbose,
+    callbacks,
+):
     if role.is_chief:
         resuming = (run_dir / CONFIG_FILE).exists() and backup_root.exists()
         if resuming:
-            saved_model_config, saved_train_config = load_run_config(run_dir / CONFIG_FILE)
-            if saved_model_config != model_config or not same_training(saved_train_config, train_config):
+            saved_model_config, saved_train_config = load_run_config(
+                run_dir / CONFIG_FILE
+            )
+            if saved_model_config != model_config or not same_training(
+                saved_train_config, train_config
+            ):
                 raise ValueError(
                     f"{run_dir} holds an interrupted run with a different configuration; "
                     "resume it with the same settings or choose another run directory. "
@@ -271,7 +351,9 @@ def _train(data, run_dir, work_dir, backup_root, backup_dir, strategy, role, mod
     if (work_dir / text.pair_tokenizer.TOKENIZER_CONFIG_FILE).exists() and resuming:
         tokenizer = text.PairTokenizer.load(work_dir)
     else:
-        tokenizer = text.PairTokenizer.build(splits.train, *_tokenizer_configs(train_config))
+        tokenizer = text.PairTokenizer.build(
+            splits.train, *_tokenizer_configs(train_config)
+        )
         tokenizer.save(work_dir)
     split_dir = work_dir / SPLITS_DIR
     for name in ("train", "validation", "test"):
@@ -279,7 +361,9 @@ def _train(data, run_dir, work_dir, backup_root, backup_dir, strategy, role, mod
     save_run_config(work_dir / CONFIG_FILE, model_config, train_config)
 
     # The workers resume together, from the newest epoch they all have a backup of.
-    newest = all_workers_values(strategy, max(backed_up_epochs(backup_dir), default=0), role)
+    newest = all_workers_values(
+        strategy, max(backed_up_epochs(backup_dir), default=0), role
+    )
     initial_epoch = min(newest)
     if initial_epoch and initial_epoch not in backed_up_epochs(backup_dir):
         raise ValueError(
@@ -294,15 +378,25 @@ def _train(data, run_dir, work_dir, backup_root, backup_dir, strategy, role, mod
     )
     with dtype_policy(train_config.mixed_precision):
         with strategy.scope():
-            model = build_and_compile(tokenizer, model_config, train_config, strategy, steps_per_epoch)
-            state = restore_backup(model, backup_dir, initial_epoch) if initial_epoch else {}
+            model = build_and_compile(
+                tokenizer, model_config, train_config, strategy, steps_per_epoch
+            )
+            state = (
+                restore_backup(model, backup_dir, initial_epoch)
+                if initial_epoch
+                else {}
+            )
         fit_callbacks = [
             keras.callbacks.ModelCheckpoint(
-                str(work_dir / MODEL_FILE), monitor="val_loss", save_best_only=True,
+                str(work_dir / MODEL_FILE),
+                monitor="val_loss",
+                save_best_only=True,
                 initial_value_threshold=state.get("best"),
             ),
             keras.callbacks.EarlyStopping(
-                monitor="val_loss", patience=train_config.patience, restore_best_weights=True
+                monitor="val_loss",
+                patience=train_config.patience,
+                restore_best_weights=True,
             ),
             keras.callbacks.CSVLogger(str(work_dir / HISTORY_FILE), append=True),
             # After the callbacks above: a backup of epoch N means they finished epoch N.
@@ -333,7 +427,9 @@ def _train(data, run_dir, work_dir, backup_root, backup_dir, strategy, role, mod
         tokenizer=tokenizer,
         model_config=model_config,
         train_config=train_config,
-        history={k: [float(v) for v in values] for k, values in history.history.items()},
+        history={
+            k: [float(v) for v in values] for k, values in history.history.items()
+        },
         test_pairs=list(splits.test),
         worker_index=role.index,
         is_chief=role.is_chief,
@@ -350,7 +446,12 @@ def _truncate_history(path, epochs):
         return
     header, body = rows[0], rows[1:]
     column = header.index("epoch") if "epoch" in header else None
-    kept = [row for row in body if column is None or (row and row[column].isdigit() and int(row[column]) < epochs)]
+    kept = [
+        row
+        for row in body
+        if column is None
+        or (row and row[column].isdigit() and int(row[column]) < epochs)
+    ]
     with open(path, "w", newline="", encoding="utf-8") as handle:
         csv.writer(handle).writerows([header, *kept])
 
@@ -358,8 +459,18 @@ def _truncate_history(path, epochs):
 def write_metrics(run_dir, metrics):
     """Writes ``metrics.json`` in the run directory."""
     path = pathlib.Path(run_dir) / METRICS_FILE
-    path.write_text(json.dumps(metrics, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    path.write_text(
+        json.dumps(metrics, indent=2, sort_keys=True) + "\n", encoding="utf-8"
+    )
     return path
 
 
-__all__ = ["TrainResult", "build_and_compile", "dtype_policy", "load_pairs", "make_training_datasets", "train", "write_metrics"]
+__all__ = [
+    "TrainResult",
+    "build_and_compile",
+    "dtype_policy",
+    "load_pairs",
+    "make_training_datasets",
+    "train",
+    "write_metrics",
+]

@@ -304,7 +304,9 @@ def test_seq2seq_model_with_masks_trains_under_xla_and_reloads(tmp_path):
     path = tmp_path / "seq2seq.keras"
     model.save(path)
     reloaded = keras.saving.load_model(path)
-    np.testing.assert_allclose(np_(reloaded(inputs, training=False)), expected, atol=1e-6)
+    np.testing.assert_allclose(
+        np_(reloaded(inputs, training=False)), expected, atol=1e-6
+    )
     # Padding beyond each source's length does not matter.
     longer = {"source": np.pad(source_ids, ((0, 0), (0, 2))), "target_in": target_ids}
     np.testing.assert_allclose(np_(model(longer, training=False)), expected, atol=1e-5)

@@ -14,7 +14,10 @@ VALID_LENS = np.array([6, 2, 0], "int32")  # the last sequence's memory is fully
 
 
 def decoders(**kwargs):
-    layers = {unroll: BahdanauDecoder(8, unroll=unroll, **kwargs) for unroll in (False, True, "auto")}
+    layers = {
+        unroll: BahdanauDecoder(8, unroll=unroll, **kwargs)
+        for unroll in (False, True, "auto")
+    }
     for layer in layers.values():
         layer(INPUTS, MEMORY)
     weights = layers[False].get_weights()
@@ -25,8 +28,12 @@ def decoders(**kwargs):
 
 def run(layer, training):
     hidden, scores, states = layer(
-        INPUTS, MEMORY, memory_valid_lens=VALID_LENS, return_attention_scores=True,
-        return_state=True, training=training,
+        INPUTS,
+        MEMORY,
+        memory_valid_lens=VALID_LENS,
+        return_attention_scores=True,
+        return_state=True,
+        training=training,
     )
     return [ops.convert_to_numpy(t) for t in (hidden, scores, *states)]
 
@@ -66,5 +73,7 @@ def test_config_round_trip_and_old_configs():
 
 
 def test_bad_unroll():
-    with pytest.raises(ValueError, match="unroll must be 'auto', True or False. Received: unroll='yes'"):
+    with pytest.raises(
+        ValueError, match="unroll must be 'auto', True or False. Received: unroll='yes'"
+    ):
         BahdanauDecoder(8, unroll="yes")

@@ -1,6 +1,6 @@
+import keras
 import numpy as np
 import pytest
-import keras
 from keras import ops
 
 from keras_selfattn.layers import LearnedPositionalEncoding
@@ -34,7 +34,9 @@ def test_output_is_input_plus_table_rows():
     np.testing.assert_array_equal(ops.convert_to_numpy(pe.P)[0], table)
     # Random, not zero: positions differ before any training step.
     assert np.std(table) > 0.01 and not np.allclose(table[0], table[1])
-    assert [w.path.split("/")[-1] for w in pe.trainable_weights] == ["position_embeddings"]
+    assert [w.path.split("/")[-1] for w in pe.trainable_weights] == [
+        "position_embeddings"
+    ]
 
 
 # The start offset is tested with PositionalEncoding's (test_positional_encoding.py).
@@ -47,7 +49,12 @@ def test_only_rows_that_were_seen_get_gradients():
     model = keras.Model(x_in, pe(x_in))
     model.compile(optimizer=keras.optimizers.SGD(0.5), loss="mse")
     before = ops.convert_to_numpy(pe.position_embeddings).copy()
-    model.fit(np.zeros((4, 5, 4), "float32"), np.ones((4, 5, 4), "float32"), epochs=1, verbose=0)
+    model.fit(
+        np.zeros((4, 5, 4), "float32"),
+        np.ones((4, 5, 4), "float32"),
+        epochs=1,
+        verbose=0,
+    )
     after = ops.convert_to_numpy(pe.position_embeddings)
     assert not np.allclose(after[:5], before[:5])
     np.testing.assert_array_equal(after[5:], before[5:])

@@ -1,6 +1,6 @@
+import keras
 import numpy as np
 import pytest
-import keras
 from keras import ops
 
 from keras_selfattn.layers import MultiHeadSelfAttention
@@ -12,7 +12,10 @@ def numpy_reference(layer, x, key_mask=None):
 
     key_mask: bool (B, Tq, Tk) or None; True keeps a key.
     """
-    weights = {w.path.split("/")[-2] + "/" + w.name: ops.convert_to_numpy(w) for w in layer.weights}
+    weights = {
+        w.path.split("/")[-2] + "/" + w.name: ops.convert_to_numpy(w)
+        for w in layer.weights
+    }
     qkv_kernel = weights["query_key_value/kernel"].astype(np.float64)
     out_kernel = weights["output/kernel"].astype(np.float64)
     B, T, _ = x.shape
@@ -65,7 +68,11 @@ def test_book_example_eager_and_functional():
     attention = MultiHeadSelfAttention(num_hiddens, num_heads, 0.5)
     batch_size, num_queries, valid_lens = 2, 4, np.array([3, 2])
     X = np.ones((batch_size, num_queries, num_hiddens), "float32")
-    assert tuple(attention(X, valid_lens, training=False).shape) == (batch_size, num_queries, num_hiddens)
+    assert tuple(attention(X, valid_lens, training=False).shape) == (
+        batch_size,
+        num_queries,
+        num_hiddens,
+    )
 
     x_in = keras.Input((None, num_hiddens))
     lens_in = keras.Input((), dtype="int32")
@@ -74,34 +81,62 @@ def test_book_example_eager_and_functional():
     assert model.predict([X, valid_lens], verbose=0).shape == (2, 4, 100)
 
 
-@pytest.mark.parametrize("valid_lens", [None, [5, 3], [[1, 2, 3, 4, 5], [2, 2, 0, 1, 3]]])
+@pytest.mark.parametrize(
+    "valid_lens", [None, [5, 3], [[1, 2, 3, 4, 5], [2, 2, 0, 1, 3]]]
+)
 def test_matches_numpy_reference(valid_lens):
     layer = MultiHeadSelfAttention(12, 3)
     lens = None if valid_lens is None else np.array(valid_lens, "int32")
     out, w = layer(X, valid_lens=lens, return_attention_scores=True)
-    ref_out, ref_w = numpy_reference(layer, X, None if lens is None else lens_mask(lens, 5))
+    ref_out, ref_w = numpy_reference(
+        layer, X, None if lens is None else lens_mask(lens, 5)
+    )
     np.testing.assert_allclose(ops.convert_to_numpy(out), ref_out, atol=1e-5)
     np.testing.assert_allclose(ops.convert_to_numpy(w), ref_w, atol=1e-6)
 
 
 def test_matches_keras_multi_head_attention_with_copied_weights():
     num_hiddens, heads, d_in = 12, 3, X.shape[-1]
-    ours = MultiHeadSelfAttention(num_hiddens, heads, use_bias=True, bias_initializer="random_normal")
+    ours = MultiHeadSelfAttention(
+        num_hiddens, heads, use_bias=True, bias_initializer="random_normal"
+    )
     valid_lens = np.array([4, 2], "int32")
     ours_out, ours_w = ours(X, valid_lens=valid_lens, return_attention_scores=True)
 
-    peer = keras.layers.MultiHeadAttention(heads, key_dim=num_hiddens // heads, output_shape=num_hiddens)
+    peer = keras.layers.MultiHeadAttention(
+        heads, key_dim=num_hiddens // heads, output_shape=num_hiddens
+    )
     peer(X, X)
-    qkv_kernel = ops.convert_to_numpy(ours.query_key_value_dense.kernel).reshape(d_in, 3, heads, -1)
-    qkv_bias = ops.convert_to_numpy(ours.query_key_value_dense.bias).reshape(3, heads, -1)
-    out_kernel = ops.convert_to_numpy(ours.output_dense.kernel).reshape(heads, -1, num_hiddens)
-    peer.set_weights([
-        qkv_kernel[:, 0], qkv_bias[0], qkv_kernel[:, 1], qkv_bias[1], qkv_kernel[:, 2], qkv_bias[2],
-        out_kernel, ops.convert_to_numpy(ours.output_dense.bias),
-    ])
-    peer_out, peer_w = peer(X, X, attention_mask=lens_mask(valid_lens, 5), return_attention_scores=True)
-    np.testing.assert_allclose(ops.convert_to_numpy(ours_out), ops.convert_to_numpy(peer_out), atol=1e-5)
-    np.testing.assert_allclose(ops.convert_to_numpy(ours_w), ops.convert_to_numpy(peer_w), atol=1e-6)
+    qkv_kernel = ops.convert_to_numpy(ours.query_key_value_dense.kernel).reshape(
+        d_in, 3, heads, -1
+    )
+    qkv_bias = ops.convert_to_numpy(ours.query_key_value_dense.bias).reshape(
+        3, heads, -1
+    )
+    out_kernel = ops.convert_to_numpy(ours.output_dense.kernel).reshape(
+        heads, -1, num_hiddens
+    )
+    peer.set_weights(
+        [
+            qkv_kernel[:, 0],
+            qkv_bias[0],
+            qkv_kernel[:, 1],
+            qkv_bias[1],
+            qkv_kernel[:, 2],
+            qkv_bias[2],
+            out_kernel,
+            ops.convert_to_numpy(ours.output_dense.bias),
+        ]
+    )
+    peer_out, peer_w = peer(
+        X, X, attention_mask=lens_mask(valid_lens, 5), return_attention_scores=True
+    )
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(ours_out), ops.convert_to_numpy(peer_out), atol=1e-5
+    )
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(ours_w), ops.convert_to_numpy(peer_w), atol=1e-6
+    )
 
 
 def test_valid_lens_keras_mask_and_explicit_mask_agree():
@@ -116,7 +151,9 @@ def test_valid_lens_keras_mask_and_explicit_mask_agree():
 
     x = embedding(ids)
     by_lens = ops.convert_to_numpy(attention(x, valid_lens=valid_lens))
-    by_explicit = ops.convert_to_numpy(attention(x, attention_mask=lens_mask(valid_lens, 6)))
+    by_explicit = ops.convert_to_numpy(
+        attention(x, attention_mask=lens_mask(valid_lens, 6))
+    )
     np.testing.assert_allclose(by_mask, by_lens, atol=1e-6)
     np.testing.assert_allclose(by_explicit, by_lens, atol=1e-6)
     # Padding content does not matter: change the padded embeddings, same output.
@@ -135,7 +172,9 @@ def test_keras_mask_beside_valid_lens_is_combined():
     attention = MultiHeadSelfAttention(8, 2)
     ids_in = keras.Input((None,), dtype="int32")
     lens_in = keras.Input((), dtype="int32")
-    model = keras.Model([ids_in, lens_in], attention(embedding(ids_in), valid_lens=lens_in))
+    model = keras.Model(
+        [ids_in, lens_in], attention(embedding(ids_in), valid_lens=lens_in)
+    )
     combined = model.predict([ids, np.array([6], "int32")], verbose=0)
     by_lens = ops.convert_to_numpy(attention(embedding(ids), valid_lens=np.array([4])))
     np.testing.assert_allclose(combined, by_lens, atol=1e-6)
@@ -157,10 +196,15 @@ def test_causal_mask_hides_the_future():
 def test_fully_masked_rows_give_zeros_not_nan(dtype):
     attention = MultiHeadSelfAttention(8, 2, dtype=dtype)
     big = X * 300.0  # logits far beyond float16's range before scaling
-    out, w = attention(big, valid_lens=np.array([0, 2], "int32"), return_attention_scores=True)
-    out, w = ops.convert_to_numpy(ops.cast(out, "float32")), ops.convert_to_numpy(ops.cast(w, "float32"))
+    out, w = attention(
+        big, valid_lens=np.array([0, 2], "int32"), return_attention_scores=True
+    )
+    out, w = (
+        ops.convert_to_numpy(ops.cast(out, "float32")),
+        ops.convert_to_numpy(ops.cast(w, "float32")),
+    )
     assert np.all(np.isfinite(out)) and np.all(np.isfinite(w))
-    assert np.all(w[0] == 0)                      # every key of sequence 0 hidden
+    assert np.all(w[0] == 0)  # every key of sequence 0 hidden
     np.testing.assert_allclose(w[1].sum(-1), 1.0, atol=1e-2)
     assert np.all(w[1, :, :, 2:] == 0)
 
@@ -173,7 +217,9 @@ def test_mixed_precision_within_stated_tolerance_of_float32():
         layer = MultiHeadSelfAttention(16, 4, dtype=policy)
         layer(X)
         layer.set_weights(ref.get_weights())
-        got = ops.convert_to_numpy(ops.cast(layer(X, valid_lens=np.array([5, 2])), "float32"))
+        got = ops.convert_to_numpy(
+            ops.cast(layer(X, valid_lens=np.array([5, 2])), "float32")
+        )
         np.testing.assert_allclose(got, expected, atol=atol, err_msg=policy)
 
 
@@ -185,7 +231,9 @@ def test_dropout_only_in_training():
     np.testing.assert_array_equal(a, b)
     assert not np.allclose(a, c)
     _, w = attention(X, training=True, return_attention_scores=True)
-    np.testing.assert_allclose(ops.convert_to_numpy(w).sum(-1), 1.0, atol=1e-5)  # scores are pre-dropout
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(w).sum(-1), 1.0, atol=1e-5
+    )  # scores are pre-dropout
 
 
 def test_symbolic_scores_shape_with_unknown_length():
@@ -197,14 +245,19 @@ def test_symbolic_scores_shape_with_unknown_length():
 @pytest.mark.parametrize(
     "kwargs, message",
     [
-        ({"num_hiddens": 10, "num_heads": 3}, "num_hiddens must be divisible by num_heads. Received: num_hiddens=10, num_heads=3"),
+        (
+            {"num_hiddens": 10, "num_heads": 3},
+            "num_hiddens must be divisible by num_heads. Received: num_hiddens=10, num_heads=3",
+        ),
         ({"num_hiddens": 0, "num_heads": 1}, "num_hiddens=0"),
         ({"num_hiddens": 8, "num_heads": -2}, "num_heads=-2"),
         ({"num_hiddens": 8, "num_heads": 2, "dropout": -0.1}, "dropout=-0.1"),
     ],
 )
 def test_bad_arguments(kwargs, message):
-    with pytest.raises(ValueError, match=message.replace(".", r"\.").replace("(", r"\(")):
+    with pytest.raises(
+        ValueError, match=message.replace(".", r"\.").replace("(", r"\(")
+    ):
         MultiHeadSelfAttention(**kwargs)
 
 

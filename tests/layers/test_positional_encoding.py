@@ -1,6 +1,6 @@
+import keras
 import numpy as np
 import pytest
-import keras
 from keras import ops
 
 from keras_selfattn.layers import LearnedPositionalEncoding, PositionalEncoding
@@ -49,8 +49,13 @@ def test_book_columns_6_to_9_for_60_positions_and_32_dims():
         angle = i / 10000 ** (2 * j / encoding_dim)
         expected = np.sin(angle) if col % 2 == 0 else np.cos(angle)
         np.testing.assert_allclose(P[0, :, col], expected, atol=1e-6)
-        np.testing.assert_allclose(ops.convert_to_numpy(X)[0, :, col], expected, atol=1e-6)
-    assert pe.P.shape == (1, 1000, 32) and keras.backend.standardize_dtype(pe.P.dtype) == "float32"
+        np.testing.assert_allclose(
+            ops.convert_to_numpy(X)[0, :, col], expected, atol=1e-6
+        )
+    assert (
+        pe.P.shape == (1, 1000, 32)
+        and keras.backend.standardize_dtype(pe.P.dtype) == "float32"
+    )
 
 
 @pytest.mark.parametrize("delta", [1, 7, 50])
@@ -61,11 +66,13 @@ def test_relative_position_is_a_fixed_rotation(delta):
     for j in range(d // 2):
         omega = 1.0 / 10000 ** (2 * j / d)
         rotation = np.array(
-            [[np.cos(delta * omega), np.sin(delta * omega)],
-             [-np.sin(delta * omega), np.cos(delta * omega)]]
+            [
+                [np.cos(delta * omega), np.sin(delta * omega)],
+                [-np.sin(delta * omega), np.cos(delta * omega)],
+            ]
         )
-        pairs = P[: max_len - delta, 2 * j: 2 * j + 2]          # (N, 2): (sin, cos) at i
-        shifted = P[delta:, 2 * j: 2 * j + 2]                   # the same at i + delta
+        pairs = P[: max_len - delta, 2 * j : 2 * j + 2]  # (N, 2): (sin, cos) at i
+        shifted = P[delta:, 2 * j : 2 * j + 2]  # the same at i + delta
         np.testing.assert_allclose(pairs @ rotation.T, shifted, atol=1e-5)
 
 
@@ -89,7 +96,7 @@ def test_start_offset_matches_the_full_pass(cls):
     pe = cls(16, max_len=12)
     full = ops.convert_to_numpy(pe(x))
     for t in range(12):
-        step = ops.convert_to_numpy(pe(x[:, t: t + 1], start=t))
+        step = ops.convert_to_numpy(pe(x[:, t : t + 1], start=t))
         np.testing.assert_allclose(step[:, 0], full[:, t], atol=1e-6)
     # A tensor start (as inside a decoding loop) gives the same rows.
     step = ops.convert_to_numpy(pe(x[:, 5:8], start=ops.convert_to_tensor(5, "int32")))
@@ -133,7 +140,9 @@ def test_dropout_applies_after_the_addition_only_in_training():
     kept = trained != 0
     assert 0.3 < kept.mean() < 0.7
     # Survivors are (X + P) / (1 - rate): dropout came after the addition.
-    np.testing.assert_allclose(trained[kept], (np.broadcast_to(table, x.shape) / 0.5)[kept], atol=1e-5)
+    np.testing.assert_allclose(
+        trained[kept], (np.broadcast_to(table, x.shape) / 0.5)[kept], atol=1e-5
+    )
 
 
 def test_keras_mask_passes_through():

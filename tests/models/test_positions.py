@@ -10,8 +10,16 @@ from keras_selfattn.layers import LearnedPositionalEncoding, PositionalEncoding
 from keras_selfattn.models import ModelConfig, TransformerEncoderBlock, build_seq2seq
 from tests.harness import run_layer_test
 
-TINY = dict(num_hiddens=16, num_heads=2, num_layers=2, ffn_hiddens=32, decoder_units=16, embedding_dim=8,
-            dropout=0.0, max_relative_position=3)
+TINY = {
+    "num_hiddens": 16,
+    "num_heads": 2,
+    "num_layers": 2,
+    "ffn_hiddens": 32,
+    "decoder_units": 16,
+    "embedding_dim": 8,
+    "dropout": 0.0,
+    "max_relative_position": 3,
+}
 SOURCE = np.array([[5, 6, 7, 8, 9, 0], [9, 4, 0, 0, 0, 0]], "int32")
 TARGET_IN = np.array([[2, 4, 5, 6], [2, 7, 0, 0]], "int32")
 
@@ -21,7 +29,9 @@ def predict(model, source=SOURCE, target_in=TARGET_IN):
 
 
 @pytest.mark.parametrize("norm_first", [False, True], ids=["post_norm", "pre_norm"])
-@pytest.mark.parametrize("position", ["learned", "relative", "rotary"])  # sinusoidal: test_seq2seq.py
+@pytest.mark.parametrize(
+    "position", ["learned", "relative", "rotary"]
+)  # sinusoidal: test_seq2seq.py
 def test_padding_changes_nothing_and_reordering_does(position, norm_first):
     model = build_seq2seq(20, 10, position=position, norm_first=norm_first, **TINY)
     base = predict(model)
@@ -68,7 +78,13 @@ def test_relative_encoder_block_through_the_harness(tmp_path):
     x = np.random.default_rng(0).normal(size=(2, 5, 8)).astype("float32")
     run_layer_test(
         TransformerEncoderBlock,
-        {"num_hiddens": 8, "num_heads": 2, "ffn_hiddens": 16, "norm_first": True, "max_relative_position": 2},
+        {
+            "num_hiddens": 8,
+            "num_heads": 2,
+            "ffn_hiddens": 16,
+            "norm_first": True,
+            "max_relative_position": 2,
+        },
         {"inputs": x},
         expected_output_shapes=[(2, 5, 8)],
         mixed_precision_atol=3e-2,
@@ -88,4 +104,9 @@ def test_config_validates_and_old_configs_default_to_sinusoidal():
     del old["position"], old["max_relative_position"]
     config = ModelConfig.from_dict(old)
     assert config.position == "sinusoidal" and config.max_relative_position == 16
-    assert ModelConfig.from_dict(dataclasses.asdict(ModelConfig(position="rotary"))).position == "rotary"
+    assert (
+        ModelConfig.from_dict(
+            dataclasses.asdict(ModelConfig(position="rotary"))
+        ).position
+        == "rotary"
+    )

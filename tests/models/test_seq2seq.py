@@ -16,7 +16,14 @@ from keras_selfattn.models import (
 )
 from tests.harness import run_layer_test
 
-TINY = dict(num_hiddens=16, num_heads=2, num_layers=2, ffn_hiddens=32, decoder_units=16, embedding_dim=8)
+TINY = {
+    "num_hiddens": 16,
+    "num_heads": 2,
+    "num_layers": 2,
+    "ffn_hiddens": 32,
+    "decoder_units": 16,
+    "embedding_dim": 8,
+}
 SOURCE = np.array([[5, 6, 7, 8, 0, 0], [9, 4, 0, 0, 0, 0]], "int32")
 TARGET_IN = np.array([[2, 4, 5, 6], [2, 7, 0, 0]], "int32")
 
@@ -37,13 +44,27 @@ def test_inputs_outputs_and_summary():
     lines = []
     model.summary(print_fn=lines.append)
     summary = "\n".join(lines)
-    for name in ("source_embedding", "positional_encoding", "encoder_block_1", "bridge", "decoder", "logits"):
+    for name in (
+        "source_embedding",
+        "positional_encoding",
+        "encoder_block_1",
+        "bridge",
+        "decoder",
+        "logits",
+    ):
         assert name in summary
     assert keras_selfattn.build_seq2seq is build_seq2seq
 
 
-@pytest.mark.parametrize("options", [{}, {"norm_first": True}, {"rnn_type": "lstm", "decoder_layers": 2},
-                                     {"attention_score": "scaled_dot"}])
+@pytest.mark.parametrize(
+    "options",
+    [
+        {},
+        {"norm_first": True},
+        {"rnn_type": "lstm", "decoder_layers": 2},
+        {"attention_score": "scaled_dot"},
+    ],
+)
 def test_extra_source_padding_changes_nothing_and_reordering_does(options):
     model = tiny_model(**options)
     base = predict(model)
@@ -55,7 +76,9 @@ def test_extra_source_padding_changes_nothing_and_reordering_does(options):
     # Target positions after a padded one do not affect earlier logits (causal decoder).
     changed = TARGET_IN.copy()
     changed[0, 3] = 9
-    np.testing.assert_allclose(predict(model, target_in=changed)[0, :3], base[0, :3], atol=1e-5)
+    np.testing.assert_allclose(
+        predict(model, target_in=changed)[0, :3], base[0, :3], atol=1e-5
+    )
 
 
 def test_keras_save_and_load_give_identical_outputs(tmp_path):
@@ -82,13 +105,17 @@ def test_loss_and_accuracy_ignore_padding():
     y_true = np.array([[4, 5, 3, 0], [6, 3, 0, 0]], "int32")
     keep = y_true != 0
     log_probs = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
-    expected = -np.take_along_axis(log_probs, y_true[..., None], -1)[..., 0][keep].mean()
+    expected = -np.take_along_axis(log_probs, y_true[..., None], -1)[..., 0][
+        keep
+    ].mean()
     got = float(masked_loss()(y_true, logits))
     np.testing.assert_allclose(got, expected, rtol=1e-5)
     # The padding logits may be anything: the loss does not move.
     logits_changed = logits.copy()
     logits_changed[~keep] = 100.0
-    np.testing.assert_allclose(float(masked_loss()(y_true, logits_changed)), expected, rtol=1e-5)
+    np.testing.assert_allclose(
+        float(masked_loss()(y_true, logits_changed)), expected, rtol=1e-5
+    )
 
     metric = MaskedAccuracy()
     metric.update_state(y_true, logits)
@@ -98,9 +125,16 @@ def test_loss_and_accuracy_ignore_padding():
 
 def test_one_fit_step_with_xla_lowers_the_loss():
     model = tiny_model()
-    model.compile(optimizer=keras.optimizers.Adam(1e-2), loss=masked_loss(), metrics=[MaskedAccuracy()], jit_compile=True)
+    model.compile(
+        optimizer=keras.optimizers.Adam(1e-2),
+        loss=masked_loss(),
+        metrics=[MaskedAccuracy()],
+        jit_compile=True,
+    )
     target_out = np.array([[4, 5, 6, 3], [7, 3, 0, 0]], "int32")
-    history = model.fit({"source": SOURCE, "target_in": TARGET_IN}, target_out, epochs=5, verbose=0)
+    history = model.fit(
+        {"source": SOURCE, "target_in": TARGET_IN}, target_out, epochs=5, verbose=0
+    )
     losses = history.history["loss"]
     assert np.all(np.isfinite(losses)) and losses[-1] < losses[0]
 
@@ -109,7 +143,10 @@ def test_one_fit_step_with_xla_lowers_the_loss():
     "kwargs, message",
     [
         ({"source_vocab_size": 3, "target_vocab_size": 10}, "source_vocab_size=3"),
-        ({"source_vocab_size": 20, "target_vocab_size": 10.5}, "target_vocab_size=10.5"),
+        (
+            {"source_vocab_size": 20, "target_vocab_size": 10.5},
+            "target_vocab_size=10.5",
+        ),
     ],
 )
 def test_bad_vocabulary_sizes(kwargs, message):
@@ -129,7 +166,12 @@ def test_encoder_block_through_the_harness(tmp_path):
     for norm_first in (False, True):
         run_layer_test(
             TransformerEncoderBlock,
-            {"num_hiddens": 8, "num_heads": 2, "ffn_hiddens": 16, "norm_first": norm_first},
+            {
+                "num_hiddens": 8,
+                "num_heads": 2,
+                "ffn_hiddens": 16,
+                "norm_first": norm_first,
+            },
             {"inputs": x},
             expected_output_shapes=[(2, 5, 8)],
             mixed_precision_atol=3e-2,
@@ -145,4 +187,6 @@ def test_bridge_is_the_masked_mean():
     states = bridge(memory, mask=mask)
     kernel, bias = bridge.projections[1].get_weights()
     mean = np.stack([memory[0, :2].mean(0), memory[1, :1].mean(0)])
-    np.testing.assert_allclose(ops.convert_to_numpy(states[1]), np.tanh(mean @ kernel + bias), atol=1e-5)
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(states[1]), np.tanh(mean @ kernel + bias), atol=1e-5
+    )

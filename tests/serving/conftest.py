@@ -39,11 +39,19 @@ def core_export(core_run_dir, tmp_path_factory):
 @pytest.fixture(scope="session")
 def sample_texts(text_run_dir):
     """Held-out sources of the run, plus sentences that exercise the edges of the tokenizer."""
-    held_out = [source for source, _ in text.read_pairs(pathlib.Path(text_run_dir) / "splits" / "test.tsv")[:16]]
-    return held_out + [
-        "",                                   # no tokens: "" with score 0
-        "   ",                                # blank
-        "qwxz vbnmk",                         # only unknown words
-        "Mercredi 14 JUILLET 1989 à midi, le quatorzième jour du mois",  # longer than max_source_len
-        "ｆｕｌｌ-width ２０２０",                 # NFKC / case folding differ from core lowercasing
+    held_out = [
+        source
+        for source, _ in text.read_pairs(
+            pathlib.Path(text_run_dir) / "splits" / "test.tsv"
+        )[:16]
     ]
+    return (
+        held_out
+        + [
+            "",  # no tokens: "" with score 0
+            "   ",  # blank
+            "qwxz vbnmk",  # only unknown words
+            "Mercredi 14 JUILLET 1989 à midi, le quatorzième jour du mois",  # longer than max_source_len
+            "ｆｕｌｌ-width ２０２０",  # NFKC / case folding differ from core lowercasing
+        ]
+    )

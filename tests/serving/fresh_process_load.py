@@ -34,7 +34,12 @@ def main():
 
     loaded = tf.saved_model.load(path)
     report["tf2"] = {
-        name: {k: _jsonable(v.numpy().tolist()) for k, v in loaded.signatures[name](text=tf.constant(texts, tf.string)).items()}
+        name: {
+            k: _jsonable(v.numpy().tolist())
+            for k, v in loaded.signatures[name](
+                text=tf.constant(texts, tf.string)
+            ).items()
+        }
         for name in signatures
     }
 
@@ -47,7 +52,11 @@ def main():
             out = session.run(fetch, {signature.inputs["text"].name: texts})
             report["session"][name] = {k: _jsonable(v.tolist()) for k, v in out.items()}
 
-    report["modules"] = sorted(m for m in sys.modules if m.split(".")[0] in ("keras_selfattn", "keras", "tensorflow_text"))
+    report["modules"] = sorted(
+        m
+        for m in sys.modules
+        if m.split(".")[0] in ("keras_selfattn", "keras", "tensorflow_text")
+    )
     json.dump(report, sys.stdout)
 
 

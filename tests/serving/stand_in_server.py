@@ -98,7 +98,11 @@ def _json_shape(value):
 
 
 def _is_b64(value):
-    return isinstance(value, dict) and len(value) == 1 and isinstance(value.get("b64"), str)
+    return (
+        isinstance(value, dict)
+        and len(value) == 1
+        and isinstance(value.get("b64"), str)
+    )
 
 
 def _json_leaf(value, dtype):
@@ -107,7 +111,9 @@ def _json_leaf(value, dtype):
             try:
                 return base64.b64decode(value["b64"], validate=True)
             except ValueError:
-                raise ServingStatus(grpc.StatusCode.INVALID_ARGUMENT, "Unable to base64 decode") from None
+                raise ServingStatus(
+                    grpc.StatusCode.INVALID_ARGUMENT, "Unable to base64 decode"
+                ) from None
         if isinstance(value, str):
             return value.encode("utf-8")
     elif dtype in (types_pb2.DT_FLOAT, types_pb2.DT_DOUBLE):
@@ -132,20 +138,26 @@ def _json_to_tensor(value, dtype):
     def fill(item, level):
         if not isinstance(item, list):
             if level != len(shape):
-                raise ServingStatus(grpc.StatusCode.INVALID_ARGUMENT,
-                                    f"JSON Value: {json.dumps(item)} found at incorrect level: {level + 1}")
+                raise ServingStatus(
+                    grpc.StatusCode.INVALID_ARGUMENT,
+                    f"JSON Value: {json.dumps(item)} found at incorrect level: {level + 1}",
+                )
             flat.append(_json_leaf(item, dtype))
             return
         if level >= len(shape) or len(item) != shape[level]:
-            raise ServingStatus(grpc.StatusCode.INVALID_ARGUMENT,
-                                f"Encountered list at unexpected size: {len(item)} at level: {level}")
+            raise ServingStatus(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"Encountered list at unexpected size: {len(item)} at level: {level}",
+            )
         for element in item:
             fill(element, level + 1)
 
     fill(value, 0)
     proto = tensor_pb2.TensorProto(
         dtype=dtype,
-        tensor_shape=tensor_shape_pb2.TensorShapeProto(dim=[tensor_shape_pb2.TensorShapeProto.Dim(size=s) for s in shape]),
+        tensor_shape=tensor_shape_pb2.TensorShapeProto(
+            dim=[tensor_shape_pb2.TensorShapeProto.Dim(size=s) for s in shape]
+        ),
     )
     getattr(proto, _VALUE_FIELDS[dtype]).extend(flat)
     return proto
@@ -154,100 +166,154 @@ def _json_to_tensor(value, dtype):
 def json_to_predict_request(body, input_dtypes, model_name, version):
     """A REST predict body -> (PredictRequest, "row" | "columnar")."""
     if not isinstance(body, dict):
-        raise ServingStatus(grpc.StatusCode.INVALID_ARGUMENT, "JSON Value: Is not object")
+        raise ServingStatus(
+            grpc.StatusCode.INVALID_ARGUMENT, "JSON Value: Is not object"
+        )
     request = predict_pb2.PredictRequest()
     request.model_spec.name = model_name
     if version is not None:
         request.model_spec.version.value = version
     signature = body.get("signature_name", "")
     if not isinstance(signature, str):
-        raise ServingStatus(grpc.StatusCode.INVALID_ARGUMENT, "'signature_name' key must be a string value.")
+        raise ServingStatus(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "'signature_name' key must be a string value.",
+        )
     request.model_spec.signature_name = signature
     inputs = input_dtypes(signature or "serving_default")
     if "instances" in body and "inputs" in body:
-        raise ServingStatus(grpc.StatusCode.INVALID_ARGUMENT, "expecting only one of 'inputs' or 'instances' keys to exist")
+        raise ServingStatus(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "expecting only one of 'inputs' or 'instances' keys to exist",
+        )
     if "instances" in body:
         instances = body["instances"]
         if not isinstance(instances, list):
-            raise ServingStatus(grpc.StatusCode.INVALID_ARGUMENT, "Excepting 'instances' to be an list/array")
+            raise ServingStatus(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                "Excepting 'instances' to be an list/array",
+            )
         if not instances:
-            raise ServingStatus(grpc.StatusCode.INVALID_ARGUMENT,
-                                f"JSON Value: {json.dumps(body, indent=4)} No values in 'instances' array")
+            raise ServingStatus(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"JSON Value: {json.dumps(body, indent=4)} No values in 'instances' array",
+            )
         as_objects = isinstance(instances[0], dict) and not _is_b64(instances[0])
         if not as_objects and len(inputs) > 1:
-            raise ServingStatus(grpc.StatusCode.INVALID_ARGUMENT,
-                                "instances is a plain list, but expecting list of objects as multiple input tensors "
-                                "required as per tensorinfo_map")
+            raise ServingStatus(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                "instances is a plain list, but expecting list of objects as multiple input tensors "
+                "required as per tensorinfo_map",
+            )
         columns = {name: [] for name in inputs}
         for index, item in enumerate(instances):
             if as_objects:
-                if not isinstance(item, dict) or _is_b64(item) or set(item) != set(inputs):
-                    raise ServingStatus(grpc.StatusCode.INVALID_ARGUMENT,
-                                        f"Failed to process element: {index} of 'instances' list. "
-                                        f"keys must be equal to: {','.join(sorted(inputs))}")
+                if (
+                    not isinstance(item, dict)
+                    or _is_b64(item)
+                    or set(item) != set(inputs)
+                ):
+                    raise ServingStatus(
+                        grpc.StatusCode.INVALID_ARGUMENT,
+                        f"Failed to process element: {index} of 'instances' list. "
+                        f"keys must be equal to: {','.join(sorted(inputs))}",
+                    )
                 for name in inputs:
                     columns[name].append(item[name])
             else:
                 if isinstance(item, dict) and not _is_b64(item):
-                    raise ServingStatus(grpc.StatusCode.INVALID_ARGUMENT,
-                                        f"Expecting value/list but got object at item {index} of input list")
+                    raise ServingStatus(
+                        grpc.StatusCode.INVALID_ARGUMENT,
+                        f"Expecting value/list but got object at item {index} of input list",
+                    )
                 columns[next(iter(inputs))].append(item)
         for name, column in columns.items():
             if len({json.dumps(_json_shape(v)) for v in column}) > 1:
-                raise ServingStatus(grpc.StatusCode.INVALID_ARGUMENT, f"Expecting tensors of one shape for {name}")
+                raise ServingStatus(
+                    grpc.StatusCode.INVALID_ARGUMENT,
+                    f"Expecting tensors of one shape for {name}",
+                )
             request.inputs[name].CopyFrom(_json_to_tensor(column, inputs[name]))
         return request, "row"
     if "inputs" in body:
         value = body["inputs"]
         if not isinstance(value, dict) or _is_b64(value):
             if len(inputs) > 1:
-                raise ServingStatus(grpc.StatusCode.INVALID_ARGUMENT,
-                                    "inputs is a plain value/list, but expecting an object as multiple input tensors "
-                                    "required as per tensorinfo_map")
+                raise ServingStatus(
+                    grpc.StatusCode.INVALID_ARGUMENT,
+                    "inputs is a plain value/list, but expecting an object as multiple input tensors "
+                    "required as per tensorinfo_map",
+                )
             value = {next(iter(inputs)): value}
         for name, dtype in inputs.items():
             if name not in value:
-                raise ServingStatus(grpc.StatusCode.INVALID_ARGUMENT, f"Missing named input: {name} in 'inputs' object.")
+                raise ServingStatus(
+                    grpc.StatusCode.INVALID_ARGUMENT,
+                    f"Missing named input: {name} in 'inputs' object.",
+                )
             request.inputs[name].CopyFrom(_json_to_tensor(value[name], dtype))
         return request, "columnar"
-    raise ServingStatus(grpc.StatusCode.INVALID_ARGUMENT, "Missing 'inputs' or 'instances' key")
+    raise ServingStatus(
+        grpc.StatusCode.INVALID_ARGUMENT, "Missing 'inputs' or 'instances' key"
+    )
 
 
 def _json_values(array, as_bytes):
     if isinstance(array, np.ndarray) and array.ndim:
         return [_json_values(item, as_bytes) for item in array]
-    value = array.item() if isinstance(array, np.generic) or isinstance(array, np.ndarray) else array
+    value = array.item() if isinstance(array, (np.generic, np.ndarray)) else array
     if isinstance(value, bytes):
         if as_bytes:
             return {"b64": base64.b64encode(value).decode("ascii")}
         try:
             return value.decode("utf-8")
         except UnicodeDecodeError:
-            raise ServingStatus(grpc.StatusCode.INTERNAL, "an output string is not valid UTF-8 (JSON cannot hold it)") from None
+            raise ServingStatus(
+                grpc.StatusCode.INTERNAL,
+                "an output string is not valid UTF-8 (JSON cannot hold it)",
+            ) from None
     if isinstance(value, float) and not math.isfinite(value):
-        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+        return (
+            "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+        )
     return value
 
 
 def predict_response_to_json(response, request_format):
     """A PredictResponse -> TF Serving's REST answer body (row or columnar)."""
-    arrays = {name: tf.make_ndarray(proto) for name, proto in sorted(response.outputs.items())}
-    as_bytes = {name: proto.dtype == types_pb2.DT_STRING and name.endswith("_bytes")
-                for name, proto in response.outputs.items()}
+    arrays = {
+        name: tf.make_ndarray(proto) for name, proto in sorted(response.outputs.items())
+    }
+    as_bytes = {
+        name: proto.dtype == types_pb2.DT_STRING and name.endswith("_bytes")
+        for name, proto in response.outputs.items()
+    }
     if request_format == "row":
         sizes = {a.shape[0] if a.ndim else None for a in arrays.values()}
         if None in sizes or len(sizes) != 1:
-            raise ServingStatus(grpc.StatusCode.INVALID_ARGUMENT, "outputs have inconsistent batch sizes")
+            raise ServingStatus(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                "outputs have inconsistent batch sizes",
+            )
         rows = []
         for i in range(sizes.pop()):
             if len(arrays) > 1:
-                rows.append({name: _json_values(a[i], as_bytes[name]) for name, a in arrays.items()})
+                rows.append(
+                    {
+                        name: _json_values(a[i], as_bytes[name])
+                        for name, a in arrays.items()
+                    }
+                )
             else:
                 name, a = next(iter(arrays.items()))
                 rows.append(_json_values(a[i], as_bytes[name]))
         return {"predictions": rows}
     if len(arrays) > 1:
-        return {"outputs": {name: _json_values(a, as_bytes[name]) for name, a in arrays.items()}}
+        return {
+            "outputs": {
+                name: _json_values(a, as_bytes[name]) for name, a in arrays.items()
+            }
+        }
     name, a = next(iter(arrays.items()))
     return {"outputs": _json_values(a, as_bytes[name])}
 
@@ -268,16 +334,22 @@ class StandInModelServer:
 
     def __init__(self, model_base, model_name="translator"):
         self.model_name = model_name
-        versions = sorted(int(p.name) for p in pathlib.Path(model_base).iterdir() if p.name.isdigit())
+        versions = sorted(
+            int(p.name) for p in pathlib.Path(model_base).iterdir() if p.name.isdigit()
+        )
         if not versions:
             raise FileNotFoundError(f"no version folder in {model_base}")
-        self.version = versions[-1]  # model_version_policy { latest { num_versions: 1 } }
+        self.version = versions[
+            -1
+        ]  # model_version_policy { latest { num_versions: 1 } }
         self._graph = tf.Graph()
         self._session = tf.compat.v1.Session(graph=self._graph)
         meta_graph = tf.compat.v1.saved_model.loader.load(
             self._session, ["serve"], str(pathlib.Path(model_base) / str(self.version))
         )
-        self.signature_defs = {k: v for k, v in meta_graph.signature_def.items() if not k.startswith("__")}
+        self.signature_defs = {
+            k: v for k, v in meta_graph.signature_def.items() if not k.startswith("__")
+        }
         self._http = None
         self._grpc = None
         self.rest_port = self.grpc_port = None
@@ -286,15 +358,23 @@ class StandInModelServer:
 
     def _check_spec(self, model_spec):
         if model_spec.name != self.model_name:
-            raise ServingStatus(grpc.StatusCode.NOT_FOUND, f"Servable not found for request: Latest({model_spec.name})")
+            raise ServingStatus(
+                grpc.StatusCode.NOT_FOUND,
+                f"Servable not found for request: Latest({model_spec.name})",
+            )
         if model_spec.HasField("version") and model_spec.version.value != self.version:
-            raise ServingStatus(grpc.StatusCode.NOT_FOUND,
-                                f"Servable not found for request: Specific({model_spec.name}, {model_spec.version.value})")
+            raise ServingStatus(
+                grpc.StatusCode.NOT_FOUND,
+                f"Servable not found for request: Specific({model_spec.name}, {model_spec.version.value})",
+            )
 
     def _signature(self, name):
         name = name or "serving_default"
         if name not in self.signature_defs:
-            raise ServingStatus(grpc.StatusCode.FAILED_PRECONDITION, f'Serving signature key "{name}" not found.')
+            raise ServingStatus(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f'Serving signature key "{name}" not found.',
+            )
         return name, self.signature_defs[name]
 
     def input_dtypes(self, signature_name):
@@ -314,7 +394,10 @@ class StandInModelServer:
         outputs = list(request.output_filter) or sorted(signature.outputs)
         unknown = [o for o in outputs if o not in signature.outputs]
         if unknown:
-            raise ServingStatus(grpc.StatusCode.INVALID_ARGUMENT, f"output tensor alias not found in signature: {unknown[0]}")
+            raise ServingStatus(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"output tensor alias not found in signature: {unknown[0]}",
+            )
         feed = {}
         for key, proto in request.inputs.items():
             if proto.dtype != signature.inputs[key].dtype:
@@ -325,15 +408,21 @@ class StandInModelServer:
                 )
             feed[signature.inputs[key].name] = tf.make_ndarray(proto)
         try:
-            values = self._session.run({o: signature.outputs[o].name for o in outputs}, feed)
+            values = self._session.run(
+                {o: signature.outputs[o].name for o in outputs}, feed
+            )
         except tf.errors.OpError as error:
-            raise ServingStatus(grpc.StatusCode.INVALID_ARGUMENT, error.message) from None
+            raise ServingStatus(
+                grpc.StatusCode.INVALID_ARGUMENT, error.message
+            ) from None
         response = predict_pb2.PredictResponse()
         response.model_spec.name = self.model_name
         response.model_spec.version.value = self.version
         response.model_spec.signature_name = name
         for output in outputs:
-            response.outputs[output].CopyFrom(tensor_proto(values[output], signature.outputs[output].dtype))
+            response.outputs[output].CopyFrom(
+                tensor_proto(values[output], signature.outputs[output].dtype)
+            )
         return response
 
     def metadata(self, model_spec):
@@ -352,7 +441,9 @@ class StandInModelServer:
     def _rest_get(self, path):
         match = _MODEL_PATH.match(path)
         if not match:
-            raise ServingStatus(grpc.StatusCode.INVALID_ARGUMENT, f"Malformed request: GET {path}")
+            raise ServingStatus(
+                grpc.StatusCode.INVALID_ARGUMENT, f"Malformed request: GET {path}"
+            )
         name, version, metadata = match.groups()
         spec = predict_pb2.PredictRequest().model_spec
         spec.name = name
@@ -362,23 +453,33 @@ class StandInModelServer:
         if metadata:
             from google.protobuf import json_format
 
-            answer = json_format.MessageToDict(self.metadata(spec), preserving_proto_field_name=True)
+            answer = json_format.MessageToDict(
+                self.metadata(spec), preserving_proto_field_name=True
+            )
             return answer
-        return {"model_version_status": [{
-            "version": str(self.version),
-            "state": "AVAILABLE",
-            "status": {"error_code": "OK", "error_message": ""},
-        }]}
+        return {
+            "model_version_status": [
+                {
+                    "version": str(self.version),
+                    "state": "AVAILABLE",
+                    "status": {"error_code": "OK", "error_message": ""},
+                }
+            ]
+        }
 
     def _rest_predict(self, path, raw_body):
         match = _PREDICT_PATH.match(path)
         if not match:
-            raise ServingStatus(grpc.StatusCode.INVALID_ARGUMENT, f"Malformed request: POST {path}")
+            raise ServingStatus(
+                grpc.StatusCode.INVALID_ARGUMENT, f"Malformed request: POST {path}"
+            )
         name, version = match.groups()
         try:
             body = json.loads(raw_body.decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError) as error:
-            raise ServingStatus(grpc.StatusCode.INVALID_ARGUMENT, f"JSON Parse error: {error}") from None
+            raise ServingStatus(
+                grpc.StatusCode.INVALID_ARGUMENT, f"JSON Parse error: {error}"
+            ) from None
         request, request_format = json_to_predict_request(
             body, self.input_dtypes, name, None if version is None else int(version)
         )
@@ -394,7 +495,10 @@ class StandInModelServer:
                 try:
                     status, body = 200, call()
                 except ServingStatus as error:
-                    status, body = _HTTP_STATUS.get(error.code, 500), {"error": error.message}
+                    status, body = (
+                        _HTTP_STATUS.get(error.code, 500),
+                        {"error": error.message},
+                    )
                 data = json.dumps(body, ensure_ascii=False, indent=4).encode("utf-8")
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
@@ -402,10 +506,10 @@ class StandInModelServer:
                 self.end_headers()
                 self.wfile.write(data)
 
-            def do_GET(self):  # noqa: N802
+            def do_GET(self):
                 self._answer(lambda: server._rest_get(self.path))
 
-            def do_POST(self):  # noqa: N802
+            def do_POST(self):
                 raw = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 self._answer(lambda: server._rest_predict(self.path, raw))
 
@@ -420,15 +524,18 @@ class StandInModelServer:
         server = self
 
         class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
-            def Predict(self, request, context):  # noqa: N802
+            def Predict(self, request, context):
                 try:
                     return server.predict(request)
                 except ServingStatus as error:
                     context.abort(error.code, error.message)
 
-            def GetModelMetadata(self, request, context):  # noqa: N802
+            def GetModelMetadata(self, request, context):
                 if list(request.metadata_field) != ["signature_def"]:
-                    context.abort(grpc.StatusCode.INVALID_ARGUMENT, "Metadata field signature_def only")
+                    context.abort(
+                        grpc.StatusCode.INVALID_ARGUMENT,
+                        "Metadata field signature_def only",
+                    )
                 try:
                     return server.metadata(request.model_spec)
                 except ServingStatus as error:
@@ -441,7 +548,9 @@ class StandInModelServer:
         self.rest_port = self._http.server_address[1]
         threading.Thread(target=self._http.serve_forever, daemon=True).start()
         self._grpc = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=4))
-        prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(self._servicer(), self._grpc)
+        prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(
+            self._servicer(), self._grpc
+        )
         self.grpc_port = self._grpc.add_insecure_port("127.0.0.1:0")
         self._grpc.start()
         return self

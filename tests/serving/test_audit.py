@@ -16,7 +16,14 @@ def registry():
 
 @pytest.mark.parametrize(
     "serving_version, tf_text",
-    [("2.12", "2.12.1"), ("2.19", "2.12.1"), ("2.19.1", "2.12.1"), ("2.20", "2.20.0"), ("2.21.0", "2.20.0"), ("3.0", "2.20.0")],
+    [
+        ("2.12", "2.12.1"),
+        ("2.19", "2.12.1"),
+        ("2.19.1", "2.12.1"),
+        ("2.20", "2.20.0"),
+        ("2.21.0", "2.20.0"),
+        ("3.0", "2.20.0"),
+    ],
 )
 def test_tf_text_pin_by_serving_release(serving_version, tf_text):
     assert serving.tf_text_version_for_serving(serving_version) == tf_text
@@ -39,16 +46,31 @@ def test_recorded_table_knows_every_installed_tf_text_op(registry):
     # then check which stock TF Serving builds link it and extend TF_TEXT_OPS.
     assert registry.tensorflow_text_version is not None
     unknown = registry.tensorflow_text - serving.TF_TEXT_OPS["2.20.0"]
-    assert not unknown, f"tensorflow-text {registry.tensorflow_text_version} registers ops the table lacks: {unknown}"
+    assert not unknown, (
+        f"tensorflow-text {registry.tensorflow_text_version} registers ops the table lacks: {unknown}"
+    )
     assert serving.TF_TEXT_OPS["2.12.1"] < serving.TF_TEXT_OPS["2.20.0"]
     # The ops our tokenizers use are linked by every stock build.
-    for op in ("CaseFoldUTF8", "NormalizeUTF8", "TFText>WhitespaceTokenizeWithOffsetsV2", "FastWordpieceTokenizeWithOffsets"):
+    for op in (
+        "CaseFoldUTF8",
+        "NormalizeUTF8",
+        "TFText>WhitespaceTokenizeWithOffsetsV2",
+        "FastWordpieceTokenizeWithOffsets",
+    ):
         assert op in serving.TF_TEXT_OPS["2.12.1"]
 
 
 def test_audit_sorts_ops(registry):
     result = serving.audit_ops(
-        ["MatMul", "While", "CaseFoldUTF8", "TFText>RoundRobinTrim", "PyFunc", "MyCustomOp"], registry=registry
+        [
+            "MatMul",
+            "While",
+            "CaseFoldUTF8",
+            "TFText>RoundRobinTrim",
+            "PyFunc",
+            "MyCustomOp",
+        ],
+        registry=registry,
     )
     assert result.core == ["MatMul", "While"]
     assert result.tensorflow_text == ["CaseFoldUTF8"]
@@ -62,12 +84,16 @@ def test_audit_sorts_ops(registry):
         assert f"NOT SERVABLE {op}" in summary
 
     # Against TF Serving 2.20 only, the round-robin trimmer op is linked.
-    newer = serving.audit_ops(["MatMul", "TFText>RoundRobinTrim"], serving_version="2.20", registry=registry)
+    newer = serving.audit_ops(
+        ["MatMul", "TFText>RoundRobinTrim"], serving_version="2.20", registry=registry
+    )
     assert newer.ok and newer.tensorflow_text == ["TFText>RoundRobinTrim"]
 
 
 def test_core_only_audit(registry):
-    result = serving.audit_ops(["MatMul", "StringLower", "LookupTableFindV2"], registry=registry)
+    result = serving.audit_ops(
+        ["MatMul", "StringLower", "LookupTableFindV2"], registry=registry
+    )
     assert result.ok and result.core_only
     assert "serves on any TF Serving build" in result.summary()
 
@@ -82,7 +108,9 @@ def test_list_op_types_reads_function_bodies(tmp_path):
 
     tf.saved_model.save(Looping(), str(tmp_path))
     ops = audit.list_op_types(tmp_path)
-    assert {"Less", "AddV2"} <= set(ops)  # they live only in the loop's cond/body functions
+    assert {"Less", "AddV2"} <= set(
+        ops
+    )  # they live only in the loop's cond/body functions
     assert {"While", "StatelessWhile"} & set(ops)
     with pytest.raises(FileNotFoundError, match="not a SavedModel"):
         audit.list_op_types(tmp_path / "variables")

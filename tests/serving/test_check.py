@@ -27,10 +27,14 @@ def test_text_export_passes(text_check):
     audit = text_check.audit
     assert "CaseFoldUTF8" in audit.tensorflow_text
     assert "TFText>WhitespaceTokenizeWithOffsetsV2" in audit.tensorflow_text
-    assert {"While", "LookupTableFindV2", "UnicodeTranscode"} <= set(audit.core)  # function bodies included
+    assert {"While", "LookupTableFindV2", "UnicodeTranscode"} <= set(
+        audit.core
+    )  # function bodies included
     assert not audit.core_only
     # Every warmup record ran, under the signature it names.
-    assert sum(r["name"].startswith("warmup[") for r in text_check.results) == len(serving.read_warmup_requests(text_check.path))
+    assert sum(r["name"].startswith("warmup[") for r in text_check.results) == len(
+        serving.read_warmup_requests(text_check.path)
+    )
 
 
 def test_bad_requests_have_defined_outputs(text_check):
@@ -43,14 +47,29 @@ def test_bad_requests_have_defined_outputs(text_check):
         for name, batch in batches.items():
             result = results[name]
             assert result["ok"], (signature, name, result["error"])
-            assert result["seconds"] < 30, (signature, name, "too slow: a hang in the making")
+            assert result["seconds"] < 30, (
+                signature,
+                name,
+                "too slow: a hang in the making",
+            )
             shape = result["outputs"][text_key]["shape"]
-            assert shape == ([len(batch)] if signature == "serving_default" else [len(batch), BEAM_SIZE])
-            assert all(isinstance(v, str) for v in result["outputs"][text_key]["values"])
+            assert shape == (
+                [len(batch)]
+                if signature == "serving_default"
+                else [len(batch), BEAM_SIZE]
+            )
+            assert all(
+                isinstance(v, str) for v in result["outputs"][text_key]["values"]
+            )
             # The longest possible output: max_target_len characters (char target tokenizer).
-            assert all(len(v) <= TINY_MODEL.max_target_len for v in result["outputs"][text_key]["values"])
+            assert all(
+                len(v) <= TINY_MODEL.max_target_len
+                for v in result["outputs"][text_key]["values"]
+            )
         blank = results["empty_strings"]["outputs"]
-        assert set(blank[text_key]["values"]) == {""} and set(blank[score_key]["values"]) == {0.0}
+        assert set(blank[text_key]["values"]) == {""} and set(
+            blank[score_key]["values"]
+        ) == {0.0}
         assert results["empty_batch"]["outputs"][score_key]["shape"][0] == 0
 
 
@@ -72,7 +91,9 @@ def test_cli_check_serving(core_export, capsys):
 def save_module(path, function):
     """A SavedModel with one signature, saved with ExportArchive as the real export is."""
     archive = keras.export.ExportArchive()
-    archive.add_endpoint("serving_default", function, [tf.TensorSpec([None], tf.string, name="text")])
+    archive.add_endpoint(
+        "serving_default", function, [tf.TensorSpec([None], tf.string, name="text")]
+    )
     archive.write_out(str(path), verbose=False)
     return path
 
@@ -84,7 +105,9 @@ def test_check_fails_naming_python_and_newer_tf_text_ops(tmp_path, capsys):
         length = tf.py_function(lambda t: tf.strings.length(t), [text], tf.int32)
         return {"translation": text, "score": tf.cast(length, tf.float32)}
 
-    def newer_tf_text(text):  # utf8_binarize: TFText>Utf8Binarize, added after tensorflow-text 2.12.1
+    def newer_tf_text(
+        text,
+    ):  # utf8_binarize: TFText>Utf8Binarize, added after tensorflow-text 2.12.1
         bits = tensorflow_text.utf8_binarize(text, word_length=4, bits_per_char=8)
         return {"translation": text, "score": tf.reduce_sum(bits, axis=-1)}
 

@@ -13,15 +13,21 @@ from tests.serving.tiny_runs import TINY_MODEL
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("serving")]
 
 
-def test_demo_ends_with_a_checked_export_and_the_commands(text_run_dir, tmp_path, monkeypatch, capsys):
+def test_demo_ends_with_a_checked_export_and_the_commands(
+    text_run_dir, tmp_path, monkeypatch, capsys
+):
     run_dir = shutil.copytree(text_run_dir, tmp_path / "demo")
 
     def trained_already(data, out_dir, model_config, train_config, verbose=1):
         # Stands in for the demo's long training run: the session's tiny trained run.
         translator = Translator.load(run_dir)
         return TrainResult(
-            run_dir=run_dir, model=translator.model, tokenizer=translator.tokenizer, model_config=TINY_MODEL,
-            train_config=TrainConfig(), history={"loss": [1.0], "val_loss": [1.0]},
+            run_dir=run_dir,
+            model=translator.model,
+            tokenizer=translator.tokenizer,
+            model_config=TINY_MODEL,
+            train_config=TrainConfig(),
+            history={"loss": [1.0], "val_loss": [1.0]},
             test_pairs=text.read_pairs(run_dir / "splits" / "test.tsv"),
         )
 
@@ -35,4 +41,7 @@ def test_demo_ends_with_a_checked_export_and_the_commands(text_run_dir, tmp_path
         f"docker run -p 8500:8500 -p 8501:8501 --mount type=bind,source={base},target=/models/translator "
         "-e MODEL_NAME=translator -t tensorflow/serving"
     ) in out
-    assert "curl -s -X POST http://localhost:8501/v1/models/translator:predict -H 'Content-Type: application/json'" in out
+    assert (
+        "curl -s -X POST http://localhost:8501/v1/models/translator:predict -H 'Content-Type: application/json'"
+        in out
+    )

@@ -24,14 +24,19 @@ HERE = pathlib.Path(__file__).parent
 
 def signature_defs(saved_model_dir):
     saved_model = saved_model_pb2.SavedModel()
-    saved_model.ParseFromString((pathlib.Path(saved_model_dir) / "saved_model.pb").read_bytes())
+    saved_model.ParseFromString(
+        (pathlib.Path(saved_model_dir) / "saved_model.pb").read_bytes()
+    )
     return saved_model.meta_graphs[0].signature_def
 
 
 def io_spec(signature):
     """{name: (dtype enum, shape)} of a SignatureDef's inputs and outputs."""
+
     def spec(infos):
-        return {k: (v.dtype, [d.size for d in v.tensor_shape.dim]) for k, v in infos.items()}
+        return {
+            k: (v.dtype, [d.size for d in v.tensor_shape.dim]) for k, v in infos.items()
+        }
 
     return spec(signature.inputs), spec(signature.outputs)
 
@@ -42,7 +47,9 @@ def test_layout_in_tf_serving_form(text_export, text_run_dir):
     assert (text_export / "saved_model.pb").is_file()
     assert (text_export / "variables" / "variables.index").is_file()
     for name in ("source_vocab.txt", "target_vocab.txt"):
-        assert (text_export / "assets" / name).read_text("utf-8") == (pathlib.Path(text_run_dir) / name).read_text("utf-8")
+        assert (text_export / "assets" / name).read_text("utf-8") == (
+            pathlib.Path(text_run_dir) / name
+        ).read_text("utf-8")
     # Nothing else in BASE: the temporary folder is gone, no version-like leftovers.
     assert sorted(p.name for p in base.iterdir()) == ["1"]
 
@@ -54,7 +61,7 @@ def test_layout_in_tf_serving_form(text_export, text_run_dir):
 
 
 def test_signatures(text_export):
-    DT_STRING, DT_FLOAT, DT_INT32 = 7, 1, 3  # noqa: N806
+    DT_STRING, DT_FLOAT, DT_INT32 = 7, 1, 3
     defs = signature_defs(text_export)
     assert io_spec(defs["serving_default"]) == (
         {"text": (DT_STRING, [-1])},
@@ -62,7 +69,10 @@ def test_signatures(text_export):
     )
     assert io_spec(defs["translate_nbest"]) == (
         {"text": (DT_STRING, [-1])},
-        {"translations": (DT_STRING, [-1, BEAM_SIZE]), "scores": (DT_FLOAT, [-1, BEAM_SIZE])},
+        {
+            "translations": (DT_STRING, [-1, BEAM_SIZE]),
+            "scores": (DT_FLOAT, [-1, BEAM_SIZE]),
+        },
     )
     inputs, outputs = io_spec(defs["serve"])
     assert inputs == {"source": (DT_INT32, [-1, -1]), "target_in": (DT_INT32, [-1, -1])}
@@ -77,17 +87,27 @@ def test_signatures(text_export):
 def load_in_fresh_process(saved_model_dir, texts, tmp_path, tensorflow_text=True):
     texts_path = tmp_path / "texts.json"
     texts_path.write_text(json.dumps(texts), encoding="utf-8")
-    command = [sys.executable, "-I", str(HERE / "fresh_process_load.py"), str(saved_model_dir), str(texts_path)]
+    command = [
+        sys.executable,
+        "-I",
+        str(HERE / "fresh_process_load.py"),
+        str(saved_model_dir),
+        str(texts_path),
+    ]
     if not tensorflow_text:
         command.append("--no-tensorflow-text")
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": ""}
-    done = subprocess.run(command, capture_output=True, text=True, timeout=600, env=env, check=False)
+    done = subprocess.run(
+        command, capture_output=True, text=True, timeout=600, env=env, check=False
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout)
 
 
 @pytest.mark.slow
-def test_fresh_process_both_loaders_equal_translate(text_export, text_run_dir, sample_texts, tmp_path):
+def test_fresh_process_both_loaders_equal_translate(
+    text_export, text_run_dir, sample_texts, tmp_path
+):
     report = load_in_fresh_process(text_export, sample_texts, tmp_path)
     assert not [m for m in report["modules"] if m.startswith("keras_selfattn")]
 
@@ -95,14 +115,22 @@ def test_fresh_process_both_loaders_equal_translate(text_export, text_run_dir, s
     greedy = translator.translate(sample_texts)
     beam = translator.translate(sample_texts, beam_size=BEAM_SIZE)
     expected = [t.text for t in greedy]
-    assert len(set(expected)) > 3, "the fixture model should translate sentences differently"
+    assert len(set(expected)) > 3, (
+        "the fixture model should translate sentences differently"
+    )
     for loader in ("tf2", "session"):
         outputs = report[loader]["serving_default"]
         assert outputs["translation"] == expected, loader
-        np.testing.assert_allclose(outputs["score"], [t.score for t in greedy], atol=1e-4)
+        np.testing.assert_allclose(
+            outputs["score"], [t.score for t in greedy], atol=1e-4
+        )
         nbest = report[loader]["translate_nbest"]
-        assert [row[0] for row in nbest["translations"]] == [t.text for t in beam], loader
-        np.testing.assert_allclose([row[0] for row in nbest["scores"]], [t.score for t in beam], atol=1e-4)
+        assert [row[0] for row in nbest["translations"]] == [t.text for t in beam], (
+            loader
+        )
+        np.testing.assert_allclose(
+            [row[0] for row in nbest["scores"]], [t.score for t in beam], atol=1e-4
+        )
         scores = np.array(nbest["scores"])
         assert np.all(np.diff(scores, axis=1) <= 1e-6), "n-best is sorted best first"
     empty = sample_texts.index("")
@@ -111,9 +139,17 @@ def test_fresh_process_both_loaders_equal_translate(text_export, text_run_dir, s
 
 
 @pytest.mark.slow
-def test_core_export_loads_without_tensorflow_text(core_export, core_run_dir, sample_texts, tmp_path):
-    report = load_in_fresh_process(core_export, sample_texts, tmp_path, tensorflow_text=False)
-    assert not [m for m in report["modules"] if m.startswith(("keras_selfattn", "tensorflow_text"))]
+def test_core_export_loads_without_tensorflow_text(
+    core_export, core_run_dir, sample_texts, tmp_path
+):
+    report = load_in_fresh_process(
+        core_export, sample_texts, tmp_path, tensorflow_text=False
+    )
+    assert not [
+        m
+        for m in report["modules"]
+        if m.startswith(("keras_selfattn", "tensorflow_text"))
+    ]
     expected = [t.text for t in Translator.load(core_run_dir).translate(sample_texts)]
     assert report["session"]["serving_default"]["translation"] == expected
     assert report["tf2"]["serving_default"]["translation"] == expected
@@ -131,20 +167,45 @@ def test_next_version_ignores_what_tf_serving_ignores(tmp_path):
 @pytest.mark.slow
 def test_cli_export_explicit_version_then_next(text_run_dir, tmp_path, capsys):
     base = tmp_path / "translator"
-    assert cli.main(["export", "--model", str(text_run_dir), "--export-dir", str(base), "--version", "5"]) == 0
+    assert (
+        cli.main(
+            [
+                "export",
+                "--model",
+                str(text_run_dir),
+                "--export-dir",
+                str(base),
+                "--version",
+                "5",
+            ]
+        )
+        == 0
+    )
     printed = capsys.readouterr().out
     assert f"exported: {base / '5'}" in printed
     assert (
         f"docker run -p 8500:8500 -p 8501:8501 --mount type=bind,source={base.resolve()},target=/models/translator "
         "-e MODEL_NAME=translator -t tensorflow/serving"
     ) in printed
-    assert "curl -s -X POST http://localhost:8501/v1/models/translator:predict" in printed
+    assert (
+        "curl -s -X POST http://localhost:8501/v1/models/translator:predict" in printed
+    )
     assert serving.list_versions(base) == [5]
     assert serving.next_version(base) == 6
 
     # An existing version is never overwritten: a one-line user error, exit status 2.
     with pytest.raises(SystemExit) as exit_info:
-        cli.main(["export", "--model", str(text_run_dir), "--export-dir", str(base), "--version", "5"])
+        cli.main(
+            [
+                "export",
+                "--model",
+                str(text_run_dir),
+                "--export-dir",
+                str(base),
+                "--version",
+                "5",
+            ]
+        )
     assert exit_info.value.code == 2
     assert "exists" in capsys.readouterr().err
     assert serving.list_versions(base) == [5]
@@ -166,7 +227,9 @@ def test_failed_export_leaves_no_version(text_run_dir, tmp_path, monkeypatch):
     monkeypatch.setattr(warmup, "write_warmup_requests", fail_midway)
     with pytest.raises(OSError, match="simulated"):
         serving.export_run(text_run_dir, base)
-    assert sorted(p.name for p in base.iterdir()) == ["1"], "no BASE/2, no temporary folder left"
+    assert sorted(p.name for p in base.iterdir()) == ["1"], (
+        "no BASE/2, no temporary folder left"
+    )
     assert (base / "1" / "saved_model.pb").read_bytes() == b"old"
 
 
@@ -186,6 +249,11 @@ def test_publish_is_a_rename_that_never_overwrites(tmp_path):
 
 
 def test_serving_instructions_quote_paths(tmp_path):
-    lines = serving.serving_instructions(tmp_path / "with space" / "translator", sample_text="l'été 1989")
-    assert f"--mount 'type=bind,source={(tmp_path / 'with space' / 'translator').resolve()},target=/models/translator'" in lines
+    lines = serving.serving_instructions(
+        tmp_path / "with space" / "translator", sample_text="l'été 1989"
+    )
+    assert (
+        f"--mount 'type=bind,source={(tmp_path / 'with space' / 'translator').resolve()},target=/models/translator'"
+        in lines
+    )
     assert """-d '{"instances": ["l'"'"'été 1989"]}'""" in lines

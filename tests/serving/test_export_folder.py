@@ -8,7 +8,12 @@ import urllib.error
 import urllib.request
 
 import pytest
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, text_format
+from google.protobuf import (
+    descriptor_pb2,
+    descriptor_pool,
+    message_factory,
+    text_format,
+)
 from tensorflow_serving.config import model_server_config_pb2
 
 from tests.serving.stand_in_server import StandInModelServer
@@ -20,7 +25,10 @@ EXPORT = pathlib.Path(__file__).resolve().parents[2] / "export"
 
 
 def test_models_config_parses_as_model_server_config():
-    config = text_format.Parse((EXPORT / "models.config").read_text(), model_server_config_pb2.ModelServerConfig())
+    config = text_format.Parse(
+        (EXPORT / "models.config").read_text(),
+        model_server_config_pb2.ModelServerConfig(),
+    )
     (model,) = config.model_config_list.config
     assert model.name == "translator"
     assert model.base_path == "/models/translator"
@@ -39,7 +47,9 @@ def batching_parameters_class():
     wrappers_pb2.DESCRIPTOR.CopyToProto(wrappers)
     pool.Add(wrappers)
     file = descriptor_pb2.FileDescriptorProto(
-        name="session_bundle_config_excerpt.proto", package="tensorflow.serving", syntax="proto3",
+        name="session_bundle_config_excerpt.proto",
+        package="tensorflow.serving",
+        syntax="proto3",
         dependency=["google/protobuf/wrappers.proto"],
     )
     message = file.message_type.add(name="BatchingParameters")
@@ -51,19 +61,40 @@ def batching_parameters_class():
         (4, "num_batch_threads", ".google.protobuf.Int64Value"),
         (5, "thread_pool_name", ".google.protobuf.StringValue"),
     ]:
-        message.field.add(name=name, number=number, type=field.TYPE_MESSAGE, type_name=type_name,
-                          label=field.LABEL_OPTIONAL)
-    message.field.add(name="allowed_batch_sizes", number=6, type=field.TYPE_INT64, label=field.LABEL_REPEATED)
-    message.field.add(name="pad_variable_length_inputs", number=7, type=field.TYPE_BOOL, label=field.LABEL_OPTIONAL)
+        message.field.add(
+            name=name,
+            number=number,
+            type=field.TYPE_MESSAGE,
+            type_name=type_name,
+            label=field.LABEL_OPTIONAL,
+        )
+    message.field.add(
+        name="allowed_batch_sizes",
+        number=6,
+        type=field.TYPE_INT64,
+        label=field.LABEL_REPEATED,
+    )
+    message.field.add(
+        name="pad_variable_length_inputs",
+        number=7,
+        type=field.TYPE_BOOL,
+        label=field.LABEL_OPTIONAL,
+    )
     pool.Add(file)
-    return message_factory.GetMessageClass(pool.FindMessageTypeByName("tensorflow.serving.BatchingParameters"))
+    return message_factory.GetMessageClass(
+        pool.FindMessageTypeByName("tensorflow.serving.BatchingParameters")
+    )
 
 
 def test_batching_parameters_parse_and_are_consistent():
-    params = text_format.Parse((EXPORT / "batching_parameters.txt").read_text(), batching_parameters_class()())
+    params = text_format.Parse(
+        (EXPORT / "batching_parameters.txt").read_text(), batching_parameters_class()()
+    )
     sizes = list(params.allowed_batch_sizes)
     assert sizes == sorted(sizes), "allowed_batch_sizes must increase"
-    assert sizes[-1] == params.max_batch_size.value, "the last allowed size must equal max_batch_size"
+    assert sizes[-1] == params.max_batch_size.value, (
+        "the last allowed size must equal max_batch_size"
+    )
     assert params.num_batch_threads.value >= 1 and params.batch_timeout_micros.value > 0
 
 
@@ -74,7 +105,12 @@ def test_readme_has_the_docker_line_and_says_what_is_not_tested():
         "target=/models/translator -e MODEL_NAME=translator -t tensorflow/serving"
     ) in readme
     assert "The `tensorflow_model_server` binary itself is not run in CI" in readme
-    for name in ("models.config", "batching_parameters.txt", "rest_client.py", "grpc_client.py"):
+    for name in (
+        "models.config",
+        "batching_parameters.txt",
+        "rest_client.py",
+        "grpc_client.py",
+    ):
         assert (EXPORT / name).is_file() and name in readme
 
 
@@ -90,13 +126,17 @@ def shape_of(value):
 @pytest.mark.slow
 def test_readme_example_bodies_match_the_server(text_export):
     readme = (EXPORT / "README.md").read_text()
-    blocks = re.findall(r"```json (request|response)\n(.*?)```", readme, re.S)
+    blocks = re.findall(r"```json (request|response)\n(.*?)```", readme, re.DOTALL)
     pairs = list(zip(blocks[::2], blocks[1::2]))
-    assert len(pairs) >= 4 and all(a[0] == "request" and b[0] == "response" for a, b in pairs)
+    assert len(pairs) >= 4 and all(
+        a[0] == "request" and b[0] == "response" for a, b in pairs
+    )
     with StandInModelServer(text_export.parent, "translator") as server:
         url = f"http://127.0.0.1:{server.rest_port}/v1/models/translator:predict"
         for (_, request_text), (_, response_text) in pairs:
-            request = urllib.request.Request(url, request_text.encode(), {"Content-Type": "application/json"})
+            request = urllib.request.Request(
+                url, request_text.encode(), {"Content-Type": "application/json"}
+            )
             try:
                 with urllib.request.urlopen(request, timeout=30) as answer:
                     body = json.loads(answer.read())
@@ -107,7 +147,13 @@ def test_readme_example_bodies_match_the_server(text_export):
                 assert set(body) == {"error"} and body["error"] == documented["error"]
             else:
                 assert shape_of(body) == shape_of(documented), request_text
-        with urllib.request.urlopen(f"http://127.0.0.1:{server.rest_port}/v1/models/translator", timeout=30) as answer:
+        with urllib.request.urlopen(
+            f"http://127.0.0.1:{server.rest_port}/v1/models/translator", timeout=30
+        ) as answer:
             status = json.loads(answer.read())
-    documented_status = json.loads(re.search(r"`GET /v1/models/translator`:\n\n```json\n(.*?)```", readme, re.S).group(1))
+    documented_status = json.loads(
+        re.search(
+            r"`GET /v1/models/translator`:\n\n```json\n(.*?)```", readme, re.DOTALL
+        ).group(1)
+    )
     assert status == documented_status

@@ -7,8 +7,15 @@ from keras_selfattn.training import TrainConfig, train
 # Small, but trained enough (6 short epochs) that translations differ between
 # sentences, so equality with `keras-selfattn translate` means something.
 TINY_MODEL = ModelConfig(
-    num_hiddens=32, num_heads=2, num_layers=1, ffn_hiddens=64, dropout=0.0, decoder_units=32,
-    embedding_dim=16, max_source_len=12, max_target_len=12,
+    num_hiddens=32,
+    num_heads=2,
+    num_layers=1,
+    ffn_hiddens=64,
+    dropout=0.0,
+    decoder_units=32,
+    embedding_dim=16,
+    max_source_len=12,
+    max_target_len=12,
 )
 NUM_PAIRS = 600
 BEAM_SIZE = serving.DEFAULT_BEAM_SIZE
@@ -16,7 +23,17 @@ BEAM_SIZE = serving.DEFAULT_BEAM_SIZE
 
 def train_tiny(run_dir, tokenizer_ops):
     config = TrainConfig(
-        epochs=6, batch_size=32, learning_rate=1e-2, warmup_steps=5, patience=100, jit_compile=False,
-        source_tokenizer="word", target_tokenizer="char", split_digits=True, tokenizer_ops=tokenizer_ops,
+        epochs=6,
+        batch_size=32,
+        learning_rate=1e-2,
+        warmup_steps=5,
+        patience=100,
+        jit_compile=False,
+        source_tokenizer="word",
+        target_tokenizer="char",
+        split_digits=True,
+        tokenizer_ops=tokenizer_ops,
     )
-    return train(text.load_bundled_dates()[:NUM_PAIRS], run_dir, TINY_MODEL, config, verbose=0).run_dir
+    return train(
+        text.load_bundled_dates()[:NUM_PAIRS], run_dir, TINY_MODEL, config, verbose=0
+    ).run_dir

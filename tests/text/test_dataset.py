@@ -10,7 +10,7 @@ from keras_selfattn.text.tokenizers import TokenizerConfig
 from keras_selfattn.text.vocab import END_ID, PAD_ID, START_ID
 
 PAIRS = [
-    (" ".join(["w%d" % (i % 7)] * (1 + i % 9)), "t%d " % (i % 5) * (1 + i % 6))
+    (" ".join([f"w{i % 7}"] * (1 + i % 9)), f"t{i % 5} " * (1 + i % 6))
     for i in range(60)
 ]
 

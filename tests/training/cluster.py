@@ -20,10 +20,33 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 
 # The tiny model and a short run: seconds per epoch on two shared cores.
 TINY_CLI_ARGS = [
-    "--num-hiddens", "16", "--num-heads", "2", "--num-layers", "1", "--ffn-hiddens", "32",
-    "--decoder-units", "16", "--embedding-dim", "8", "--dropout", "0", "--max-source-len", "24",
-    "--max-target-len", "12", "--batch-size", "32", "--warmup-steps", "2", "--seed", "3",
-    "--target-tokenizer", "char", "--no-jit-compile",
+    "--num-hiddens",
+    "16",
+    "--num-heads",
+    "2",
+    "--num-layers",
+    "1",
+    "--ffn-hiddens",
+    "32",
+    "--decoder-units",
+    "16",
+    "--embedding-dim",
+    "8",
+    "--dropout",
+    "0",
+    "--max-source-len",
+    "24",
+    "--max-target-len",
+    "12",
+    "--batch-size",
+    "32",
+    "--warmup-steps",
+    "2",
+    "--seed",
+    "3",
+    "--target-tokenizer",
+    "char",
+    "--no-jit-compile",
 ]
 
 
@@ -42,24 +65,35 @@ def free_ports(count):
 
 
 def tf_config(addresses, index):
-    return json.dumps({"cluster": {"worker": list(addresses)}, "task": {"type": "worker", "index": index}})
+    return json.dumps(
+        {
+            "cluster": {"worker": list(addresses)},
+            "task": {"type": "worker", "index": index},
+        }
+    )
 
 
 def subprocess_env(**extra):
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(
+        os.pathsep
+    )
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     env.update({key: str(value) for key, value in extra.items()})
     return env
 
 
 def write_pairs(path, pairs):
-    path.write_text("".join(f"{source}\t{target}\n" for source, target in pairs), encoding="utf-8")
+    path.write_text(
+        "".join(f"{source}\t{target}\n" for source, target in pairs), encoding="utf-8"
+    )
     return path
 
 
 CLI = ("-m", "keras_selfattn")  # the real command
-TRAIN_ONLY = (str(pathlib.Path(__file__).with_name("train_worker.py")),)  # `train` without the evaluation
+TRAIN_ONLY = (
+    str(pathlib.Path(__file__).with_name("train_worker.py")),
+)  # `train` without the evaluation
 
 
 class Worker:
@@ -70,7 +104,11 @@ class Worker:
         self._handle = open(self.log, "wb")  # noqa: SIM115  (closed in stop())
         self.process = subprocess.Popen(
             [sys.executable, *program, *args],
-            cwd=REPO, env=env, stdout=self._handle, stderr=subprocess.STDOUT, start_new_session=True,
+            cwd=REPO,
+            env=env,
+            stdout=self._handle,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
 
     def wait(self, timeout):
@@ -110,7 +148,12 @@ def workers(args_for, count, log_dir, env=None, tag="run", env_for=None, program
             extra = {**(env or {}), **(env_for(index) if env_for else {})}
             worker_env = subprocess_env(TF_CONFIG=tf_config(addresses, index), **extra)
             started.append(
-                Worker(args_for(index), pathlib.Path(log_dir) / f"{tag}-worker{index}.log", worker_env, program)
+                Worker(
+                    args_for(index),
+                    pathlib.Path(log_dir) / f"{tag}-worker{index}.log",
+                    worker_env,
+                    program,
+                )
             )
         yield started, addresses
     finally:
@@ -137,8 +180,10 @@ def wait_for(predicate, timeout, started=(), interval=0.2):
 
 
 def failure_report(started):
-    return "\n\n".join(f"--- {worker.log.name} (rc={worker.process.poll()}) ---\n{worker.output[-4000:]}"
-                       for worker in started)
+    return "\n\n".join(
+        f"--- {worker.log.name} (rc={worker.process.poll()}) ---\n{worker.output[-4000:]}"
+        for worker in started
+    )
 
 
 def once_per_test_run(tmp_path_factory, name, produce):

@@ -14,22 +14,38 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from keras_selfattn.training.strategy import split_cpu  # noqa: E402
+from keras_selfattn.training.strategy import split_cpu
 
 split_cpu(2)  # before any TensorFlow op
 
-import keras  # noqa: E402
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
+import keras
+import numpy as np
+import tensorflow as tf
 
-from keras_selfattn import text  # noqa: E402
-from keras_selfattn.models import ModelConfig  # noqa: E402
-from keras_selfattn.training import TrainConfig, dtype_policy, get_strategy  # noqa: E402
-from keras_selfattn.training.distributed import SyncedLossScaleOptimizer, use_per_replica_xla  # noqa: E402
-from keras_selfattn.training.train import _tokenizer_configs, build_and_compile, make_training_datasets  # noqa: E402
+from keras_selfattn import text
+from keras_selfattn.models import ModelConfig
+from keras_selfattn.training import TrainConfig, dtype_policy, get_strategy
+from keras_selfattn.training.distributed import (
+    SyncedLossScaleOptimizer,
+    use_per_replica_xla,
+)
+from keras_selfattn.training.train import (
+    _tokenizer_configs,
+    build_and_compile,
+    make_training_datasets,
+)
 
-MODEL = ModelConfig(num_hiddens=16, num_heads=2, num_layers=1, ffn_hiddens=32, decoder_units=16,
-                    embedding_dim=8, dropout=0.0, max_source_len=24, max_target_len=12)
+MODEL = ModelConfig(
+    num_hiddens=16,
+    num_heads=2,
+    num_layers=1,
+    ffn_hiddens=32,
+    decoder_units=16,
+    embedding_dim=8,
+    dropout=0.0,
+    max_source_len=24,
+    max_target_len=12,
+)
 STEPS = 3
 TIMINGS = []
 
@@ -37,8 +53,16 @@ TIMINGS = []
 def config(**overrides):
     # clipnorm=0: Keras 3 clips each replica's gradient before the all-reduce, so
     # with clipping on, N replicas differ from one by design (see the README).
-    values = dict(epochs=1, batch_size=32, warmup_steps=1, learning_rate=1e-2, seed=3,
-                  target_tokenizer="char", clipnorm=0.0, jit_compile=False)
+    values = {
+        "epochs": 1,
+        "batch_size": 32,
+        "warmup_steps": 1,
+        "learning_rate": 1e-2,
+        "seed": 3,
+        "target_tokenizer": "char",
+        "clipnorm": 0.0,
+        "jit_compile": False,
+    }
     values.update(overrides)
     return TrainConfig(**values)
 
@@ -53,14 +77,22 @@ def fit(strategy_name, **overrides):
     train_config = config(**overrides)
     strategy = get_strategy(strategy_name)
     keras.utils.set_random_seed(train_config.seed)
-    train_ds, _, steps_per_epoch = make_training_datasets(SPLITS, TOKENIZER, MODEL, train_config)
+    train_ds, _, steps_per_epoch = make_training_datasets(
+        SPLITS, TOKENIZER, MODEL, train_config
+    )
     with dtype_policy(train_config.mixed_precision):
         with strategy.scope():
-            model = build_and_compile(TOKENIZER, MODEL, train_config, strategy, steps_per_epoch)
+            model = build_and_compile(
+                TOKENIZER, MODEL, train_config, strategy, steps_per_epoch
+            )
         losses = []
-        logger = keras.callbacks.LambdaCallback(on_train_batch_end=lambda batch, logs: losses.append(logs["loss"]))
+        logger = keras.callbacks.LambdaCallback(
+            on_train_batch_end=lambda batch, logs: losses.append(logs["loss"])
+        )
         started = time.monotonic()
-        model.fit(train_ds, epochs=1, steps_per_epoch=STEPS, verbose=0, callbacks=[logger])
+        model.fit(
+            train_ds, epochs=1, steps_per_epoch=STEPS, verbose=0, callbacks=[logger]
+        )
         TIMINGS.append((strategy_name, overrides, round(time.monotonic() - started, 1)))
     trained = [np.asarray(w.numpy(), np.float32) for w in model.trainable_weights]
     return strategy, model, [float(x) for x in losses], trained
@@ -71,7 +103,9 @@ def largest_difference(first, second):
 
 
 def largest_update(weights, initial):
-    return max(float(np.max(np.abs(a - b))) for a, b in zip(weights, initial, strict=True))
+    return max(
+        float(np.max(np.abs(a - b))) for a, b in zip(weights, initial, strict=True)
+    )
 
 
 def small_model_xla():
@@ -85,24 +119,39 @@ def small_model_xla():
         strategy = get_strategy(strategy_name)
         keras.utils.set_random_seed(1)
         with strategy.scope():
-            model = keras.Sequential([
-                keras.Input((6,), dtype="int32"), keras.layers.Embedding(50, 8),
-                keras.layers.GlobalAveragePooling1D(), keras.layers.Dense(16, activation="relu"), keras.layers.Dense(5),
-            ])
-            model.compile(keras.optimizers.Adam(1e-2), keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                          jit_compile=strategy.num_replicas_in_sync == 1)
+            model = keras.Sequential(
+                [
+                    keras.Input((6,), dtype="int32"),
+                    keras.layers.Embedding(50, 8),
+                    keras.layers.GlobalAveragePooling1D(),
+                    keras.layers.Dense(16, activation="relu"),
+                    keras.layers.Dense(5),
+                ]
+            )
+            model.compile(
+                keras.optimizers.Adam(1e-2),
+                keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                jit_compile=strategy.num_replicas_in_sync == 1,
+            )
             if strategy.num_replicas_in_sync > 1:
                 use_per_replica_xla(model)
         history = model.fit(dataset, epochs=2, verbose=0)
-        return model, history.history["loss"], [w.numpy() for w in model.trainable_weights]
+        return (
+            model,
+            history.history["loss"],
+            [w.numpy() for w in model.trainable_weights],
+        )
 
     one, losses_one, weights_one = trained("default")
     two, losses_two, weights_two = trained("mirrored")
     return {
-        "small_losses_one": losses_one, "small_losses_two": losses_two,
+        "small_losses_one": losses_one,
+        "small_losses_two": losses_two,
         "small_difference": largest_difference(weights_one, weights_two),
         "small_keras_jit_one": one.jit_compile,
-        "small_per_replica_xla_two": bool(getattr(two.train_step, "keras_selfattn_per_replica_xla", False)),
+        "small_per_replica_xla_two": bool(
+            getattr(two.train_step, "keras_selfattn_per_replica_xla", False)
+        ),
     }
 
 
@@ -118,7 +167,9 @@ def loss_scale_check(optimizer_class):
     def step():
         def replica_step():
             replica = tf.distribute.get_replica_context().replica_id_in_sync_group
-            gradient = tf.where(tf.equal(replica, 1), tf.fill([3], np.float32(np.inf)), tf.ones([3]))
+            gradient = tf.where(
+                tf.equal(replica, 1), tf.fill([3], np.float32(np.inf)), tf.ones([3])
+            )
             optimizer.apply([gradient], [variable])
 
         strategy.run(replica_step)
@@ -133,17 +184,23 @@ def loss_scale_check(optimizer_class):
 
 def main(out):
     results = {}
-    strategy_1, model_1, losses_1, weights_1 = fit("default")
-    strategy_2, model_2, losses_2, weights_2 = fit("mirrored")
-    results["replicas"] = [strategy_1.num_replicas_in_sync, strategy_2.num_replicas_in_sync]
+    strategy_1, _model_1, losses_1, weights_1 = fit("default")
+    strategy_2, _model_2, losses_2, weights_2 = fit("mirrored")
+    results["replicas"] = [
+        strategy_1.num_replicas_in_sync,
+        strategy_2.num_replicas_in_sync,
+    ]
     results["float32"] = {
-        "losses_one": losses_1, "losses_two": losses_2,
+        "losses_one": losses_1,
+        "losses_two": losses_2,
         "weight_difference": largest_difference(weights_1, weights_2),
     }
     # The initial weights (same seed): how far the few steps moved them, for scale.
     keras.utils.set_random_seed(3)
     with get_strategy("default").scope():
-        fresh = build_and_compile(TOKENIZER, MODEL, config(), get_strategy("default"), 4)
+        fresh = build_and_compile(
+            TOKENIZER, MODEL, config(), get_strategy("default"), 4
+        )
     initial = [np.asarray(w.numpy(), np.float32) for w in fresh.trainable_weights]
     results["float32"]["update"] = largest_update(weights_1, initial)
 
@@ -154,7 +211,9 @@ def main(out):
     with strategy.scope():
         decided = build_and_compile(TOKENIZER, MODEL, xla_config, strategy, 4)
     results["jit"] = {
-        "per_replica_xla": bool(getattr(decided.train_step, "keras_selfattn_per_replica_xla", False)),
+        "per_replica_xla": bool(
+            getattr(decided.train_step, "keras_selfattn_per_replica_xla", False)
+        ),
         "keras_whole_step_jit": decided.jit_compile,
     }
     # ...and the mechanism, on a small model (compiling the seq2seq step with XLA
@@ -167,7 +226,9 @@ def main(out):
         results[policy] = {
             "losses": losses,
             "optimizer": type(model.optimizer).__name__,
-            "loss_scaled": isinstance(model.optimizer, keras.optimizers.LossScaleOptimizer),
+            "loss_scaled": isinstance(
+                model.optimizer, keras.optimizers.LossScaleOptimizer
+            ),
             "finite": bool(all(np.all(np.isfinite(w)) for w in weights)),
             "difference_to_float32": largest_difference(weights, weights_1),
             "compute_dtype": model.get_layer("decoder").compute_dtype,
@@ -175,7 +236,9 @@ def main(out):
         }
     results["loss_scale_synced"] = loss_scale_check(SyncedLossScaleOptimizer)
     results["loss_scale_stock"] = loss_scale_check(keras.optimizers.LossScaleOptimizer)
-    results["timings"] = [f"{name} {overrides}: {seconds} s" for name, overrides, seconds in TIMINGS]
+    results["timings"] = [
+        f"{name} {overrides}: {seconds} s" for name, overrides, seconds in TIMINGS
+    ]
     pathlib.Path(out).write_text(json.dumps(results, indent=2), encoding="utf-8")
 
 

@@ -3,21 +3,30 @@
 import keras
 import numpy as np
 
-from keras_selfattn.training.backup import WorkerBackup, backed_up_epochs, read_backup, restore_backup
-from keras_selfattn.training.backup import worker_backup_dir
+from keras_selfattn.training.backup import (
+    WorkerBackup,
+    backed_up_epochs,
+    read_backup,
+    restore_backup,
+    worker_backup_dir,
+)
 from keras_selfattn.training.train import _truncate_history
 
 
 def small_model():
     keras.utils.set_random_seed(0)
-    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(4), keras.layers.Dense(1)])
+    model = keras.Sequential(
+        [keras.Input((3,)), keras.layers.Dense(4), keras.layers.Dense(1)]
+    )
     model.compile(keras.optimizers.Adam(0.05), "mse")
     return model
 
 
 def data():
     rng = np.random.default_rng(0)
-    return rng.normal(size=(32, 3)).astype("float32"), rng.normal(size=(32, 1)).astype("float32")
+    return rng.normal(size=(32, 3)).astype("float32"), rng.normal(size=(32, 1)).astype(
+        "float32"
+    )
 
 
 def test_backups_are_per_worker_and_keep_the_last_two(tmp_path):
@@ -26,10 +35,23 @@ def test_backups_are_per_worker_and_keep_the_last_two(tmp_path):
     model = small_model()
     x, y = data()
     backup = WorkerBackup(directory)
-    model.fit(x, y, epochs=3, batch_size=8, verbose=0, validation_data=(x, y), callbacks=[backup])
+    model.fit(
+        x,
+        y,
+        epochs=3,
+        batch_size=8,
+        verbose=0,
+        validation_data=(x, y),
+        callbacks=[backup],
+    )
     assert backed_up_epochs(directory) == [2, 3]
     names = sorted(path.name for path in directory.iterdir())
-    assert names == ["epoch-00002.json", "epoch-00002.weights.h5", "epoch-00003.json", "epoch-00003.weights.h5"]
+    assert names == [
+        "epoch-00002.json",
+        "epoch-00002.weights.h5",
+        "epoch-00003.json",
+        "epoch-00003.weights.h5",
+    ]
     state = read_backup(directory, 3)
     assert state["epoch"] == 3 and state["best"] == backup.best and state["best"] > 0
 
@@ -39,7 +61,9 @@ def test_an_incomplete_backup_does_not_count(tmp_path):
     x, y = data()
     model.fit(x, y, epochs=1, verbose=0, callbacks=[WorkerBackup(tmp_path)])
     (tmp_path / "epoch-00002.weights.h5").write_bytes(b"killed while writing the JSON")
-    (tmp_path / "tmp-epoch-00003.weights.h5").write_bytes(b"killed while writing the weights")
+    (tmp_path / "tmp-epoch-00003.weights.h5").write_bytes(
+        b"killed while writing the weights"
+    )
     assert backed_up_epochs(tmp_path) == [1]
     assert backed_up_epochs(tmp_path / "nowhere") == []
 
@@ -47,13 +71,19 @@ def test_an_incomplete_backup_does_not_count(tmp_path):
 def test_restoring_gives_back_weights_and_optimizer_state(tmp_path):
     x, y = data()
     trained = small_model()
-    trained.fit(x, y, epochs=2, batch_size=8, verbose=0, callbacks=[WorkerBackup(tmp_path)])
+    trained.fit(
+        x, y, epochs=2, batch_size=8, verbose=0, callbacks=[WorkerBackup(tmp_path)]
+    )
     fresh = small_model()
     state = restore_backup(fresh, tmp_path, 2)
     assert state["epoch"] == 2
     for got, expected in zip(fresh.get_weights(), trained.get_weights(), strict=True):
         np.testing.assert_array_equal(got, expected)
-    assert int(fresh.optimizer.iterations.numpy()) == int(trained.optimizer.iterations.numpy()) == 8
+    assert (
+        int(fresh.optimizer.iterations.numpy())
+        == int(trained.optimizer.iterations.numpy())
+        == 8
+    )
     # Continuing both gives the same result: nothing of the optimizer was lost.
     trained.fit(x, y, epochs=1, batch_size=8, verbose=0, shuffle=False)
     fresh.fit(x, y, epochs=1, batch_size=8, verbose=0, shuffle=False)
@@ -63,6 +93,8 @@ def test_restoring_gives_back_weights_and_optimizer_state(tmp_path):
 
 def test_a_resumed_history_keeps_each_epoch_once(tmp_path):
     history = tmp_path / "history.csv"
-    history.write_text("epoch,loss\n0,3.0\n1,2.5\n2,2.4\n")  # epoch 2 ran, its backup was lost
+    history.write_text(
+        "epoch,loss\n0,3.0\n1,2.5\n2,2.4\n"
+    )  # epoch 2 ran, its backup was lost
     _truncate_history(history, 2)
     assert history.read_text().splitlines() == ["epoch,loss", "0,3.0", "1,2.5"]

@@ -24,15 +24,21 @@ def run_checks(directory):
     out = directory / "results.json"
     script = REPO / "tests" / "training" / "mirrored_checks.py"
     process = subprocess.Popen(
-        [sys.executable, str(script), str(out)], cwd=REPO, env=subprocess_env(),
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+        [sys.executable, str(script), str(out)],
+        cwd=REPO,
+        env=subprocess_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
     )
     try:
         output, _ = process.communicate(timeout=600)
     except subprocess.TimeoutExpired:
         process.kill()
         output, _ = process.communicate()
-        pytest.fail(f"mirrored_checks.py timed out:\n{output.decode(errors='replace')[-4000:]}")
+        pytest.fail(
+            f"mirrored_checks.py timed out:\n{output.decode(errors='replace')[-4000:]}"
+        )
     assert process.returncode == 0, output.decode(errors="replace")[-4000:]
     return json.loads(out.read_text())
 
@@ -56,8 +62,10 @@ def test_xla_on_two_replicas_compiles_each_replica(measured):
     assert jit["small_losses_two"] == pytest.approx(jit["small_losses_one"], rel=1e-5)
 
 
-@pytest.mark.parametrize(("policy", "scaled", "dtype"),
-                         [("mixed_float16", True, "float16"), ("mixed_bfloat16", False, "bfloat16")])
+@pytest.mark.parametrize(
+    ("policy", "scaled", "dtype"),
+    [("mixed_float16", True, "float16"), ("mixed_bfloat16", False, "bfloat16")],
+)
 def test_mixed_precision_on_two_replicas(measured, policy, scaled, dtype):
     result = measured[policy]
     assert result["loss_scaled"] is scaled
@@ -67,12 +75,16 @@ def test_mixed_precision_on_two_replicas(measured, policy, scaled, dtype):
     # Close to float32, not equal: the forward pass runs in 16 bits. (Weights are
     # not compared: Adam moves a weight by about the learning rate whatever the
     # gradient's size, so a tiny gradient that changes sign moves it the other way.)
-    assert result["losses"] == pytest.approx(measured["float32"]["losses_one"], rel=2e-3)
+    assert result["losses"] == pytest.approx(
+        measured["float32"]["losses_one"], rel=2e-3
+    )
 
 
 def test_loss_scaling_skips_a_step_that_overflowed_on_any_replica(measured):
     """Replica 1 overflows, replica 0 does not: stock Keras applies inf; ours skips and halves the scale."""
-    assert measured["loss_scale_stock"]["finite_weights"] is False  # the bug the subclass fixes
+    assert (
+        measured["loss_scale_stock"]["finite_weights"] is False
+    )  # the bug the subclass fixes
     synced = measured["loss_scale_synced"]
     assert synced["finite_weights"] and synced["weights"] == [1.0, 1.0, 1.0]
     assert synced["scale"] == measured["loss_scale_stock"]["scale"] / 2

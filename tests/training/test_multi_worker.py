@@ -46,17 +46,37 @@ RUN_TIMEOUT = 420  # seconds for a whole two-worker run on two shared cores
 
 @pytest.fixture(scope="session")
 def data(tmp_path_factory):
-    return pathlib.Path(once_per_test_run(tmp_path_factory, "multi_worker_data", write_data)["path"])
+    return pathlib.Path(
+        once_per_test_run(tmp_path_factory, "multi_worker_data", write_data)["path"]
+    )
 
 
 def write_data(directory):
-    return {"path": str(write_pairs(directory / "pairs.tsv", text.load_bundled_dates()[:PAIRS]))}
+    return {
+        "path": str(
+            write_pairs(directory / "pairs.tsv", text.load_bundled_dates()[:PAIRS])
+        )
+    }
 
 
 def train_args(data, run_dir, *extra):
-    return ["train", "--data", str(data), "--out", str(run_dir), "--epochs", str(EPOCHS),
-            "--max-pairs", str(PAIRS), "--strategy", "multi_worker", "--worker-timeout", "120",
-            *TINY_CLI_ARGS, *extra]
+    return [
+        "train",
+        "--data",
+        str(data),
+        "--out",
+        str(run_dir),
+        "--epochs",
+        str(EPOCHS),
+        "--max-pairs",
+        str(PAIRS),
+        "--strategy",
+        "multi_worker",
+        "--worker-timeout",
+        "120",
+        *TINY_CLI_ARGS,
+        *extra,
+    ]
 
 
 def worker_history(output):
@@ -69,7 +89,9 @@ def worker_history(output):
 def chief_history(run_dir):
     with open(run_dir / "history.csv", newline="") as handle:
         rows = list(csv.DictReader(handle))
-    history = {key: [float(row[key]) for row in rows] for key in rows[0] if key != "epoch"}
+    history = {
+        key: [float(row[key]) for row in rows] for key in rows[0] if key != "epoch"
+    }
     return history, [int(row["epoch"]) for row in rows]
 
 
@@ -80,10 +102,16 @@ def weights(run_dir):
 @pytest.fixture(scope="session")
 def uninterrupted(tmp_path_factory, data):
     """One two-worker run of EPOCHS epochs (once per test run); each worker has its own TMPDIR."""
-    result = once_per_test_run(tmp_path_factory, "multi_worker_uninterrupted",
-                               lambda directory: run_uninterrupted(directory, data))
-    return {**result, "run_dir": pathlib.Path(result["run_dir"]),
-            "tmpdirs": [pathlib.Path(path) for path in result["tmpdirs"]]}
+    result = once_per_test_run(
+        tmp_path_factory,
+        "multi_worker_uninterrupted",
+        lambda directory: run_uninterrupted(directory, data),
+    )
+    return {
+        **result,
+        "run_dir": pathlib.Path(result["run_dir"]),
+        "tmpdirs": [pathlib.Path(path) for path in result["tmpdirs"]],
+    }
 
 
 def run_uninterrupted(base, data):
@@ -91,12 +119,21 @@ def run_uninterrupted(base, data):
     for path in tmpdirs:
         path.mkdir(exist_ok=True)
     run_dir = base / "run"
-    with workers(lambda i: train_args(data, run_dir), 2, base, tag="uninterrupted",
-                 env_for=lambda i: {"TMPDIR": tmpdirs[i]}) as (started, _):
+    with workers(
+        lambda i: train_args(data, run_dir),
+        2,
+        base,
+        tag="uninterrupted",
+        env_for=lambda i: {"TMPDIR": tmpdirs[i]},
+    ) as (started, _):
         codes = wait_all(started, RUN_TIMEOUT)
         outputs = [worker.output for worker in started]
         assert codes == [0, 0], failure_report(started)
-    return {"run_dir": str(run_dir), "outputs": outputs, "tmpdirs": [str(path) for path in tmpdirs]}
+    return {
+        "run_dir": str(run_dir),
+        "outputs": outputs,
+        "tmpdirs": [str(path) for path in tmpdirs],
+    }
 
 
 def test_both_workers_report_the_same_losses_and_the_chief_writes(uninterrupted):
@@ -105,22 +142,45 @@ def test_both_workers_report_the_same_losses_and_the_chief_writes(uninterrupted)
     assert epochs == list(range(EPOCHS))
     other = worker_history(uninterrupted["outputs"][1])
     for key in ("loss", "val_loss", "accuracy", "val_accuracy"):
-        assert other[key] == history[key], key  # all-reduced: identical, not merely close
+        assert other[key] == history[key], (
+            key
+        )  # all-reduced: identical, not merely close
     assert history["loss"][-1] < history["loss"][0]
-    for name in ("model.keras", "config.json", "history.csv", "metrics.json", "tokenizer.json", "splits/train.tsv"):
+    for name in (
+        "model.keras",
+        "config.json",
+        "history.csv",
+        "metrics.json",
+        "tokenizer.json",
+        "splits/train.tsv",
+    ):
         assert (run_dir / name).exists(), name
-    assert not (run_dir / "backup").exists()  # every worker removed its backups at the end
-    assert "run directory:" in uninterrupted["outputs"][0] and "run directory:" not in uninterrupted["outputs"][1]
+    assert not (
+        run_dir / "backup"
+    ).exists()  # every worker removed its backups at the end
+    assert (
+        "run directory:" in uninterrupted["outputs"][0]
+        and "run directory:" not in uninterrupted["outputs"][1]
+    )
     assert "Traceback" not in uninterrupted["outputs"][0] + uninterrupted["outputs"][1]
     # The other worker wrote into a scratch directory under its TMPDIR, removed at the end.
-    assert not [p for p in uninterrupted["tmpdirs"][1].iterdir() if p.name.startswith("keras-selfattn-worker")]
+    assert not [
+        p
+        for p in uninterrupted["tmpdirs"][1].iterdir()
+        if p.name.startswith("keras-selfattn-worker")
+    ]
 
 
 def test_a_killed_worker_resumes_from_its_backup(tmp_path, data, uninterrupted):
     run_dir = tmp_path / "run"
     first_backup = run_dir / "backup" / "worker-1" / "epoch-00001.json"
-    with workers(lambda i: train_args(data, run_dir), 2, tmp_path, tag="killed") as (started, addresses):
-        assert wait_for(first_backup.exists, RUN_TIMEOUT, started), failure_report(started)
+    with workers(lambda i: train_args(data, run_dir), 2, tmp_path, tag="killed") as (
+        started,
+        addresses,
+    ):
+        assert wait_for(first_backup.exists, RUN_TIMEOUT, started), failure_report(
+            started
+        )
         started[1].kill()  # SIGKILL, mid-training
         killed_at = time.monotonic()
         code = started[0].wait(120)
@@ -130,11 +190,19 @@ def test_a_killed_worker_resumes_from_its_backup(tmp_path, data, uninterrupted):
     assert f"lost contact with worker 1 at {addresses[1]}" in survivor, survivor[-3000:]
     assert "Traceback" not in survivor
     # The workers resume from the newest epoch both have a backup of (one may be an epoch ahead).
-    resume_from = min(max(backed_up_epochs(run_dir / "backup" / f"worker-{i}")) for i in range(2))
+    resume_from = min(
+        max(backed_up_epochs(run_dir / "backup" / f"worker-{i}")) for i in range(2)
+    )
     assert 1 <= resume_from < EPOCHS
 
     # Restart the job: `train` with the same arguments (the command without its final evaluation).
-    with workers(lambda i: train_args(data, run_dir)[1:], 2, tmp_path, tag="resumed", program=TRAIN_ONLY) as (
+    with workers(
+        lambda i: train_args(data, run_dir)[1:],
+        2,
+        tmp_path,
+        tag="resumed",
+        program=TRAIN_ONLY,
+    ) as (
         started,
         _,
     ):
@@ -143,33 +211,53 @@ def test_a_killed_worker_resumes_from_its_backup(tmp_path, data, uninterrupted):
         resumed = worker_history(started[1].output)
     history, epochs = chief_history(run_dir)
     assert epochs == list(range(EPOCHS))  # every planned epoch, each once
-    assert len(resumed["loss"]) == EPOCHS - resume_from  # the restart trained only what was lost
+    assert (
+        len(resumed["loss"]) == EPOCHS - resume_from
+    )  # the restart trained only what was lost
     reference, _ = chief_history(uninterrupted["run_dir"])
     np.testing.assert_allclose(history["loss"], reference["loss"], rtol=1e-5)
     np.testing.assert_allclose(history["val_loss"], reference["val_loss"], rtol=1e-5)
-    for got, expected in zip(weights(run_dir), weights(uninterrupted["run_dir"]), strict=True):
+    for got, expected in zip(
+        weights(run_dir), weights(uninterrupted["run_dir"]), strict=True
+    ):
         np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
     assert not (run_dir / "backup").exists()
 
 
 def test_stock_keras_fails_without_the_fix(tmp_path, data):
     """Proves the guard: on this Keras, switching the fix off brings keras#20585 back."""
-    from keras_selfattn.training.distributed import KERAS_FIX_ENV, keras_needs_multi_worker_fix
+    from keras_selfattn.training.distributed import (
+        KERAS_FIX_ENV,
+        keras_needs_multi_worker_fix,
+    )
 
     if not keras_needs_multi_worker_fix():
         pytest.skip(f"keras {keras.__version__} is outside the fix's versions")
-    with workers(lambda i: train_args(data, tmp_path / "run", "--epochs", "1"), 2, tmp_path,
-                 env={KERAS_FIX_ENV: "off"}, tag="stock") as (started, _):
+    with workers(
+        lambda i: train_args(data, tmp_path / "run", "--epochs", "1"),
+        2,
+        tmp_path,
+        env={KERAS_FIX_ENV: "off"},
+        tag="stock",
+    ) as (started, _):
         codes = wait_all(started, RUN_TIMEOUT)
         outputs = [worker.output for worker in started]
     assert all(code not in (0, None) for code in codes), failure_report(started)
-    assert any("Attempt to convert a value" in output and "PerReplica" in output for output in outputs)
+    assert any(
+        "Attempt to convert a value" in output and "PerReplica" in output
+        for output in outputs
+    )
 
 
 def test_a_worker_without_its_peer_fails_in_bounded_time(tmp_path, data):
-    addresses = [f"127.0.0.1:{port}" for port in free_ports(2)]  # nobody will listen on the second
-    worker = Worker(train_args(data, tmp_path / "run", "--worker-timeout", "5"), tmp_path / "alone.log",
-                    subprocess_env(TF_CONFIG=tf_config(addresses, 0)))
+    addresses = [
+        f"127.0.0.1:{port}" for port in free_ports(2)
+    ]  # nobody will listen on the second
+    worker = Worker(
+        train_args(data, tmp_path / "run", "--worker-timeout", "5"),
+        tmp_path / "alone.log",
+        subprocess_env(TF_CONFIG=tf_config(addresses, 0)),
+    )
     started_at = time.monotonic()
     try:
         code = worker.wait(120)
@@ -178,5 +266,7 @@ def test_a_worker_without_its_peer_fails_in_bounded_time(tmp_path, data):
     output = worker.output
     assert code == 2, output[-3000:]
     assert time.monotonic() - started_at < 120
-    assert f"could not reach worker 1 at {addresses[1]} within 5 s" in output, output[-3000:]
+    assert f"could not reach worker 1 at {addresses[1]} within 5 s" in output, output[
+        -3000:
+    ]
     assert "Traceback" not in output

@@ -24,15 +24,35 @@ from keras_selfattn.training.distributed import (
     wait_for_peers,
     worker_role,
 )
-from keras_selfattn.training.train import _tokenizer_configs, build_and_compile, make_training_datasets
+from keras_selfattn.training.train import (
+    _tokenizer_configs,
+    build_and_compile,
+    make_training_datasets,
+)
 from tests.training.cluster import REPO, free_ports, subprocess_env, write_pairs
 
-TINY_MODEL = ModelConfig(num_hiddens=16, num_heads=2, num_layers=1, ffn_hiddens=32, decoder_units=16,
-                         embedding_dim=8, dropout=0.0, max_source_len=24, max_target_len=12)
+TINY_MODEL = ModelConfig(
+    num_hiddens=16,
+    num_heads=2,
+    num_layers=1,
+    ffn_hiddens=32,
+    decoder_units=16,
+    embedding_dim=8,
+    dropout=0.0,
+    max_source_len=24,
+    max_target_len=12,
+)
 
 
 def tiny_config(**overrides):
-    values = dict(epochs=1, batch_size=16, warmup_steps=1, seed=3, target_tokenizer="char", max_pairs=120)
+    values = {
+        "epochs": 1,
+        "batch_size": 16,
+        "warmup_steps": 1,
+        "seed": 3,
+        "target_tokenizer": "char",
+        "max_pairs": 120,
+    }
     values.update(overrides)
     return TrainConfig(**values)
 
@@ -60,11 +80,19 @@ def test_strategy_names_and_the_default(monkeypatch):
 
 
 def test_tf_config_is_read_chief_first(monkeypatch):
-    config = {"cluster": {"worker": ["h1:1", "h2:2"], "chief": ["h0:0"]}, "task": {"type": "worker", "index": 1}}
+    config = {
+        "cluster": {"worker": ["h1:1", "h2:2"], "chief": ["h0:0"]},
+        "task": {"type": "worker", "index": 1},
+    }
     cluster = read_cluster(json.dumps(config))
     assert [t[2] for t in cluster.tasks] == ["h0:0", "h1:1", "h2:2"]
     assert cluster.me == 2 and cluster.address == "h2:2" and len(cluster.peers) == 2
-    assert read_cluster('{"cluster": {"worker": ["h1:1"]}, "task": {"type": "worker", "index": 0}}') is None
+    assert (
+        read_cluster(
+            '{"cluster": {"worker": ["h1:1"]}, "task": {"type": "worker", "index": 0}}'
+        )
+        is None
+    )
     assert read_cluster("") is None
     with pytest.raises(ValueError, match="not valid JSON"):
         read_cluster("{oops")
@@ -73,7 +101,10 @@ def test_tf_config_is_read_chief_first(monkeypatch):
 
 
 def test_placement_does_not_block_resuming():
-    assert same_training(tiny_config(), tiny_config(strategy="multi_worker", worker_timeout=5.0, tpu="local"))
+    assert same_training(
+        tiny_config(),
+        tiny_config(strategy="multi_worker", worker_timeout=5.0, tpu="local"),
+    )
     assert not same_training(tiny_config(), tiny_config(batch_size=32))
     with pytest.raises(ValueError, match="worker_timeout"):
         tiny_config(worker_timeout=0)
@@ -81,18 +112,49 @@ def test_placement_does_not_block_resuming():
 
 def test_cli_flags_for_the_new_fields():
     args = build_parser().parse_args(
-        ["train", "--data", "x.tsv", "--out", "run", "--tpu", "grpc://10.0.0.2:8470", "--worker-timeout", "30",
-         "--max-pairs", "5", "--mixed-precision", "mixed_bfloat16", "--no-jit-compile", "--strategy", "tpu"]
+        [
+            "train",
+            "--data",
+            "x.tsv",
+            "--out",
+            "run",
+            "--tpu",
+            "grpc://10.0.0.2:8470",
+            "--worker-timeout",
+            "30",
+            "--max-pairs",
+            "5",
+            "--mixed-precision",
+            "mixed_bfloat16",
+            "--no-jit-compile",
+            "--strategy",
+            "tpu",
+        ]
     )
-    assert (args.tpu, args.worker_timeout, args.max_pairs) == ("grpc://10.0.0.2:8470", 30.0, 5)
-    assert (args.mixed_precision, args.jit_compile, args.strategy) == ("mixed_bfloat16", False, "tpu")
+    assert (args.tpu, args.worker_timeout, args.max_pairs) == (
+        "grpc://10.0.0.2:8470",
+        30.0,
+        5,
+    )
+    assert (args.mixed_precision, args.jit_compile, args.strategy) == (
+        "mixed_bfloat16",
+        False,
+        "tpu",
+    )
 
 
 # --- the start-up rendezvous -------------------------------------------------------------------
 
 
 def _cluster(addresses, index):
-    return read_cluster(json.dumps({"cluster": {"worker": addresses}, "task": {"type": "worker", "index": index}}))
+    return read_cluster(
+        json.dumps(
+            {
+                "cluster": {"worker": addresses},
+                "task": {"type": "worker", "index": index},
+            }
+        )
+    )
 
 
 def test_workers_meet_at_start_up():
@@ -116,7 +178,10 @@ def test_workers_meet_at_start_up():
 def test_a_missing_peer_is_named_within_the_timeout():
     addresses = [f"127.0.0.1:{port}" for port in free_ports(3)]
     started = time.monotonic()
-    with pytest.raises(PeerUnreachableError, match=rf"could not reach worker 1 at {addresses[1]}, worker 2 at "):
+    with pytest.raises(
+        PeerUnreachableError,
+        match=rf"could not reach worker 1 at {addresses[1]}, worker 2 at ",
+    ):
         wait_for_peers(_cluster(addresses, 0), timeout=1.5)
     assert time.monotonic() - started < 10
 
@@ -129,10 +194,16 @@ def test_asking_for_a_tpu_without_one_is_a_clear_error():
         get_strategy("tpu")  # TPUClusterResolver cannot even name one here
     port = free_ports(1)[0]
     started = time.monotonic()
-    with pytest.raises(ValueError, match=rf"nothing answered at 127.0.0.1:{port} within 1 s"):
-        get_strategy("tpu", tpu=f"grpc://127.0.0.1:{port}", worker_timeout=1)  # TensorFlow would wait forever
+    with pytest.raises(
+        ValueError, match=rf"nothing answered at 127.0.0.1:{port} within 1 s"
+    ):
+        get_strategy(
+            "tpu", tpu=f"grpc://127.0.0.1:{port}", worker_timeout=1
+        )  # TensorFlow would wait forever
     assert time.monotonic() - started < 10
-    with pytest.raises(ValueError, match=r"grpc:// address must be HOST:PORT. Received: 'tpu-host'"):
+    with pytest.raises(
+        ValueError, match=r"grpc:// address must be HOST:PORT. Received: 'tpu-host'"
+    ):
         get_strategy("tpu", tpu="grpc://tpu-host", worker_timeout=1)
 
 
@@ -140,12 +211,32 @@ def test_asking_for_a_tpu_without_one_is_a_clear_error():
 def test_the_cli_says_so_without_a_traceback(tmp_path):
     data = write_pairs(tmp_path / "pairs.tsv", text.load_bundled_dates()[:40])
     result = subprocess.run(
-        [sys.executable, "-m", "keras_selfattn", "train", "--data", str(data), "--out", str(tmp_path / "run"),
-         "--strategy", "tpu", "--tpu", "local"],
-        cwd=REPO, env=subprocess_env(), capture_output=True, text=True, timeout=180,
+        [
+            sys.executable,
+            "-m",
+            "keras_selfattn",
+            "train",
+            "--data",
+            str(data),
+            "--out",
+            str(tmp_path / "run"),
+            "--strategy",
+            "tpu",
+            "--tpu",
+            "local",
+        ],
+        cwd=REPO,
+        env=subprocess_env(),
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=180,
     )
     assert result.returncode == 2, result.stderr[-3000:]
-    assert "keras-selfattn: error: strategy='tpu' but no TPU was found at 'local'" in result.stderr
+    assert (
+        "keras-selfattn: error: strategy='tpu' but no TPU was found at 'local'"
+        in result.stderr
+    )
     assert "Traceback" not in result.stderr
 
 
@@ -154,12 +245,21 @@ def test_the_train_step_is_ready_for_a_tpu(prepared):
     """Static shapes in, the whole step lowered to XLA HLO, no op that runs on the host."""
     splits, tokenizer = prepared
     config = tiny_config(jit_compile=True)
-    train_ds, valid_ds, steps = make_training_datasets(splits, tokenizer, TINY_MODEL, config)
+    train_ds, valid_ds, steps = make_training_datasets(
+        splits, tokenizer, TINY_MODEL, config
+    )
     strategy = tf.distribute.get_strategy()
     model = build_and_compile(tokenizer, TINY_MODEL, config, strategy, steps)
     audit = audit_train_step(model, train_ds)
-    assert audit.ok, (audit.compile_error, audit.host_ops, audit.string_ops, audit.dynamic_shape_ops)
-    assert audit.input_shapes["0/source"][0] == config.batch_size and audit.static_inputs
+    assert audit.ok, (
+        audit.compile_error,
+        audit.host_ops,
+        audit.string_ops,
+        audit.dynamic_shape_ops,
+    )
+    assert (
+        audit.input_shapes["0/source"][0] == config.batch_size and audit.static_inputs
+    )
     assert "ENTRY" in audit.hlo and not audit.dynamic_shape_ops
     assert {"PyFunc", "EagerPyFunc", "PrintV2"}.isdisjoint(audit.op_types)
     # The audit sees what would break a TPU: a partial last batch (validation keeps it)...
@@ -168,13 +268,17 @@ def test_the_train_step_is_ready_for_a_tpu(prepared):
 
 def test_the_audit_finds_host_ops():
     def on_the_host(x):
-        return tf.ensure_shape(tf.py_function(lambda t: t * 2.0, [x], tf.float32), x.shape)
+        return tf.ensure_shape(
+            tf.py_function(lambda t: t * 2.0, [x], tf.float32), x.shape
+        )
 
     inputs = keras.Input((4,), batch_size=8)
     hosted = keras.layers.Lambda(on_the_host, output_shape=(8, 4))(inputs)
     model = keras.Model(inputs, keras.layers.Dense(1)(hosted))
     model.compile("sgd", "mse")
-    data = tf.data.Dataset.from_tensor_slices((np.ones((16, 4), "float32"), np.ones((16, 1), "float32")))
+    data = tf.data.Dataset.from_tensor_slices(
+        (np.ones((16, 4), "float32"), np.ones((16, 1), "float32"))
+    )
     audit = audit_train_step(model, data.batch(8, drop_remainder=True))
     assert "EagerPyFunc" in audit.host_ops and not audit.ok
 
@@ -182,7 +286,10 @@ def test_the_audit_finds_host_ops():
 # --- mixed precision -----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("policy", "scaled"), [("mixed_float16", True), ("mixed_bfloat16", False), ("float32", False)])
+@pytest.mark.parametrize(
+    ("policy", "scaled"),
+    [("mixed_float16", True), ("mixed_bfloat16", False), ("float32", False)],
+)
 def test_keras_wraps_only_float16_in_loss_scaling(policy, scaled):
     """Verifies the claim the training code relies on: Keras 3's compile wraps the optimizer itself for float16."""
     keras.config.set_dtype_policy(policy)
@@ -192,10 +299,18 @@ def test_keras_wraps_only_float16_in_loss_scaling(policy, scaled):
 
 
 def test_train_uses_the_replica_synced_loss_scaling(prepared):
-    splits, tokenizer = prepared
-    for policy, expected in (("mixed_float16", SyncedLossScaleOptimizer), ("mixed_bfloat16", keras.optimizers.Adam)):
+    _splits, tokenizer = prepared
+    for policy, expected in (
+        ("mixed_float16", SyncedLossScaleOptimizer),
+        ("mixed_bfloat16", keras.optimizers.Adam),
+    ):
         keras.config.set_dtype_policy(policy)
-        model = build_and_compile(tokenizer, TINY_MODEL, tiny_config(mixed_precision=policy),
-                                  tf.distribute.get_strategy(), 4)
+        model = build_and_compile(
+            tokenizer,
+            TINY_MODEL,
+            tiny_config(mixed_precision=policy),
+            tf.distribute.get_strategy(),
+            4,
+        )
         assert type(model.optimizer) is expected
         assert model.get_layer("logits").compute_dtype == "float32"

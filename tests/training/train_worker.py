@@ -16,12 +16,20 @@ def main(argv):
 
     args = build_parser().parse_args(["train", *argv])
     try:
-        result = train(args.data, args.out, _config_from_args(ModelConfig, args), _config_from_args(TrainConfig, args),
-                       verbose=2)
+        result = train(
+            args.data,
+            args.out,
+            _config_from_args(ModelConfig, args),
+            _config_from_args(TrainConfig, args),
+            verbose=2,
+        )
     except (ValueError, FileNotFoundError, ConnectionError) as error:
         print(f"keras-selfattn: error: {error}", file=sys.stderr)
         return 2
-    print(f"worker {result.worker_index} done; history: {json.dumps(result.history)}", flush=True)
+    print(
+        f"worker {result.worker_index} done; history: {json.dumps(result.history)}",
+        flush=True,
+    )
     return 0
 
 
