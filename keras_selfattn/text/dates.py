@@ -66,7 +66,7 @@ DATES_STYLES: tuple[tuple[str, str], ...] = tuple(
 )
 # Recommended tokenizers: source words with one token per digit, target characters.
 DATES_SOURCE_CONFIG = TokenizerConfig(kind="word", split_digits=True)
-DATES_TARGET_CONFIG = TokenizerConfig(kind="char")
+DATES_TARGET_CONFIG = TokenizerConfig.for_target(kind="char")
 # Longest source under DATES_SOURCE_CONFIG ("quarta-feira, 15 de dezembro de 2024").
 DATES_MAX_SOURCE_TOKENS = 13
 _BUNDLED_NAME = "dates.tsv"
