@@ -26,10 +26,15 @@ class Translation:
 
     Attributes:
         source: the input text.
-        text: the translation ("" for an input with no tokens).
+        text: the translation, detokenized by the target tokenizer's graph code
+            (`Tokenizer.decode`, the same ops the exported ``serving_default``
+            runs), so it has the case, digits and spacing the model wrote; ""
+            for an input with no tokens.
         score: log-probability of the translation (beam: length-normalized).
         source_tokens: the source tokens the model saw (after truncation).
-        target_tokens: the produced tokens, the end token included.
+        target_tokens: the produced tokens, the end token included ("word" and
+            "subword" tokens glued to the previous one start with
+            `keras_selfattn.text.tokenizers.JOINER`).
         attention: (len(target_tokens), len(source_tokens)) weights (greedy only,
             when asked for), else None.
         truncated: True when the source was longer than the model's maximum.
