@@ -5,6 +5,7 @@ import pathlib
 from keras_selfattn import plotting, serving
 from keras_selfattn.inference import Translator, evaluate, format_metrics
 from keras_selfattn.models import ModelConfig
+from keras_selfattn.text.tokenizers import JOINER
 from keras_selfattn.training import TrainConfig, train, write_metrics
 from keras_selfattn.training.train import SPLITS_DIR
 
@@ -67,14 +68,20 @@ def report(result, num_heatmaps=4, beam_size=1, verbose=True):
         if translation.source_tokens:
             plotting.plot_attention(
                 translation.attention,
-                translation.source_tokens,
-                translation.target_tokens,
+                _labels(translation.source_tokens),
+                _labels(translation.target_tokens),
                 plots / f"attention_{i}.png",
                 title=translation.source,
             )
     if verbose and "test" in metrics:
         print_metrics(metrics["test"])
     return metrics
+
+
+def _labels(tokens):
+    """Tokens as heatmap labels: the joiner mark (no glyph in matplotlib's default
+    font, DejaVu Sans) drawn as "·"."""
+    return [token.replace(JOINER, "·") for token in tokens]
 
 
 def print_metrics(metrics, examples=5):
