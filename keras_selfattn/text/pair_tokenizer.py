@@ -7,7 +7,7 @@ A run directory holds three files written by `PairTokenizer.save`:
   and vocabulary size, e.g.
   ``{"format": "keras_selfattn.text.PairTokenizer", "version": 2,
   "source": {"kind": "word", ..., "vocab_file": "source_vocab.txt",
-  "vocab_size": 190}, "target": {...}}``.
+  "vocab_size": 200}, "target": {...}}``.
 
 The target side gives text back as written (`TokenizerConfig.check_reversible`):
 it keeps its case and its Unicode form, and its tokens carry joiner marks, so the
