@@ -204,9 +204,11 @@ def evaluate(translator, pairs, beam_size=1, data=None):
     TSV file), never passed through the target tokenizer. So a model that writes
     "3 4 2" for the reference "342", or "paris" for "Paris", is scored wrong.
 
-    BLEU (sacrebleu's default 13a tokenization, 4-grams) is 0 for a sentence with
-    fewer than 4 tokens, and a corpus of such short targets can score 0 however
-    good the output: read chrF first. ``short_references`` counts them.
+    BLEU is 0 for targets under 4 tokens: it multiplies 1- to 4-gram precisions
+    (of sacrebleu's default 13a tokens), a sentence under 4 tokens has no 4-gram,
+    and a corpus of such targets scores 0 however good the output (in a corpus
+    with longer targets they only add no 4-grams). Read chrF first;
+    ``short_references`` counts them.
 
     Args:
         translator: a `Translator`.

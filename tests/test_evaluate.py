@@ -141,6 +141,14 @@ def test_evaluate_scores_the_output_against_the_tsv_as_written(memorized, tmp_pa
     assert "held-out" not in report
     json.dumps({k: v for k, v in metrics.items() if k != "examples"})
 
+    # Targets under 4 tokens: perfect output, BLEU 0; the report says why.
+    short = [p for p in PAIRS if p[1] in ("OK?", "Go.", "NaN!")]
+    metrics = evaluate(memorized, short)
+    assert (metrics["exact_match"], metrics["bleu"]) == (1.0, 0.0)
+    assert metrics["chrf"] == pytest.approx(100.0)
+    assert metrics["short_references"] == 3
+    assert "(3 of the 3 references here)" in format_metrics(metrics)
+
 
 @pytest.mark.slow
 def test_served_text_equals_the_translator_text(memorized, tmp_path):
