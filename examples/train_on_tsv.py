@@ -32,7 +32,7 @@ def main(argv=None):
     tokenizer = text.PairTokenizer.build(
         train,
         text.TokenizerConfig(kind="word", split_digits=True),
-        text.TokenizerConfig(kind="char"),
+        text.TokenizerConfig.for_target(kind="char"),
     )
     train_ds = text.make_dataset(
         train, tokenizer, batch_size=64, max_source_length=32, max_target_length=24

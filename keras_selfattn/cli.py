@@ -93,11 +93,16 @@ def build_parser():
     _add_config_arguments(train, TrainConfig, "training", skip=("split",))
 
     evaluate = sub.add_parser(
-        "evaluate", help="BLEU, chrF and exact match of a trained run"
+        "evaluate",
+        help="chrF, BLEU and exact match of a trained run's output against the "
+        "references as written",
     )
     evaluate.add_argument("--model", required=True, help="run directory")
     evaluate.add_argument(
-        "--data", default=None, help="TSV file (default: the run's held-out test split)"
+        "--data",
+        default=None,
+        help="TSV file of pairs to score, all of it (default: the run's test split, "
+        "RUN_DIR/splits/test.tsv)",
     )
     evaluate.add_argument("--beam", type=int, default=1, help="beam size (1: greedy)")
 
@@ -186,8 +191,14 @@ def _run(args):
         from keras_selfattn.workflows import print_metrics
 
         translator = Translator.load(args.model)
-        data = args.data or pathlib.Path(args.model) / SPLITS_DIR / "test.tsv"
-        metrics = evaluate(translator, read_pairs(data), beam_size=args.beam)
+        if args.data:
+            data, label = args.data, args.data
+        else:
+            data = pathlib.Path(args.model) / SPLITS_DIR / "test.tsv"
+            label = f"the run's test split ({data})"
+        metrics = evaluate(
+            translator, read_pairs(data), beam_size=args.beam, data=label
+        )
         print_metrics(metrics)
         print(
             json.dumps(

@@ -1,4 +1,9 @@
-"""Using a trained run: `Translator` (greedy or beam) and `evaluate` (sacrebleu, exact match)."""
+"""Using a trained run: `Translator` (greedy or beam) and `evaluate` (sacrebleu, exact match).
+
+`evaluate` scores the text the user gets (`Translation.text`, detokenized in the
+graph by the target tokenizer, the same code the exported model serves) against
+the references as written, which is sacrebleu's convention.
+"""
 
 import dataclasses
 import pathlib
@@ -12,6 +17,8 @@ from keras_selfattn.decoding import beam_search_decode, greedy_decode
 from keras_selfattn.training.config import load_run_config
 from keras_selfattn.training.train import CONFIG_FILE, MODEL_FILE
 
+__all__ = ["Translation", "Translator", "evaluate", "format_metrics"]
+
 
 @dataclasses.dataclass
 class Translation:
@@ -19,10 +26,15 @@ class Translation:
 
     Attributes:
         source: the input text.
-        text: the translation ("" for an input with no tokens).
+        text: the translation, detokenized by the target tokenizer's graph code
+            (`Tokenizer.decode`, the same ops the exported ``serving_default``
+            runs), so it has the case, digits and spacing the model wrote; ""
+            for an input with no tokens.
         score: log-probability of the translation (beam: length-normalized).
         source_tokens: the source tokens the model saw (after truncation).
-        target_tokens: the produced tokens, the end token included.
+        target_tokens: the produced tokens, the end token included ("word" and
+            "subword" tokens glued to the previous one start with
+            `keras_selfattn.text.tokenizers.JOINER`).
         attention: (len(target_tokens), len(source_tokens)) weights (greedy only,
             when asked for), else None.
         truncated: True when the source was longer than the model's maximum.
@@ -183,44 +195,95 @@ class Translator:
         return results
 
 
-def evaluate(translator, pairs, beam_size=1):
-    """Scores translations of ``pairs`` against their references.
+def evaluate(translator, pairs, beam_size=1, data=None):
+    """Scores translations of ``pairs`` against their references, as written.
+
+    sacrebleu's convention: the hypotheses are the detokenized translations the
+    user gets (`Translation.text`, the same text the exported model serves) and
+    the references are the target strings exactly as given (as written in the
+    TSV file), never passed through the target tokenizer. So a model that writes
+    "3 4 2" for the reference "342", or "paris" for "Paris", is scored wrong.
+
+    BLEU is 0 for targets under 4 tokens: it multiplies 1- to 4-gram precisions
+    (of sacrebleu's default 13a tokens), a sentence under 4 tokens has no 4-gram,
+    and a corpus of such targets scores 0 however good the output (in a corpus
+    with longer targets they only add no 4-grams). Read chrF first;
+    ``short_references`` counts them.
 
     Args:
         translator: a `Translator`.
         pairs: (source, reference) pairs.
         beam_size: 1 for greedy search.
+        data: what the pairs are, for the report (e.g. the file's path); kept as
+            ``metrics["data"]``.
 
     Returns:
-        dict: ``bleu`` and ``chrf`` (sacrebleu corpus scores, 0-100),
-        ``exact_match`` (share of translations equal to the normalized reference),
-        ``count``, and ``examples`` (the first few source / reference / output).
+        dict: ``chrf`` and ``bleu`` (sacrebleu corpus scores, 0-100),
+        ``exact_match`` (share of translations equal to their reference, as
+        strings), ``count`` (pairs), ``short_references`` (references with fewer
+        than 4 BLEU tokens), ``data``, ``beam_size``, ``signatures`` (sacrebleu's,
+        per metric) and ``examples`` (the first few source / reference /
+        translation).
     """
-    import sacrebleu
+    from sacrebleu.metrics import BLEU, CHRF
 
     pairs = list(pairs)
     if not pairs:
         raise ValueError("evaluate needs at least one pair. Received: 0 pairs")
     sources = [source for source, _ in pairs]
-    # References pass through the target tokenizer's normalization and splitting,
-    # so they are compared in the form the model produces.
-    references_tokens = translator.tokenizer.target.tokenize(
-        tf.constant([t for _, t in pairs])
-    )
-    references = [
-        r.decode("utf-8")
-        for r in translator.tokenizer.target.detokenize(references_tokens).numpy()
-    ]
+    references = [reference for _, reference in pairs]
     hypotheses = [t.text for t in translator.translate(sources, beam_size=beam_size)]
-    exact = float(np.mean([h == r for h, r in zip(hypotheses, references)]))
+    bleu, chrf = BLEU(), CHRF()
+    bleu_score = bleu.corpus_score(hypotheses, [references]).score
+    chrf_score = chrf.corpus_score(hypotheses, [references]).score
+    short = sum(len(bleu.tokenizer(r).split()) < 4 for r in references)
     return {
-        "bleu": float(sacrebleu.corpus_bleu(hypotheses, [references]).score),
-        "chrf": float(sacrebleu.corpus_chrf(hypotheses, [references]).score),
-        "exact_match": exact,
+        "chrf": float(chrf_score),
+        "bleu": float(bleu_score),
+        "exact_match": float(np.mean([h == r for h, r in zip(hypotheses, references)])),
         "count": len(pairs),
+        "short_references": int(short),
+        "data": None if data is None else str(data),
         "beam_size": beam_size,
+        "signatures": {
+            "chrf": str(chrf.get_signature()),
+            "bleu": str(bleu.get_signature()),
+        },
         "examples": [
             {"source": s, "reference": r, "translation": h}
             for s, r, h in list(zip(sources, references, hypotheses))[:10]
         ],
     }
+
+
+def format_metrics(metrics, examples=5):
+    """The text report of `evaluate`'s metrics: what was scored, then the scores.
+
+    Args:
+        metrics: the dict `evaluate` returns.
+        examples: how many example translations to list.
+
+    Returns:
+        str, several lines, no final newline.
+    """
+    search = "greedy" if metrics["beam_size"] == 1 else f"beam {metrics['beam_size']}"
+    data = metrics.get("data") or "the given pairs"
+    lines = [
+        f"evaluated: {data}: {metrics['count']} pairs, {search} search",
+        (
+            f"  chrF {metrics['chrf']:.2f}  BLEU {metrics['bleu']:.2f}  "
+            f"exact match {100 * metrics['exact_match']:.2f}%  (sacrebleu: the "
+            "translations as output against the references as written)"
+        ),
+        (
+            f"  BLEU is 0 for targets under 4 tokens ({metrics['short_references']} "
+            f"of the {metrics['count']} references here): read chrF first"
+        ),
+    ]
+    for example in metrics["examples"][:examples]:
+        mark = "ok " if example["translation"] == example["reference"] else "ERR"
+        lines.append(
+            f"  {mark} {example['source']!r:40} -> {example['translation']!r}  "
+            f"(reference {example['reference']!r})"
+        )
+    return "\n".join(lines)

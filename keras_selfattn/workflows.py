@@ -3,9 +3,11 @@
 import pathlib
 
 from keras_selfattn import plotting, serving
-from keras_selfattn.inference import Translator, evaluate
+from keras_selfattn.inference import Translator, evaluate, format_metrics
 from keras_selfattn.models import ModelConfig
+from keras_selfattn.text.tokenizers import JOINER
 from keras_selfattn.training import TrainConfig, train, write_metrics
+from keras_selfattn.training.train import SPLITS_DIR
 
 PLOTS_DIR = "plots"
 EXPORT_DIR = "export"  # RUN_DIR/export/<model name>/<version>: TF Serving's layout
@@ -47,8 +49,9 @@ def report(result, num_heatmaps=4, beam_size=1, verbose=True):
         result.model_config.max_target_len,
     )
     test_pairs = result.test_pairs
+    data = f"the run's test split ({run_dir / SPLITS_DIR / 'test.tsv'})"
     metrics = (
-        {"test": evaluate(translator, test_pairs, beam_size=beam_size)}
+        {"test": evaluate(translator, test_pairs, beam_size=beam_size, data=data)}
         if test_pairs
         else {}
     )
@@ -65,8 +68,8 @@ def report(result, num_heatmaps=4, beam_size=1, verbose=True):
         if translation.source_tokens:
             plotting.plot_attention(
                 translation.attention,
-                translation.source_tokens,
-                translation.target_tokens,
+                _labels(translation.source_tokens),
+                _labels(translation.target_tokens),
                 plots / f"attention_{i}.png",
                 title=translation.source,
             )
@@ -75,17 +78,15 @@ def report(result, num_heatmaps=4, beam_size=1, verbose=True):
     return metrics
 
 
+def _labels(tokens):
+    """Tokens as heatmap labels: the joiner mark (no glyph in matplotlib's default
+    font, DejaVu Sans) drawn as "·"."""
+    return [token.replace(JOINER, "·") for token in tokens]
+
+
 def print_metrics(metrics, examples=5):
-    """Prints held-out metrics and a few translations next to their references."""
-    print(
-        f"held-out: {metrics['count']} pairs  exact match {100 * metrics['exact_match']:.2f}%  "
-        f"BLEU {metrics['bleu']:.2f}  chrF {metrics['chrf']:.2f}"
-    )
-    for example in metrics["examples"][:examples]:
-        mark = "ok " if example["translation"] == example["reference"] else "ERR"
-        print(
-            f"  {mark} {example['source']!r:40} -> {example['translation']!r}  (reference {example['reference']!r})"
-        )
+    """Prints `evaluate`'s metrics (`inference.format_metrics`)."""
+    print(format_metrics(metrics, examples))
 
 
 def run_demo(out_dir="runs/demo", epochs=None, verbose=1):

@@ -63,7 +63,8 @@ def trained_run(tmp_path_factory):
 
 def test_train_writes_a_run_and_reports(trained_run):
     root, result = trained_run
-    assert "held-out:" in result.stdout and "exact match" in result.stdout
+    assert "evaluated: the run's test split (" in result.stdout
+    assert "exact match" in result.stdout and "held-out" not in result.stdout
     assert "Epoch 1/2" in result.stdout  # Keras' progress output
     run = root / "run"
     metrics = json.loads((run / "metrics.json").read_text())
@@ -79,6 +80,16 @@ def test_evaluate_and_translate(trained_run):
     result = cli("evaluate", "--model", run, "--beam", "2")
     scores = json.loads(result.stdout.strip().splitlines()[-1])
     assert scores["count"] > 0 and 0 <= scores["exact_match"] <= 1
+    test_split = run / "splits" / "test.tsv"
+    assert result.stdout.startswith(
+        f"evaluated: the run's test split ({test_split}): {scores['count']} pairs, "
+        "beam 2 search\n"
+    )
+    # --data FILE: the whole file is scored, and the report says which and how much.
+    given = text.write_pairs(root / "some.tsv", text.read_pairs(test_split)[:7])
+    result = cli("evaluate", "--model", run, "--data", given)
+    assert result.stdout.startswith(f"evaluated: {given}: 7 pairs, greedy search\n")
+    assert json.loads(result.stdout.strip().splitlines()[-1])["data"] == str(given)
     translated = cli(
         "translate", "--model", run, "--scores", "14 juillet 1989", "", "zzz qqq"
     )

@@ -20,7 +20,8 @@ es and it (d/M/yy, dd/MM/yy) are left out because they collide with en's M/d/yy
 Tokenize the sources as words with one token per digit and the targets as
 characters (`DATES_SOURCE_CONFIG`, `DATES_TARGET_CONFIG`): sources are at most
 `DATES_MAX_SOURCE_TOKENS` tokens, targets exactly 10 characters, vocabularies of
-about 190 and 15 tokens (reserved ones included).
+about 200 and 15 tokens (reserved ones included; a digit glued to the one
+before it is a token of its own, "￭5", so the source has both "5" and "￭5").
 
 The generator is deterministic (Python's `random.Random(seed)` and CLDR data of
 the pinned babel version): `generate_date_pairs()` with the defaults reproduces
@@ -66,7 +67,7 @@ DATES_STYLES: tuple[tuple[str, str], ...] = tuple(
 )
 # Recommended tokenizers: source words with one token per digit, target characters.
 DATES_SOURCE_CONFIG = TokenizerConfig(kind="word", split_digits=True)
-DATES_TARGET_CONFIG = TokenizerConfig(kind="char")
+DATES_TARGET_CONFIG = TokenizerConfig.for_target(kind="char")
 # Longest source under DATES_SOURCE_CONFIG ("quarta-feira, 15 de dezembro de 2024").
 DATES_MAX_SOURCE_TOKENS = 13
 _BUNDLED_NAME = "dates.tsv"

@@ -5,9 +5,17 @@ A run directory holds three files written by `PairTokenizer.save`:
 - ``source_vocab.txt``, ``target_vocab.txt``: one token a line, in id order;
 - ``tokenizer.json``: each side's `TokenizerConfig` (kind, ops, normalization...)
   and vocabulary size, e.g.
-  ``{"format": "keras_selfattn.text.PairTokenizer", "version": 1,
+  ``{"format": "keras_selfattn.text.PairTokenizer", "version": 2,
   "source": {"kind": "word", ..., "vocab_file": "source_vocab.txt",
-  "vocab_size": 190}, "target": {...}}``.
+  "vocab_size": 200}, "target": {...}}``.
+
+The target side gives text back as written (`TokenizerConfig.check_reversible`):
+it keeps its case and its Unicode form, and its tokens carry joiner marks, so the
+model's detokenized output is compared with the references as written.
+
+Version 2 (joiner marks in "word"/"subword" tokens, a cased target) replaced
+version 1, whose tokens had no marks: a version-1 run directory cannot be read
+(its vocabularies do not match the tokens version 2 makes); retrain it.
 """
 
 import json
@@ -31,7 +39,7 @@ SOURCE_VOCAB_FILE = "source_vocab.txt"
 TARGET_VOCAB_FILE = "target_vocab.txt"
 TOKENIZER_CONFIG_FILE = "tokenizer.json"
 _FORMAT = "keras_selfattn.text.PairTokenizer"
-_VERSION = 1
+_VERSION = 2
 
 
 class PairTokenizer(tf.Module):
@@ -48,10 +56,12 @@ class PairTokenizer(tf.Module):
 
     Example:
 
-    >>> pairs = [("le chat", "the cat"), ("le chien", "the dog")]
+    >>> pairs = [("Le chat.", "The cat."), ("Le chien.", "The dog.")]
     >>> tokenizer = PairTokenizer.build(pairs)
-    >>> tokenizer.target.decode(tokenizer.target.encode(tf.constant(["The cat"])))
-    <tf.Tensor: shape=(1,), dtype=string, numpy=array([b'the cat'], dtype=object)>
+    >>> tokenizer.source.tokenize(tf.constant(["Le chat."])).to_list()[0][-1].decode()
+    '\uffed.'
+    >>> tokenizer.target.decode(tokenizer.target.encode(tf.constant(["The cat."])))
+    <tf.Tensor: shape=(1,), dtype=string, numpy=array([b'The cat.'], dtype=object)>
     """
 
     def __init__(self, source: Tokenizer, target: Tokenizer, name: str | None = None):
@@ -61,6 +71,7 @@ class PairTokenizer(tf.Module):
                 raise TypeError(
                     f"{side} must be a Tokenizer. Received: {type(tokenizer).__name__}"
                 )
+        target.config.check_reversible("target")
         self.source = source
         self.target = target
 
@@ -86,7 +97,10 @@ class PairTokenizer(tf.Module):
         Args:
             pairs: training ``(source, target)`` pairs (never the test split).
             source_config: source `TokenizerConfig` (default: words).
-            target_config: target `TokenizerConfig` (default: `source_config`).
+            target_config: target `TokenizerConfig`; it must give text back as
+                written (`TokenizerConfig.check_reversible`). Default:
+                `TokenizerConfig.for_target` with `source_config`'s kind, ops,
+                digit splitting and vocabulary limits.
 
         Returns:
             A `PairTokenizer`.
@@ -96,7 +110,7 @@ class PairTokenizer(tf.Module):
         >>> tokenizer = PairTokenizer.build(
         ...     [("5 mars 2024", "2024-03-05")],
         ...     TokenizerConfig(kind="word", split_digits=True),
-        ...     TokenizerConfig(kind="char"),
+        ...     TokenizerConfig.for_target(kind="char"),
         ... )
         >>> tokenizer.target_vocab_size  # 4 reserved + 2 0 4 - 3 5
         10
@@ -105,7 +119,15 @@ class PairTokenizer(tf.Module):
         if not pairs:
             raise ValueError("PairTokenizer.build needs at least one pair")
         source_config = source_config or TokenizerConfig()
-        target_config = target_config or source_config
+        if target_config is None:
+            target_config = TokenizerConfig.for_target(
+                kind=source_config.kind,
+                ops=source_config.ops,
+                split_digits=source_config.split_digits,
+                max_vocab_size=source_config.max_vocab_size,
+                min_count=source_config.min_count,
+            )
+        target_config.check_reversible("target")
         sources = [source for source, _ in pairs]
         targets = [target for _, target in pairs]
         return cls(
@@ -177,6 +199,14 @@ class PairTokenizer(tf.Module):
             raise ValueError(f"{config_path}: not valid JSON ({error})") from None
         if not isinstance(config, dict) or config.get("format") != _FORMAT:
             raise ValueError(f"{config_path}: not a {_FORMAT} description")
+        if config.get("version") == 1:
+            raise ValueError(
+                f"{config_path}: format version 1, written by an older keras_selfattn "
+                "whose tokenizers lowercased the target and dropped its spacing "
+                f"(version {_VERSION} keeps both): its vocabularies and model do not "
+                "fit this version's tokens. Retrain the run (or use the "
+                "keras_selfattn release that wrote it)"
+            )
         if config.get("version") != _VERSION:
             raise ValueError(
                 f"{config_path}: format version {config.get('version')!r} is not "

@@ -9,17 +9,31 @@ Kinds (`TokenizerConfig.kind`):
 
 - ``"word"``: words and punctuation. Every punctuation or symbol character
   (Unicode categories P* and S*) is its own token; with ``split_digits=True`` every
-  decimal digit is too. Detokenization joins tokens with one space.
+  decimal digit is too.
 - ``"char"``: Unicode characters (code points), the space included. Detokenization
   joins with "".
 - ``"subword"``: WordPiece pieces of the words above, suffix pieces marked ``##``;
-  the vocabulary is learned from the training data. Detokenization glues pieces
-  and joins words with one space.
+  the vocabulary is learned from the training data.
+
+Spacing is recorded in the tokens, so detokenization gives the text back as
+written. A token that was glued to the one before it in the text (no space
+between them) starts with the joiner mark `JOINER` ("\uffed", OpenNMT's joiner):
+"Hello, world!" is ``Hello ￭, world ￭!`` and, with ``split_digits``, "342" is
+``3 ￭4 ￭2`` while "3 4 2" is ``3 4 2``. Detokenization joins the tokens with one
+space and deletes the space before each mark together with the mark (for
+"subword", after gluing the ``##`` pieces of each word). A literal "\uffed" in the
+text is a symbol, so it is always a token of its own and is never taken for a
+mark. A model therefore learns to write the marks too: its output detokenizes
+with the spacing of its training targets. Ids carry no offsets, so the marks, not
+tensorflow_text's offsets, are what a generated sequence can carry.
 
 The normalized text (`Tokenizer.normalize`) is what a round trip gives back:
 ``decode(encode(text)) == normalize(text)`` whenever every token is in the
-vocabulary. For "word"/"subword" the normalized text already has one space around
-every punctuation mark (and digit, with ``split_digits``).
+vocabulary. Normalization changes only what the options ask for (case, the
+Unicode form) and whitespace: every run of Unicode whitespace becomes one space,
+and leading and trailing spaces go. With ``lowercase=False`` and
+``normalization="none"`` (`TokenizerConfig.for_target`, what a target side needs)
+``normalize(text)`` is the text itself, whitespace runs aside.
 
 Which ops each option puts in the graph (`TokenizerConfig.ops`):
 
@@ -29,7 +43,8 @@ Unicode normalization
 Lowercasing
     tensorflow_text: `tensorflow_text.case_fold_utf8` (full case folding, implies
     NFKC). core: `tf.strings.lower(encoding="utf-8")`.
-Whitespace, punctuation spacing (both): `tf.strings.regex_replace`, `tf.strings.strip`.
+Whitespace, punctuation splits and joiner marks (both): `tf.strings.regex_replace`,
+    `tf.strings.strip`.
 Word split
     tensorflow_text: `tensorflow_text.WhitespaceTokenizer`. core: `tf.strings.split`.
 Char split (both): `tf.strings.unicode_split`.
@@ -58,6 +73,7 @@ from keras_selfattn.text import vocab as vocab_lib
 from keras_selfattn.text.vocab import END_ID, PAD_ID, START_ID, Vocabulary
 
 __all__ = [
+    "JOINER",
     "KINDS",
     "OPS",
     "SUFFIX_INDICATOR",
@@ -73,6 +89,11 @@ KINDS = ("word", "char", "subword")
 OPS = ("tensorflow_text", "core")
 _NORMALIZATION_FORMS = ("NFKC", "NFC", "NFKD", "NFD")
 SUFFIX_INDICATOR = "##"
+# Marks a token glued to the previous one (OpenNMT's joiner, U+FFED).
+JOINER = "\uffed"
+# A Unicode noncharacter (reserved for internal use): marks, for a moment, each
+# place where a split must be made inside the text.
+_SPLIT = "\ufdd0"
 DEFAULT_SUBWORD_VOCAB_SIZE = 8000
 
 # Unicode White_Space: RE2's \s is only [\t\n\f\r ], so name the rest explicitly.
@@ -166,6 +187,51 @@ class TokenizerConfig:
                 f"min_count must be >= 1. Received: min_count={self.min_count}"
             )
 
+    @classmethod
+    def for_target(cls, kind: str = "word", **kwargs) -> "TokenizerConfig":
+        """A config for a target side: text comes back as written.
+
+        The same arguments as the constructor, with other defaults:
+        ``lowercase=False`` and ``normalization="none"``, so that
+        ``normalize(text)`` is ``text`` (whitespace runs aside) and the model's
+        detokenized output can equal the reference as written in the data.
+
+        Example:
+
+        >>> TokenizerConfig.for_target("char").lowercase
+        False
+        """
+        kwargs.setdefault("lowercase", False)
+        kwargs.setdefault("normalization", "none")
+        return cls(kind=kind, **kwargs)
+
+    def check_reversible(self, side: str = "target") -> None:
+        """Raises ValueError unless detokenization gives the text back as written.
+
+        Lowercasing and the compatibility forms (NFKC, NFKD: "²" -> "2", "ﬁ" ->
+        "fi") cannot be undone, so a side whose output is read by people, or
+        scored against its references, must not use them. NFC and NFD are
+        allowed (canonically equivalent text; the bytes of text not already in
+        that form differ).
+
+        Args:
+            side: the name used in the message (e.g. "target").
+        """
+        problems = []
+        if self.lowercase:
+            problems.append("lowercase=True")
+        if self.normalization in ("NFKC", "NFKD"):
+            problems.append(f"normalization={self.normalization!r}")
+        if problems:
+            raise ValueError(
+                f"The {side} tokenizer must give text back as written (it is what "
+                "users read and what the metrics compare with the references), "
+                f"but {' and '.join(problems)} cannot be undone. Use "
+                f"TokenizerConfig.for_target(kind={self.kind!r}, ...) (lowercase="
+                "False, normalization='none'); lowercasing and NFKC are for the "
+                f"source side. Received: {side}_config={self!r}"
+            )
+
     def to_dict(self) -> dict[str, Any]:
         """The fields as a JSON-ready dict."""
         return dataclasses.asdict(self)
@@ -183,12 +249,13 @@ class TokenizerConfig:
 
 
 def normalize_text(texts, config: TokenizerConfig):
-    """Normalizes UTF-8 strings: Unicode form, case, whitespace, punctuation spacing.
+    """Normalizes UTF-8 strings: Unicode form, case, whitespace.
 
     Steps, all in-graph: lowercasing/case folding and Unicode normalization (per
-    `config.ops`); every run of Unicode whitespace becomes one space; for "word" and
-    "subword", one space on each side of every punctuation/symbol character (and
-    digit with `split_digits`); leading and trailing spaces removed.
+    `config.ops`, only when the config asks for them); every run of Unicode
+    whitespace becomes one space; leading and trailing spaces removed (and the
+    noncharacter U+FDD0, which `split_text` uses internally). This is the text a
+    round trip (`Tokenizer.encode` then `Tokenizer.decode`) gives back.
 
     Args:
         texts: `tf.string` Tensor of any shape (or anything convertible).
@@ -200,7 +267,7 @@ def normalize_text(texts, config: TokenizerConfig):
     Example:
 
     >>> normalize_text(tf.constant(["Hello,  World!"]), TokenizerConfig()).numpy()
-    array([b'hello , world !'], dtype=object)
+    array([b'hello, world!'], dtype=object)
     """
     texts = tf.convert_to_tensor(texts, dtype=tf.string)
     if config.ops == "tensorflow_text":
@@ -214,15 +281,34 @@ def normalize_text(texts, config: TokenizerConfig):
     elif config.lowercase:
         texts = tf.strings.lower(texts, encoding="utf-8")
     texts = tf.strings.regex_replace(texts, _WHITESPACE, " ")
-    if config.kind in ("word", "subword"):
-        separate = _PUNCTUATION + (_DIGITS if config.split_digits else "")
-        texts = tf.strings.regex_replace(texts, f"([{separate}])", r" \1 ")
-        texts = tf.strings.regex_replace(texts, "  +", " ")
+    texts = tf.strings.regex_replace(texts, _SPLIT, "")  # reserved for `split_text`
     return tf.strings.strip(texts)
+
+
+def _mark_splits(normalized, config: TokenizerConfig):
+    """Normalized text -> tokens separated by one space, glued ones marked `JOINER`.
+
+    A split goes on each side of every punctuation/symbol character (and digit,
+    with ``split_digits``). A split where the text has a space (or at either
+    end) is that space; a split inside the text becomes " " + `JOINER`.
+    """
+    separate = _PUNCTUATION + (_DIGITS if config.split_digits else "")
+    marked = tf.strings.regex_replace(
+        normalized, f"([{separate}])", rf"{_SPLIT}\1{_SPLIT}"
+    )
+    marked = tf.strings.regex_replace(marked, f"{_SPLIT}+", _SPLIT)
+    marked = tf.strings.regex_replace(marked, f"^{_SPLIT}|{_SPLIT}$", "")
+    # Two passes: in "3<split> <split>4" one space ends one split and starts the next.
+    marked = tf.strings.regex_replace(marked, f"{_SPLIT} ", " ")
+    marked = tf.strings.regex_replace(marked, f" {_SPLIT}", " ")
+    return tf.strings.regex_replace(marked, _SPLIT, " " + JOINER)
 
 
 def split_text(texts, config: TokenizerConfig):
     """Normalizes and splits strings into tokens ("word", "char") or words ("subword").
+
+    "word"/"subword": a token glued to the previous one in the text starts with
+    `JOINER` (see the module docstring), so the split can be undone.
 
     Args:
         texts: `tf.string` Tensor, rank 0 or 1.
@@ -235,14 +321,15 @@ def split_text(texts, config: TokenizerConfig):
     Example:
 
     >>> split_text(tf.constant(["a b."]), TokenizerConfig()).to_list()
-    [[b'a', b'b', b'.']]
+    [[b'a', b'b', b'\xef\xbf\xad.']]
     """
     normalized = normalize_text(texts, config)
     if config.kind == "char":
         return tf.strings.unicode_split(normalized, "UTF-8")
+    marked = _mark_splits(normalized, config)
     if config.ops == "tensorflow_text":
-        return _tf_text().WhitespaceTokenizer().tokenize(normalized)
-    return tf.strings.split(normalized)
+        return _tf_text().WhitespaceTokenizer().tokenize(marked)
+    return tf.strings.split(marked)
 
 
 def _merge_last_two_dims(pieces):
@@ -269,7 +356,7 @@ class Tokenizer(tf.Module):
     >>> tok = build_tokenizer(["Hello world!", "hello moon"], TokenizerConfig())
     >>> ids = tok.encode(tf.constant(["Hello, moon!"]))
     >>> tok.decode(ids).numpy()
-    array([b'hello <unk> moon !'], dtype=object)
+    array([b'hello <unk> moon!'], dtype=object)
     """
 
     def __init__(self, config: TokenizerConfig, vocabulary: Vocabulary, name=None):
@@ -357,20 +444,32 @@ class Tokenizer(tf.Module):
         return self.vocabulary.token_to_id(split_text(texts, self._config))
 
     def detokenize(self, tokens):
-        """String tokens -> text (word/subword: joined by spaces; char: by "").
+        """String tokens -> text, the inverse of `tokenize` (core TensorFlow ops).
+
+        "char": the tokens joined with "". "word"/"subword": joined with one
+        space; then ("subword") each ``##`` piece glued to the piece before it;
+        then each token that starts with `JOINER` glued to the token before it
+        (the space and the mark deleted). A `JOINER` followed by a space or the
+        end is a literal one, and stays.
 
         Args:
             tokens: `tf.string` RaggedTensor (batch, None) or a 1-D Tensor.
 
         Returns:
             `tf.string` Tensor (batch,) or a scalar.
+
+        Example:
+
+        >>> tok = build_tokenizer(["Hello, world!"], TokenizerConfig.for_target())
+        >>> tok.detokenize(tok.tokenize(tf.constant(["Hello, world!"]))).numpy()
+        array([b'Hello, world!'], dtype=object)
         """
-        separator = "" if self._config.kind == "char" else " "
-        text = tf.strings.reduce_join(tokens, axis=-1, separator=separator)
+        if self._config.kind == "char":
+            return tf.strings.reduce_join(tokens, axis=-1, separator="")
+        text = tf.strings.reduce_join(tokens, axis=-1, separator=" ")
         if self._config.kind == "subword":
-            text = tf.strings.regex_replace(text, " " + SUFFIX_INDICATOR, "")
-            text = tf.strings.regex_replace(text, "^" + SUFFIX_INDICATOR, "")
-        return text
+            text = tf.strings.regex_replace(text, "(^| )" + SUFFIX_INDICATOR, "")
+        return tf.strings.regex_replace(text, f" ?{JOINER}([^ ])", r"\1")
 
     def decode(self, ids):
         """Ids -> text: stops at the first `END_ID`, drops `PAD_ID` and `START_ID`.

@@ -79,14 +79,19 @@ def load_pairs(data, max_pairs=None):
 
 
 def _tokenizer_configs(train_config):
-    def config(kind, split_digits):
-        return text.TokenizerConfig(
+    def config(kind, split_digits, make=text.TokenizerConfig):
+        return make(
             kind=kind, ops=train_config.tokenizer_ops, split_digits=split_digits
         )
 
     return (
         config(train_config.source_tokenizer, train_config.split_digits),
-        config(train_config.target_tokenizer, train_config.split_digits),
+        # The target keeps its case and Unicode form: text comes back as written.
+        config(
+            train_config.target_tokenizer,
+            train_config.split_digits,
+            text.TokenizerConfig.for_target,
+        ),
     )
 
 

@@ -11,7 +11,7 @@ from keras_selfattn.text.pair_tokenizer import (
     TOKENIZER_CONFIG_FILE,
     PairTokenizer,
 )
-from keras_selfattn.text.tokenizers import TokenizerConfig
+from keras_selfattn.text.tokenizers import TokenizerConfig, build_tokenizer
 
 PAIRS = [
     ("Le chat dort.", "The cat sleeps."),
@@ -23,10 +23,13 @@ PAIRS = [
 @pytest.mark.parametrize(
     "source_config, target_config",
     [
-        (TokenizerConfig(kind="word", split_digits=True), TokenizerConfig(kind="char")),
+        (
+            TokenizerConfig(kind="word", split_digits=True),
+            TokenizerConfig.for_target(kind="char"),
+        ),
         (
             TokenizerConfig(kind="word", ops="core"),
-            TokenizerConfig(kind="char", ops="core"),
+            TokenizerConfig.for_target(kind="char", ops="core"),
         ),
         (TokenizerConfig(kind="subword", max_vocab_size=80), None),
     ],
@@ -41,7 +44,9 @@ def test_save_load_gives_identical_ids(tmp_path, source_config, target_config):
     )
     loaded = PairTokenizer.load(tmp_path / "run")
     assert loaded.source.config == tokenizer.source.config
-    assert loaded.target.config == (target_config or source_config)
+    assert loaded.target.config == (
+        target_config or TokenizerConfig.for_target(kind="subword", max_vocab_size=80)
+    )
     probe = tf.constant([s for s, _ in PAIRS] + ["Unseen words, 42!"])
     for side in ("source", "target"):
         before, after = getattr(tokenizer, side), getattr(loaded, side)
@@ -50,18 +55,55 @@ def test_save_load_gives_identical_ids(tmp_path, source_config, target_config):
 
 
 def test_json_describes_kind_options_and_sizes(tmp_path):
-    tokenizer = PairTokenizer.build(
-        PAIRS, TokenizerConfig(kind="word"), TokenizerConfig(kind="char", ops="core")
-    )
+    target_config = TokenizerConfig.for_target(kind="char", ops="core")
+    tokenizer = PairTokenizer.build(PAIRS, TokenizerConfig(kind="word"), target_config)
     tokenizer.save(tmp_path)
     config = json.loads((tmp_path / TOKENIZER_CONFIG_FILE).read_text())
     assert config["source"]["kind"] == "word"
     assert config["target"] == {
-        **TokenizerConfig(kind="char", ops="core").to_dict(),
+        **target_config.to_dict(),
         "vocab_file": TARGET_VOCAB_FILE,
         "vocab_size": tokenizer.target_vocab_size,
     }
     assert config["source"]["vocab_size"] == tokenizer.source_vocab_size
+    assert config["version"] == 2
+
+
+def test_target_must_give_text_back_as_written():
+    """Lowercasing or NFKC on the target cannot be undone: a clear error."""
+    source = TokenizerConfig(kind="word")  # lowercases, NFKC: fine for a source
+    for target, named in [
+        (TokenizerConfig(kind="char"), "lowercase=True and normalization='NFKC'"),
+        (TokenizerConfig(kind="char", ops="core"), "lowercase=True"),
+        (TokenizerConfig.for_target("word", normalization="NFKD"), "'NFKD'"),
+    ]:
+        with pytest.raises(ValueError, match=f"target tokenizer.*{named}.*Received"):
+            PairTokenizer.build(PAIRS, source, target)
+        with pytest.raises(ValueError, match="target tokenizer"):
+            PairTokenizer(
+                build_tokenizer(["a"], source), build_tokenizer(["a"], target)
+            )
+    nfc = TokenizerConfig.for_target("word", normalization="NFC")
+    assert PairTokenizer.build(PAIRS, source, nfc).target.config == nfc
+    # The default target: the source's kind and splits, cased, not normalized.
+    default = PairTokenizer.build(PAIRS, source).target
+    assert default.config == TokenizerConfig.for_target("word")
+    assert (
+        default.decode(default.encode(tf.constant(["The dog, 3 years."]))).numpy()
+        == b"The dog, 3 years."
+    )
+
+
+def test_version_1_files_are_refused_with_a_clear_error(tmp_path):
+    PairTokenizer.build(PAIRS).save(tmp_path)
+    path = tmp_path / TOKENIZER_CONFIG_FILE
+    config = json.loads(path.read_text())
+    path.write_text(json.dumps({**config, "version": 1}))
+    with pytest.raises(ValueError, match="format version 1.*Retrain"):
+        PairTokenizer.load(tmp_path)
+    path.write_text(json.dumps({**config, "version": 7}))
+    with pytest.raises(ValueError, match="format version 7 is not supported"):
+        PairTokenizer.load(tmp_path)
 
 
 def test_load_errors(tmp_path):
