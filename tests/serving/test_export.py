@@ -12,8 +12,7 @@ from tensorflow.core.protobuf import saved_model_pb2
 
 from keras_selfattn import cli, serving
 from keras_selfattn.inference import Translator
-from keras_selfattn.serving import export as export_lib
-from keras_selfattn.serving import warmup
+from keras_selfattn.serving import audit, publishing, warmup
 from tests.serving.tiny_runs import BEAM_SIZE
 
 # One xdist worker runs every serving test, so the session fixtures train once.
@@ -81,7 +80,7 @@ def test_signatures(text_export):
         if not name.startswith("__"):
             assert signature.method_name == "tensorflow/serving/predict"
             assert not [o for o in signature.outputs if o.endswith("_bytes")]
-    assert not set(serving.list_op_types(text_export)) & serving.PYTHON_BOUND_OPS
+    assert not set(audit.list_op_types(text_export)) & audit.PYTHON_BOUND_OPS
 
 
 def load_in_fresh_process(saved_model_dir, texts, tmp_path, tensorflow_text=True):
@@ -156,12 +155,12 @@ def test_core_export_loads_without_tensorflow_text(
 
 
 def test_next_version_ignores_what_tf_serving_ignores(tmp_path):
-    assert serving.next_version(tmp_path / "missing") == 1
+    assert publishing.next_version(tmp_path / "missing") == 1
     for name in ("1", "3", "10", ".export-tmp-abc", "7-old", "notes"):
         (tmp_path / name).mkdir()
     (tmp_path / "12").write_text("a file, not a version")
-    assert serving.list_versions(tmp_path) == [1, 3, 10]
-    assert serving.next_version(tmp_path) == 11
+    assert publishing.list_versions(tmp_path) == [1, 3, 10]
+    assert publishing.next_version(tmp_path) == 11
 
 
 @pytest.mark.slow
@@ -190,8 +189,8 @@ def test_cli_export_explicit_version_then_next(text_run_dir, tmp_path, capsys):
     assert (
         "curl -s -X POST http://localhost:8501/v1/models/translator:predict" in printed
     )
-    assert serving.list_versions(base) == [5]
-    assert serving.next_version(base) == 6
+    assert publishing.list_versions(base) == [5]
+    assert publishing.next_version(base) == 6
 
     # An existing version is never overwritten: a one-line user error, exit status 2.
     with pytest.raises(SystemExit) as exit_info:
@@ -208,7 +207,7 @@ def test_cli_export_explicit_version_then_next(text_run_dir, tmp_path, capsys):
         )
     assert exit_info.value.code == 2
     assert "exists" in capsys.readouterr().err
-    assert serving.list_versions(base) == [5]
+    assert publishing.list_versions(base) == [5]
 
 
 @pytest.mark.slow
@@ -237,13 +236,13 @@ def test_publish_is_a_rename_that_never_overwrites(tmp_path):
     base = tmp_path / "base"
     (base / "1").mkdir(parents=True)
     (base / "1" / "keep").write_text("v1")
-    staged = base / (export_lib.TEMP_PREFIX + "x") / "saved_model"
+    staged = base / (publishing.TEMP_PREFIX + "x") / "saved_model"
     staged.mkdir(parents=True)
     (staged / "saved_model.pb").write_text("v2")
     with pytest.raises(FileExistsError):
-        export_lib._publish(staged, base, 1, auto_version=False)
+        publishing.publish(staged, base, 1, automatic=False)
     # With an automatic version, a taken number moves on to the next free one.
-    assert export_lib._publish(staged, base, 1, auto_version=True) == base / "2"
+    assert publishing.publish(staged, base, 1, automatic=True) == base / "2"
     assert (base / "2" / "saved_model.pb").read_text() == "v2"
     assert (base / "1" / "keep").read_text() == "v1"
 
