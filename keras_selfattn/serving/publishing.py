@@ -50,6 +50,17 @@ def next_version(export_base):
 
     Returns:
         int.
+
+    Example:
+
+    >>> import tempfile
+    >>> base = pathlib.Path(tempfile.mkdtemp())
+    >>> next_version(base)
+    1
+    >>> for name in ("1", "7", ".export-tmp-x", "notes"):
+    ...     (base / name).mkdir()
+    >>> next_version(base)  # TF Serving's versions are the numeric folders
+    8
     """
     versions = list_versions(export_base)
     return versions[-1] + 1 if versions else 1

@@ -29,11 +29,15 @@ import os
 import sys
 import time
 
-# Run as a script, Python puts this file's folder (the package's serving/) first on
-# sys.path; drop it so that none of its modules can shadow another one.
-_HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+def _isolate_script():
+    """Run as a script, Python puts this file's folder (the package's serving/) first
+    on sys.path: drop it so that none of its modules can shadow another one; and
+    quiet TensorFlow's C++ logs unless the caller chose a level. (Done in `main`
+    only: the tests import `run_unchecked` from here.)"""
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != here]
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
 def _values(array):
@@ -54,7 +58,7 @@ def _values(array):
     return values
 
 
-def _run_unchecked(session, fetch, feed):
+def run_unchecked(session, fetch, feed):
     """``session.run(fetch, feed)`` as TF Serving runs it: no client-side shape check.
 
     Args:
@@ -87,6 +91,7 @@ def main(argv=None):
         "--tensorflow-text", action="store_true", help="import tensorflow_text first"
     )
     args = parser.parse_args(argv)
+    _isolate_script()
 
     import tensorflow as tf
     from tensorflow.core.framework import tensor_pb2
@@ -145,7 +150,7 @@ def main(argv=None):
             )
             began = time.monotonic()
             try:
-                outputs = _run_unchecked(session, fetch, feed)
+                outputs = run_unchecked(session, fetch, feed)
             except Exception as error:  # noqa: BLE001  (reported, not raised: the next request still runs)
                 result["error"] = f"{type(error).__name__}: {str(error)[:2000]}"
                 result["seconds"] = time.monotonic() - began

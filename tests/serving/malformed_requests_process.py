@@ -107,7 +107,7 @@ def _session_runner(path):
         signature = meta_graph.signature_def[signature_name]
         feed = {signature.inputs[k].name: v for k, v in inputs.items()}
         fetch = {k: v.name for k, v in signature.outputs.items()}
-        return replay._run_unchecked(session, fetch, feed)
+        return replay.run_unchecked(session, fetch, feed)
 
     return run
 

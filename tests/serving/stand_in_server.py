@@ -34,6 +34,7 @@ from tensorflow_serving.apis import (
     prediction_service_pb2_grpc,
 )
 
+from keras_selfattn.serving.session_replay import run_unchecked
 from tests.serving.json_tensor_codec import (
     ServingStatus,
     json_to_predict_request,
@@ -140,8 +141,9 @@ class StandInModelServer:
                 )
             feed[signature.inputs[key].name] = tf.make_ndarray(proto)
         try:
-            values = self._session.run(
-                {o: signature.outputs[o].name for o in outputs}, feed
+            # Fed as TF Serving feeds: no shape check (tensorflow/serving#1436).
+            values = run_unchecked(
+                self._session, {o: signature.outputs[o].name for o in outputs}, feed
             )
         except tf.errors.OpError as error:
             raise ServingStatus(

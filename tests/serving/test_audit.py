@@ -107,7 +107,9 @@ def test_list_op_types_reads_function_bodies(tmp_path):
         def count(self, n):
             return tf.while_loop(lambda i: i < n, lambda i: i + 1, [tf.constant(0)])[0]
 
-    tf.saved_model.save(Looping(), str(tmp_path))
+    module = Looping()
+    module.weight = tf.Variable(1.0)  # gives the SavedModel a saver (save / restore)
+    tf.saved_model.save(module, str(tmp_path))
     ops = audit.list_op_types(tmp_path)
     assert {"Less", "AddV2"} <= set(
         ops
@@ -115,3 +117,67 @@ def test_list_op_types_reads_function_bodies(tmp_path):
     assert {"While", "StatelessWhile"} & set(ops)
     with pytest.raises(FileNotFoundError, match="not a SavedModel"):
         audit.list_op_types(tmp_path / "variables")
+
+    # What loading and serving run: the loop bodies and the restore function, but
+    # not the saver's save function (SaveV2 would otherwise be an I/O op to refuse).
+    run_ops = audit.list_run_op_types(tmp_path)
+    assert {"Less", "AddV2", "RestoreV2"} <= set(run_ops)
+    assert {"SaveV2", "MergeV2Checkpoints"} <= set(ops)
+    assert not {"SaveV2", "MergeV2Checkpoints"} & set(run_ops)
+    assert audit.producer_version(tmp_path) == tf.__version__
+
+
+@pytest.mark.parametrize("content", [b"garbage", b""])
+def test_garbage_saved_model_is_a_clear_error(tmp_path, content):
+    (tmp_path / "saved_model.pb").write_bytes(content)
+    with pytest.raises(ValueError, match="not a SavedModel"):
+        audit.list_op_types(tmp_path)
+
+
+def test_io_ops_are_refused_or_warned(registry):
+    result = audit.audit_ops(["WriteFile", "ReadFile", "MatMul"], registry=registry)
+    assert list(result.problems) == ["WriteFile"]
+    assert "writes files" in result.problems["WriteFile"]
+    assert list(result.io_warnings) == ["ReadFile"]
+    summary = result.summary()
+    assert "NOT SERVABLE WriteFile: I/O op refused" in summary
+    assert "WARNING I/O op ReadFile" in summary
+    # Only the ops that loading and serving run count (not the saver's SaveV2).
+    saver = audit.audit_ops(["SaveV2", "MatMul"], registry=registry, run_op_types=[])
+    assert saver.ok and not saver.io_warnings
+
+
+def test_every_listed_io_op_is_a_registered_op(registry):
+    listed = set(audit.REFUSED_IO_OPS) | set(audit.WARNED_IO_OPS)
+    assert listed <= registry.core, listed - registry.core
+    assert not set(audit.REFUSED_IO_OPS) & set(audit.WARNED_IO_OPS)
+
+
+@pytest.mark.parametrize("serving_version", ["1.0", "2.15", "2.20.1"])
+def test_older_serving_than_the_exporting_tensorflow_fails(registry, serving_version):
+    result = audit.audit_ops(
+        ["MatMul"], serving_version, registry=registry, producer="2.21.0"
+    )
+    assert not result.ok and not result.problems
+    (reason,) = result.release_problems
+    assert ("1.x" if serving_version == "1.0" else "2.21") in reason
+    assert f"NOT SERVABLE on TF Serving {serving_version}" in result.summary()
+
+
+@pytest.mark.parametrize("serving_version", ["2.21", "2.21.4", "2.22", "3.0"])
+def test_same_or_newer_serving_passes(registry, serving_version):
+    result = audit.audit_ops(
+        ["MatMul"], serving_version, registry=registry, producer="2.21.0"
+    )
+    assert result.ok and result.oldest_serving == "2.21"
+    assert "loads on TF Serving 2.21 or newer" in result.summary()
+
+
+def test_oldest_serving_release():
+    assert audit.oldest_serving_release(["MatMul"], "2.21.0") == "2.21"
+    # A tensorflow-text op first linked by TF Serving 2.20 raises an older producer.
+    assert audit.oldest_serving_release(["TFText>Utf8Binarize"], "2.15.1") == "2.20"
+    assert audit.oldest_serving_release(["TFText>Utf8Binarize"], "2.21.0") == "2.21"
+    assert audit.oldest_serving_release(["MatMul"]) is None
+    with pytest.raises(ValueError, match="producer must look like"):
+        audit.oldest_serving_release(["MatMul"], "nightly build")

@@ -3,6 +3,8 @@
 import json
 import os
 import pathlib
+import shlex
+import shutil
 import subprocess
 import sys
 
@@ -10,7 +12,7 @@ import numpy as np
 import pytest
 from tensorflow.core.protobuf import saved_model_pb2
 
-from keras_selfattn import cli, serving
+from keras_selfattn import cli, serving, text
 from keras_selfattn.inference import Translator
 from keras_selfattn.serving import audit, publishing, warmup
 from tests.serving.tiny_runs import BEAM_SIZE
@@ -182,6 +184,10 @@ def test_cli_export_explicit_version_then_next(text_run_dir, tmp_path, capsys):
     )
     printed = capsys.readouterr().out
     assert f"exported: {base / '5'}" in printed
+    # The example request uses a source of the run's own test split.
+    sample = text.read_pairs(pathlib.Path(text_run_dir) / "splits" / "test.tsv")[0][0]
+    body = json.dumps({"instances": [sample]}, ensure_ascii=False)
+    assert f"-d {shlex.quote(body)}" in printed
     assert (
         f"docker run -p 8500:8500 -p 8501:8501 --mount type=bind,source={base.resolve()},target=/models/translator "
         "-e MODEL_NAME=translator -t tensorflow/serving"
@@ -256,3 +262,20 @@ def test_serving_instructions_quote_paths(tmp_path):
         in lines
     )
     assert """-d '{"instances": ["l'"'"'été 1989"]}'""" in lines
+
+
+def test_sample_sources_come_from_the_run(text_run_dir, tmp_path):
+    test_split = pathlib.Path(text_run_dir) / "splits" / "test.tsv"
+    expected = [source for source, _ in text.read_pairs(test_split)[:3]]
+    assert serving.sample_sources(text_run_dir, 3) == expected
+    with pytest.raises(ValueError, match="count must be a positive integer"):
+        serving.sample_sources(text_run_dir, 0)
+
+    # A run without splits: a text made of words of its own source vocabulary.
+    bare = shutil.copytree(
+        text_run_dir, tmp_path / "bare", ignore=shutil.ignore_patterns("splits")
+    )
+    (sample,) = serving.sample_sources(bare)
+    vocabulary = text.PairTokenizer.load(bare).source.vocabulary.tokens
+    words = sample.split()
+    assert words and set(words) <= set(vocabulary[len(text.RESERVED_TOKENS) :])
