@@ -15,10 +15,10 @@ Two checks, no server needed:
    request as TF Serving does, without the Python client's shape check:
 
    - the warmup records of ``assets.extra/``, and the `warmup.bad_request_batches`
-     (empty batch, empty strings, invalid UTF-8, 10,000 characters, unknown words)
-     on every signature that takes ``text``: each must answer, within the
-     timeout, with one output row per input, valid UTF-8 strings and finite
-     numbers;
+     (empty batch, empty strings, invalid UTF-8, 10,000 and 200,000 characters,
+     unknown words) on every signature that takes ``text``: each must answer,
+     within the timeout, with one output row per input, valid UTF-8 strings and
+     finite numbers;
    - the `warmup.malformed_inputs` (a bare string instead of a list, shapes
      [2, 0] and [1, 2] for ``text``; a wrong rank for every input of known rank)
      on every signature: each must answer InvalidArgument. A crash of the
@@ -172,9 +172,13 @@ def _requests(saved_model_dir, signatures):
     for signature, (inputs, _, ranks) in sorted(signatures.items()):
         if not inputs or any(not ranks[k] for k in inputs):
             continue  # an input of unknown rank (or a scalar) declares no rank to break
-        malformed = {
-            k: warmup.malformed_inputs(ranks[k], dtype) for k, dtype in inputs.items()
-        }
+        try:
+            malformed = {
+                k: warmup.malformed_inputs(ranks[k], dtype)
+                for k, dtype in inputs.items()
+            }
+        except TypeError:  # a dtype NumPy cannot fill (e.g. bfloat16, resource)
+            continue
         for name in next(iter(malformed.values())):
             if not all(name in m for m in malformed.values()):
                 continue

@@ -38,8 +38,9 @@ def bad_request_batches():
 
     Returns:
         dict name -> list of bytes (one batch each): an empty batch, empty and
-        blank strings, invalid UTF-8, a 10,000-character sentence (many tokens,
-        truncated to the model's maximum source length), a 10,000-character word,
+        blank strings, invalid UTF-8, a 10,000-character and a 200,000-character
+        sentence (many tokens, truncated to the model's maximum source length), a
+        10,000-character word,
         only unknown words, and one batch mixing all of them.
     """
     batches = {
@@ -47,6 +48,7 @@ def bad_request_batches():
         "empty_strings": [b"", b" ", b"\t\n"],
         "invalid_utf8": [b"\xff\xfe\xfd", b"12 \xc3\x28 mars \x80 2001"],
         "long_sentence": [("14 juillet 1989 " * 700)[:10_000].encode("utf-8")],
+        "very_long_sentence": [("3 mars 2001 " * 18_182)[:200_000].encode("utf-8")],
         "long_word": [b"x" * 10_000],
         "unknown_words": [b"qwxz vbnmk plokij", "ÿ ŉ ǅ ꙮ".encode()],
     }
