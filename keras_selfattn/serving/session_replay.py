@@ -69,6 +69,8 @@ def run_unchecked(session, fetch, feed):
     Returns:
         dict output name -> `numpy.ndarray`.
     """
+    import numpy as np
+
     graph = session.graph
     names = sorted(fetch)
     # pylint: disable=protected-access  (the C API call under Session.run)
@@ -79,7 +81,11 @@ def run_unchecked(session, fetch, feed):
         [],
         None,
     )
-    return dict(zip(names, outputs))
+    # A scalar string comes back as bare bytes; Session.run would give an array.
+    return {
+        name: np.asarray(value, dtype=object if isinstance(value, bytes) else None)
+        for name, value in zip(names, outputs)
+    }
 
 
 def main(argv=None):
