@@ -295,12 +295,18 @@ def check_serving(
     Returns:
         A `ServingCheck`; ``check.ok`` says whether it passed, ``check.summary()``
         explains.
+
+    Raises:
+        FileNotFoundError: no ``saved_model.pb`` in ``saved_model_dir``.
+        ValueError: ``saved_model.pb`` is not a SavedModel, or ``serving_version``
+            is not a version number.
     """
     saved_model_dir = pathlib.Path(saved_model_dir)
     if not (saved_model_dir / "saved_model.pb").is_file():
         raise FileNotFoundError(
             f"No saved_model.pb in {saved_model_dir}: give a version folder such as BASE/1"
         )
+    audit_lib.read_saved_model(saved_model_dir)  # garbage: a ValueError, at once
     registry = audit_lib.installed_op_registry(python)
     op_audit = audit_lib.audit_saved_model(saved_model_dir, serving_version, registry)
     check = ServingCheck(saved_model_dir, op_audit)

@@ -134,6 +134,17 @@ def test_garbage_saved_model_is_a_clear_error(tmp_path, content):
         audit.list_op_types(tmp_path)
 
 
+def test_cli_check_serving_on_garbage_is_one_line(tmp_path, capsys):
+    from keras_selfattn import cli
+
+    (tmp_path / "saved_model.pb").write_bytes(b"garbage")
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["check-serving", str(tmp_path)])
+    assert exit_info.value.code == 2
+    error = capsys.readouterr().err
+    assert "is not a SavedModel" in error and len(error.strip().splitlines()) == 1
+
+
 def test_io_ops_are_refused_or_warned(registry):
     result = audit.audit_ops(["WriteFile", "ReadFile", "MatMul"], registry=registry)
     assert list(result.problems) == ["WriteFile"]
