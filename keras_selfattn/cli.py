@@ -147,7 +147,15 @@ def build_parser():
 
     check = sub.add_parser(
         "check-serving",
-        help="op audit + run under the session loader of an exported version",
+        help="op audit, then RUNS an exported version under the session loader",
+        description=(
+            "Audits the ops of an exported version against stock TF Serving builds, "
+            "then LOADS AND RUNS the model's graph under the session-based loader "
+            "(warmup, bad and malformed requests). Check only models you trust: a "
+            "graph with an op that writes files (WriteFile, checkpoint or summary "
+            "writers...) is refused before anything runs, and ops that read files "
+            "are reported."
+        ),
     )
     check.add_argument("path", help="an exported version folder, e.g. EXPORT_DIR/1")
     check.add_argument(
@@ -239,7 +247,12 @@ def _run(args):
             beam_size=args.beam,
         )
         print(f"exported: {version_dir}")
-        print(serving.serving_instructions(args.export_dir, args.model_name))
+        sample = serving.sample_sources(args.model, 1)[0]
+        print(
+            serving.serving_instructions(
+                args.export_dir, args.model_name, sample_text=sample
+            )
+        )
         return 0
 
     if args.command == "check-serving":

@@ -49,6 +49,27 @@ class Translation:
     truncated: bool = False
 
 
+def source_ids_for_model(ids, max_source_len):
+    """Ragged source token ids -> the model's ``source`` input (graph code).
+
+    The one home of this step for `Translator.encode_sources` and the exported
+    serving signatures (`keras_selfattn.serving.signatures`).
+
+    Args:
+        ids: integer `tf.RaggedTensor` (B, None), e.g. ``tokenizer.source.encode``.
+        max_source_len: longer rows are truncated to this many tokens.
+
+    Returns:
+        ``(ids, lengths)``: int32 (B, T) ids padded with ``PAD_ID``, T the longest
+        row after truncation and at least 1 (a batch of empty texts keeps one
+        padding column); int64 (B,) token counts before truncation.
+    """
+    lengths = ids.row_lengths()
+    ids = ids[:, :max_source_len].to_tensor(default_value=text.PAD_ID)
+    ids = tf.pad(ids, [[0, 0], [0, tf.maximum(0, 1 - tf.shape(ids)[1])]])
+    return tf.cast(ids, tf.int32), lengths
+
+
 class Translator:
     """Translates text with a trained model and its tokenizer.
 
@@ -99,16 +120,14 @@ class Translator:
         tokens = self.tokenizer.source.tokenize(
             strings
         )  # tokenized once: ids come from the tokens
-        ids = self.tokenizer.source.vocabulary.token_to_id(tokens)
-        lengths = ids.row_lengths().numpy()
-        ids = ids[:, : self.max_source_len].to_tensor(default_value=text.PAD_ID)
-        if ids.shape[1] == 0:  # every text empty: keep one padding column
-            ids = tf.zeros([len(lengths), 1], tf.int32)
+        ids, lengths = source_ids_for_model(
+            self.tokenizer.source.vocabulary.token_to_id(tokens), self.max_source_len
+        )
         token_lists = [
             [t.decode("utf-8") for t in row[: self.max_source_len]]
             for row in tokens.to_list()
         ]
-        return tf.cast(ids, tf.int32), token_lists, lengths > self.max_source_len
+        return ids, token_lists, lengths.numpy() > self.max_source_len
 
     def translate(
         self, texts, beam_size=1, return_attention=False, alpha=0.6, batch_size=256

@@ -5,11 +5,17 @@
   ``assets/`` and ``assets.extra/tf_serving_warmup_requests``, atomically.
   Signatures: ``serving_default`` (``text`` -> ``translation``, ``score``),
   ``translate_nbest`` (``text`` -> ``translations``, ``scores``, [B, K]) and
-  ``serve`` (token ids -> logits). See `keras_selfattn.serving.export`.
+  ``serve`` (token ids -> logits); each checks its inputs' shapes in the graph.
 - `check_serving(path)` (``keras-selfattn check-serving BASE/N``): the op audit
-  against stock TF Serving builds (`keras_selfattn.serving.audit`) and a replay of
-  the warmup and bad requests under the session-based loader.
-- `keras_selfattn.serving.warmup`: the warmup records (tensorflow-serving-api).
+  against stock TF Serving builds (missing ops, I/O ops, the TensorFlow that
+  exported it), then a replay of the warmup, bad and malformed requests under the
+  session-based loader. It RUNS the model's graph: check models you trust.
+- `serving_instructions(export_base, sample_text=...)`: the ``docker run`` and
+  ``curl`` lines; `sample_sources(run_dir)` gives sources the model knows.
+
+The modules, one step each: ``signatures`` (the graph code), ``publishing``
+(version numbers, atomic rename), ``warmup`` (tensorflow-serving-api records),
+``export`` (the steps together), ``instructions``, ``audit``, ``check``.
 
 Example::
 
@@ -18,70 +24,44 @@ Example::
     version_dir = serving.export_run("runs/demo", "exports/translator")
     check = serving.check_serving(version_dir)
     print(check.summary())
-    print(serving.serving_instructions("exports/translator"))
+    sample = serving.sample_sources("runs/demo", 1)[0]
+    print(serving.serving_instructions("exports/translator", sample_text=sample))
 
 tensorflow-serving-api (the ``serving`` extra) is imported where it is used.
 """
 
-from keras_selfattn.serving.audit import (
-    PYTHON_BOUND_OPS,
-    TF_TEXT_OPS,
-    OpAudit,
-    audit_ops,
-    audit_saved_model,
-    installed_op_registry,
-    list_op_types,
-    tf_text_version_for_serving,
-)
+from keras_selfattn.serving.audit import OpAudit, audit_saved_model
 from keras_selfattn.serving.check import ServingCheck, check_serving
 from keras_selfattn.serving.export import (
-    DEFAULT_BEAM_SIZE,
     DEFAULT_MODEL_NAME,
-    NBEST_SIGNATURE,
-    SERVING_SIGNATURE,
-    TEMP_PREFIX,
-    TOKEN_IDS_SIGNATURE,
-    build_export_archive,
     export_run,
     export_translator,
-    list_versions,
-    next_version,
-    serving_functions,
-    serving_instructions,
+    sample_sources,
 )
-from keras_selfattn.serving.warmup import (
-    WARMUP_FILE,
-    bad_request_batches,
-    read_warmup_requests,
-    write_warmup_requests,
+from keras_selfattn.serving.instructions import serving_instructions
+from keras_selfattn.serving.signatures import (
+    DEFAULT_BEAM_SIZE,
+    NBEST_SIGNATURE,
+    SERVING_SIGNATURE,
+    TOKEN_IDS_SIGNATURE,
+    build_export_archive,
 )
+from keras_selfattn.serving.warmup import read_warmup_requests
 
 __all__ = [
     "DEFAULT_BEAM_SIZE",
     "DEFAULT_MODEL_NAME",
     "NBEST_SIGNATURE",
-    "PYTHON_BOUND_OPS",
     "SERVING_SIGNATURE",
-    "TEMP_PREFIX",
-    "TF_TEXT_OPS",
     "TOKEN_IDS_SIGNATURE",
-    "WARMUP_FILE",
     "OpAudit",
     "ServingCheck",
-    "audit_ops",
     "audit_saved_model",
-    "bad_request_batches",
     "build_export_archive",
     "check_serving",
     "export_run",
     "export_translator",
-    "installed_op_registry",
-    "list_op_types",
-    "list_versions",
-    "next_version",
     "read_warmup_requests",
-    "serving_functions",
+    "sample_sources",
     "serving_instructions",
-    "tf_text_version_for_serving",
-    "write_warmup_requests",
 ]

@@ -31,10 +31,24 @@ How the tables below were made (2026-11-30, tensorflow 2.21.0):
   `tests/serving/test_audit.py` fails when an installed tensorflow-text
   registers an op this table does not know, so the table is revisited on upgrade.
 
-Limits: the audit compares op NAMES. A core op new in the TensorFlow that
-exported the model may be missing from an older server's TensorFlow; serve with
-the TF Serving release that matches the exporting TensorFlow (2.21 here) or
-newer. Default-valued attributes are stripped at export
+The TensorFlow that exported the model matters too: a TF Serving release X.Y
+is built on TensorFlow X.Y, and an older one may lack an op or an attribute that
+the exporting TensorFlow wrote. The audit reads the SavedModel's producer
+(``meta_info_def.tensorflow_version``) and names the oldest TF Serving release that
+can load the model: the newer of the exporting TensorFlow's X.Y and the release
+that first links every tensorflow-text op the graph uses.
+
+I/O ops. ``check-serving`` RUNS the graph, so the audit also lists the ops that
+loading and serving would run (reached from the signatures, the init op and the
+restore op, through every called function; the saver's own save function is not
+run) that touch the file system: `REFUSED_IO_OPS` (writes: ``WriteFile``,
+checkpoint and dataset saving, summary writers, tensor dumps) fail the audit, so
+the model is never run; `WARNED_IO_OPS` (reads: ``ReadFile``, file readers and
+datasets, ``MatchingFiles``, ``Print``) are reported. Lookup tables initialized
+from a text file (the vocabulary assets) are not flagged.
+
+Limits: the audit compares op NAMES (not attributes, not the values of file-name
+inputs). Default-valued attributes are stripped at export
 (``stripped_default_attrs``), so an op gaining an attribute is usually harmless.
 """
 
@@ -47,21 +61,97 @@ import pathlib
 import subprocess
 import sys
 
+from packaging import version as packaging_version
+
 __all__ = [
     "PYTHON_BOUND_OPS",
+    "REFUSED_IO_OPS",
     "TF_TEXT_OPS",
+    "WARNED_IO_OPS",
     "OpAudit",
     "OpRegistry",
     "audit_ops",
     "audit_saved_model",
     "installed_op_registry",
     "list_op_types",
+    "list_run_op_types",
+    "oldest_serving_release",
+    "producer_version",
+    "read_saved_model",
     "tf_text_version_for_serving",
 ]
 
 # Ops that call back into a Python interpreter: registered in core TensorFlow, but a
 # C++ server has no Python function to call.
 PYTHON_BOUND_OPS = frozenset({"PyFunc", "PyFuncStateless", "EagerPyFunc"})
+
+_WRITES_FILE = "writes files on the server"
+_SUMMARY = "writes TensorBoard event files (or a database) on the server"
+_DEBUG = "tfdbg op: dumps tensors to files or network endpoints named in the graph"
+#: Op type -> why check-serving refuses to run a graph that would run it.
+REFUSED_IO_OPS = {
+    "WriteFile": _WRITES_FILE,
+    "Save": "writes a checkpoint on the server",
+    "SaveSlices": "writes a checkpoint on the server",
+    "SaveV2": "writes a checkpoint on the server",
+    "MergeV2Checkpoints": "writes and deletes checkpoint files on the server",
+    "DumpTensor": _WRITES_FILE,
+    "CalibrationStatisticsSaver": _WRITES_FILE,
+    "DatasetToTFRecord": _WRITES_FILE,
+    "ExperimentalDatasetToTFRecord": _WRITES_FILE,
+    "SaveDataset": _WRITES_FILE,
+    "SaveDatasetV2": _WRITES_FILE,
+    "DistributedSave": _WRITES_FILE,
+    "SnapshotDataset": _WRITES_FILE,
+    "SnapshotDatasetV2": _WRITES_FILE,
+    "FileSystemSetConfiguration": "changes the server's file system configuration",
+    "CreateSummaryFileWriter": _SUMMARY,
+    "CreateSummaryDbWriter": _SUMMARY,
+    "StatsAggregatorSetSummaryWriter": _SUMMARY,
+    "WriteSummary": _SUMMARY,
+    "WriteScalarSummary": _SUMMARY,
+    "WriteHistogramSummary": _SUMMARY,
+    "WriteImageSummary": _SUMMARY,
+    "WriteAudioSummary": _SUMMARY,
+    "WriteGraphSummary": _SUMMARY,
+    "WriteRawProtoSummary": _SUMMARY,
+    "ImportEvent": _SUMMARY,
+    "FlushSummaryWriter": _SUMMARY,
+    "CloseSummaryWriter": _SUMMARY,
+    "DebugIdentity": _DEBUG,
+    "DebugIdentityV2": _DEBUG,
+    "DebugIdentityV3": _DEBUG,
+    "DebugNanCount": _DEBUG,
+    "DebugNumericSummary": _DEBUG,
+}
+_READS_FILE = "reads files on the server (and can return them in a response)"
+#: Op type -> why check-serving warns about a graph that would run it.
+WARNED_IO_OPS = {
+    "ReadFile": _READS_FILE,
+    "ImmutableConst": "maps a file of the server into memory",
+    "MatchingFiles": "lists files on the server",
+    "MatchingFilesDataset": "lists files on the server",
+    "ExperimentalMatchingFilesDataset": "lists files on the server",
+    "TFRecordDataset": _READS_FILE,
+    "TFRecordDatasetV2": _READS_FILE,
+    "TextLineDataset": _READS_FILE,
+    "FixedLengthRecordDataset": _READS_FILE,
+    "FixedLengthRecordDatasetV2": _READS_FILE,
+    "LoadDataset": _READS_FILE,
+    "CacheDataset": "with a file name, writes and reads cache files on the server",
+    "CacheDatasetV2": "with a file name, writes and reads cache files on the server",
+    "WholeFileReader": _READS_FILE,
+    "WholeFileReaderV2": _READS_FILE,
+    "TextLineReader": _READS_FILE,
+    "TextLineReaderV2": _READS_FILE,
+    "TFRecordReader": _READS_FILE,
+    "TFRecordReaderV2": _READS_FILE,
+    "FixedLengthRecordReader": _READS_FILE,
+    "FixedLengthRecordReaderV2": _READS_FILE,
+    "DecodeProtoV2": "may read a descriptor file named by its descriptor_source",
+    "Print": "prints to the server's log",
+    "PrintV2": "prints to the server's log (or, with output_stream='file://...', to a file)",
+}
 
 _TF_TEXT_2_20_0 = frozenset(
     {
@@ -109,6 +199,11 @@ _ADDED_AFTER_2_12_1 = frozenset(
     {"TFText>RoundRobinGenerateMasks", "TFText>RoundRobinTrim", "TFText>Utf8Binarize"}
 )
 
+_FIRST_TF_TEXT_2_20_RELEASE = (
+    2,
+    20,
+)  # the first TF Serving linking tensorflow-text 2.20.0
+
 #: tensorflow-text version -> the op types it registers (see the module docstring).
 TF_TEXT_OPS = {
     "2.12.1": _TF_TEXT_2_20_0 - _ADDED_AFTER_2_12_1,
@@ -116,13 +211,15 @@ TF_TEXT_OPS = {
 }
 
 
-def _version_tuple(version):
+def _release(version, name="serving_version"):
+    """``"2.19.1"`` -> ``(2, 19)`` (with `packaging.version`); a clear error otherwise."""
     try:
-        return tuple(int(part) for part in str(version).split(".")[:2])
-    except ValueError:
+        release = packaging_version.Version(str(version)).release
+    except packaging_version.InvalidVersion:
         raise ValueError(
-            f"serving_version must look like '2.19' or '2.20.1'. Received: serving_version={version!r}"
+            f"{name} must look like '2.19' or '2.20.1'. Received: {name}={version!r}"
         ) from None
+    return (release + (0,))[:2]
 
 
 def tf_text_version_for_serving(serving_version):
@@ -139,9 +236,42 @@ def tf_text_version_for_serving(serving_version):
     >>> tf_text_version_for_serving("2.19.0")
     '2.12.1'
     """
-    if _version_tuple(serving_version) < (2, 20):
+    if _release(serving_version) < _FIRST_TF_TEXT_2_20_RELEASE:
         return "2.12.1"
     return "2.20.0"
+
+
+def read_saved_model(saved_model_dir):
+    """Parses ``saved_model.pb`` (nothing is loaded, no op needs to be registered).
+
+    Args:
+        saved_model_dir: a SavedModel directory, e.g. ``BASE/1``.
+
+    Returns:
+        The ``tensorflow.SavedModel`` protocol buffer.
+
+    Raises:
+        FileNotFoundError: no ``saved_model.pb`` in the directory.
+        ValueError: the file is not a SavedModel (garbage, or no meta graph).
+    """
+    from google.protobuf.message import DecodeError
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    path = pathlib.Path(saved_model_dir) / "saved_model.pb"
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"No saved_model.pb in {saved_model_dir}: not a SavedModel directory"
+        )
+    saved_model = saved_model_pb2.SavedModel()
+    try:
+        saved_model.ParseFromString(path.read_bytes())
+    except DecodeError as error:
+        raise ValueError(
+            f"{path} is not a SavedModel protocol buffer ({error})"
+        ) from None
+    if not saved_model.meta_graphs:
+        raise ValueError(f"{path} holds no meta graph: not a SavedModel")
+    return saved_model
 
 
 def list_op_types(saved_model_dir):
@@ -155,21 +285,136 @@ def list_op_types(saved_model_dir):
     Returns:
         `collections.Counter` op type -> number of nodes.
     """
-    from tensorflow.core.protobuf import saved_model_pb2
-
-    path = pathlib.Path(saved_model_dir) / "saved_model.pb"
-    if not path.is_file():
-        raise FileNotFoundError(
-            f"No saved_model.pb in {saved_model_dir}: not a SavedModel directory"
-        )
-    saved_model = saved_model_pb2.SavedModel()
-    saved_model.ParseFromString(path.read_bytes())
     counts = collections.Counter()
-    for meta_graph in saved_model.meta_graphs:
+    for meta_graph in read_saved_model(saved_model_dir).meta_graphs:
         counts.update(node.op for node in meta_graph.graph_def.node)
         for function in meta_graph.graph_def.library.function:
             counts.update(node.op for node in function.node_def)
     return counts
+
+
+def _called_functions(node, library):
+    """Names of the library functions a node calls (``f``, ``body``, ``then_branch``...)."""
+    names = [node.op] if node.op in library else []
+    for attr in node.attr.values():
+        if attr.HasField("func"):
+            names.append(attr.func.name)
+        elif attr.HasField("list"):
+            names += [function.name for function in attr.list.func]
+    return names
+
+
+def _tensor_node_names(info):
+    """The graph nodes behind a signature's `TensorInfo` (dense or sparse)."""
+    names = [info.name]
+    if info.HasField("coo_sparse"):
+        sparse = info.coo_sparse
+        names = [
+            sparse.values_tensor_name,
+            sparse.indices_tensor_name,
+            sparse.dense_shape_tensor_name,
+        ]
+    elif info.HasField("composite_tensor"):
+        names = [c.name for c in info.composite_tensor.components]
+    return [name.lstrip("^").split(":")[0] for name in names if name]
+
+
+def list_run_op_types(saved_model_dir):
+    """Counts the op types that loading and serving a SavedModel would run.
+
+    Starts from every signature's outputs, the init ops (``__saved_model_init_op``,
+    ``saved_model_main_op``, ``legacy_init_op``) and the saver's restore op; follows
+    node inputs (control inputs too) in the graph and every function a node calls.
+    The saver's save function, which a server never runs, is left out.
+
+    Args:
+        saved_model_dir: a SavedModel directory, e.g. ``BASE/1``.
+
+    Returns:
+        `collections.Counter` op type -> number of nodes.
+    """
+    counts = collections.Counter()
+    for meta_graph in read_saved_model(saved_model_dir).meta_graphs:
+        graph = meta_graph.graph_def
+        nodes = {node.name: node for node in graph.node}
+        library = {f.signature.name: f for f in graph.library.function}
+        pending = [
+            name
+            for signature in meta_graph.signature_def.values()
+            for info in signature.outputs.values()
+            for name in _tensor_node_names(info)
+        ]
+        for key in ("saved_model_main_op", "legacy_init_op", "saved_model_init_op"):
+            if key in meta_graph.collection_def:
+                pending += list(meta_graph.collection_def[key].node_list.value)
+        if meta_graph.HasField("saver_def"):
+            pending.append(meta_graph.saver_def.restore_op_name)
+        seen, functions = set(), []
+        while pending:
+            name = pending.pop().lstrip("^").split(":")[0]
+            if name in seen or name not in nodes:
+                continue
+            seen.add(name)
+            node = nodes[name]
+            counts[node.op] += 1
+            pending += list(node.input)
+            functions += _called_functions(node, library)
+        called = set()
+        while functions:
+            name = functions.pop()
+            if name in called or name not in library:
+                continue
+            called.add(name)
+            for node in library[name].node_def:
+                counts[node.op] += 1
+                functions += _called_functions(node, library)
+    return counts
+
+
+def producer_version(saved_model_dir):
+    """The TensorFlow version that wrote a SavedModel (``"2.21.0"``), or None when unrecorded.
+
+    Args:
+        saved_model_dir: a SavedModel directory, e.g. ``BASE/1``.
+
+    Returns:
+        str or None.
+    """
+    meta_graph = read_saved_model(saved_model_dir).meta_graphs[0]
+    return meta_graph.meta_info_def.tensorflow_version or None
+
+
+def oldest_serving_release(op_types, producer=None):
+    """The oldest stock TF Serving release that can load a graph, as ``"X.Y"``.
+
+    The newer of the exporting TensorFlow's X.Y (TF Serving X.Y is built on
+    TensorFlow X.Y) and the first release that links every tensorflow-text op of
+    the graph.
+
+    Args:
+        op_types: the graph's op types.
+        producer: the TensorFlow version that exported it (`producer_version`);
+            None when unknown.
+
+    Returns:
+        str, e.g. ``"2.21"``; None when neither bound is known.
+
+    Example:
+
+    >>> oldest_serving_release(["MatMul"], producer="2.21.0")
+    '2.21'
+    >>> oldest_serving_release(["TFText>Utf8Binarize"], producer="2.15.1")
+    '2.20'
+    """
+    bounds = []
+    if producer:
+        bounds.append(_release(producer, "producer"))
+    if set(op_types) & (TF_TEXT_OPS["2.20.0"] - TF_TEXT_OPS["2.12.1"]):
+        bounds.append(_FIRST_TF_TEXT_2_20_RELEASE)
+    if not bounds:
+        return None
+    major, minor = max(bounds)
+    return f"{major}.{minor}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -249,10 +494,17 @@ class OpAudit:
 
     Attributes:
         op_types: every op type of the graph, sorted.
-        core: the core TensorFlow ones (served by every build).
+        core: the core TensorFlow ones.
         tensorflow_text: the tensorflow-text ones that every checked server links.
-        problems: op type -> why a stock TF Serving build cannot run it.
+        problems: op type -> why a stock TF Serving build cannot (or check-serving
+            will not) run it.
         tf_text_versions: the tensorflow-text versions checked against.
+        io_warnings: op type -> what the op does on the server (`WARNED_IO_OPS`).
+        producer: the TensorFlow version that exported the model, or None.
+        oldest_serving: the oldest TF Serving release that can load the model
+            (`oldest_serving_release`), or None when unknown.
+        serving_version: the TF Serving release checked against, or None (all).
+        release_problems: why ``serving_version`` cannot load the model.
     """
 
     op_types: list
@@ -260,11 +512,16 @@ class OpAudit:
     tensorflow_text: list
     problems: dict
     tf_text_versions: list
+    io_warnings: dict = dataclasses.field(default_factory=dict)
+    producer: str | None = None
+    oldest_serving: str | None = None
+    serving_version: str | None = None
+    release_problems: list = dataclasses.field(default_factory=list)
 
     @property
     def ok(self):
-        """True when every op serves on the checked TF Serving builds."""
-        return not self.problems
+        """True when every op serves on the checked TF Serving releases."""
+        return not self.problems and not self.release_problems
 
     @property
     def core_only(self):
@@ -280,13 +537,41 @@ class OpAudit:
                 f"{' and '.join(self.tf_text_versions)}): {', '.join(self.tensorflow_text)}"
             )
         else:
-            lines.append("core TensorFlow ops only: serves on any TF Serving build")
+            lines.append(
+                "core TensorFlow ops only: no tensorflow-text op needed"
+                " (the TensorFlow version still matters, see below)"
+            )
+        exported = (
+            f"TensorFlow {self.producer}"
+            if self.producer
+            else "an unrecorded TensorFlow"
+        )
+        if self.oldest_serving:
+            lines.append(
+                f"exported by {exported}: loads on TF Serving {self.oldest_serving} or newer"
+            )
+        else:
+            lines.append(
+                f"exported by {exported}: serve it with the TF Serving release of the "
+                "TensorFlow that exported it, or newer"
+            )
+        for op, reason in sorted(self.io_warnings.items()):
+            lines.append(f"WARNING I/O op {op}: {reason}")
         for op, reason in sorted(self.problems.items()):
             lines.append(f"NOT SERVABLE {op}: {reason}")
+        for reason in self.release_problems:
+            lines.append(f"NOT SERVABLE on TF Serving {self.serving_version}: {reason}")
         return "\n".join(lines)
 
 
-def audit_ops(op_types, serving_version=None, registry=None):
+def audit_ops(
+    op_types,
+    serving_version=None,
+    registry=None,
+    *,
+    run_op_types=None,
+    producer=None,
+):
     """Sorts op types into core / tensorflow-text / not servable by stock TF Serving.
 
     Args:
@@ -295,6 +580,9 @@ def audit_ops(op_types, serving_version=None, registry=None):
             None checks every release since the tensorflow-text pin (both rows
             of the table in the module docstring).
         registry: an `OpRegistry` (default: `installed_op_registry()`).
+        run_op_types: the op types that loading and serving would run, checked
+            against `REFUSED_IO_OPS` and `WARNED_IO_OPS` (default: ``op_types``).
+        producer: the TensorFlow version that exported the graph (e.g. ``"2.21.0"``).
 
     Returns:
         An `OpAudit`.
@@ -306,6 +594,7 @@ def audit_ops(op_types, serving_version=None, registry=None):
         versions = [tf_text_version_for_serving(serving_version)]
     linked = frozenset.intersection(*(TF_TEXT_OPS[v] for v in versions))
     op_types = sorted(set(op_types))
+    run_op_types = set(op_types if run_op_types is None else run_op_types)
     core, text, problems = [], [], {}
     for op in op_types:
         if op in PYTHON_BOUND_OPS:
@@ -334,9 +623,59 @@ def audit_ops(op_types, serving_version=None, registry=None):
                 f"neither core TensorFlow {registry.tensorflow_version} nor tensorflow-text "
                 "(a custom op library?): stock TF Serving does not register it"
             )
-    return OpAudit(op_types, core, text, problems, versions)
+    for op in sorted(run_op_types & set(REFUSED_IO_OPS)):
+        problems[op] = (
+            f"I/O op refused: {REFUSED_IO_OPS[op]}; check-serving will not run this graph"
+        )
+    io_warnings = {
+        op: WARNED_IO_OPS[op] for op in sorted(run_op_types & set(WARNED_IO_OPS))
+    }
+    oldest = oldest_serving_release(op_types, producer)
+    release_problems = []
+    if serving_version is not None:
+        if _release(serving_version) < (2, 0):
+            release_problems.append(
+                "TF Serving 1.x cannot load a TensorFlow 2 SavedModel's functions"
+            )
+        elif oldest is not None and _release(serving_version) < _release(oldest):
+            release_problems.append(
+                f"older than {oldest}, the oldest release that can load this model"
+                + (
+                    f" (exported by TensorFlow {producer}: an older TensorFlow may lack "
+                    "its ops or their attributes)"
+                    if producer
+                    else ""
+                )
+            )
+    return OpAudit(
+        op_types,
+        core,
+        text,
+        problems,
+        versions,
+        io_warnings=io_warnings,
+        producer=producer,
+        oldest_serving=oldest,
+        serving_version=None if serving_version is None else str(serving_version),
+        release_problems=release_problems,
+    )
 
 
 def audit_saved_model(saved_model_dir, serving_version=None, registry=None):
-    """`audit_ops(list_op_types(saved_model_dir), ...)`."""
-    return audit_ops(list_op_types(saved_model_dir), serving_version, registry)
+    """Audits a SavedModel's ops, I/O ops and producer version (`audit_ops`).
+
+    Args:
+        saved_model_dir: a SavedModel directory, e.g. ``BASE/1``.
+        serving_version: the TF Serving release to check against; None: all.
+        registry: an `OpRegistry` (default: `installed_op_registry()`).
+
+    Returns:
+        An `OpAudit`.
+    """
+    return audit_ops(
+        list_op_types(saved_model_dir),
+        serving_version,
+        registry,
+        run_op_types=list_run_op_types(saved_model_dir),
+        producer=producer_version(saved_model_dir),
+    )

@@ -1,17 +1,31 @@
 """``keras-selfattn check-serving BASE/N``: will stock TF Serving load and run this?
 
+It RUNS the model's graph: check models you trust. Before running anything, the
+audit refuses graphs that would write files (`audit.REFUSED_IO_OPS`) and warns
+about those that read them (`audit.WARNED_IO_OPS`).
+
 Two checks, no server needed:
 
 1. the op audit (`keras_selfattn.serving.audit`): every op type of the graph is
-   core TensorFlow or a tensorflow-text op that stock TF Serving links, and none
-   calls back into Python;
+   core TensorFlow or a tensorflow-text op that stock TF Serving links, none calls
+   back into Python or writes files, and the checked TF Serving release is not
+   older than the TensorFlow that exported the model;
 2. a replay under the session-based loader, in a fresh interpreter that imports
-   TensorFlow (and tensorflow_text only when the graph needs it): the warmup
-   records of ``assets.extra/`` and the `bad_request_batches` (empty batch, empty
-   strings, invalid UTF-8, 10,000 characters, unknown words) on every signature
-   that takes ``text``. Each must answer, within the timeout, with one output row
-   per input, valid UTF-8 strings and finite numbers. A graph of core ops only is
-   loaded WITHOUT tensorflow_text, which proves that it serves on any TF Serving build.
+   TensorFlow (and tensorflow_text only when the graph needs it), feeding each
+   request as TF Serving does, without the Python client's shape check:
+
+   - the warmup records of ``assets.extra/``, and the `warmup.bad_request_batches`
+     (empty batch, empty strings, invalid UTF-8, 10,000 and 200,000 characters,
+     unknown words) on every signature that takes ``text``: each must answer,
+     within the timeout, with one output row per input, valid UTF-8 strings and
+     finite numbers;
+   - the `warmup.malformed_inputs` (a bare string instead of a list, shapes
+     [2, 0] and [1, 2] for ``text``; a wrong rank for every input of known rank)
+     on every signature: each must answer InvalidArgument. A crash of the
+     replay process (TF Serving would die the same way) names the request.
+
+   A graph of core ops only is loaded WITHOUT tensorflow_text, which proves that
+   it needs no tensorflow-text op.
 """
 
 import base64
@@ -19,6 +33,7 @@ import dataclasses
 import json
 import os
 import pathlib
+import signal
 import subprocess
 import sys
 import tempfile
@@ -29,6 +44,7 @@ __all__ = ["ServingCheck", "check_serving"]
 
 _REPLAY_SCRIPT = pathlib.Path(__file__).with_name("session_replay.py")
 _TEXT_INPUT = {"text": "string"}
+_REPLAYING = "replaying: "  # session_replay.py's progress lines on stderr
 
 
 @dataclasses.dataclass
@@ -41,7 +57,8 @@ class ServingCheck:
         tensorflow_text_imported: whether the replay process imported tensorflow_text
             (None when nothing was run).
         signatures: signature name -> {"inputs": {name: dtype}, "outputs": {...}}.
-        results: one dict per replayed request (see ``session_replay.py``).
+        results: one dict per replayed request (see ``session_replay.py``), with
+            ``expect``: the error a malformed request must get (None: an answer).
         problems: what fails, one line each (empty when the check passes).
     """
 
@@ -76,6 +93,11 @@ class ServingCheck:
                 f"{k} {v['shape']}"
                 for k, v in sorted(result.get("outputs", {}).items())
             )
+            expected = result.get("expect")
+            if expected:
+                rejected = not result["ok"] and result["error"].startswith(expected)
+                status = "ok " if rejected else "ERR"
+                shapes = f"rejected: {expected}" if rejected else shapes
             lines.append(
                 f"  {status} {result['signature']:<16} {result['name']:<14} {timing:>8}  {shapes}"
             )
@@ -89,22 +111,25 @@ class ServingCheck:
 
 
 def _signature_io(saved_model_dir):
-    """signature name -> ({input: dtype name}, {output: dtype name}), read from saved_model.pb."""
+    """signature name -> ({input: dtype name}, {output: dtype name}, {input: rank or None})."""
     import tensorflow as tf
-    from tensorflow.core.protobuf import saved_model_pb2
 
-    saved_model = saved_model_pb2.SavedModel()
-    saved_model.ParseFromString(
-        (pathlib.Path(saved_model_dir) / "saved_model.pb").read_bytes()
-    )
+    from keras_selfattn.serving.audit import read_saved_model
+
+    saved_model = read_saved_model(saved_model_dir)
 
     def dtype(info):
         return tf.dtypes.as_dtype(info.dtype).name  # "string", "float32", "int32"
+
+    def rank(info):
+        shape = info.tensor_shape
+        return None if shape.unknown_rank else len(shape.dim)
 
     return {
         name: (
             {k: dtype(v) for k, v in sig.inputs.items()},
             {k: dtype(v) for k, v in sig.outputs.items()},
+            {k: rank(v) for k, v in sig.inputs.items()},
         )
         for name, sig in saved_model.meta_graphs[0].signature_def.items()
         if not name.startswith("__")
@@ -112,7 +137,7 @@ def _signature_io(saved_model_dir):
 
 
 def _requests(saved_model_dir, signatures):
-    """The warmup records and the bad-request batches, as replay requests."""
+    """The warmup records, the bad-request batches and the malformed inputs, as replay requests."""
     import tensorflow as tf
 
     from keras_selfattn.serving import warmup
@@ -132,7 +157,7 @@ def _requests(saved_model_dir, signatures):
                     "inputs": {k: encode(v) for k, v in request.inputs.items()},
                 }
             )
-    for signature, (inputs, _) in sorted(signatures.items()):
+    for signature, (inputs, _, _) in sorted(signatures.items()):
         if inputs != _TEXT_INPUT:
             continue
         for name, batch in warmup.bad_request_batches().items():
@@ -142,6 +167,32 @@ def _requests(saved_model_dir, signatures):
                     "name": name,
                     "signature": signature,
                     "inputs": {"text": encode(proto)},
+                }
+            )
+    for signature, (inputs, _, ranks) in sorted(signatures.items()):
+        if not inputs or any(not ranks[k] for k in inputs):
+            continue  # an input of unknown rank (or a scalar) declares no rank to break
+        try:
+            malformed = {
+                k: warmup.malformed_inputs(ranks[k], dtype)
+                for k, dtype in inputs.items()
+            }
+        except TypeError:  # a dtype NumPy cannot fill (e.g. bfloat16, resource)
+            continue
+        for name in next(iter(malformed.values())):
+            if not all(name in m for m in malformed.values()):
+                continue
+            requests.append(
+                {
+                    "name": name,
+                    "signature": signature,
+                    "inputs": {
+                        k: encode(
+                            tf.make_tensor_proto(m[name], dtype=tf.as_dtype(inputs[k]))
+                        )
+                        for k, m in malformed.items()
+                    },
+                    "expect": "InvalidArgumentError",
                 }
             )
     return requests
@@ -162,6 +213,18 @@ def _batch_size(request):
 def _result_problems(result, request, signatures):
     """What is wrong with one replayed request's answer."""
     where = f"{result['signature']}/{result['name']}"
+    expected_error = request.get("expect")
+    if expected_error:
+        if result["ok"]:
+            shapes = {k: v["shape"] for k, v in result["outputs"].items()}
+            message = (
+                f"{where}: answered {shapes} for a malformed request instead of "
+                f"{expected_error} (TF Serving passes unchecked shapes to the graph)"
+            )
+            return [message]
+        if not result["error"].startswith(expected_error):
+            return [f"{where}: expected {expected_error}, got {result['error']}"]
+        return []
     if not result["ok"]:
         return [f"{where}: {result['error']}"]
     problems = []
@@ -192,10 +255,33 @@ def _result_problems(result, request, signatures):
     return problems
 
 
+def _replay_failure(done):
+    """One problem line for a replay process that died, naming the request it ran."""
+    how = f"exit status {done.returncode}"
+    if done.returncode < 0:
+        try:
+            how = f"killed by {signal.Signals(-done.returncode).name}"
+        except ValueError:
+            how = f"killed by signal {-done.returncode}"
+    running = [
+        line.split(_REPLAYING, 1)[1]
+        for line in done.stderr.splitlines()
+        if line.startswith(_REPLAYING)
+    ]
+    during = f" while running {running[-1]}" if running else ""
+    return (
+        f"the session-loader replay crashed ({how}){during}; a TF Serving process "
+        f"would die the same way:\n{done.stderr[-3000:]}"
+    )
+
+
 def check_serving(
     saved_model_dir, serving_version=None, run=True, timeout=600, python=None
 ):
     """Audits a SavedModel's ops and replays requests under the session-based loader.
+
+    This RUNS the model's graph (in a subprocess), unless the audit fails: check
+    models you trust. A graph with an op that writes files is refused unrun.
 
     Args:
         saved_model_dir: a version folder, e.g. ``exports/translator/1``.
@@ -209,12 +295,18 @@ def check_serving(
     Returns:
         A `ServingCheck`; ``check.ok`` says whether it passed, ``check.summary()``
         explains.
+
+    Raises:
+        FileNotFoundError: no ``saved_model.pb`` in ``saved_model_dir``.
+        ValueError: ``saved_model.pb`` is not a SavedModel, or ``serving_version``
+            is not a version number.
     """
     saved_model_dir = pathlib.Path(saved_model_dir)
     if not (saved_model_dir / "saved_model.pb").is_file():
         raise FileNotFoundError(
             f"No saved_model.pb in {saved_model_dir}: give a version folder such as BASE/1"
         )
+    audit_lib.read_saved_model(saved_model_dir)  # garbage: a ValueError, at once
     registry = audit_lib.installed_op_registry(python)
     op_audit = audit_lib.audit_saved_model(saved_model_dir, serving_version, registry)
     check = ServingCheck(saved_model_dir, op_audit)
@@ -223,16 +315,20 @@ def check_serving(
     ]
     signatures = _signature_io(saved_model_dir)
     check.signatures = {
-        k: {"inputs": i, "outputs": o} for k, (i, o) in signatures.items()
+        k: {"inputs": i, "outputs": o} for k, (i, o, _) in signatures.items()
     }
-    for name, (_, outputs) in signatures.items():
+    for name, (_, outputs, _) in signatures.items():
         check.problems += [
             f"{name}: output {o} ends in _bytes (TF Serving's REST API would base64 it)"
             for o in outputs
             if o.endswith("_bytes")
         ]
-    if not run or op_audit.problems:
-        return check
+    check.problems += [
+        f"TF Serving {serving_version}: {reason}"
+        for reason in op_audit.release_problems
+    ]
+    if not run or not op_audit.ok:
+        return check  # a stock server would not load it, or it must not be run
 
     needs_text = bool(op_audit.tensorflow_text)
     requests = _requests(saved_model_dir, signatures)
@@ -267,9 +363,7 @@ def check_serving(
             )
             return check
         if done.returncode != 0 or not results_path.is_file():
-            check.problems.append(
-                f"the session loader failed (exit {done.returncode}):\n{done.stderr[-3000:]}"
-            )
+            check.problems.append(_replay_failure(done))
             return check
         report = json.loads(results_path.read_text(encoding="utf-8"))
     check.tensorflow_text_imported = report["tensorflow_text_imported"]
@@ -283,5 +377,6 @@ def check_serving(
             "the replay imported keras_selfattn: the SavedModel must load without it"
         )
     for request, result in zip(requests, check.results):
+        result["expect"] = request.get("expect")
         check.problems += _result_problems(result, request, signatures)
     return check

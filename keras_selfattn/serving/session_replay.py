@@ -6,7 +6,11 @@ tensorflow_text; nothing of keras_selfattn and no Keras. This is the closest
 stand-in for ``tensorflow_model_server`` that installs here: the same loader
 (``tf.compat.v1.saved_model.loader.load`` in a ``tf.compat.v1.Session``, i.e.
 ``LoadSavedModel`` in C++), the signature's tensor names, the init op that fills
-the lookup tables.
+the lookup tables, and feeds that reach the graph without a shape check (the
+Python client's ``Session.run`` refuses a feed whose shape does not fit the
+placeholder; TF Serving's C++ server does not, see tensorflow/serving#1436).
+Before each request it prints ``replaying: SIGNATURE/NAME`` on stderr, so a crash
+names the request that caused it.
 
     python .../session_replay.py SAVED_MODEL_DIR REQUESTS.json RESULTS.json [--tensorflow-text]
 
@@ -25,11 +29,15 @@ import os
 import sys
 import time
 
-# Run as a script, Python puts this file's folder (the package's serving/) first on
-# sys.path; drop it so that none of its modules can shadow another one.
-_HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+def _isolate_script():
+    """Run as a script, Python puts this file's folder (the package's serving/) first
+    on sys.path: drop it so that none of its modules can shadow another one; and
+    quiet TensorFlow's C++ logs unless the caller chose a level. (Done in `main`
+    only: the tests import `run_unchecked` from here.)"""
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != here]
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
 def _values(array):
@@ -50,6 +58,36 @@ def _values(array):
     return values
 
 
+def run_unchecked(session, fetch, feed):
+    """``session.run(fetch, feed)`` as TF Serving runs it: no client-side shape check.
+
+    Args:
+        session: the `tf.compat.v1.Session` holding the loaded graph.
+        fetch: dict output name -> tensor name.
+        feed: dict tensor name -> `numpy.ndarray`.
+
+    Returns:
+        dict output name -> `numpy.ndarray`.
+    """
+    import numpy as np
+
+    graph = session.graph
+    names = sorted(fetch)
+    # pylint: disable=protected-access  (the C API call under Session.run)
+    outputs = session._call_tf_sessionrun(
+        None,
+        {graph.get_tensor_by_name(k)._as_tf_output(): v for k, v in feed.items()},
+        [graph.get_tensor_by_name(fetch[name])._as_tf_output() for name in names],
+        [],
+        None,
+    )
+    # A scalar string comes back as bare bytes; Session.run would give an array.
+    return {
+        name: np.asarray(value, dtype=object if isinstance(value, bytes) else None)
+        for name, value in zip(names, outputs)
+    }
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("saved_model_dir")
@@ -59,6 +97,7 @@ def main(argv=None):
         "--tensorflow-text", action="store_true", help="import tensorflow_text first"
     )
     args = parser.parse_args(argv)
+    _isolate_script()
 
     import tensorflow as tf
     from tensorflow.core.framework import tensor_pb2
@@ -110,9 +149,14 @@ def main(argv=None):
                 proto.ParseFromString(base64.b64decode(encoded))
                 feed[signature.inputs[name].name] = tf.make_ndarray(proto)
             fetch = {name: info.name for name, info in signature.outputs.items()}
+            print(
+                f"replaying: {request['signature']}/{request['name']}",
+                file=sys.stderr,
+                flush=True,
+            )
             began = time.monotonic()
             try:
-                outputs = session.run(fetch, feed)
+                outputs = run_unchecked(session, fetch, feed)
             except Exception as error:  # noqa: BLE001  (reported, not raised: the next request still runs)
                 result["error"] = f"{type(error).__name__}: {str(error)[:2000]}"
                 result["seconds"] = time.monotonic() - began

@@ -6,8 +6,10 @@ initialization. The file is a TFRecord of ``tensorflow.serving.PredictionLog``
 protos (at most 1000 are read), built with tensorflow-serving-api and written
 with `tf.io.TFRecordWriter`.
 
-The same records drive `keras_selfattn.serving.check_serving`, which replays them
-(and the `bad_request_batches`) under the session-based loader.
+The same records drive `keras_selfattn.serving.check_serving`, which replays them,
+the `bad_request_batches` (odd content) and the `malformed_inputs` (shapes the
+signature does not declare, which TF Serving passes through unchecked) under the
+session-based loader.
 """
 
 import pathlib
@@ -17,6 +19,7 @@ __all__ = [
     "WARMUP_FILE",
     "bad_request_batches",
     "make_predict_request",
+    "malformed_inputs",
     "read_warmup_requests",
     "warmup_requests_for_translation",
     "write_warmup_requests",
@@ -35,8 +38,9 @@ def bad_request_batches():
 
     Returns:
         dict name -> list of bytes (one batch each): an empty batch, empty and
-        blank strings, invalid UTF-8, a 10,000-character sentence (many tokens,
-        truncated to the model's maximum source length), a 10,000-character word,
+        blank strings, invalid UTF-8, a 10,000-character and a 200,000-character
+        sentence (many tokens, truncated to the model's maximum source length), a
+        10,000-character word,
         only unknown words, and one batch mixing all of them.
     """
     batches = {
@@ -44,11 +48,53 @@ def bad_request_batches():
         "empty_strings": [b"", b" ", b"\t\n"],
         "invalid_utf8": [b"\xff\xfe\xfd", b"12 \xc3\x28 mars \x80 2001"],
         "long_sentence": [("14 juillet 1989 " * 700)[:10_000].encode("utf-8")],
+        "very_long_sentence": [("3 mars 2001 " * 18_182)[:200_000].encode("utf-8")],
         "long_word": [b"x" * 10_000],
         "unknown_words": [b"qwxz vbnmk plokij", "ÿ ŉ ǅ ꙮ".encode()],
     }
     batches["mixed"] = [text for name, batch in batches.items() for text in batch]
     return batches
+
+
+def malformed_inputs(rank, dtype="string"):
+    """Inputs of a shape a signature input of ``rank`` does not declare.
+
+    TF Serving does not check a request's shape against the signature
+    (tensorflow/serving#1436): such inputs reach the graph, which must answer
+    InvalidArgument rather than crash the server or answer for the wrong batch.
+
+    Args:
+        rank: the input's declared rank (e.g. 1 for ``text`` [B]).
+        dtype: ``"string"`` or a NumPy number type name (``"int32"``).
+
+    Returns:
+        dict name -> `numpy.ndarray`: a scalar (rank 0; a bare string instead of a
+        list), one rank too many with an empty and a non-empty last axis (for
+        ``text``: shapes [2, 0] and [1, 2]), and for rank 2 or more, one rank too few.
+
+    Example:
+
+    >>> {name: value.shape for name, value in malformed_inputs(1).items()}
+    {'rank_0': (), 'shape_2x0': (2, 0), 'shape_1x2': (1, 2)}
+    """
+    import numpy as np
+
+    if not isinstance(rank, int) or isinstance(rank, bool) or rank < 1:
+        raise ValueError(f"rank must be a positive integer. Received: rank={rank!r}")
+
+    def filled(shape):
+        if dtype == "string":
+            return np.full(shape, b"14 juillet 1989", dtype=object)
+        return np.zeros(shape, dtype=dtype)
+
+    inputs = {
+        "rank_0": filled([]),
+        f"shape_{'x'.join(['2'] * rank)}x0": filled([2] * rank + [0]),
+        f"shape_{'x'.join(['1'] * rank)}x2": filled([1] * rank + [2]),
+    }
+    if rank >= 2:
+        inputs[f"rank_{rank - 1}"] = filled([2] * (rank - 1))
+    return inputs
 
 
 def make_predict_request(

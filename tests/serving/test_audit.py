@@ -2,7 +2,6 @@
 
 import pytest
 
-from keras_selfattn import serving
 from keras_selfattn.serving import audit
 
 # One xdist worker runs every serving test, so the session fixtures train once.
@@ -11,7 +10,7 @@ pytestmark = pytest.mark.xdist_group("serving")
 
 @pytest.fixture(scope="module")
 def registry():
-    return serving.installed_op_registry()
+    return audit.installed_op_registry()
 
 
 @pytest.mark.parametrize(
@@ -26,12 +25,12 @@ def registry():
     ],
 )
 def test_tf_text_pin_by_serving_release(serving_version, tf_text):
-    assert serving.tf_text_version_for_serving(serving_version) == tf_text
+    assert audit.tf_text_version_for_serving(serving_version) == tf_text
 
 
 def test_bad_serving_version():
     with pytest.raises(ValueError, match="serving_version must look like"):
-        serving.tf_text_version_for_serving("latest")
+        audit.tf_text_version_for_serving("latest")
 
 
 def test_registry_is_derived_from_a_fresh_interpreter(registry):
@@ -45,11 +44,11 @@ def test_recorded_table_knows_every_installed_tf_text_op(registry):
     # Fails when a tensorflow-text upgrade registers an op the table does not know:
     # then check which stock TF Serving builds link it and extend TF_TEXT_OPS.
     assert registry.tensorflow_text_version is not None
-    unknown = registry.tensorflow_text - serving.TF_TEXT_OPS["2.20.0"]
+    unknown = registry.tensorflow_text - audit.TF_TEXT_OPS["2.20.0"]
     assert not unknown, (
         f"tensorflow-text {registry.tensorflow_text_version} registers ops the table lacks: {unknown}"
     )
-    assert serving.TF_TEXT_OPS["2.12.1"] < serving.TF_TEXT_OPS["2.20.0"]
+    assert audit.TF_TEXT_OPS["2.12.1"] < audit.TF_TEXT_OPS["2.20.0"]
     # The ops our tokenizers use are linked by every stock build.
     for op in (
         "CaseFoldUTF8",
@@ -57,11 +56,11 @@ def test_recorded_table_knows_every_installed_tf_text_op(registry):
         "TFText>WhitespaceTokenizeWithOffsetsV2",
         "FastWordpieceTokenizeWithOffsets",
     ):
-        assert op in serving.TF_TEXT_OPS["2.12.1"]
+        assert op in audit.TF_TEXT_OPS["2.12.1"]
 
 
 def test_audit_sorts_ops(registry):
-    result = serving.audit_ops(
+    result = audit.audit_ops(
         [
             "MatMul",
             "While",
@@ -84,18 +83,20 @@ def test_audit_sorts_ops(registry):
         assert f"NOT SERVABLE {op}" in summary
 
     # Against TF Serving 2.20 only, the round-robin trimmer op is linked.
-    newer = serving.audit_ops(
+    newer = audit.audit_ops(
         ["MatMul", "TFText>RoundRobinTrim"], serving_version="2.20", registry=registry
     )
     assert newer.ok and newer.tensorflow_text == ["TFText>RoundRobinTrim"]
 
 
 def test_core_only_audit(registry):
-    result = serving.audit_ops(
+    result = audit.audit_ops(
         ["MatMul", "StringLower", "LookupTableFindV2"], registry=registry
     )
     assert result.ok and result.core_only
-    assert "serves on any TF Serving build" in result.summary()
+    # Core ops only does not mean any release: the exporting TensorFlow still counts.
+    assert "serves on any TF Serving build" not in result.summary()
+    assert "no tensorflow-text op needed" in result.summary()
 
 
 def test_list_op_types_reads_function_bodies(tmp_path):
@@ -106,7 +107,9 @@ def test_list_op_types_reads_function_bodies(tmp_path):
         def count(self, n):
             return tf.while_loop(lambda i: i < n, lambda i: i + 1, [tf.constant(0)])[0]
 
-    tf.saved_model.save(Looping(), str(tmp_path))
+    module = Looping()
+    module.weight = tf.Variable(1.0)  # gives the SavedModel a saver (save / restore)
+    tf.saved_model.save(module, str(tmp_path))
     ops = audit.list_op_types(tmp_path)
     assert {"Less", "AddV2"} <= set(
         ops
@@ -114,3 +117,78 @@ def test_list_op_types_reads_function_bodies(tmp_path):
     assert {"While", "StatelessWhile"} & set(ops)
     with pytest.raises(FileNotFoundError, match="not a SavedModel"):
         audit.list_op_types(tmp_path / "variables")
+
+    # What loading and serving run: the loop bodies and the restore function, but
+    # not the saver's save function (SaveV2 would otherwise be an I/O op to refuse).
+    run_ops = audit.list_run_op_types(tmp_path)
+    assert {"Less", "AddV2", "RestoreV2"} <= set(run_ops)
+    assert {"SaveV2", "MergeV2Checkpoints"} <= set(ops)
+    assert not {"SaveV2", "MergeV2Checkpoints"} & set(run_ops)
+    assert audit.producer_version(tmp_path) == tf.__version__
+
+
+@pytest.mark.parametrize("content", [b"garbage", b""])
+def test_garbage_saved_model_is_a_clear_error(tmp_path, content):
+    (tmp_path / "saved_model.pb").write_bytes(content)
+    with pytest.raises(ValueError, match="not a SavedModel"):
+        audit.list_op_types(tmp_path)
+
+
+def test_cli_check_serving_on_garbage_is_one_line(tmp_path, capsys):
+    from keras_selfattn import cli
+
+    (tmp_path / "saved_model.pb").write_bytes(b"garbage")
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["check-serving", str(tmp_path)])
+    assert exit_info.value.code == 2
+    error = capsys.readouterr().err
+    assert "is not a SavedModel" in error and len(error.strip().splitlines()) == 1
+
+
+def test_io_ops_are_refused_or_warned(registry):
+    result = audit.audit_ops(["WriteFile", "ReadFile", "MatMul"], registry=registry)
+    assert list(result.problems) == ["WriteFile"]
+    assert "writes files" in result.problems["WriteFile"]
+    assert list(result.io_warnings) == ["ReadFile"]
+    summary = result.summary()
+    assert "NOT SERVABLE WriteFile: I/O op refused" in summary
+    assert "WARNING I/O op ReadFile" in summary
+    # Only the ops that loading and serving run count (not the saver's SaveV2).
+    saver = audit.audit_ops(["SaveV2", "MatMul"], registry=registry, run_op_types=[])
+    assert saver.ok and not saver.io_warnings
+
+
+def test_every_listed_io_op_is_a_registered_op(registry):
+    listed = set(audit.REFUSED_IO_OPS) | set(audit.WARNED_IO_OPS)
+    assert listed <= registry.core, listed - registry.core
+    assert not set(audit.REFUSED_IO_OPS) & set(audit.WARNED_IO_OPS)
+
+
+@pytest.mark.parametrize("serving_version", ["1.0", "2.15", "2.20.1"])
+def test_older_serving_than_the_exporting_tensorflow_fails(registry, serving_version):
+    result = audit.audit_ops(
+        ["MatMul"], serving_version, registry=registry, producer="2.21.0"
+    )
+    assert not result.ok and not result.problems
+    (reason,) = result.release_problems
+    assert ("1.x" if serving_version == "1.0" else "2.21") in reason
+    assert f"NOT SERVABLE on TF Serving {serving_version}" in result.summary()
+
+
+@pytest.mark.parametrize("serving_version", ["2.21", "2.21.4", "2.22", "3.0"])
+def test_same_or_newer_serving_passes(registry, serving_version):
+    result = audit.audit_ops(
+        ["MatMul"], serving_version, registry=registry, producer="2.21.0"
+    )
+    assert result.ok and result.oldest_serving == "2.21"
+    assert "loads on TF Serving 2.21 or newer" in result.summary()
+
+
+def test_oldest_serving_release():
+    assert audit.oldest_serving_release(["MatMul"], "2.21.0") == "2.21"
+    # A tensorflow-text op first linked by TF Serving 2.20 raises an older producer.
+    assert audit.oldest_serving_release(["TFText>Utf8Binarize"], "2.15.1") == "2.20"
+    assert audit.oldest_serving_release(["TFText>Utf8Binarize"], "2.21.0") == "2.21"
+    assert audit.oldest_serving_release(["MatMul"]) is None
+    with pytest.raises(ValueError, match="producer must look like"):
+        audit.oldest_serving_release(["MatMul"], "nightly build")

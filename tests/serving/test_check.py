@@ -1,12 +1,18 @@
 """`keras-selfattn check-serving`: op audit, session-loader replay, bad requests, core-only proof."""
 
+import signal
+import subprocess
+
 import keras
 import pytest
 import tensorflow as tf
 
 from keras_selfattn import cli, serving
+from keras_selfattn.serving import check as check_lib
 from keras_selfattn.serving import warmup
 from tests.serving.tiny_runs import BEAM_SIZE, TINY_MODEL
+
+TF_RELEASE = ".".join(tf.__version__.split(".")[:2])
 
 # One xdist worker runs every serving test, so the session fixtures train once.
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("serving")]
@@ -84,8 +90,30 @@ def test_core_export_serves_without_tensorflow_text(core_export):
 def test_cli_check_serving(core_export, capsys):
     assert cli.main(["check-serving", str(core_export)]) == 0
     out = capsys.readouterr().out
-    assert "core TensorFlow ops only: serves on any TF Serving build" in out
+    assert "core TensorFlow ops only: no tensorflow-text op needed" in out
+    assert "serves on any TF Serving build" not in out
+    assert f"loads on TF Serving {TF_RELEASE} or newer" in out
     assert "check-serving: OK" in out
+
+
+def test_cli_check_serving_compares_the_serving_version(core_export, capsys):
+    # TF Serving 1.0 and 2.15 are older than the TensorFlow that exported the model.
+    for old in ("1.0", "2.15"):
+        assert (
+            cli.main(["check-serving", "--serving-version", old, str(core_export)]) == 1
+        )
+        out = capsys.readouterr().out
+        assert f"NOT SERVABLE on TF Serving {old}" in out
+        assert f"loads on TF Serving {TF_RELEASE} or newer" in out
+        assert "check-serving: FAILED" in out
+
+
+def test_cli_check_serving_help_says_it_runs_the_model(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["check-serving", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "LOADS AND RUNS the model's graph" in out
+    assert "Check only models you trust" in out and "WriteFile" in out
 
 
 def save_module(path, function):
@@ -121,8 +149,11 @@ def test_check_fails_naming_python_and_newer_tf_text_ops(tmp_path, capsys):
     assert not check.ok
     assert list(check.audit.problems) == ["TFText>Utf8Binarize"]
     assert "2.12.1" in check.audit.problems["TFText>Utf8Binarize"]
-    # TF Serving 2.20+ links tensorflow-text 2.20.0, which has it.
-    assert serving.check_serving(newer_dir, serving_version="2.20", run=False).ok
+    # TF Serving 2.20+ links tensorflow-text 2.20.0, which has it; 2.20 is still
+    # older than the TensorFlow that exported the graph, the same release is not.
+    on_2_20 = serving.check_serving(newer_dir, serving_version="2.20", run=False)
+    assert not on_2_20.audit.problems and on_2_20.audit.release_problems
+    assert serving.check_serving(newer_dir, serving_version=TF_RELEASE, run=False).ok
 
 
 def test_check_reports_a_hang_or_crash_as_a_problem(text_export, tmp_path):
@@ -130,3 +161,67 @@ def test_check_reports_a_hang_or_crash_as_a_problem(text_export, tmp_path):
     check = serving.check_serving(text_export, timeout=1)
     assert not check.ok
     assert any("did not finish within 1 s" in p for p in check.problems)
+
+
+def test_malformed_requests_are_rejected_in_the_replay(text_check):
+    assert not text_check.audit.io_warnings
+    assert text_check.audit.oldest_serving == TF_RELEASE
+    for signature, rank in {
+        "serving_default": 1,
+        "translate_nbest": 1,
+        "serve": 2,
+    }.items():
+        results = results_by_name(text_check, signature)
+        for name in warmup.malformed_inputs(rank):
+            result = results[name]
+            assert result["expect"] == "InvalidArgumentError"
+            assert not result["ok"] and result["error"].startswith(
+                "InvalidArgumentError"
+            ), (signature, name, result)
+    assert "rejected: InvalidArgumentError" in text_check.summary()
+
+
+def test_a_signature_without_shape_checks_fails_the_replay(tmp_path):
+    def unchecked(text):  # answers whatever shape it is fed
+        return {"translation": text, "score": tf.zeros(tf.shape(text), tf.float32)}
+
+    check = serving.check_serving(save_module(tmp_path / "unchecked" / "1", unchecked))
+    assert not check.ok
+    for name in ("rank_0", "shape_1x2"):
+        assert any(
+            p.startswith(f"serving_default/{name}: answered")
+            and "instead of InvalidArgumentError" in p
+            for p in check.problems
+        ), check.problems
+    # The well-formed bad requests still answer.
+    assert results_by_name(check, "serving_default")["mixed"]["ok"]
+
+
+def test_a_graph_that_writes_files_is_refused_unrun(tmp_path):
+    target = tmp_path / "written-by-the-model.txt"
+
+    def writes(text):
+        write = tf.io.write_file(str(target), tf.strings.reduce_join(text))
+        with tf.control_dependencies([write]):
+            return {
+                "translation": tf.identity(text),
+                "score": tf.zeros(tf.shape(text), tf.float32),
+            }
+
+    check = serving.check_serving(save_module(tmp_path / "writer" / "1", writes))
+    assert not check.ok
+    assert any(p.startswith("op WriteFile: I/O op refused") for p in check.problems)
+    assert check.results == [] and check.tensorflow_text_imported is None
+    assert not target.exists(), "check-serving ran a graph it refused"
+
+
+def test_a_crashed_replay_names_the_request():
+    done = subprocess.CompletedProcess(
+        [],
+        -signal.SIGSEGV,
+        "",
+        "replaying: serving_default/warmup[0]\nreplaying: serving_default/rank_0\n",
+    )
+    message = check_lib._replay_failure(done)
+    assert "killed by SIGSEGV" in message
+    assert "while running serving_default/rank_0" in message

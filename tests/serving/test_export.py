@@ -3,6 +3,8 @@
 import json
 import os
 import pathlib
+import shlex
+import shutil
 import subprocess
 import sys
 
@@ -10,10 +12,9 @@ import numpy as np
 import pytest
 from tensorflow.core.protobuf import saved_model_pb2
 
-from keras_selfattn import cli, serving
+from keras_selfattn import cli, serving, text
 from keras_selfattn.inference import Translator
-from keras_selfattn.serving import export as export_lib
-from keras_selfattn.serving import warmup
+from keras_selfattn.serving import audit, publishing, warmup
 from tests.serving.tiny_runs import BEAM_SIZE
 
 # One xdist worker runs every serving test, so the session fixtures train once.
@@ -81,7 +82,7 @@ def test_signatures(text_export):
         if not name.startswith("__"):
             assert signature.method_name == "tensorflow/serving/predict"
             assert not [o for o in signature.outputs if o.endswith("_bytes")]
-    assert not set(serving.list_op_types(text_export)) & serving.PYTHON_BOUND_OPS
+    assert not set(audit.list_op_types(text_export)) & audit.PYTHON_BOUND_OPS
 
 
 def load_in_fresh_process(saved_model_dir, texts, tmp_path, tensorflow_text=True):
@@ -156,12 +157,12 @@ def test_core_export_loads_without_tensorflow_text(
 
 
 def test_next_version_ignores_what_tf_serving_ignores(tmp_path):
-    assert serving.next_version(tmp_path / "missing") == 1
+    assert publishing.next_version(tmp_path / "missing") == 1
     for name in ("1", "3", "10", ".export-tmp-abc", "7-old", "notes"):
         (tmp_path / name).mkdir()
     (tmp_path / "12").write_text("a file, not a version")
-    assert serving.list_versions(tmp_path) == [1, 3, 10]
-    assert serving.next_version(tmp_path) == 11
+    assert publishing.list_versions(tmp_path) == [1, 3, 10]
+    assert publishing.next_version(tmp_path) == 11
 
 
 @pytest.mark.slow
@@ -183,6 +184,10 @@ def test_cli_export_explicit_version_then_next(text_run_dir, tmp_path, capsys):
     )
     printed = capsys.readouterr().out
     assert f"exported: {base / '5'}" in printed
+    # The example request uses a source of the run's own test split.
+    sample = text.read_pairs(pathlib.Path(text_run_dir) / "splits" / "test.tsv")[0][0]
+    body = json.dumps({"instances": [sample]}, ensure_ascii=False)
+    assert f"-d {shlex.quote(body)}" in printed
     assert (
         f"docker run -p 8500:8500 -p 8501:8501 --mount type=bind,source={base.resolve()},target=/models/translator "
         "-e MODEL_NAME=translator -t tensorflow/serving"
@@ -190,8 +195,8 @@ def test_cli_export_explicit_version_then_next(text_run_dir, tmp_path, capsys):
     assert (
         "curl -s -X POST http://localhost:8501/v1/models/translator:predict" in printed
     )
-    assert serving.list_versions(base) == [5]
-    assert serving.next_version(base) == 6
+    assert publishing.list_versions(base) == [5]
+    assert publishing.next_version(base) == 6
 
     # An existing version is never overwritten: a one-line user error, exit status 2.
     with pytest.raises(SystemExit) as exit_info:
@@ -208,7 +213,7 @@ def test_cli_export_explicit_version_then_next(text_run_dir, tmp_path, capsys):
         )
     assert exit_info.value.code == 2
     assert "exists" in capsys.readouterr().err
-    assert serving.list_versions(base) == [5]
+    assert publishing.list_versions(base) == [5]
 
 
 @pytest.mark.slow
@@ -237,13 +242,13 @@ def test_publish_is_a_rename_that_never_overwrites(tmp_path):
     base = tmp_path / "base"
     (base / "1").mkdir(parents=True)
     (base / "1" / "keep").write_text("v1")
-    staged = base / (export_lib.TEMP_PREFIX + "x") / "saved_model"
+    staged = base / (publishing.TEMP_PREFIX + "x") / "saved_model"
     staged.mkdir(parents=True)
     (staged / "saved_model.pb").write_text("v2")
     with pytest.raises(FileExistsError):
-        export_lib._publish(staged, base, 1, auto_version=False)
+        publishing.publish(staged, base, 1, automatic=False)
     # With an automatic version, a taken number moves on to the next free one.
-    assert export_lib._publish(staged, base, 1, auto_version=True) == base / "2"
+    assert publishing.publish(staged, base, 1, automatic=True) == base / "2"
     assert (base / "2" / "saved_model.pb").read_text() == "v2"
     assert (base / "1" / "keep").read_text() == "v1"
 
@@ -257,3 +262,20 @@ def test_serving_instructions_quote_paths(tmp_path):
         in lines
     )
     assert """-d '{"instances": ["l'"'"'été 1989"]}'""" in lines
+
+
+def test_sample_sources_come_from_the_run(text_run_dir, tmp_path):
+    test_split = pathlib.Path(text_run_dir) / "splits" / "test.tsv"
+    expected = [source for source, _ in text.read_pairs(test_split)[:3]]
+    assert serving.sample_sources(text_run_dir, 3) == expected
+    with pytest.raises(ValueError, match="count must be a positive integer"):
+        serving.sample_sources(text_run_dir, 0)
+
+    # A run without splits: a text made of words of its own source vocabulary.
+    bare = shutil.copytree(
+        text_run_dir, tmp_path / "bare", ignore=shutil.ignore_patterns("splits")
+    )
+    (sample,) = serving.sample_sources(bare)
+    vocabulary = text.PairTokenizer.load(bare).source.vocabulary.tokens
+    words = sample.split()
+    assert words and set(words) <= set(vocabulary[len(text.RESERVED_TOKENS) :])

@@ -147,6 +147,17 @@ def test_readme_example_bodies_match_the_server(text_export):
                 assert set(body) == {"error"} and body["error"] == documented["error"]
             else:
                 assert shape_of(body) == shape_of(documented), request_text
+        # A list of lists for text [B]: TF Serving passes the shape to the graph,
+        # whose in-graph check answers InvalidArgument (HTTP 400), not a crash.
+        nested = json.dumps({"instances": [["14 juillet 1989", "3 mars 2001"]]})
+        request = urllib.request.Request(
+            url, nested.encode(), {"Content-Type": "application/json"}
+        )
+        with pytest.raises(urllib.error.HTTPError) as error_info:
+            urllib.request.urlopen(request, timeout=30)
+        assert error_info.value.code == 400
+        error = json.loads(error_info.value.read())["error"]
+        assert "[1,2] is not compatible with expected shape [?]" in error
         with urllib.request.urlopen(
             f"http://127.0.0.1:{server.rest_port}/v1/models/translator", timeout=30
         ) as answer:

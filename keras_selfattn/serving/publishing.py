@@ -1,0 +1,168 @@
+"""Publishing a version folder: version numbers, a staging folder, fsync, an atomic rename.
+
+TF Serving watches a model's base folder and loads every purely numeric subfolder
+as a version. A version is written into a ``.export-tmp-*`` folder inside the base
+(TF Serving ignores it), flushed to disk, and renamed into place when complete:
+a server watching the base never sees half a version, a failed export leaves no
+``BASE/N``, and an existing version is never overwritten.
+"""
+
+import contextlib
+import os
+import pathlib
+import shutil
+import tempfile
+
+__all__ = [
+    "TEMP_PREFIX",
+    "list_versions",
+    "next_version",
+    "publish",
+    "resolve_version",
+    "staging_folder",
+]
+
+TEMP_PREFIX = ".export-tmp-"
+
+
+def list_versions(export_base):
+    """The version numbers present in ``export_base`` (folders named by an integer), sorted.
+
+    Args:
+        export_base: a model's base folder.
+
+    Returns:
+        list of int.
+    """
+    export_base = pathlib.Path(export_base)
+    if not export_base.is_dir():
+        return []
+    return sorted(
+        int(p.name) for p in export_base.iterdir() if p.name.isdigit() and p.is_dir()
+    )
+
+
+def next_version(export_base):
+    """One more than the highest version in ``export_base``; 1 for a new or empty base.
+
+    Args:
+        export_base: a model's base folder.
+
+    Returns:
+        int.
+
+    Example:
+
+    >>> import tempfile
+    >>> base = pathlib.Path(tempfile.mkdtemp())
+    >>> next_version(base)
+    1
+    >>> for name in ("1", "7", ".export-tmp-x", "notes"):
+    ...     (base / name).mkdir()
+    >>> next_version(base)  # TF Serving's versions are the numeric folders
+    8
+    """
+    versions = list_versions(export_base)
+    return versions[-1] + 1 if versions else 1
+
+
+def resolve_version(export_base, version=None):
+    """The version to write, checked before any work is done.
+
+    Args:
+        export_base: a model's base folder.
+        version: a non-negative int, or None for `next_version`.
+
+    Returns:
+        ``(version, automatic)``: the number and whether it was chosen here (an
+        automatic number moves on if another export takes it meanwhile).
+
+    Raises:
+        ValueError: ``version`` is not a non-negative integer.
+        FileExistsError: ``export_base/version`` exists.
+    """
+    export_base = pathlib.Path(export_base)
+    automatic = version is None
+    if automatic:
+        version = next_version(export_base)
+    elif not isinstance(version, int) or isinstance(version, bool) or version < 0:
+        raise ValueError(
+            f"version must be a non-negative integer. Received: version={version!r}"
+        )
+    if (export_base / str(version)).exists():
+        raise FileExistsError(
+            f"{export_base / str(version)} exists; versions are never overwritten"
+        )
+    return version, automatic
+
+
+@contextlib.contextmanager
+def staging_folder(export_base):
+    """A new ``.export-tmp-*`` folder inside ``export_base`` (created if missing),
+    removed with whatever is left in it on exit.
+
+    Args:
+        export_base: a model's base folder.
+
+    Yields:
+        The folder, a `pathlib.Path`.
+    """
+    export_base = pathlib.Path(export_base)
+    export_base.mkdir(parents=True, exist_ok=True)
+    folder = pathlib.Path(tempfile.mkdtemp(prefix=TEMP_PREFIX, dir=export_base))
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _fsync_tree(root):
+    """Flushes every file and folder under ``root`` to disk (the rename then publishes complete files)."""
+    for folder, _, files in os.walk(root):
+        for name in files:
+            with open(os.path.join(folder, name), "rb") as handle:
+                os.fsync(handle.fileno())
+        _fsync_folder(folder)
+
+
+def _fsync_folder(folder):
+    descriptor = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
+def publish(staged_dir, export_base, version, automatic):
+    """Flushes ``staged_dir`` to disk and renames it to ``export_base/version``.
+
+    The rename is atomic on one file system and never replaces an existing version.
+
+    Args:
+        staged_dir: the complete version folder, inside ``export_base``.
+        export_base: the model's base folder.
+        version: the version number.
+        automatic: when True and another export took ``version`` meanwhile, use the
+            next free number instead of failing.
+
+    Returns:
+        The published folder, a `pathlib.Path`.
+
+    Raises:
+        FileExistsError: ``automatic`` is False and ``export_base/version`` exists.
+    """
+    export_base = pathlib.Path(export_base)
+    _fsync_tree(staged_dir)
+    for _ in range(100):
+        target = export_base / str(version)
+        try:
+            if target.exists():
+                raise FileExistsError(target)
+            os.rename(staged_dir, target)  # fails on a non-empty target
+            _fsync_folder(export_base)
+            return target
+        except OSError:
+            if not automatic or not target.exists():
+                raise
+            version = next_version(export_base)
+    raise RuntimeError(f"Could not find a free version number in {export_base}")

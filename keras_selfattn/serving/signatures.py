@@ -1,0 +1,270 @@
+"""The graph code of the exported signatures: text in, text out, all in TensorFlow.
+
+Signatures (normalization, tokenization, the encoder, the ``tf.while_loop``
+searches of `keras_selfattn.decoding` and detokenization; no PyFunc):
+
+- ``serving_default``: ``text`` tf.string [B] -> ``translation`` tf.string [B] and
+  ``score`` float32 [B] (greedy search; sum of the tokens' log-probabilities);
+- ``translate_nbest``: ``text`` tf.string [B] -> ``translations`` tf.string [B, K]
+  and ``scores`` float32 [B, K] (beam search, best first, length-normalized);
+- ``serve``: ``source``, ``target_in`` int32 [B, T] token ids (0 = padding) ->
+  ``logits`` float32 [B, T, target vocabulary] (the Keras model's own call).
+
+Requests are checked IN THE GRAPH. TF Serving does not check a request's shape
+against the signature (tensorflow/serving#1436), and a rank-0 ``text`` crashed the
+process (SIGSEGV), shape [2, 0] aborted it (SIGABRT). So every input goes through
+an ``EnsureShape`` op first (a plain ``tf.rank`` would be folded to a constant,
+since the signature declares the rank): a wrong rank answers InvalidArgument
+before any other op runs. ``serve`` also checks that ``source`` and ``target_in``
+have the same batch, that ``source`` has at least one column, and that every id is
+in its vocabulary.
+
+Content is sanitized: invalid UTF-8 becomes U+FFFD, sources longer than the
+model's ``max_source_len`` tokens are truncated, and a text with no tokens
+translates to ``""`` with score 0 (as `Translator.translate` does).
+
+The SavedModel is written with `keras.export.ExportArchive`, which tracks the
+Keras model's variables and, through ``track()``, the tokenizers' lookup tables, so
+it runs under both loaders: TF2's `tf.saved_model.load` and the session-based
+loader of ``saved_model_cli run`` and ``tensorflow_model_server``. (A Keras 3 model
+held by a plain `tf.Module` passes the first and fails the second.)
+"""
+
+import pathlib
+
+__all__ = [
+    "DEFAULT_BEAM_SIZE",
+    "NBEST_SIGNATURE",
+    "SERVING_SIGNATURE",
+    "TOKEN_IDS_SIGNATURE",
+    "build_export_archive",
+    "check_signatures",
+    "serving_functions",
+]
+
+DEFAULT_BEAM_SIZE = 4
+SERVING_SIGNATURE = "serving_default"
+NBEST_SIGNATURE = "translate_nbest"
+TOKEN_IDS_SIGNATURE = "serve"
+
+
+def _checked(tensor, shape):
+    """``tensor`` after a run-time check that its shape fits ``shape``.
+
+    ``EnsureShape`` fails the request with InvalidArgument ("Shape of tensor ... [] is
+    not compatible with expected shape [?]") before any consumer runs.
+    """
+    import tensorflow as tf
+
+    return tf.ensure_shape(tensor, shape)
+
+
+def serving_functions(translator, beam_size=DEFAULT_BEAM_SIZE, alpha=0.6):
+    """The graph functions the SavedModel serves, with their input signatures.
+
+    Args:
+        translator: a `keras_selfattn.inference.Translator` (model, tokenizer, limits).
+        beam_size: hypotheses returned by ``translate_nbest``.
+        alpha: beam search length-normalization strength (as `Translator.translate`).
+
+    Returns:
+        dict signature name -> ``(function, input_signature)``, ``serving_default``
+        first.
+    """
+    import tensorflow as tf
+
+    from keras_selfattn.decoding import beam_search_decode, greedy_decode
+    from keras_selfattn.inference import source_ids_for_model
+
+    if not isinstance(beam_size, int) or isinstance(beam_size, bool) or beam_size < 1:
+        raise ValueError(
+            f"beam_size must be a positive integer. Received: beam_size={beam_size!r}"
+        )
+    model, tokenizer = translator.model, translator.tokenizer
+    max_source_len, max_len = translator.max_source_len, translator.max_target_len + 1
+    text_spec = [tf.TensorSpec([None], tf.string, name="text")]
+
+    def encode(text):
+        """The checked batch -> (B, T) int32 ids (T >= 1) and which texts have no token."""
+        text = _checked(text, [None])
+        text = tf.strings.unicode_transcode(
+            text, "UTF-8", "UTF-8", errors="replace", replacement_char=0xFFFD
+        )
+        ids, lengths = source_ids_for_model(
+            tokenizer.source.encode(text), max_source_len
+        )
+        return ids, tf.equal(lengths, 0)
+
+    def translate(text):
+        ids, no_tokens = encode(text)
+        out = greedy_decode(model, ids, max_len)
+        translation = tokenizer.target.decode(out["ids"])
+        return {
+            "translation": tf.where(no_tokens, tf.constant(""), translation),
+            "score": tf.where(no_tokens, tf.constant(0.0), out["scores"]),
+        }
+
+    def translate_nbest(text):
+        ids, no_tokens = encode(text)
+        out = beam_search_decode(model, ids, beam_size, max_len, alpha=alpha)
+        shape = tf.shape(out["ids"])  # (B, K, L); an explicit shape: B may be 0
+        flat = tf.reshape(out["ids"], [shape[0] * beam_size, shape[2]])
+        translations = tf.reshape(tokenizer.target.decode(flat), [shape[0], beam_size])
+        return {
+            "translations": tf.where(no_tokens[:, None], tf.constant(""), translations),
+            "scores": tf.where(no_tokens[:, None], tf.constant(0.0), out["scores"]),
+        }
+
+    def serve(source, target_in):
+        source, target_in = (
+            _checked(source, [None, None]),
+            _checked(target_in, [None, None]),
+        )
+        checks = [
+            tf.debugging.assert_equal(
+                tf.shape(source)[0],
+                tf.shape(target_in)[0],
+                message="source and target_in must have the same batch size",
+            ),
+            tf.debugging.assert_positive(
+                tf.shape(source)[1], message="source must have at least one column"
+            ),
+        ]
+        for name, ids, size in (
+            ("source", source, tokenizer.source_vocab_size),
+            ("target_in", target_in, tokenizer.target_vocab_size),
+        ):
+            checks.append(
+                tf.debugging.assert_non_negative(
+                    ids, message=f"{name} holds a negative id"
+                )
+            )
+            checks.append(
+                tf.debugging.assert_less(
+                    ids,
+                    tf.constant(size, tf.int32),
+                    message=f"{name} holds an id outside its vocabulary of {size}",
+                )
+            )
+        with tf.control_dependencies(checks):
+            source, target_in = tf.identity(source), tf.identity(target_in)
+        logits = model({"source": source, "target_in": target_in}, training=False)
+        return {"logits": tf.cast(logits, tf.float32)}
+
+    return {
+        SERVING_SIGNATURE: (translate, text_spec),
+        NBEST_SIGNATURE: (translate_nbest, text_spec),
+        TOKEN_IDS_SIGNATURE: (
+            serve,
+            [
+                tf.TensorSpec([None, None], tf.int32, name="source"),
+                tf.TensorSpec([None, None], tf.int32, name="target_in"),
+            ],
+        ),
+    }
+
+
+def _vocabulary_tables(tokenizer, directory):
+    """A `tf.Module` with an id -> token table over each vocabulary file (the SavedModel's assets)."""
+    import tensorflow as tf
+
+    from keras_selfattn.text.pair_tokenizer import SOURCE_VOCAB_FILE, TARGET_VOCAB_FILE
+    from keras_selfattn.text.vocab import UNK_TOKEN
+
+    module = tf.Module(name="vocabulary_files")
+    for side, filename in (
+        ("source", SOURCE_VOCAB_FILE),
+        ("target", TARGET_VOCAB_FILE),
+    ):
+        path = getattr(tokenizer, side).vocabulary.save(
+            pathlib.Path(directory) / filename
+        )
+        initializer = tf.lookup.TextFileInitializer(
+            tf.saved_model.Asset(str(path)),
+            key_dtype=tf.int64,
+            key_index=tf.lookup.TextFileIndex.LINE_NUMBER,
+            value_dtype=tf.string,
+            value_index=tf.lookup.TextFileIndex.WHOLE_LINE,
+        )
+        setattr(
+            module,
+            f"{side}_id_to_token",
+            tf.lookup.StaticHashTable(initializer, UNK_TOKEN),
+        )
+    return module
+
+
+def build_export_archive(
+    translator, beam_size=DEFAULT_BEAM_SIZE, alpha=0.6, asset_dir=None
+):
+    """A `keras.export.ExportArchive` with the model, its tokenizers and the signatures.
+
+    Add your own endpoints with ``archive.add_endpoint`` before ``write_out``.
+
+    Args:
+        translator: a `keras_selfattn.inference.Translator`.
+        beam_size: hypotheses returned by ``translate_nbest``.
+        alpha: beam search length normalization.
+        asset_dir: a folder for the vocabulary files that become ``assets/``
+            (copied at ``write_out``; keep it until then). None: no vocabulary assets.
+
+    Returns:
+        The `keras.export.ExportArchive`.
+    """
+    import keras
+
+    archive = keras.export.ExportArchive()
+    archive.track(translator.model)
+    archive.track(translator.tokenizer)  # its lookup tables (tf.Module resources)
+    if asset_dir is not None:
+        archive.track(_vocabulary_tables(translator.tokenizer, asset_dir))
+    for name, (function, input_signature) in serving_functions(
+        translator, beam_size, alpha
+    ).items():
+        archive.add_endpoint(name, function, input_signature)
+    return archive
+
+
+def check_signatures(saved_model_dir):
+    """Fails early (before publishing) on a signature TF Serving users would trip on.
+
+    Args:
+        saved_model_dir: a written SavedModel directory.
+
+    Raises:
+        RuntimeError: the graph calls back into Python, ``serving_default`` does not
+            take ``text`` and answer ``translation`` and ``score``, or an output
+            name ends in ``_bytes`` (TF Serving's REST API would base64 it).
+    """
+    from keras_selfattn.serving.audit import (
+        PYTHON_BOUND_OPS,
+        list_op_types,
+        read_saved_model,
+    )
+
+    python_ops = sorted(set(list_op_types(saved_model_dir)) & PYTHON_BOUND_OPS)
+    if python_ops:
+        raise RuntimeError(
+            f"The exported graph calls back into Python ({', '.join(python_ops)}); TF Serving cannot run it"
+        )
+    saved_model = read_saved_model(saved_model_dir)
+    signatures = saved_model.meta_graphs[0].signature_def
+    default = signatures[SERVING_SIGNATURE]
+    found = (
+        {k: v.dtype for k, v in default.inputs.items()},
+        {k: v.dtype for k, v in default.outputs.items()},
+    )
+    expected = (
+        {"text": 7},
+        {"translation": 7, "score": 1},
+    )  # DT_STRING = 7, DT_FLOAT = 1
+    if found != expected:
+        raise RuntimeError(
+            f"serving_default has inputs/outputs {found}, expected {expected}"
+        )
+    for name, signature in signatures.items():
+        for output in signature.outputs:
+            if output.endswith("_bytes"):
+                raise RuntimeError(
+                    f"Output {name}/{output} ends in _bytes: TF Serving's REST API would base64 it"
+                )
