@@ -23,38 +23,7 @@ Example::
 tensorflow-serving-api (the ``serving`` extra) is imported where it is used.
 """
 
-from keras_selfattn.serving.audit import (
-    PYTHON_BOUND_OPS,
-    TF_TEXT_OPS,
-    OpAudit,
-    audit_ops,
-    audit_saved_model,
-    installed_op_registry,
-    list_op_types,
-    tf_text_version_for_serving,
-)
-from keras_selfattn.serving.check import ServingCheck, check_serving
-from keras_selfattn.serving.export import (
-    DEFAULT_BEAM_SIZE,
-    DEFAULT_MODEL_NAME,
-    NBEST_SIGNATURE,
-    SERVING_SIGNATURE,
-    TEMP_PREFIX,
-    TOKEN_IDS_SIGNATURE,
-    build_export_archive,
-    export_run,
-    export_translator,
-    list_versions,
-    next_version,
-    serving_functions,
-    serving_instructions,
-)
-from keras_selfattn.serving.warmup import (
-    WARMUP_FILE,
-    bad_request_batches,
-    read_warmup_requests,
-    write_warmup_requests,
-)
+from keras_selfattn._lazy import lazy_package
 
 __all__ = [
     "DEFAULT_BEAM_SIZE",
@@ -85,3 +54,43 @@ __all__ = [
     "tf_text_version_for_serving",
     "write_warmup_requests",
 ]
+
+__getattr__, __dir__ = lazy_package(
+    __name__,
+    {
+        "PYTHON_BOUND_OPS": "keras_selfattn.serving.audit",
+        "TF_TEXT_OPS": "keras_selfattn.serving.audit",
+        "OpAudit": "keras_selfattn.serving.audit",
+        "audit_ops": "keras_selfattn.serving.audit",
+        "audit_saved_model": "keras_selfattn.serving.audit",
+        "installed_op_registry": "keras_selfattn.serving.audit",
+        "list_op_types": "keras_selfattn.serving.audit",
+        "tf_text_version_for_serving": "keras_selfattn.serving.audit",
+        "ServingCheck": "keras_selfattn.serving.check",
+        "check_serving": "keras_selfattn.serving.check",
+        "DEFAULT_BEAM_SIZE": "keras_selfattn.serving.export",
+        "DEFAULT_MODEL_NAME": "keras_selfattn.serving.export",
+        "NBEST_SIGNATURE": "keras_selfattn.serving.export",
+        "SERVING_SIGNATURE": "keras_selfattn.serving.export",
+        "TEMP_PREFIX": "keras_selfattn.serving.export",
+        "TOKEN_IDS_SIGNATURE": "keras_selfattn.serving.export",
+        "build_export_archive": "keras_selfattn.serving.export",
+        "export_run": "keras_selfattn.serving.export",
+        "export_translator": "keras_selfattn.serving.export",
+        "list_versions": "keras_selfattn.serving.export",
+        "next_version": "keras_selfattn.serving.export",
+        "serving_functions": "keras_selfattn.serving.export",
+        "serving_instructions": "keras_selfattn.serving.export",
+        "WARMUP_FILE": "keras_selfattn.serving.warmup",
+        "bad_request_batches": "keras_selfattn.serving.warmup",
+        "read_warmup_requests": "keras_selfattn.serving.warmup",
+        "write_warmup_requests": "keras_selfattn.serving.warmup",
+    },
+    submodules=(
+        "audit",
+        "check",
+        "export",
+        "session_replay",
+        "warmup",
+    ),
+)
