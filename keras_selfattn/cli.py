@@ -3,20 +3,77 @@
 Every subcommand calls one documented function (`workflows.run_demo`,
 `training.train`, `inference.evaluate`, `inference.Translator.translate`,
 `serving.export_run`, `serving.check_serving`).
-User errors (missing files, malformed TSV lines, bad options) print one line
-``keras-selfattn: error: ...`` and exit with status 2, without a traceback.
+
+Building the parser imports no Keras or TensorFlow (the package loads its names
+on first use), so ``--help`` and usage errors answer at once; the option help
+comes from the ``Attributes:`` sections of `ModelConfig` and `TrainConfig`.
+
+Never a traceback: bad input (a missing or unreadable file, a malformed TSV or
+``config.json``, a bad option value) prints one line ``keras-selfattn: error: ...``
+naming the file or argument and exits with status 2; anything else is reported in
+one line as an internal error (exit status 70), and ``--debug`` shows its
+traceback. TensorFlow's C++ log lines are silenced unless ``--verbose`` or
+``--debug`` is given or ``TF_CPP_MIN_LOG_LEVEL`` is set.
 """
 
 import argparse
+import contextlib
 import dataclasses
+import inspect
 import json
 import os
+import re
+import stat
 import sys
+import tempfile
 import typing
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
 from keras_selfattn.models.config import ModelConfig
+from keras_selfattn.training.config import TrainConfig
+
+USAGE_ERROR = 2  # bad input: one line naming the file or argument
+INTERNAL_ERROR = (
+    70  # a bug (sysexits' EX_SOFTWARE): one line; --debug for the traceback
+)
+INTERRUPTED = 130
+_LONGEST_MESSAGE = 1000  # characters of an error message kept on its one line
+
+# TensorFlow's native log lines: absl's ("I0000 00:00:1796071465.895658 10740
+# cudart_stub.cc:31] ..."), its pre-initialization notice, and TF's older format.
+NATIVE_LOG_LINE = re.compile(
+    r"^(WARNING: All log messages before absl::InitializeLog\(\) is called"
+    r"|[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ [^ \]]+:\d+\]"
+    r"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: [IWEF] )"
+)
+
+
+def _field_docs(cls):
+    """``{field: description}`` from the ``Attributes:`` section of ``cls``'s docstring."""
+    doc = inspect.getdoc(cls) or ""
+    docs, name, indent, inside = {}, None, None, False
+    for line in doc.splitlines():
+        if line.strip() == "Attributes:":
+            inside = True
+            continue
+        if not inside:
+            continue
+        if line.strip() and not line.startswith(" "):
+            break  # the next section
+        match = re.match(r"^( +)(\w+): (.*)$", line)
+        if match and (indent is None or len(match.group(1)) == indent):
+            indent, name = len(match.group(1)), match.group(2)
+            docs[name] = match.group(3).strip()
+        elif name and line.strip():
+            docs[name] += " " + line.strip()
+    return {key: value.replace("``", "") for key, value in docs.items()}
+
+
+def _help(text, default):
+    """argparse help: the description, then the default (``%`` escaped)."""
+    shown = "none" if default is None else default
+    if isinstance(default, bool):
+        shown = "yes" if default else "no"
+    return f"{text} (default: {shown})".replace("%", "%%")
 
 
 def _add_config_arguments(parser, cls, title, skip=()):
@@ -24,18 +81,24 @@ def _add_config_arguments(parser, cls, title, skip=()):
 
     Every flag defaults to None, meaning "the dataclass default"; booleans get
     ``--x/--no-x``; an optional field (``int | None``) parses as its non-None type;
-    a field listed in ``cls.CHOICES`` accepts only those values.
+    a field listed in ``cls.CHOICES`` accepts only those values. The help line is
+    the field's entry in the class docstring's ``Attributes:`` section.
     """
     defaults = cls()
+    docs = _field_docs(cls)
     group = parser.add_argument_group(title)
     for field in dataclasses.fields(cls):
         if field.name in skip:
             continue
         flag = "--" + field.name.replace("_", "-")
         default = getattr(defaults, field.name)
+        help_text = _help(docs.get(field.name, ""), default)
         if isinstance(default, bool):
             group.add_argument(
-                flag, action=argparse.BooleanOptionalAction, default=None
+                flag,
+                action=argparse.BooleanOptionalAction,
+                default=None,
+                help=help_text,
             )
             continue
         if default is None:
@@ -44,104 +107,196 @@ def _add_config_arguments(parser, cls, title, skip=()):
             kind = type(default)
         choices = cls.CHOICES.get(field.name)
         if choices:
-            group.add_argument(flag, type=kind, default=None, choices=choices)
+            group.add_argument(
+                flag, type=kind, default=None, choices=choices, help=help_text
+            )
         else:
             group.add_argument(
-                flag, type=kind, default=None, metavar=field.name.upper()
+                flag,
+                type=kind,
+                default=None,
+                metavar=field.name.upper(),
+                help=help_text,
             )
 
 
 def _config_from_args(cls, args, base=None):
+    """``cls`` from ``base`` (default: ``cls()``) and the flags given.
+
+    Raises:
+        ValueError: an invalid value; the message names the flags involved.
+    """
     base = base or cls()
     values = vars(base).copy()
+    given = []
     for field in dataclasses.fields(cls):
         value = getattr(args, field.name, None)
         if value is not None:
             values[field.name] = value
-    return cls(**values)
+            given.append(field.name)
+    try:
+        return cls(**values)
+    except ValueError as error:
+        named = [name for name in given if re.search(rf"\b{name}\b", str(error))]
+        if not named:
+            raise
+        flags = ", ".join("--" + name.replace("_", "-") for name in named)
+        raise ValueError(f"{error} (from {flags})") from None
+
+
+def _count(minimum):
+    """An argparse type: an integer >= ``minimum``."""
+
+    def parse(text):
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"must be an integer >= {minimum}. Received: {text!r}"
+            ) from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(
+                f"must be an integer >= {minimum}. Received: {value}"
+            )
+        return value
+
+    parse.__name__ = "integer"  # argparse names the type in its messages
+    return parse
+
+
+def _output_options(parser, default):
+    """--quiet, --verbose, --debug (on the main parser and on every subcommand)."""
+    parser.add_argument(
+        "--quiet",
+        action="store_true",
+        default=default,
+        help="no progress lines while training",
+    )
+    parser.add_argument(
+        "--verbose",
+        action="store_true",
+        default=default,
+        help="show TensorFlow's own log lines (hidden by default)",
+    )
+    parser.add_argument(
+        "--debug",
+        action="store_true",
+        default=default,
+        help="like --verbose, and show the traceback of an error",
+    )
 
 
 def build_parser():
-    from keras_selfattn.training.config import TrainConfig
-
+    """The ``keras-selfattn`` argument parser (imports no Keras or TensorFlow)."""
     parser = argparse.ArgumentParser(
         prog="keras-selfattn",
         description="Attention seq2seq with Keras 3: train, evaluate, translate, export for TF Serving.",
     )
+    _output_options(parser, default=False)
+    common = argparse.ArgumentParser(add_help=False)
+    _output_options(common, default=argparse.SUPPRESS)
     sub = parser.add_subparsers(dest="command", required=True)
 
     demo = sub.add_parser(
-        "demo", help="the main job: train on the bundled dates corpus, evaluate, plot"
+        "demo",
+        parents=[common],
+        help="the main job: train on the bundled dates corpus, evaluate, plot",
     )
     demo.add_argument(
         "--out", default="runs/demo", help="run directory (default: runs/demo)"
     )
     demo.add_argument(
-        "--epochs", type=int, default=None, help="override the demo's epoch count"
+        "--epochs",
+        type=_count(1),
+        default=None,
+        help="override the demo's epoch count (default: the demo's 4)",
     )
 
-    train = sub.add_parser("train", help="train on a source<TAB>target file")
+    train = sub.add_parser(
+        "train", parents=[common], help="train on a source<TAB>target file"
+    )
     train.add_argument(
-        "--data", required=True, help="TSV file of source<TAB>target pairs"
+        "--data", required=True, help="TSV file of source<TAB>target pairs (required)"
     )
     train.add_argument(
         "--out",
         required=True,
-        help="run directory to write (an interrupted run resumes)",
+        help="run directory to write (an interrupted run resumes) (required)",
     )
     _add_config_arguments(train, ModelConfig, "model")
     _add_config_arguments(train, TrainConfig, "training", skip=("split",))
 
     evaluate = sub.add_parser(
-        "evaluate", help="BLEU, chrF and exact match of a trained run"
+        "evaluate",
+        parents=[common],
+        help="BLEU, chrF and exact match of a trained run",
     )
-    evaluate.add_argument("--model", required=True, help="run directory")
+    evaluate.add_argument("--model", required=True, help="run directory (required)")
     evaluate.add_argument(
         "--data", default=None, help="TSV file (default: the run's held-out test split)"
     )
-    evaluate.add_argument("--beam", type=int, default=1, help="beam size (1: greedy)")
+    evaluate.add_argument(
+        "--beam",
+        type=_count(1),
+        default=1,
+        help="beam size (default: 1, greedy search)",
+    )
 
     translate = sub.add_parser(
-        "translate", help="translate sentences (arguments, or one per line on stdin)"
+        "translate",
+        parents=[common],
+        help="translate sentences (arguments, or one per line on stdin)",
     )
-    translate.add_argument("--model", required=True, help="run directory")
-    translate.add_argument("--beam", type=int, default=1, help="beam size (1: greedy)")
+    translate.add_argument("--model", required=True, help="run directory (required)")
     translate.add_argument(
-        "--scores", action="store_true", help="print the score after a tab"
+        "--beam",
+        type=_count(1),
+        default=1,
+        help="beam size (default: 1, greedy search)",
     )
     translate.add_argument(
-        "text", nargs="*", help="sentences to translate (default: read stdin)"
+        "--scores",
+        action="store_true",
+        help="print the score after a tab (default: no)",
+    )
+    translate.add_argument(
+        "text",
+        nargs="*",
+        help="sentences to translate (default: read stdin, one sentence a line)",
     )
 
     export = sub.add_parser(
-        "export", help="write a TF Serving SavedModel: EXPORT_DIR/VERSION/"
+        "export",
+        parents=[common],
+        help="write a TF Serving SavedModel: EXPORT_DIR/VERSION/",
     )
-    export.add_argument("--model", required=True, help="run directory")
+    export.add_argument("--model", required=True, help="run directory (required)")
     export.add_argument(
         "--export-dir",
         required=True,
-        help="the model's base folder (holds the version folders)",
+        help="the model's base folder (holds the version folders) (required)",
     )
     export.add_argument(
         "--version",
-        type=int,
+        type=_count(0),
         default=None,
         help="version number (default: highest + 1)",
     )
     export.add_argument(
         "--beam",
-        type=int,
+        type=_count(1),
         default=4,
-        help="hypotheses of the translate_nbest signature",
+        help="hypotheses of the translate_nbest signature (default: 4)",
     )
     export.add_argument(
         "--model-name",
         default="translator",
-        help="served model name (warmup requests, docker line)",
+        help="served model name (warmup requests, docker line) (default: translator)",
     )
 
     check = sub.add_parser(
         "check-serving",
+        parents=[common],
         help="op audit + run under the session loader of an exported version",
     )
     check.add_argument("path", help="an exported version folder, e.g. EXPORT_DIR/1")
@@ -153,21 +308,174 @@ def build_parser():
     return parser
 
 
+def _one_line(error):
+    """An exception as one line: OSErrors as ``FILE: reason``, whitespace collapsed."""
+    if isinstance(error, OSError) and error.filename is not None and error.strerror:
+        message = f"{error.filename}: {error.strerror}"
+    else:
+        message = str(error) or type(error).__name__
+        if isinstance(error, KeyError):  # str(KeyError) is the quoted key alone
+            message = f"missing key {message}"
+    message = " ".join(message.split())
+    if len(message) > _LONGEST_MESSAGE:
+        message = message[: _LONGEST_MESSAGE - 3] + "..."
+    return message
+
+
+def _innermost(error):
+    """The deepest cause of a chained exception (Keras wraps the real one)."""
+    while error.__cause__ is not None or (
+        error.__context__ is not None and not error.__suppress_context__
+    ):
+        error = error.__cause__ or error.__context__
+    return error
+
+
+@contextlib.contextmanager
+def _reading(what, path):
+    """Turns any failure to read ``path`` into a ValueError naming it.
+
+    A file that exists but cannot be read (truncated, not what it should be,
+    written by other code) is bad input, not a bug.
+    """
+    try:
+        yield
+    except (ValueError, OSError):
+        raise
+    except Exception as error:
+        cause = _innermost(error)
+        raise ValueError(
+            f"cannot read {what} {path}: {type(cause).__name__}: {_one_line(cause)}"
+        ) from error
+
+
+def _check_argument_paths(args):
+    """File arguments: not empty, and not a directory or device where a file is read."""
+    for flag, dest in (("--out", "out"), ("--model", "model")):
+        value = getattr(args, dest, None)
+        if value is not None and not str(value).strip():
+            raise ValueError(f"{flag} must not be empty. Received: {flag}={value!r}")
+    for flag, dest in (("--data", "data"),):
+        values = getattr(args, dest, None)
+        for value in values if isinstance(values, list) else [values]:
+            if value is None:
+                continue
+            if not str(value).strip():
+                raise ValueError(
+                    f"{flag} must not be empty. Received: {flag}={value!r}"
+                )
+            try:
+                mode = os.stat(value).st_mode
+            except OSError:
+                continue  # missing (or a glob pattern): the reader says so
+            if not stat.S_ISREG(mode):
+                kind = "a directory" if stat.S_ISDIR(mode) else "not a regular file"
+                raise ValueError(
+                    f"{flag} must be a file of source<TAB>target lines; "
+                    f"{value} is {kind}. Received: {flag}={value!r}"
+                )
+
+
+def _decode_arguments(args):
+    """Arguments that are not UTF-8 (Python keeps their bytes as surrogates).
+
+    Sentences to translate get U+FFFD for such bytes, as stdin does; any other
+    argument is refused with a ValueError naming it.
+    """
+    for name, value in vars(args).items():
+        if name == "text" and isinstance(value, list):
+            args.text = [
+                text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+                for text in value
+            ]
+            continue
+        if isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                shown = value.encode("utf-8", "surrogateescape")
+                flag = "--" + name.replace("_", "-") if name != "path" else "PATH"
+                raise ValueError(
+                    f"{flag} is not valid UTF-8. Received: {flag}={shown!r}"
+                ) from None
+
+
+def _read_stdin_lines():
+    """stdin's lines, split on "\\n" only (a sentence may hold \\f, \\x1d or U+2028).
+
+    Bytes that are not UTF-8 become U+FFFD; a final "\\r" is dropped (CRLF files).
+    """
+    data = sys.stdin.buffer.read().decode("utf-8", "replace")
+    lines = data.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return [line.removesuffix("\r") for line in lines]
+
+
+def _progress(args):
+    """Keras fit verbosity: bars on a terminal, one line per epoch otherwise, none with --quiet."""
+    if args.quiet:
+        return 0
+    return 1 if sys.stdout.isatty() else 2
+
+
+@contextlib.contextmanager
+def _native_stderr_filtered():
+    """Drops TensorFlow's native log lines written to fd 2 inside the block; keeps the rest.
+
+    TensorFlow prints "Could not find cuda drivers" through absl before any
+    log level applies, so ``TF_CPP_MIN_LOG_LEVEL`` alone cannot hide it.
+    """
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as captured:
+        os.dup2(captured.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            captured.seek(0)
+            text = captured.read().decode("utf-8", "replace")
+            for line in text.splitlines(keepends=True):
+                if not NATIVE_LOG_LINE.match(line):
+                    sys.stderr.write(line)
+            sys.stderr.flush()
+
+
+def _quiet_tensorflow():
+    """Silences TensorFlow's C++ logging (unless the user set TF_CPP_MIN_LOG_LEVEL)."""
+    if "TF_CPP_MIN_LOG_LEVEL" in os.environ:
+        return
+    os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+    if "tensorflow" not in sys.modules:
+        with _native_stderr_filtered():
+            import tensorflow  # noqa: F401
+
+
 def _run(args):
+    _check_argument_paths(args)
     if args.command == "demo":
         from keras_selfattn.workflows import run_demo
 
-        result, _ = run_demo(args.out, epochs=args.epochs)
+        result, _ = run_demo(args.out, epochs=args.epochs, verbose=_progress(args))
         print(f"run directory: {result.run_dir}")
         return 0
 
     if args.command == "train":
-        from keras_selfattn.training import TrainConfig, train
+        from keras_selfattn.training import train
         from keras_selfattn.workflows import report
 
         model_config = _config_from_args(ModelConfig, args)
         train_config = _config_from_args(TrainConfig, args)
-        result = train(args.data, args.out, model_config, train_config)
+        result = train(
+            args.data,
+            args.out,
+            model_config,
+            train_config,
+            verbose=_progress(args),
+        )
         if not result.is_chief:  # the chief evaluates and writes the run directory
             print(
                 f"worker {result.worker_index} done; history: {json.dumps(result.history)}"
@@ -185,7 +493,8 @@ def _run(args):
         from keras_selfattn.training.train import SPLITS_DIR
         from keras_selfattn.workflows import print_metrics
 
-        translator = Translator.load(args.model)
+        with _reading("the run directory", args.model):
+            translator = Translator.load(args.model)
         data = args.data or pathlib.Path(args.model) / SPLITS_DIR / "test.tsv"
         metrics = evaluate(translator, read_pairs(data), beam_size=args.beam)
         print_metrics(metrics)
@@ -199,12 +508,11 @@ def _run(args):
     if args.command == "translate":
         from keras_selfattn.inference import Translator
 
-        # Bytes that are not UTF-8 become U+FFFD rather than a UnicodeDecodeError.
-        texts = args.text or [
-            line.rstrip("\r\n")
-            for line in sys.stdin.buffer.read().decode("utf-8", "replace").splitlines()
-        ]
-        translator = Translator.load(args.model)
+        texts = args.text or _read_stdin_lines()
+        with _reading("the run directory", args.model):
+            translator = Translator.load(args.model)
+        if not texts:
+            return 0
         for translation in translator.translate(texts, beam_size=args.beam):
             if translation.truncated:
                 print(
@@ -217,6 +525,7 @@ def _run(args):
                 line += f"\t{translation.score:.4f}"
             print(line)
         return 0
+
     if args.command == "export":
         from keras_selfattn import serving
 
@@ -234,22 +543,48 @@ def _run(args):
     if args.command == "check-serving":
         from keras_selfattn import serving
 
-        check = serving.check_serving(args.path, serving_version=args.serving_version)
+        with _reading("the SavedModel in", args.path):
+            check = serving.check_serving(
+                args.path, serving_version=args.serving_version
+            )
         print(check.summary())
         return 0 if check.ok else 1
     raise AssertionError(args.command)
 
 
 def main(argv=None):
+    """Runs the command line.
+
+    Returns 0 when done, 1 when ``check-serving`` found problems. Otherwise exits
+    (SystemExit) after one line on stderr: 2, bad input (naming the file or
+    argument; argparse's usage errors too); 70, an internal error (``--debug``
+    shows the traceback); 130, interrupted.
+    """
     parser = build_parser()
     args = parser.parse_args(argv)
+    debug = args.debug
+
+    def fail(status, message):  # exits, as argparse does on a usage error
+        parser.exit(status, f"keras-selfattn: {message}\n")
+
     try:
+        _decode_arguments(args)
+        if not (args.verbose or debug):
+            _quiet_tensorflow()
         return _run(args)
-    except (ValueError, FileNotFoundError, FileExistsError, ConnectionError) as error:
-        parser.exit(2, f"keras-selfattn: error: {error}\n")
     except KeyboardInterrupt:
-        parser.exit(
-            130, "keras-selfattn: interrupted; rerun the same command to resume\n"
+        fail(INTERRUPTED, "interrupted; rerun the same command to resume")
+    except (ValueError, OSError) as error:
+        if debug:
+            raise
+        fail(USAGE_ERROR, f"error: {_one_line(error)}")
+    except Exception as error:
+        if debug:
+            raise
+        fail(
+            INTERNAL_ERROR,
+            f"internal error: {type(error).__name__}: {_one_line(error)} "
+            "(a bug: rerun with --debug for the traceback and report it)",
         )
 
 
