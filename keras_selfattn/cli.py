@@ -26,7 +26,9 @@ import re
 import stat
 import sys
 import tempfile
+import traceback
 import typing
+import zipfile
 
 from keras_selfattn.models.config import ModelConfig
 from keras_selfattn.training.config import TrainConfig
@@ -36,6 +38,9 @@ INTERNAL_ERROR = (
     70  # a bug (sysexits' EX_SOFTWARE): one line; --debug for the traceback
 )
 INTERRUPTED = 130
+MODEL_FILE = (
+    "model.keras"  # in a run directory (keras_selfattn.training.train.MODEL_FILE)
+)
 _LONGEST_MESSAGE = 1000  # characters of an error message kept on its one line
 
 # TensorFlow's native log lines: absl's ("I0000 00:00:1796071465.895658 10740
@@ -186,14 +191,24 @@ def _output_options(parser, default):
     )
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, with usage errors on one line (exit status 2)."""
+
+    def error(self, message):
+        self.exit(
+            USAGE_ERROR,
+            f"{self.prog}: error: {message} (see {self.prog} --help)\n",
+        )
+
+
 def build_parser():
     """The ``keras-selfattn`` argument parser (imports no Keras or TensorFlow)."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="keras-selfattn",
         description="Attention seq2seq with Keras 3: train, evaluate, translate, export for TF Serving.",
     )
     _output_options(parser, default=False)
-    common = argparse.ArgumentParser(add_help=False)
+    common = _Parser(add_help=False)
     _output_options(common, default=argparse.SUPPRESS)
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -331,22 +346,55 @@ def _innermost(error):
     return error
 
 
+def _from_keras_loading(error):
+    """Whether ``error`` was raised inside Keras' model loading."""
+    frames = traceback.extract_tb(error.__traceback__)
+    return any(f"keras{os.sep}src{os.sep}saving" in frame.filename for frame in frames)
+
+
 @contextlib.contextmanager
 def _reading(what, path):
-    """Turns any failure to read ``path`` into a ValueError naming it.
+    """Turns a failure to read ``path`` into a ValueError naming it.
 
     A file that exists but cannot be read (truncated, not what it should be,
-    written by other code) is bad input, not a bug.
+    written by other code) is bad input, not a bug. Our own ValueErrors and
+    OSErrors already name their file and pass unchanged; a failure inside
+    Keras' loading is named after the run's ``model.keras``.
     """
     try:
         yield
-    except (ValueError, OSError):
-        raise
+    except (ValueError, OSError) as error:
+        if not _from_keras_loading(error):
+            raise
+        raise _unreadable(_model_file(path), error) from error
     except Exception as error:
-        cause = _innermost(error)
+        if _from_keras_loading(error):
+            raise _unreadable(_model_file(path), error) from error
+        raise _unreadable(f"{what} {path}", error) from error
+
+
+def _unreadable(what, error):
+    cause = _innermost(error)
+    return ValueError(f"cannot read {what}: {type(cause).__name__}: {_one_line(cause)}")
+
+
+def _model_file(run_dir):
+    from keras_selfattn.training.train import MODEL_FILE  # TensorFlow is loaded by now
+
+    return os.path.join(run_dir, MODEL_FILE)
+
+
+def _check_run_directory(path):
+    """A run directory's ``model.keras``, when present, is a whole ``.keras`` archive.
+
+    (Keras calls a truncated archive "File not found".)
+    """
+    model = _model_file(path)
+    if os.path.isfile(model) and not zipfile.is_zipfile(model):
         raise ValueError(
-            f"cannot read {what} {path}: {type(cause).__name__}: {_one_line(cause)}"
-        ) from error
+            f"{model} is not a .keras archive: the file is truncated or corrupt "
+            "(retrain, or restore it from a copy)"
+        )
 
 
 def _check_argument_paths(args):
@@ -454,8 +502,16 @@ def _quiet_tensorflow():
             import tensorflow  # noqa: F401
 
 
-def _run(args):
+def _check_arguments(args):
+    """What can be checked before TensorFlow loads (so that these errors answer at once)."""
+    _decode_arguments(args)
     _check_argument_paths(args)
+    if args.command == "train":
+        args.model_config = _config_from_args(ModelConfig, args)
+        args.train_config = _config_from_args(TrainConfig, args)
+
+
+def _run(args):
     if args.command == "demo":
         from keras_selfattn.workflows import run_demo
 
@@ -467,13 +523,11 @@ def _run(args):
         from keras_selfattn.training import train
         from keras_selfattn.workflows import report
 
-        model_config = _config_from_args(ModelConfig, args)
-        train_config = _config_from_args(TrainConfig, args)
         result = train(
             args.data,
             args.out,
-            model_config,
-            train_config,
+            args.model_config,
+            args.train_config,
             verbose=_progress(args),
         )
         if not result.is_chief:  # the chief evaluates and writes the run directory
@@ -493,6 +547,7 @@ def _run(args):
         from keras_selfattn.training.train import SPLITS_DIR
         from keras_selfattn.workflows import print_metrics
 
+        _check_run_directory(args.model)
         with _reading("the run directory", args.model):
             translator = Translator.load(args.model)
         data = args.data or pathlib.Path(args.model) / SPLITS_DIR / "test.tsv"
@@ -509,6 +564,7 @@ def _run(args):
         from keras_selfattn.inference import Translator
 
         texts = args.text or _read_stdin_lines()
+        _check_run_directory(args.model)
         with _reading("the run directory", args.model):
             translator = Translator.load(args.model)
         if not texts:
@@ -529,13 +585,15 @@ def _run(args):
     if args.command == "export":
         from keras_selfattn import serving
 
-        version_dir = serving.export_run(
-            args.model,
-            args.export_dir,
-            args.version,
-            model_name=args.model_name,
-            beam_size=args.beam,
-        )
+        _check_run_directory(args.model)
+        with _reading("the run directory", args.model):
+            version_dir = serving.export_run(
+                args.model,
+                args.export_dir,
+                args.version,
+                model_name=args.model_name,
+                beam_size=args.beam,
+            )
         print(f"exported: {version_dir}")
         print(serving.serving_instructions(args.export_dir, args.model_name))
         return 0
@@ -568,7 +626,7 @@ def main(argv=None):
         parser.exit(status, f"keras-selfattn: {message}\n")
 
     try:
-        _decode_arguments(args)
+        _check_arguments(args)
         if not (args.verbose or debug):
             _quiet_tensorflow()
         return _run(args)
