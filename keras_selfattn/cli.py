@@ -47,7 +47,7 @@ _LONGEST_MESSAGE = 1000  # characters of an error message kept on its one line
 # cudart_stub.cc:31] ..."), its pre-initialization notice, and TF's older format.
 NATIVE_LOG_LINE = re.compile(
     r"^(WARNING: All log messages before absl::InitializeLog\(\) is called"
-    r"|[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ [^ \]]+:\d+\]"
+    r"|[IWEF]\d{4} \d\d:\d\d:\d+\.\d+ +\d+ [^ \]]+:\d+\]"
     r"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: [IWEF] )"
 )
 

@@ -80,6 +80,7 @@ class Case:
     check: object = None  # Result -> bool, for sensible results
     stdin: bytes = b""
     needs_run: bool = False
+    slow: bool = False  # seconds even without a run (check-serving starts a process)
 
 
 def _edit_config(change):
@@ -273,6 +274,7 @@ CASES = [
             str(pathlib.Path(w.file("export/1/saved_model.pb", b"garbage\x00")).parent),
         ],
         mentions=("export/1",),
+        slow=True,
     ),
     # faults in a trained run
     Case(
