@@ -38,6 +38,31 @@ TRACEBACK = "traceback"
 CRASH = "crash"
 OUTCOMES = (CLEAR, SENSIBLE, WRONG, UNCLEAR, INTERNAL, TRACEBACK, CRASH)
 
+# `train` options of the tiny run the cases that need one share.
+TINY_RUN_ARGS = [
+    "--num-hiddens",
+    "16",
+    "--num-heads",
+    "2",
+    "--num-layers",
+    "1",
+    "--ffn-hiddens",
+    "32",
+    "--decoder-units",
+    "32",
+    "--embedding-dim",
+    "8",
+    "--max-target-len",
+    "12",
+    "--target-tokenizer",
+    "char",
+    "--warmup-steps",
+    "5",
+    "--batch-size",
+    "32",
+    "--no-jit-compile",  # XLA's compile time would dominate this tiny run
+]
+
 NOT_UTF8 = os.fsdecode(b"caf\xe9.tsv")  # how Python hands such argv bytes over
 
 

@@ -1,0 +1,116 @@
+"""Writes the table of bad-input and fault cases into tests/README.md.
+
+Runs every case of `tests.bad_input_cases.CASES` (the list the tests assert on)
+in a fresh ``python -m keras_selfattn`` process, as a user meets it (a crash
+shows as a signal there), after training one tiny run for the cases that need
+it; classifies each outcome and writes the table between the markers of
+tests/README.md. With ``--before TREE`` it also runs the cases against another
+checkout (e.g. ``git archive c8011f3 keras_selfattn | tar -x -C TREE``), in a
+column of its own.
+
+    PYTHONPATH=. .venv/bin/python tests/bad_input_table.py [--before TREE]
+"""
+
+import argparse
+import collections
+import os
+import pathlib
+import sys
+import tempfile
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from tests.bad_input_cases import (  # after the path is set
+    CASES,
+    OUTCOMES,
+    TINY_RUN_ARGS,
+    Workspace,
+    run_case,
+    run_in_subprocess,
+)
+
+README = REPO / "tests" / "README.md"
+BEGIN, END = "<!-- bad-input-table -->", "<!-- /bad-input-table -->"
+
+
+def _subprocess_runner(tree):
+    env = dict(os.environ, PYTHONPATH=str(tree))
+    env.pop("TF_CPP_MIN_LOG_LEVEL", None)
+    return lambda argv, stdin=b"": run_in_subprocess(argv, stdin, env=env)
+
+
+def _train_tiny_run(root):
+    from keras_selfattn import text
+
+    data = text.write_pairs(root / "pairs.tsv", text.load_bundled_dates()[:300])
+    run = root / "run"
+    argv = ["train", "--data", str(data), "--out", str(run), "--epochs", "1"]
+    result = _subprocess_runner(REPO)([*argv, *TINY_RUN_ARGS])
+    if result.status != 0:
+        sys.exit(f"training the tiny run failed:\n{result.stderr[-3000:]}")
+    return run
+
+
+def _summary(outcomes):
+    counts = collections.Counter(outcomes)
+    return ", ".join(f"{counts[o]} {o}" for o in OUTCOMES if counts[o])
+
+
+def _write_section(text):
+    old = README.read_text(encoding="utf-8") if README.exists() else ""
+    if BEGIN in old and END in old:
+        head, rest = old.split(BEGIN, 1)
+        new = head + BEGIN + "\n" + text + END + rest.split(END, 1)[1]
+    else:
+        new = old + ("\n" if old else "") + BEGIN + "\n" + text + END + "\n"
+    temporary = README.with_name(f".{README.name}.tmp")
+    temporary.write_text(new, encoding="utf-8")
+    os.replace(temporary, README)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--before", default=None, help="another checkout to compare")
+    args = parser.parse_args(argv)
+    trees = {"outcome": REPO}
+    if args.before:
+        trees = {"before": pathlib.Path(args.before), **trees}
+
+    rows, columns = [], {name: [] for name in trees}
+    with tempfile.TemporaryDirectory(prefix="bad-input-") as scratch:
+        root = pathlib.Path(scratch)
+        run = _train_tiny_run(root)
+        for number, case in enumerate(CASES, 1):
+            cells = []
+            for name, tree in trees.items():
+                workspace = Workspace(root / f"case{number}-{name}", run=run)
+                workspace.root.mkdir()
+                outcome, _, result = run_case(case, workspace, _subprocess_runner(tree))
+                columns[name].append(outcome)
+                cells.append(outcome)
+                print(f"{case.name}: {name}: {outcome}", file=sys.stderr)
+            last = (result.stderr.strip().splitlines() or [""])[-1]
+            shown = last if result.status != 0 else f"exit 0: {result.stdout[:60]!r}"
+            shown = shown.replace(str(root), "$TMP").replace("|", "\\|")[:160]
+            rows.append((number, case.name, case.expect, *cells, f"`{shown}`"))
+
+    lines = [
+        "Produced by `PYTHONPATH=. .venv/bin/python tests/bad_input_table.py"
+        + (" --before TREE`" if args.before else "`")
+        + "; the same cases are asserted by `tests/test_cli_bad_input.py` and "
+        "`tests/test_cli.py`.",
+        "",
+        *[f"- {name}: {_summary(outcomes)}" for name, outcomes in columns.items()],
+        "",
+        "| # | case | expected | " + " | ".join(trees) + " | what the user sees |",
+        "|---|---|---|" + "---|" * len(trees) + "---|",
+        *["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows],
+        "",
+    ]
+    _write_section("\n".join(lines))
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
