@@ -610,6 +610,21 @@ def _run(args):
     raise AssertionError(args.command)
 
 
+# The optional extras' modules (setup.py extras_require): "plots" and "serving".
+_EXTRA_MODULES = ("matplotlib", "tensorflow_serving")
+
+
+def _missing_extra(error):
+    """Whether an ImportError says that an optional extra is not installed."""
+    cause = error
+    while cause is not None:
+        name = getattr(cause, "name", None) or ""
+        if name.split(".")[0] in _EXTRA_MODULES:
+            return True
+        cause = cause.__cause__
+    return False
+
+
 def main(argv=None):
     """Runs the command line.
 
@@ -631,14 +646,19 @@ def main(argv=None):
             _quiet_tensorflow()
         return _run(args)
     except KeyboardInterrupt:
-        fail(INTERRUPTED, "interrupted; rerun the same command to resume")
-    except (ValueError, OSError) as error:
-        if debug:
-            raise
-        fail(USAGE_ERROR, f"error: {_one_line(error)}")
+        resume = "; rerun the same command to resume" if args.command == "train" else ""
+        fail(INTERRUPTED, f"interrupted{resume}")
     except Exception as error:
         if debug:
             raise
+        if isinstance(error, (ValueError, OSError)):
+            fail(USAGE_ERROR, f"error: {_one_line(error)}")
+        if isinstance(error, ImportError) and _missing_extra(error):
+            fail(
+                USAGE_ERROR,
+                f"error: {_one_line(error)} (this needs an optional dependency: "
+                "pip install 'keras-selfattn[serving,plots]')",
+            )
         fail(
             INTERNAL_ERROR,
             f"internal error: {type(error).__name__}: {_one_line(error)} "

@@ -23,6 +23,13 @@ REPO = pathlib.Path(__file__).resolve().parents[1]
 HEAVY = ("tensorflow", "keras", "jax", "tensorflow_text")
 
 
+@pytest.fixture(autouse=True)
+def _clean_keras_state():
+    """Replaces conftest's: these tests build no Keras model, so there is no state to
+    reset, and its clear_session() would cost more than most of the tests."""
+    yield
+
+
 def fresh_python(code):
     """Runs ``code`` in a new interpreter (this tree first on the path); returns stdout."""
     env = dict(os.environ, PYTHONPATH=str(REPO))
@@ -270,3 +277,40 @@ def test_bad_input_case(case, tmp_path):
     assert outcome == case.expect, (argv, result)
     if outcome == CLEAR:  # one line, no traceback
         assert result.stderr.count("\n") == 1, result.stderr
+
+
+@pytest.mark.parametrize(
+    "error, status, words",
+    [
+        (RuntimeError("boom"), 70, ("internal error: RuntimeError: boom", "--debug")),
+        (
+            ModuleNotFoundError("No module named 'matplotlib'", name="matplotlib"),
+            2,
+            ("error: No module named 'matplotlib'", "keras-selfattn[serving,plots]"),
+        ),
+        (  # our own module missing is a bug, not a missing extra
+            ModuleNotFoundError("No module named 'x'", name="keras_selfattn.x"),
+            70,
+            ("internal error: ModuleNotFoundError",),
+        ),
+        (KeyboardInterrupt(), 130, ("interrupted; rerun the same command",)),
+    ],
+)
+def test_unexpected_errors_are_one_line_and_debug_shows_them(
+    error, status, words, monkeypatch, capsys
+):
+    def run(args):
+        raise error
+
+    monkeypatch.setattr(cli, "_run", run)
+    argv = ["train", "--data", "d.tsv", "--out", "o"]
+    with pytest.raises(SystemExit) as exited:
+        cli.main(argv)
+    err = capsys.readouterr().err
+    assert exited.value.code == status
+    assert err.count("\n") == 1 and all(word in err for word in words), err
+    if isinstance(
+        error, Exception
+    ):  # --debug: the traceback (an interrupt stays one line)
+        with pytest.raises(type(error)):
+            cli.main(["train", "--debug", *argv[1:]])
