@@ -398,7 +398,7 @@ def _check_run_directory(path):
 
 
 def _check_argument_paths(args):
-    """File arguments: not empty, and not a directory or device where a file is read."""
+    """File arguments: not empty; ``--data`` a file or a pipe, not a directory or device."""
     for flag, dest in (("--out", "out"), ("--model", "model")):
         value = getattr(args, dest, None)
         if value is not None and not str(value).strip():
@@ -416,8 +416,8 @@ def _check_argument_paths(args):
                 mode = os.stat(value).st_mode
             except OSError:
                 continue  # missing (or a glob pattern): the reader says so
-            if not stat.S_ISREG(mode):
-                kind = "a directory" if stat.S_ISDIR(mode) else "not a regular file"
+            if not (stat.S_ISREG(mode) or stat.S_ISFIFO(mode)):  # a pipe: <(zcat ...)
+                kind = "a directory" if stat.S_ISDIR(mode) else "a device or socket"
                 raise ValueError(
                     f"{flag} must be a file of source<TAB>target lines; "
                     f"{value} is {kind}. Received: {flag}={value!r}"
@@ -437,11 +437,13 @@ def _decode_arguments(args):
                 for text in value
             ]
             continue
-        if isinstance(value, str):
+        for item in value if isinstance(value, list) else [value]:
+            if not isinstance(item, str):
+                continue
             try:
-                value.encode("utf-8")
+                item.encode("utf-8")
             except UnicodeEncodeError:
-                shown = value.encode("utf-8", "surrogateescape")
+                shown = item.encode("utf-8", "surrogateescape")
                 flag = "--" + name.replace("_", "-") if name != "path" else "PATH"
                 raise ValueError(
                     f"{flag} is not valid UTF-8. Received: {flag}={shown!r}"
