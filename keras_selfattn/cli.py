@@ -353,13 +353,15 @@ def _from_keras_loading(error):
 
 
 @contextlib.contextmanager
-def _reading(what, path):
+def _reading(what, path, only_loading=False):
     """Turns a failure to read ``path`` into a ValueError naming it.
 
     A file that exists but cannot be read (truncated, not what it should be,
     written by other code) is bad input, not a bug. Our own ValueErrors and
     OSErrors already name their file and pass unchanged; a failure inside
-    Keras' loading is named after the run's ``model.keras``.
+    Keras' loading is named after the run's ``model.keras``. With
+    ``only_loading``, every other exception passes unchanged (the block does
+    more than read).
     """
     try:
         yield
@@ -370,6 +372,8 @@ def _reading(what, path):
     except Exception as error:
         if _from_keras_loading(error):
             raise _unreadable(_model_file(path), error) from error
+        if only_loading:
+            raise
         raise _unreadable(f"{what} {path}", error) from error
 
 
@@ -588,7 +592,7 @@ def _run(args):
         from keras_selfattn import serving
 
         _check_run_directory(args.model)
-        with _reading("the run directory", args.model):
+        with _reading("the run directory", args.model, only_loading=True):
             version_dir = serving.export_run(
                 args.model,
                 args.export_dir,

@@ -197,3 +197,22 @@ def test_bad_input_case_on_a_trained_run(case, trained_run, tmp_path):
     assert outcome == case.expect, (argv, result)
     if outcome == CLEAR:
         assert result.stderr.count("\n") == 1, result.stderr
+
+
+@pytest.mark.parametrize("command", ["demo", "export", "check-serving"])
+def test_no_tensorflow_log_lines_from_the_other_commands(
+    command, trained_run, tmp_path
+):
+    """Cheap runs that load TensorFlow and stop at a bad path; cli() checks stderr."""
+    root, _ = trained_run
+    below_file = tmp_path / "plain-file"
+    below_file.write_text("")
+    argv = {
+        "demo": ["demo", "--out", below_file / "run"],
+        "export": ["export", "--model", root / "run", "--export-dir", below_file / "b"],
+        "check-serving": ["check-serving", tmp_path],
+    }[command]
+    if command == "check-serving":
+        (tmp_path / "saved_model.pb").write_bytes(b"garbage")
+    result = cli(*argv, check=False)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
