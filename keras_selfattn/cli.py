@@ -402,11 +402,15 @@ def _check_run_directory(path):
 
 
 def _check_argument_paths(args):
-    """File arguments: not empty; ``--data`` a file or a pipe, not a directory or device."""
+    """File arguments: not empty; ``--model`` a directory; ``--data`` a file or a
+    pipe, not a directory or device."""
     for flag, dest in (("--out", "out"), ("--model", "model")):
         value = getattr(args, dest, None)
         if value is not None and not str(value).strip():
             raise ValueError(f"{flag} must not be empty. Received: {flag}={value!r}")
+    model = getattr(args, "model", None)
+    if model is not None and not os.path.isdir(model):  # before TensorFlow loads
+        raise FileNotFoundError(f"Run directory not found: {model} (--model)")
     for flag, dest in (("--data", "data"),):
         values = getattr(args, dest, None)
         for value in values if isinstance(values, list) else [values]:
