@@ -4,11 +4,10 @@ Runs every case of `tests.bad_input_cases.CASES` (the list the tests assert on)
 in a fresh ``python -m keras_selfattn`` process, as a user meets it (a crash
 shows as a signal there), after training one tiny run for the cases that need
 it; classifies each outcome and writes the table between the markers of
-tests/README.md. With ``--before TREE`` it also runs the cases against another
-checkout (e.g. ``git archive c8011f3 keras_selfattn | tar -x -C TREE``), in a
-column of its own.
+tests/README.md. ``--in-process`` runs the cases in this process instead, as the
+tests do (faster: one TensorFlow import; a crash would end the script).
 
-    PYTHONPATH=. .venv/bin/python tests/bad_input_table.py [--before TREE]
+    PYTHONPATH=. .venv/bin/python tests/bad_input_table.py [--in-process]
 """
 
 import argparse
@@ -27,6 +26,7 @@ from tests.bad_input_cases import (  # after the path is set
     TINY_RUN_ARGS,
     Workspace,
     run_case,
+    run_in_process,
     run_in_subprocess,
 )
 
@@ -71,40 +71,39 @@ def _write_section(text):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--before", default=None, help="another checkout to compare")
+    parser.add_argument("--in-process", action="store_true", help="no subprocesses")
     args = parser.parse_args(argv)
-    trees = {"outcome": REPO}
-    if args.before:
-        trees = {"before": pathlib.Path(args.before), **trees}
+    runner = run_in_process if args.in_process else _subprocess_runner(REPO)
 
-    rows, columns = [], {name: [] for name in trees}
+    rows, outcomes = [], []
     with tempfile.TemporaryDirectory(prefix="bad-input-") as scratch:
         root = pathlib.Path(scratch)
         run = _train_tiny_run(root)
         for number, case in enumerate(CASES, 1):
-            cells = []
-            for name, tree in trees.items():
-                workspace = Workspace(root / f"case{number}-{name}", run=run)
-                workspace.root.mkdir()
-                outcome, _, result = run_case(case, workspace, _subprocess_runner(tree))
-                columns[name].append(outcome)
-                cells.append(outcome)
-                print(f"{case.name}: {name}: {outcome}", file=sys.stderr)
+            workspace = Workspace(root / f"case{number}", run=run)
+            workspace.root.mkdir()
+            outcome, _, result = run_case(case, workspace, runner)
+            outcomes.append(outcome)
+            print(f"{case.name}: {outcome}", file=sys.stderr, flush=True)
             last = (result.stderr.strip().splitlines() or [""])[-1]
             shown = last if result.status != 0 else f"exit 0: {result.stdout[:60]!r}"
             shown = shown.replace(str(root), "$TMP").replace("|", "\\|")[:160]
-            rows.append((number, case.name, case.expect, *cells, f"`{shown}`"))
+            rows.append((number, case.name, case.expect, outcome, f"`{shown}`"))
 
+    command = "PYTHONPATH=. .venv/bin/python tests/bad_input_table.py"
+    how = "in-process" if args.in_process else "each case in a fresh process"
+    produced = (
+        f"Produced by `{command}{' --in-process' if args.in_process else ''}` "
+        f"({how}); the same cases are asserted by `tests/test_cli_bad_input.py` "
+        "and `tests/test_cli.py`."
+    )
     lines = [
-        "Produced by `PYTHONPATH=. .venv/bin/python tests/bad_input_table.py"
-        + (" --before TREE`" if args.before else "`")
-        + "; the same cases are asserted by `tests/test_cli_bad_input.py` and "
-        "`tests/test_cli.py`.",
+        produced,
         "",
-        *[f"- {name}: {_summary(outcomes)}" for name, outcomes in columns.items()],
+        f"{len(CASES)} cases: {_summary(outcomes)}.",
         "",
-        "| # | case | expected | " + " | ".join(trees) + " | what the user sees |",
-        "|---|---|---|" + "---|" * len(trees) + "---|",
+        "| # | case | expected | outcome | what the user sees |",
+        "|---|---|---|---|---|",
         *["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows],
         "",
     ]
