@@ -34,13 +34,9 @@ from keras_selfattn.models.config import ModelConfig
 from keras_selfattn.training.config import TrainConfig
 
 USAGE_ERROR = 2  # bad input: one line naming the file or argument
-INTERNAL_ERROR = (
-    70  # a bug (sysexits' EX_SOFTWARE): one line; --debug for the traceback
-)
+# A bug (sysexits' EX_SOFTWARE): one line; --debug shows the traceback.
+INTERNAL_ERROR = 70
 INTERRUPTED = 130
-MODEL_FILE = (
-    "model.keras"  # in a run directory (keras_selfattn.training.train.MODEL_FILE)
-)
 _LONGEST_MESSAGE = 1000  # characters of an error message kept on its one line
 
 # TensorFlow's native log lines: absl's ("I0000 00:00:1796071465.895658 10740
