@@ -3,11 +3,44 @@
 import keras_selfattn as ksa
 pe = ksa.layers.PositionalEncoding(num_hiddens=32)
 attn = ksa.layers.MultiHeadSelfAttention(num_hiddens=32, num_heads=4)
+
+Importing the package is cheap: its subpackages and names load on first use
+(so that ``keras-selfattn --help`` answers without importing TensorFlow). The
+layers, blocks, loss and metric register themselves for ``.keras`` loading when
+their modules load: at once if Keras is already imported, otherwise on first use
+of ``ksa.layers`` or ``ksa.build_seq2seq``. Import ``keras`` and then
+``keras_selfattn`` before ``keras.saving.load_model``.
 """
+
+import importlib
+import sys
+
+from keras_selfattn._lazy import lazy_package
 
 __version__ = "0.1.0"
 
-from keras_selfattn import layers
-from keras_selfattn.models import ModelConfig, build_seq2seq
-
 __all__ = ["ModelConfig", "__version__", "build_seq2seq", "layers"]
+
+__getattr__, __dir__ = lazy_package(
+    __name__,
+    {
+        "ModelConfig": "keras_selfattn.models.config",
+        "build_seq2seq": "keras_selfattn.models.seq2seq",
+    },
+    submodules=(
+        "choices",
+        "cli",
+        "decoding",
+        "inference",
+        "layers",
+        "models",
+        "plotting",
+        "serving",
+        "text",
+        "training",
+        "workflows",
+    ),
+)
+
+if "keras" in sys.modules:  # no start-up cost left to save: register for load_model now
+    importlib.import_module("keras_selfattn.models.seq2seq")  # and the layers

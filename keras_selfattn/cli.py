@@ -3,20 +3,78 @@
 Every subcommand calls one documented function (`workflows.run_demo`,
 `training.train`, `inference.evaluate`, `inference.Translator.translate`,
 `serving.export_run`, `serving.check_serving`).
-User errors (missing files, malformed TSV lines, bad options) print one line
-``keras-selfattn: error: ...`` and exit with status 2, without a traceback.
+
+Building the parser imports no Keras or TensorFlow (the package loads its names
+on first use), so ``--help`` and usage errors answer at once; the option help
+comes from the ``Attributes:`` sections of `ModelConfig` and `TrainConfig`.
+
+Never a traceback: bad input (a missing or unreadable file, a malformed TSV or
+``config.json``, a bad option value) prints one line ``keras-selfattn: error: ...``
+naming the file or argument and exits with status 2; anything else is reported in
+one line as an internal error (exit status 70), and ``--debug`` shows its
+traceback. TensorFlow's C++ log lines are silenced unless ``--verbose`` or
+``--debug`` is given or ``TF_CPP_MIN_LOG_LEVEL`` is set.
 """
 
 import argparse
+import contextlib
 import dataclasses
+import inspect
 import json
 import os
+import re
+import stat
 import sys
+import tempfile
+import traceback
 import typing
-
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+import zipfile
 
 from keras_selfattn.models.config import ModelConfig
+from keras_selfattn.training.config import TrainConfig
+
+USAGE_ERROR = 2  # bad input: one line naming the file or argument
+# A bug (sysexits' EX_SOFTWARE): one line; --debug shows the traceback.
+INTERNAL_ERROR = 70
+INTERRUPTED = 130
+_LONGEST_MESSAGE = 1000  # characters of an error message kept on its one line
+
+# TensorFlow's native log lines: absl's ("I0000 00:00:1796071465.895658 10740
+# cudart_stub.cc:31] ..."), its pre-initialization notice, and TF's older format.
+NATIVE_LOG_LINE = re.compile(
+    r"^(WARNING: All log messages before absl::InitializeLog\(\) is called"
+    r"|[IWEF]\d{4} \d\d:\d\d:\d+\.\d+ +\d+ [^ \]]+:\d+\]"
+    r"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: [IWEF] )"
+)
+
+
+def _field_docs(cls):
+    """``{field: description}`` from the ``Attributes:`` section of ``cls``'s docstring."""
+    doc = inspect.getdoc(cls) or ""
+    docs, name, indent, inside = {}, None, None, False
+    for line in doc.splitlines():
+        if line.strip() == "Attributes:":
+            inside = True
+            continue
+        if not inside:
+            continue
+        if line.strip() and not line.startswith(" "):
+            break  # the next section
+        match = re.match(r"^( +)(\w+): (.*)$", line)
+        if match and (indent is None or len(match.group(1)) == indent):
+            indent, name = len(match.group(1)), match.group(2)
+            docs[name] = match.group(3).strip()
+        elif name and line.strip():
+            docs[name] += " " + line.strip()
+    return {key: value.replace("``", "") for key, value in docs.items()}
+
+
+def _help(text, default):
+    """argparse help: the description, then the default (``%`` escaped)."""
+    shown = "none" if default is None else default
+    if isinstance(default, bool):
+        shown = "yes" if default else "no"
+    return f"{text} (default: {shown})".replace("%", "%%")
 
 
 def _add_config_arguments(parser, cls, title, skip=()):
@@ -24,18 +82,24 @@ def _add_config_arguments(parser, cls, title, skip=()):
 
     Every flag defaults to None, meaning "the dataclass default"; booleans get
     ``--x/--no-x``; an optional field (``int | None``) parses as its non-None type;
-    a field listed in ``cls.CHOICES`` accepts only those values.
+    a field listed in ``cls.CHOICES`` accepts only those values. The help line is
+    the field's entry in the class docstring's ``Attributes:`` section.
     """
     defaults = cls()
+    docs = _field_docs(cls)
     group = parser.add_argument_group(title)
     for field in dataclasses.fields(cls):
         if field.name in skip:
             continue
         flag = "--" + field.name.replace("_", "-")
         default = getattr(defaults, field.name)
+        help_text = _help(docs.get(field.name, ""), default)
         if isinstance(default, bool):
             group.add_argument(
-                flag, action=argparse.BooleanOptionalAction, default=None
+                flag,
+                action=argparse.BooleanOptionalAction,
+                default=None,
+                help=help_text,
             )
             continue
         if default is None:
@@ -44,109 +108,210 @@ def _add_config_arguments(parser, cls, title, skip=()):
             kind = type(default)
         choices = cls.CHOICES.get(field.name)
         if choices:
-            group.add_argument(flag, type=kind, default=None, choices=choices)
+            group.add_argument(
+                flag, type=kind, default=None, choices=choices, help=help_text
+            )
         else:
             group.add_argument(
-                flag, type=kind, default=None, metavar=field.name.upper()
+                flag,
+                type=kind,
+                default=None,
+                metavar=field.name.upper(),
+                help=help_text,
             )
 
 
 def _config_from_args(cls, args, base=None):
+    """``cls`` from ``base`` (default: ``cls()``) and the flags given.
+
+    Raises:
+        ValueError: an invalid value; the message names the flags involved.
+    """
     base = base or cls()
     values = vars(base).copy()
+    given = []
     for field in dataclasses.fields(cls):
         value = getattr(args, field.name, None)
         if value is not None:
             values[field.name] = value
-    return cls(**values)
+            given.append(field.name)
+    try:
+        return cls(**values)
+    except ValueError as error:
+        named = [name for name in given if re.search(rf"\b{name}\b", str(error))]
+        if not named:
+            raise
+        flags = ", ".join("--" + name.replace("_", "-") for name in named)
+        raise ValueError(f"{error} (from {flags})") from None
+
+
+def _count(minimum):
+    """An argparse type: an integer >= ``minimum``."""
+
+    def parse(text):
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"must be an integer >= {minimum}. Received: {text!r}"
+            ) from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(
+                f"must be an integer >= {minimum}. Received: {value}"
+            )
+        return value
+
+    parse.__name__ = "integer"  # argparse names the type in its messages
+    return parse
+
+
+def _output_options(parser, default):
+    """--quiet, --verbose, --debug (on the main parser and on every subcommand)."""
+    parser.add_argument(
+        "--quiet",
+        action="store_true",
+        default=default,
+        help="no progress lines while training",
+    )
+    parser.add_argument(
+        "--verbose",
+        action="store_true",
+        default=default,
+        help="show TensorFlow's own log lines (hidden by default)",
+    )
+    parser.add_argument(
+        "--debug",
+        action="store_true",
+        default=default,
+        help="like --verbose, and show the traceback of an error",
+    )
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with usage errors on one line (exit status 2)."""
+
+    def error(self, message):
+        self.exit(
+            USAGE_ERROR,
+            f"{self.prog}: error: {message} (see {self.prog} --help)\n",
+        )
 
 
 def build_parser():
-    from keras_selfattn.training.config import TrainConfig
-
-    parser = argparse.ArgumentParser(
+    """The ``keras-selfattn`` argument parser (imports no Keras or TensorFlow)."""
+    parser = _Parser(
         prog="keras-selfattn",
         description="Attention seq2seq with Keras 3: train, evaluate, translate, export for TF Serving.",
     )
+    _output_options(parser, default=False)
+    common = _Parser(add_help=False)
+    _output_options(common, default=argparse.SUPPRESS)
     sub = parser.add_subparsers(dest="command", required=True)
 
     demo = sub.add_parser(
-        "demo", help="the main job: train on the bundled dates corpus, evaluate, plot"
+        "demo",
+        parents=[common],
+        help="the main job: train on the bundled dates corpus, evaluate, plot",
     )
     demo.add_argument(
         "--out", default="runs/demo", help="run directory (default: runs/demo)"
     )
     demo.add_argument(
-        "--epochs", type=int, default=None, help="override the demo's epoch count"
+        "--epochs",
+        type=_count(1),
+        default=None,
+        help="override the demo's epoch count (default: the demo's 4)",
     )
 
-    train = sub.add_parser("train", help="train on a source<TAB>target file")
+    train = sub.add_parser(
+        "train", parents=[common], help="train on a source<TAB>target file"
+    )
     train.add_argument(
-        "--data", required=True, help="TSV file of source<TAB>target pairs"
+        "--data", required=True, help="TSV file of source<TAB>target pairs (required)"
     )
     train.add_argument(
         "--out",
         required=True,
-        help="run directory to write (an interrupted run resumes)",
+        help="run directory to write (an interrupted run resumes) (required)",
     )
     _add_config_arguments(train, ModelConfig, "model")
     _add_config_arguments(train, TrainConfig, "training", skip=("split",))
 
     evaluate = sub.add_parser(
         "evaluate",
+        parents=[common],
         help="chrF, BLEU and exact match of a trained run's output against the "
         "references as written",
     )
-    evaluate.add_argument("--model", required=True, help="run directory")
+    evaluate.add_argument("--model", required=True, help="run directory (required)")
     evaluate.add_argument(
         "--data",
         default=None,
         help="TSV file of pairs to score, all of it (default: the run's test split, "
         "RUN_DIR/splits/test.tsv)",
     )
-    evaluate.add_argument("--beam", type=int, default=1, help="beam size (1: greedy)")
+    evaluate.add_argument(
+        "--beam",
+        type=_count(1),
+        default=1,
+        help="beam size (default: 1, greedy search)",
+    )
 
     translate = sub.add_parser(
-        "translate", help="translate sentences (arguments, or one per line on stdin)"
+        "translate",
+        parents=[common],
+        help="translate sentences (arguments, or one per line on stdin)",
     )
-    translate.add_argument("--model", required=True, help="run directory")
-    translate.add_argument("--beam", type=int, default=1, help="beam size (1: greedy)")
+    translate.add_argument("--model", required=True, help="run directory (required)")
     translate.add_argument(
-        "--scores", action="store_true", help="print the score after a tab"
+        "--beam",
+        type=_count(1),
+        default=1,
+        help="beam size (default: 1, greedy search)",
     )
     translate.add_argument(
-        "text", nargs="*", help="sentences to translate (default: read stdin)"
+        "--scores",
+        action="store_true",
+        help="print the score after a tab (default: no)",
+    )
+    translate.add_argument(
+        "text",
+        nargs="*",
+        help="sentences to translate (default: read stdin, one sentence a line)",
     )
 
     export = sub.add_parser(
-        "export", help="write a TF Serving SavedModel: EXPORT_DIR/VERSION/"
+        "export",
+        parents=[common],
+        help="write a TF Serving SavedModel: EXPORT_DIR/VERSION/",
     )
-    export.add_argument("--model", required=True, help="run directory")
+    export.add_argument("--model", required=True, help="run directory (required)")
     export.add_argument(
         "--export-dir",
         required=True,
-        help="the model's base folder (holds the version folders)",
+        help="the model's base folder (holds the version folders) (required)",
     )
     export.add_argument(
         "--version",
-        type=int,
+        type=_count(0),
         default=None,
         help="version number (default: highest + 1)",
     )
     export.add_argument(
         "--beam",
-        type=int,
+        type=_count(1),
         default=4,
-        help="hypotheses of the translate_nbest signature",
+        help="hypotheses of the translate_nbest signature (default: 4)",
     )
     export.add_argument(
         "--model-name",
         default="translator",
-        help="served model name (warmup requests, docker line)",
+        help="served model name (warmup requests, docker line) (default: translator)",
     )
 
     check = sub.add_parser(
         "check-serving",
+        parents=[common],
         help="op audit, then RUNS an exported version under the session loader",
         description=(
             "Audits the ops of an exported version against stock TF Serving builds, "
@@ -166,21 +331,223 @@ def build_parser():
     return parser
 
 
+def _one_line(error):
+    """An exception as one line: OSErrors as ``FILE: reason``, whitespace collapsed."""
+    if isinstance(error, OSError) and error.filename is not None and error.strerror:
+        message = f"{error.filename}: {error.strerror}"
+    else:
+        message = str(error) or type(error).__name__
+        if isinstance(error, KeyError):  # str(KeyError) is the quoted key alone
+            message = f"missing key {message}"
+    message = " ".join(message.split())
+    if len(message) > _LONGEST_MESSAGE:
+        message = message[: _LONGEST_MESSAGE - 3] + "..."
+    return message
+
+
+def _innermost(error):
+    """The deepest cause of a chained exception (Keras wraps the real one)."""
+    while error.__cause__ is not None or (
+        error.__context__ is not None and not error.__suppress_context__
+    ):
+        error = error.__cause__ or error.__context__
+    return error
+
+
+def _from_keras_loading(error):
+    """Whether ``error`` was raised inside Keras' model loading."""
+    frames = traceback.extract_tb(error.__traceback__)
+    return any(f"keras{os.sep}src{os.sep}saving" in frame.filename for frame in frames)
+
+
+@contextlib.contextmanager
+def _reading(what, path, only_loading=False):
+    """Turns a failure to read ``path`` into a ValueError naming it.
+
+    A file that exists but cannot be read (truncated, not what it should be,
+    written by other code) is bad input, not a bug. Our own ValueErrors and
+    OSErrors already name their file and pass unchanged; a failure inside
+    Keras' loading is named after the run's ``model.keras``. With
+    ``only_loading``, every other exception passes unchanged (the block does
+    more than read).
+    """
+    try:
+        yield
+    except (ValueError, OSError) as error:
+        if not _from_keras_loading(error):
+            raise
+        raise _unreadable(_model_file(path), error) from error
+    except Exception as error:
+        if _from_keras_loading(error):
+            raise _unreadable(_model_file(path), error) from error
+        if only_loading:
+            raise
+        raise _unreadable(f"{what} {path}", error) from error
+
+
+def _unreadable(what, error):
+    cause = _innermost(error)
+    return ValueError(f"cannot read {what}: {type(cause).__name__}: {_one_line(cause)}")
+
+
+def _model_file(run_dir):
+    from keras_selfattn.training.train import MODEL_FILE  # TensorFlow is loaded by now
+
+    return os.path.join(run_dir, MODEL_FILE)
+
+
+def _check_run_directory(path):
+    """A run directory's ``model.keras``, when present, is a whole ``.keras`` archive.
+
+    (Keras calls a truncated archive "File not found".)
+    """
+    model = _model_file(path)
+    if os.path.isfile(model) and not zipfile.is_zipfile(model):
+        raise ValueError(
+            f"{model} is not a .keras archive: the file is truncated or corrupt "
+            "(retrain, or restore it from a copy)"
+        )
+
+
+def _check_argument_paths(args):
+    """File arguments: not empty; ``--model`` a directory; ``--data`` a file or a
+    pipe, not a directory or device."""
+    for flag, dest in (("--out", "out"), ("--model", "model")):
+        value = getattr(args, dest, None)
+        if value is not None and not str(value).strip():
+            raise ValueError(f"{flag} must not be empty. Received: {flag}={value!r}")
+    model = getattr(args, "model", None)
+    if model is not None and not os.path.isdir(model):  # before TensorFlow loads
+        raise FileNotFoundError(f"Run directory not found: {model} (--model)")
+    for flag, dest in (("--data", "data"),):
+        values = getattr(args, dest, None)
+        for value in values if isinstance(values, list) else [values]:
+            if value is None:
+                continue
+            if not str(value).strip():
+                raise ValueError(
+                    f"{flag} must not be empty. Received: {flag}={value!r}"
+                )
+            try:
+                mode = os.stat(value).st_mode
+            except OSError:
+                continue  # missing (or a glob pattern): the reader says so
+            if not (stat.S_ISREG(mode) or stat.S_ISFIFO(mode)):  # a pipe: <(zcat ...)
+                kind = "a directory" if stat.S_ISDIR(mode) else "a device or socket"
+                raise ValueError(
+                    f"{flag} must be a file of source<TAB>target lines; "
+                    f"{value} is {kind}. Received: {flag}={value!r}"
+                )
+
+
+def _decode_arguments(args):
+    """Arguments that are not UTF-8 (Python keeps their bytes as surrogates).
+
+    Sentences to translate get U+FFFD for such bytes, as stdin does; any other
+    argument is refused with a ValueError naming it.
+    """
+    for name, value in vars(args).items():
+        if name == "text" and isinstance(value, list):
+            args.text = [
+                text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+                for text in value
+            ]
+            continue
+        for item in value if isinstance(value, list) else [value]:
+            if not isinstance(item, str):
+                continue
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                shown = item.encode("utf-8", "surrogateescape")
+                flag = "--" + name.replace("_", "-") if name != "path" else "PATH"
+                raise ValueError(
+                    f"{flag} is not valid UTF-8. Received: {flag}={shown!r}"
+                ) from None
+
+
+def _read_stdin_lines():
+    """stdin's lines, split on "\\n" only (a sentence may hold \\f, \\x1d or U+2028).
+
+    Bytes that are not UTF-8 become U+FFFD; a final "\\r" is dropped (CRLF files).
+    """
+    data = sys.stdin.buffer.read().decode("utf-8", "replace")
+    lines = data.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return [line.removesuffix("\r") for line in lines]
+
+
+def _progress(args):
+    """Keras fit verbosity: bars on a terminal, one line per epoch otherwise, none with --quiet."""
+    if args.quiet:
+        return 0
+    return 1 if sys.stdout.isatty() else 2
+
+
+@contextlib.contextmanager
+def _native_stderr_filtered():
+    """Drops TensorFlow's native log lines written to fd 2 inside the block; keeps the rest.
+
+    TensorFlow prints "Could not find cuda drivers" through absl before any
+    log level applies, so ``TF_CPP_MIN_LOG_LEVEL`` alone cannot hide it.
+    """
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as captured:
+        os.dup2(captured.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            captured.seek(0)
+            text = captured.read().decode("utf-8", "replace")
+            for line in text.splitlines(keepends=True):
+                if not NATIVE_LOG_LINE.match(line):
+                    sys.stderr.write(line)
+            sys.stderr.flush()
+
+
+def _quiet_tensorflow():
+    """Silences TensorFlow's C++ logging (unless the user set TF_CPP_MIN_LOG_LEVEL)."""
+    if "TF_CPP_MIN_LOG_LEVEL" in os.environ:
+        return
+    os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+    if "tensorflow" not in sys.modules:
+        with _native_stderr_filtered():
+            import tensorflow  # noqa: F401
+
+
+def _check_arguments(args):
+    """What can be checked before TensorFlow loads (so that these errors answer at once)."""
+    _decode_arguments(args)
+    _check_argument_paths(args)
+    if args.command == "train":
+        args.model_config = _config_from_args(ModelConfig, args)
+        args.train_config = _config_from_args(TrainConfig, args)
+
+
 def _run(args):
     if args.command == "demo":
         from keras_selfattn.workflows import run_demo
 
-        result, _ = run_demo(args.out, epochs=args.epochs)
+        result, _ = run_demo(args.out, epochs=args.epochs, verbose=_progress(args))
         print(f"run directory: {result.run_dir}")
         return 0
 
     if args.command == "train":
-        from keras_selfattn.training import TrainConfig, train
+        from keras_selfattn.training import train
         from keras_selfattn.workflows import report
 
-        model_config = _config_from_args(ModelConfig, args)
-        train_config = _config_from_args(TrainConfig, args)
-        result = train(args.data, args.out, model_config, train_config)
+        result = train(
+            args.data,
+            args.out,
+            args.model_config,
+            args.train_config,
+            verbose=_progress(args),
+        )
         if not result.is_chief:  # the chief evaluates and writes the run directory
             print(
                 f"worker {result.worker_index} done; history: {json.dumps(result.history)}"
@@ -198,7 +565,9 @@ def _run(args):
         from keras_selfattn.training.train import SPLITS_DIR
         from keras_selfattn.workflows import print_metrics
 
-        translator = Translator.load(args.model)
+        _check_run_directory(args.model)
+        with _reading("the run directory", args.model):
+            translator = Translator.load(args.model)
         if args.data:
             data, label = args.data, args.data
         else:
@@ -218,12 +587,12 @@ def _run(args):
     if args.command == "translate":
         from keras_selfattn.inference import Translator
 
-        # Bytes that are not UTF-8 become U+FFFD rather than a UnicodeDecodeError.
-        texts = args.text or [
-            line.rstrip("\r\n")
-            for line in sys.stdin.buffer.read().decode("utf-8", "replace").splitlines()
-        ]
-        translator = Translator.load(args.model)
+        texts = args.text or _read_stdin_lines()
+        _check_run_directory(args.model)
+        with _reading("the run directory", args.model):
+            translator = Translator.load(args.model)
+        if not texts:
+            return 0
         for translation in translator.translate(texts, beam_size=args.beam):
             if translation.truncated:
                 print(
@@ -236,16 +605,19 @@ def _run(args):
                 line += f"\t{translation.score:.4f}"
             print(line)
         return 0
+
     if args.command == "export":
         from keras_selfattn import serving
 
-        version_dir = serving.export_run(
-            args.model,
-            args.export_dir,
-            args.version,
-            model_name=args.model_name,
-            beam_size=args.beam,
-        )
+        _check_run_directory(args.model)
+        with _reading("the run directory", args.model, only_loading=True):
+            version_dir = serving.export_run(
+                args.model,
+                args.export_dir,
+                args.version,
+                model_name=args.model_name,
+                beam_size=args.beam,
+            )
         print(f"exported: {version_dir}")
         sample = serving.sample_sources(args.model, 1)[0]
         print(
@@ -258,22 +630,68 @@ def _run(args):
     if args.command == "check-serving":
         from keras_selfattn import serving
 
-        check = serving.check_serving(args.path, serving_version=args.serving_version)
+        with _reading("the SavedModel in", args.path):
+            check = serving.check_serving(
+                args.path, serving_version=args.serving_version
+            )
         print(check.summary())
         return 0 if check.ok else 1
     raise AssertionError(args.command)
 
 
+# The optional extras' modules (setup.py extras_require): "plots" and "serving".
+_EXTRA_MODULES = ("matplotlib", "tensorflow_serving")
+
+
+def _missing_extra(error):
+    """Whether an ImportError says that an optional extra is not installed."""
+    cause = error
+    while cause is not None:
+        name = getattr(cause, "name", None) or ""
+        if name.split(".")[0] in _EXTRA_MODULES:
+            return True
+        cause = cause.__cause__
+    return False
+
+
 def main(argv=None):
+    """Runs the command line.
+
+    Returns 0 when done, 1 when ``check-serving`` found problems. Otherwise exits
+    (SystemExit) after one line on stderr: 2, bad input (naming the file or
+    argument; argparse's usage errors too); 70, an internal error (``--debug``
+    shows the traceback); 130, interrupted.
+    """
     parser = build_parser()
     args = parser.parse_args(argv)
+    debug = args.debug
+
+    def fail(status, message):  # exits, as argparse does on a usage error
+        parser.exit(status, f"keras-selfattn: {message}\n")
+
     try:
+        _check_arguments(args)
+        if not (args.verbose or debug):
+            _quiet_tensorflow()
         return _run(args)
-    except (ValueError, FileNotFoundError, FileExistsError, ConnectionError) as error:
-        parser.exit(2, f"keras-selfattn: error: {error}\n")
     except KeyboardInterrupt:
-        parser.exit(
-            130, "keras-selfattn: interrupted; rerun the same command to resume\n"
+        resume = "; rerun the same command to resume" if args.command == "train" else ""
+        fail(INTERRUPTED, f"interrupted{resume}")
+    except Exception as error:
+        if debug:
+            raise
+        if isinstance(error, (ValueError, OSError)):
+            fail(USAGE_ERROR, f"error: {_one_line(error)}")
+        if isinstance(error, ImportError) and _missing_extra(error):
+            fail(
+                USAGE_ERROR,
+                f"error: {_one_line(error)} (this needs an optional dependency: "
+                "pip install 'keras-selfattn[serving,plots]')",
+            )
+        fail(
+            INTERNAL_ERROR,
+            f"internal error: {type(error).__name__}: {_one_line(error)} "
+            "(a bug: rerun with --debug for the traceback and report it)",
         )
 
 

@@ -3,53 +3,49 @@
 import json
 import os
 import pathlib
+import re
 import subprocess
 import sys
 
 import pytest
 
 from keras_selfattn import text
+from tests.bad_input_cases import CASES, CLEAR, TINY_RUN_ARGS, Workspace, run_case
 
 # One xdist worker runs the whole module, so the trained-run fixture is built once.
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("cli")]
 REPO = pathlib.Path(__file__).resolve().parents[1]
-TINY = [
-    "--num-hiddens",
-    "16",
-    "--num-heads",
-    "2",
-    "--num-layers",
-    "1",
-    "--ffn-hiddens",
-    "32",
-    "--decoder-units",
-    "32",
-    "--embedding-dim",
-    "8",
-    "--max-target-len",
-    "12",
-    "--target-tokenizer",
-    "char",
-    "--warmup-steps",
-    "5",
-    "--batch-size",
-    "32",
-]
+TINY = TINY_RUN_ARGS
+# A TensorFlow C++ log line (absl's format, and TF's older one).
+TF_LOG_LINE = re.compile(
+    r"^([IWEF]\d{4} [\d:.]+ +\d+ \S+:\d+\]|\d{4}-\d\d-\d\d [\d:.]+: [IWEF] "
+    r"|WARNING: All log messages before absl)",
+    re.MULTILINE,
+)
+
+
+def user_env():
+    """The environment of a user who never heard of TF_CPP_MIN_LOG_LEVEL."""
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    env.pop("TF_CPP_MIN_LOG_LEVEL", None)
+    return env
 
 
 def cli(*args, stdin=None, check=True):
-    env = dict(os.environ, PYTHONPATH=str(REPO), TF_CPP_MIN_LOG_LEVEL="3")
+    """Runs the command as a user does; its stderr never holds a TF C++ log line."""
     result = subprocess.run(
         [sys.executable, "-m", "keras_selfattn", *map(str, args)],
         input=stdin,
         check=False,
         capture_output=True,
         text=True,
-        env=env,
+        env=user_env(),
         timeout=600,
     )
     if check:
         assert result.returncode == 0, result.stderr[-3000:]
+    if "--verbose" not in args:
+        assert not TF_LOG_LINE.search(result.stderr), result.stderr[-3000:]
     return result
 
 
@@ -66,6 +62,9 @@ def test_train_writes_a_run_and_reports(trained_run):
     assert "evaluated: the run's test split (" in result.stdout
     assert "exact match" in result.stdout and "held-out" not in result.stdout
     assert "Epoch 1/2" in result.stdout  # Keras' progress output
+    # Piped: one line per epoch, no per-step bars.
+    assert "\x1b[" not in result.stdout and "━" not in result.stdout
+    assert re.search(r"^\d+/\d+ - .*val_loss", result.stdout, re.MULTILINE)
     run = root / "run"
     metrics = json.loads((run / "metrics.json").read_text())
     assert {"bleu", "chrf", "exact_match"} <= set(metrics["test"])
@@ -158,10 +157,10 @@ def test_text_options_accept_only_their_choices(capsys):
     from keras_selfattn.training.config import TrainConfig
     from keras_selfattn.training.strategy import STRATEGIES
 
-    # The config's literal lists are the layers' and the strategies' own.
-    assert ModelConfig.CHOICES["rnn_type"] == RNN_TYPES
-    assert ModelConfig.CHOICES["attention_score"] == SCORES
-    assert TrainConfig.CHOICES["strategy"] == STRATEGIES
+    # The configs' lists are the very ones the layers and get_strategy check against.
+    assert ModelConfig.CHOICES["rnn_type"] is RNN_TYPES
+    assert ModelConfig.CHOICES["attention_score"] is SCORES
+    assert TrainConfig.CHOICES["strategy"] is STRATEGIES
     parser = build_parser()
     base = ["train", "--data", "x.tsv", "--out", "run"]
     for config in (ModelConfig, TrainConfig):
@@ -181,3 +180,50 @@ def test_text_options_accept_only_their_choices(capsys):
         ValueError, match="position must be one of .* Received: position='bogus'"
     ):
         ModelConfig(position="bogus")
+
+
+def test_verbose_brings_tensorflow_logs_back(trained_run, tmp_path):
+    """--verbose shows what a bare `import tensorflow` prints here (none if it prints none)."""
+    root, _ = trained_run
+    bare = subprocess.run(
+        [sys.executable, "-c", "import tensorflow as tf; tf.constant(1) + 1"],
+        capture_output=True,
+        text=True,
+        env=user_env(),
+        timeout=600,
+        check=False,
+    )
+    verbose = cli("translate", "--verbose", "--model", root / "run", "x")
+    shown = TF_LOG_LINE.findall(verbose.stderr)
+    assert bool(shown) == bool(TF_LOG_LINE.findall(bare.stderr)), verbose.stderr
+
+
+@pytest.mark.parametrize(
+    "case", [pytest.param(c, id=c.name) for c in CASES if c.needs_run]
+)
+def test_bad_input_case_on_a_trained_run(case, trained_run, tmp_path):
+    """Each case of tests/bad_input_cases.py that needs a run ends as expected."""
+    root, _ = trained_run
+    outcome, argv, result = run_case(case, Workspace(tmp_path, run=root / "run"))
+    assert outcome == case.expect, (argv, result)
+    if outcome == CLEAR:
+        assert result.stderr.count("\n") == 1, result.stderr
+
+
+# (demo's TensorFlow start-up is train's, which the trained_run fixture checks.)
+@pytest.mark.parametrize("command", ["export", "check-serving"])
+def test_no_tensorflow_log_lines_from_the_other_commands(
+    command, trained_run, tmp_path
+):
+    """Cheap runs that load TensorFlow and stop at a bad path; cli() checks stderr."""
+    root, _ = trained_run
+    below_file = tmp_path / "plain-file"
+    below_file.write_text("")
+    argv = {
+        "export": ["export", "--model", root / "run", "--export-dir", below_file / "b"],
+        "check-serving": ["check-serving", tmp_path],
+    }[command]
+    if command == "check-serving":
+        (tmp_path / "saved_model.pb").write_bytes(b"garbage")
+    result = cli(*argv, check=False)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr

@@ -6,12 +6,12 @@ import numbers
 import keras
 from keras import ops
 
+from keras_selfattn.choices import SCORES
 from keras_selfattn.layers.masking import (
     combine_masks,
     valid_lens_to_mask,
 )
 
-SCORES = ("additive", "dot", "general", "scaled_dot")
 _FLOAT32_MIN = -3.4028235e38  # the fill of masked logits (the softmax runs in float32)
 
 

@@ -12,10 +12,10 @@ import numbers
 import keras
 from keras import ops
 
-from keras_selfattn.layers.bahdanau_attention import SCORES, BahdanauAttention
+from keras_selfattn.choices import RNN_TYPES, SCORES
+from keras_selfattn.layers.bahdanau_attention import BahdanauAttention
 from keras_selfattn.layers.masking import combine_masks, valid_lens_to_mask
 
-RNN_TYPES = ("gru", "lstm")
 MAX_AUTO_UNROLL = 32  # the longest target BahdanauDecoder(unroll="auto") unrolls
 
 

@@ -4,6 +4,14 @@ import dataclasses
 import json
 from typing import ClassVar
 
+from keras_selfattn.choices import RNN_TYPES, SCORES
+from keras_selfattn.config_checks import (
+    check_choices,
+    check_field_types,
+    check_known_keys,
+    check_range,
+)
+
 POSITIONS = ("sinusoidal", "learned", "relative", "rotary")
 
 
@@ -54,12 +62,10 @@ class ModelConfig:
     position: str = "sinusoidal"
     max_relative_position: int = 16
 
-    # The allowed values of the text fields (also the CLI's ``choices``). Literal
-    # here, so that the command line parses without importing Keras; a test checks
-    # them against the layers' own lists.
+    # The allowed values of the text fields (also the CLI's ``choices``).
     CHOICES: ClassVar[dict] = {
-        "rnn_type": ("gru", "lstm"),
-        "attention_score": ("additive", "dot", "general", "scaled_dot"),
+        "rnn_type": RNN_TYPES,
+        "attention_score": SCORES,
         "position": POSITIONS,
     }
 
@@ -67,23 +73,34 @@ class ModelConfig:
         return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True)
 
     @classmethod
-    def from_dict(cls, values):
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise ValueError(
-                f"Unknown ModelConfig fields: {unknown}. Known: {sorted(known)}"
-            )
+    def from_dict(cls, values, source="ModelConfig"):
+        """A `ModelConfig` from a dict (``config.json``'s ``"model"``).
+
+        Unknown keys are refused (the error names ``source``); a missing key takes
+        its default, so configurations saved before a field existed still load.
+        """
+        check_known_keys(cls, values, source)
         return cls(**values)
 
     def __post_init__(self):
-        for name, allowed in self.CHOICES.items():
-            if getattr(self, name) not in allowed:
-                raise ValueError(
-                    f"{name} must be one of {allowed}. Received: {name}={getattr(self, name)!r}"
-                )
-        value = self.max_relative_position
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        check_field_types(self)
+        check_choices(self)
+        for name in (
+            "num_hiddens",
+            "num_heads",
+            "ffn_hiddens",
+            "decoder_units",
+            "decoder_layers",
+            "embedding_dim",
+            "max_source_len",
+            "max_target_len",
+            "max_relative_position",
+        ):
+            check_range(self, name, minimum=1)
+        check_range(self, "num_layers", minimum=0)
+        check_range(self, "dropout", minimum=0, below=1)
+        if self.num_hiddens % self.num_heads:
             raise ValueError(
-                f"max_relative_position must be a positive integer. Received: max_relative_position={value}"
+                "num_hiddens must be divisible by num_heads. "
+                f"Received: num_hiddens={self.num_hiddens}, num_heads={self.num_heads}"
             )

@@ -4,6 +4,13 @@ import dataclasses
 import json
 from typing import ClassVar
 
+from keras_selfattn.choices import STRATEGIES
+from keras_selfattn.config_checks import (
+    check_choices,
+    check_field_types,
+    check_known_keys,
+    check_range,
+)
 from keras_selfattn.models.config import ModelConfig
 
 
@@ -20,7 +27,8 @@ class TrainConfig:
         learning_rate: peak Adam learning rate.
         warmup_steps: linear warm-up steps before the learning rate decays (cosine).
         clipnorm: gradient-norm clipping (0 disables it).
-        label_smoothing: reserved for later use; must be 0 for now.
+        label_smoothing: smoothing of the one-hot targets in the loss, in [0, 1)
+            (0: none; padding positions are ignored).
         seed: seeds the split, the shuffling, the initial weights and the dropouts:
             the same seed on the same machine gives the same weights.
         split: train / validation / test fractions of the pairs.
@@ -68,41 +76,37 @@ class TrainConfig:
     # The allowed values of the text fields (also the CLI's ``choices``).
     CHOICES: ClassVar[dict] = {
         "mixed_precision": ("float32", "mixed_float16", "mixed_bfloat16"),
-        "strategy": ("auto", "default", "mirrored", "multi_worker", "tpu"),
+        "strategy": STRATEGIES,
         "source_tokenizer": ("word", "char", "subword"),
         "target_tokenizer": ("word", "char", "subword"),
         "tokenizer_ops": ("tensorflow_text", "core"),
     }
 
     def __post_init__(self):
-        self.split = tuple(self.split)
-        for name in ("epochs", "batch_size"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(
-                    f"{name} must be a positive integer. Received: {name}={value}"
-                )
-        if not self.worker_timeout > 0:
-            raise ValueError(
-                f"worker_timeout must be positive. Received: worker_timeout={self.worker_timeout}"
-            )
-        if not self.learning_rate > 0:
-            raise ValueError(
-                f"learning_rate must be positive. Received: learning_rate={self.learning_rate}"
-            )
+        if isinstance(self.split, list):  # as JSON gives it back
+            self.split = tuple(self.split)
+        check_field_types(self)
+        check_choices(self)
+        for name in ("epochs", "batch_size", "max_pairs"):
+            check_range(self, name, minimum=1)
+        for name in ("warmup_steps", "patience", "clipnorm"):
+            check_range(self, name, minimum=0)
+        for name in ("learning_rate", "worker_timeout"):
+            check_range(self, name, above=0)
+        check_range(self, "label_smoothing", minimum=0, below=1)
+        check_range(self, "seed", minimum=0, maximum=2**32 - 1)  # NumPy's seed range
         if (
             len(self.split) != 3
+            or not all(
+                isinstance(f, (int, float)) and not isinstance(f, bool)
+                for f in self.split
+            )
             or abs(sum(self.split) - 1.0) > 1e-6
             or min(self.split) < 0
         ):
             raise ValueError(
                 f"split must be three fractions summing to 1. Received: split={self.split}"
             )
-        for name, allowed in self.CHOICES.items():
-            if getattr(self, name) not in allowed:
-                raise ValueError(
-                    f"{name} must be one of {allowed}. Received: {name}={getattr(self, name)!r}"
-                )
 
 
 # Where a run trains, not what it computes: a run may resume under other values.
@@ -135,7 +139,27 @@ def save_run_config(path, model_config: ModelConfig, train_config: TrainConfig):
 
 
 def load_run_config(path):
-    """Reads ``config.json`` back into (ModelConfig, TrainConfig)."""
+    """Reads ``config.json`` back into (ModelConfig, TrainConfig).
+
+    Raises:
+        ValueError: naming the file, when it is not JSON, lacks the ``"model"`` or
+            ``"train"`` object, or holds an unknown or invalid field.
+    """
     with open(path, encoding="utf-8") as handle:
-        payload = json.load(handle)
-    return ModelConfig.from_dict(payload["model"]), TrainConfig(**payload["train"])
+        try:
+            payload = json.load(handle)
+        except ValueError as error:  # JSONDecodeError, UnicodeDecodeError
+            raise ValueError(f"{path} is not a JSON configuration: {error}") from None
+    if not isinstance(payload, dict) or not {"model", "train"} <= set(payload):
+        raise ValueError(
+            f'{path} must hold a "model" and a "train" object. '
+            f"Received keys: {sorted(payload) if isinstance(payload, dict) else None}"
+        )
+    configs = []
+    for key, cls in (("model", ModelConfig), ("train", TrainConfig)):
+        check_known_keys(cls, payload[key], f'{path} "{key}"')
+        try:
+            configs.append(cls(**payload[key]))
+        except ValueError as error:
+            raise ValueError(f'{path} "{key}": {error}') from None
+    return tuple(configs)

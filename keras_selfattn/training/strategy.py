@@ -6,13 +6,12 @@ import time
 
 import tensorflow as tf
 
+from keras_selfattn.choices import STRATEGIES
 from keras_selfattn.training.distributed import (
     read_cluster,
     split_address,
     wait_for_peers,
 )
-
-STRATEGIES = ("auto", "default", "mirrored", "multi_worker", "tpu")
 
 __all__ = ["STRATEGIES", "get_strategy", "split_cpu"]
 

@@ -1,0 +1,89 @@
+"""How fast ``keras-selfattn --help`` answers in a fresh process (issue 13).
+
+Each sample starts a new interpreter, as a user typing the command does. The
+peers, timed interleaved in the same run: ``python -c pass`` (the interpreter
+alone) and ``python -c "import tensorflow"`` (what every command paid before the
+package's imports became lazy); with ``--before TREE`` also the same commands run
+from another checkout (e.g. ``git archive c8011f3 keras_selfattn | tar -x -C TREE``).
+
+    .venv/bin/python benchmarks/cli_startup.py [--rounds N] [--before TREE]
+"""
+
+import argparse
+import os
+import pathlib
+import subprocess
+import sys
+
+import _bench
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+COMMANDS = {
+    "keras-selfattn --help": ["-m", "keras_selfattn", "--help"],
+    "keras-selfattn train --help": ["-m", "keras_selfattn", "train", "--help"],
+    "keras-selfattn train --epochs 0 (usage error)": [
+        "-m",
+        "keras_selfattn",
+        "train",
+        "--data",
+        "x.tsv",
+        "--out",
+        "run",
+        "--epochs",
+        "0",
+    ],
+}
+
+
+def _runner(arguments, tree):
+    env = dict(os.environ, PYTHONPATH=str(tree))
+
+    def run():
+        subprocess.run(
+            [sys.executable, *arguments],
+            env=env,
+            capture_output=True,
+            check=False,
+            timeout=300,
+        )
+
+    return run
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--before", default=None, help="another checkout to compare")
+    parser.add_argument("--quick", action="store_true", help="2 rounds (smoke test)")
+    args = parser.parse_args(argv)
+    rounds = 2 if args.quick else args.rounds
+
+    functions = {
+        "python -c pass": _runner(["-c", "pass"], REPO),
+        "python -c 'import tensorflow'": _runner(["-c", "import tensorflow"], REPO),
+    }
+    for name, arguments in COMMANDS.items():
+        functions[name] = _runner(arguments, REPO)
+        if args.before:
+            functions[f"{name} [before]"] = _runner(arguments, args.before)
+    samples = _bench.interleaved(functions, rounds, warmup=1)
+
+    reference = "python -c 'import tensorflow'"
+    rows = [
+        (
+            name,
+            f"{_bench.median(times):.2f}",
+            f"{_bench.paired_ratio(samples, name, reference):.2f}",
+        )
+        for name, times in samples.items()
+    ]
+    _bench.print_table(
+        ["command (fresh process)", "median s", "ratio to import tensorflow"], rows
+    )
+    print()
+    print(f"`{_bench.command_line(__file__, argv)}`, {rounds} rounds")
+    print(_bench.environment_line())
+
+
+if __name__ == "__main__":
+    main()

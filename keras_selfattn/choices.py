@@ -1,0 +1,15 @@
+"""The allowed values of the enumerated options, in one Keras-free place.
+
+The layers validate their arguments against these tuples, and the configuration
+dataclasses and the command line offer them as choices; keeping them here lets
+``keras-selfattn --help`` and `ModelConfig` work without importing Keras.
+"""
+
+# BahdanauAttention(score=...) and ModelConfig.attention_score.
+SCORES = ("additive", "dot", "general", "scaled_dot")
+# BahdanauDecoder(rnn_type=...) and ModelConfig.rnn_type.
+RNN_TYPES = ("gru", "lstm")
+# get_strategy(name) and TrainConfig.strategy.
+STRATEGIES = ("auto", "default", "mirrored", "multi_worker", "tpu")
+
+__all__ = ["RNN_TYPES", "SCORES", "STRATEGIES"]

@@ -1,0 +1,500 @@
+"""Bad-input and fault cases of the ``keras-selfattn`` command, and how to classify them.
+
+One list, two users: ``tests/test_cli_bad_input.py`` (and, for the cases that need
+a trained run, ``tests/test_cli.py``) assert that every case ends in its expected
+class; ``python tests/bad_input_table.py`` runs the same list in fresh processes and
+writes the table of outcomes into ``tests/README.md``.
+
+Outcome classes:
+
+- ``clear error``: exit status 2 and a last stderr line ``...: error: ...`` naming
+  what the case says it must name (the file or the argument), no traceback;
+- ``sensible result``: exit status 0 and the case's own check of the output holds;
+- ``silent wrong result``: exit status 0 but the check fails;
+- ``unclear error``: exit status 2 without naming the file or argument;
+- ``internal error``: exit status 70 (reported as a bug, one line);
+- ``traceback``: a Python traceback reached the user;
+- ``crash``: the process died from a signal (subprocess runs only).
+"""
+
+import contextlib
+import dataclasses
+import io
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import traceback
+import zipfile
+
+CLEAR = "clear error"
+SENSIBLE = "sensible result"
+WRONG = "silent wrong result"
+UNCLEAR = "unclear error"
+INTERNAL = "internal error"
+TRACEBACK = "traceback"
+CRASH = "crash"
+OUTCOMES = (CLEAR, SENSIBLE, WRONG, UNCLEAR, INTERNAL, TRACEBACK, CRASH)
+
+# `train` options of the tiny run the cases that need one share.
+TINY_RUN_ARGS = [
+    "--num-hiddens",
+    "16",
+    "--num-heads",
+    "2",
+    "--num-layers",
+    "1",
+    "--ffn-hiddens",
+    "32",
+    "--decoder-units",
+    "32",
+    "--embedding-dim",
+    "8",
+    "--max-target-len",
+    "12",
+    "--target-tokenizer",
+    "char",
+    "--warmup-steps",
+    "5",
+    "--batch-size",
+    "32",
+    "--no-jit-compile",  # XLA's compile time would dominate this tiny run
+]
+
+NOT_UTF8 = os.fsdecode(b"caf\xe9.tsv")  # how Python hands such argv bytes over
+
+
+@dataclasses.dataclass
+class Result:
+    status: object  # exit status, or a negative signal number
+    stdout: str
+    stderr: str
+
+
+@dataclasses.dataclass
+class Workspace:
+    """Where a case's files go; ``run`` is a finished tiny run (None if not needed)."""
+
+    root: pathlib.Path
+    run: pathlib.Path | None = None
+
+    def file(self, name, content=b"un\tone\ndeux\ttwo\n"):
+        path = self.root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(content)
+        return str(path)
+
+    def run_copy(self, name, change):
+        """A copy of the trained run, ``change(copy)`` applied (a fault put in)."""
+        copy = self.root / name
+        shutil.copytree(self.run, copy)
+        change(copy)
+        return str(copy)
+
+
+@dataclasses.dataclass
+class Case:
+    """One bad input: ``argv(workspace)`` and what a good CLI does with it."""
+
+    name: str
+    argv: object  # Workspace -> list of str
+    expect: str = CLEAR
+    mentions: tuple = ()  # what a clear error must name, formatted with the argv
+    check: object = None  # Result -> bool, for sensible results
+    stdin: bytes = b""
+    needs_run: bool = False
+    slow: bool = False  # seconds even without a run (check-serving starts a process)
+
+
+def _edit_config(change):
+    def edit(run):
+        path = run / "config.json"
+        config = json.loads(path.read_text())
+        change(config)
+        path.write_text(json.dumps(config))
+
+    return edit
+
+
+def _truncate(name, keep=0.5):
+    def edit(run):
+        data = (run / name).read_bytes()
+        (run / name).write_bytes(data[: int(len(data) * keep)])
+
+    return edit
+
+
+def _unknown_layer_argument(run):
+    """model.keras whose PositionalEncoding config holds an argument it does not take."""
+    path = run / "model.keras"
+    with zipfile.ZipFile(path) as archive:
+        files = {name: archive.read(name) for name in archive.namelist()}
+    text = files["config.json"].decode()
+    marker = '"class_name": "PositionalEncoding", "config": {'
+    if marker not in text:  # another position kind: any of our layers will do
+        marker = '"module": "keras_selfattn.layers.'
+        index = text.index(marker)
+        index = text.index('"config": {', index - 400) + len('"config": {')
+        text = text[:index] + '"bogus_argument": 1, ' + text[index:]
+    else:
+        text = text.replace(marker, marker + '"bogus_argument": 1, ', 1)
+    files["config.json"] = text.encode()
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, data in files.items():
+            archive.writestr(name, data)
+
+
+def _lines(count):
+    return lambda result: result.stdout.count("\n") == count
+
+
+TRAIN = ["train", "--epochs", "1"]
+
+CASES = [
+    # --data
+    Case(
+        "train --data a directory",
+        lambda w: [*TRAIN, "--data", str(w.root), "--out", f"{w.root}/run"],
+        mentions=("--data", "{4}"),
+    ),
+    Case(
+        "train --data /dev/zero",
+        lambda w: [*TRAIN, "--data", "/dev/zero", "--out", f"{w.root}/run"],
+        mentions=("--data", "/dev/zero"),
+    ),
+    Case(
+        "train --data a missing file",
+        lambda w: [*TRAIN, "--data", f"{w.root}/missing.tsv", "--out", f"{w.root}/r"],
+        mentions=("missing.tsv",),
+    ),
+    Case(
+        "train --data a line without a tab",
+        lambda w: [
+            *TRAIN,
+            "--data",
+            w.file("bad.tsv", b"un\tone\ndeux sans tab\n"),
+            "--out",
+            f"{w.root}/run",
+        ],
+        mentions=("bad.tsv", ":2"),
+    ),
+    Case(
+        "train --data an empty file",
+        lambda w: [*TRAIN, "--data", w.file("empty.tsv", b""), "--out", f"{w.root}/r"],
+        mentions=("empty.tsv",),
+    ),
+    Case(
+        "train --data a file that is not UTF-8",
+        lambda w: [
+            *TRAIN,
+            "--data",
+            w.file("latin1.tsv", b"caf\xe9\tcoffee\n"),
+            "--out",
+            f"{w.root}/run",
+        ],
+        mentions=("latin1.tsv",),
+    ),
+    Case(
+        "train --data a name that is not UTF-8 (argv bytes)",
+        lambda w: [*TRAIN, "--data", NOT_UTF8, "--out", f"{w.root}/run"],
+        mentions=("--data", "UTF-8"),
+    ),
+    # --out
+    Case(
+        "train --out below a file",
+        lambda w: [
+            *TRAIN,
+            "--data",
+            w.file("pairs.tsv"),
+            "--out",
+            w.file("plain-file") + "/run",
+        ],
+        mentions=("plain-file",),
+    ),
+    Case(
+        "train --out under /sys",
+        lambda w: [*TRAIN, "--data", w.file("pairs.tsv"), "--out", "/sys/ksa-run"],
+        mentions=("/sys/ksa-run",),
+    ),
+    Case(
+        "train --out ''",
+        lambda w: [*TRAIN, "--data", w.file("pairs.tsv"), "--out", ""],
+        mentions=("--out",),
+    ),
+    # numeric and enumerated options
+    *[
+        Case(
+            f"train {flag} {value}",
+            lambda w, flag=flag, value=value: [
+                *TRAIN,
+                "--data",
+                w.file("pairs.tsv"),
+                "--out",
+                f"{w.root}/run",
+                flag,
+                value,
+            ],
+            mentions=(flag,),
+        )
+        for flag, value in [
+            ("--max-pairs", "-5"),
+            ("--warmup-steps", "-10"),
+            ("--label-smoothing", "1.0"),
+            ("--label-smoothing", "-0.1"),
+            ("--learning-rate", "nan"),
+            ("--epochs", "0"),
+            ("--batch-size", "abc"),
+            ("--dropout", "1.0"),
+            ("--patience", "-1"),
+            ("--clipnorm", "inf"),
+            ("--seed", "-1"),
+            ("--num-hiddens", "30"),  # not divisible by the 4 heads
+            ("--rnn-type", "rnn"),
+            ("--worker-timeout", "0"),
+        ]
+    ],
+    Case(
+        "translate --beam 0",
+        lambda w: ["translate", "--model", f"{w.root}/run", "--beam", "0", "x"],
+        mentions=("--beam",),
+    ),
+    Case(
+        "export --version -1",
+        lambda w: ["export", "--model", "r", "--export-dir", "e", "--version", "-1"],
+        mentions=("--version",),
+    ),
+    Case("an unknown command", lambda w: ["trian"], mentions=("trian",)),
+    # run directories and exports that are not what they should be
+    Case(
+        "translate --model a missing directory",
+        lambda w: ["translate", "--model", f"{w.root}/nothing", "x"],
+        mentions=("nothing",),
+    ),
+    Case(
+        "translate --model a file",
+        lambda w: ["translate", "--model", w.file("pairs.tsv"), "x"],
+        mentions=("pairs.tsv",),
+    ),
+    Case(
+        "evaluate --model an empty directory",
+        lambda w: ["evaluate", "--model", str(w.root)],
+        mentions=("model.keras",),
+    ),
+    Case(
+        "export --model a missing directory",
+        lambda w: ["export", "--model", f"{w.root}/nothing", "--export-dir", "e"],
+        mentions=("nothing",),
+    ),
+    Case(
+        "check-serving on a folder without saved_model.pb",
+        lambda w: ["check-serving", str(w.root)],
+        mentions=("saved_model.pb",),
+    ),
+    Case(
+        "check-serving on a garbage saved_model.pb",
+        lambda w: [
+            "check-serving",
+            str(pathlib.Path(w.file("export/1/saved_model.pb", b"garbage\x00")).parent),
+        ],
+        mentions=("export/1",),
+        slow=True,
+    ),
+    # faults in a trained run
+    Case(
+        "translate: stdin lines holding \\f, \\x1d and U+2028",
+        lambda w: ["translate", "--model", str(w.run)],
+        expect=SENSIBLE,
+        check=_lines(3),
+        stdin="14 juillet\f1989\n3 mai\x1d2001\n1 mai\u20282000\n".encode(),
+        needs_run=True,
+    ),
+    Case(
+        "translate: a CRLF stdin without a final newline",
+        lambda w: ["translate", "--model", str(w.run)],
+        expect=SENSIBLE,
+        check=_lines(2),
+        stdin=b"14 juillet 1989\r\n3 mai 2001",
+        needs_run=True,
+    ),
+    Case(
+        "translate: an empty stdin",
+        lambda w: ["translate", "--model", str(w.run)],
+        expect=SENSIBLE,
+        check=_lines(0),
+        needs_run=True,
+    ),
+    Case(
+        "translate: a sentence argument that is not UTF-8",
+        lambda w: [
+            "translate",
+            "--model",
+            str(w.run),
+            os.fsdecode(b"14 juil\xe9 1989"),
+        ],
+        expect=SENSIBLE,
+        check=_lines(1),
+        needs_run=True,
+    ),
+    Case(
+        "translate: config.json without its model object",
+        lambda w: [
+            "translate",
+            "--model",
+            w.run_copy("no-model-key", _edit_config(lambda c: c.pop("model"))),
+            "x",
+        ],
+        mentions=("config.json", "model"),
+        needs_run=True,
+    ),
+    Case(
+        "translate: config.json with an unknown key",
+        lambda w: [
+            "translate",
+            "--model",
+            w.run_copy("unknown-key", _edit_config(lambda c: c["model"].update(x=1))),
+            "x",
+        ],
+        mentions=("config.json", "'x'"),
+        needs_run=True,
+    ),
+    Case(
+        "translate: config.json with an invalid value",
+        lambda w: [
+            "translate",
+            "--model",
+            w.run_copy(
+                "bad-value", _edit_config(lambda c: c["model"].update(num_heads=0))
+            ),
+            "x",
+        ],
+        mentions=("config.json", "num_heads"),
+        needs_run=True,
+    ),
+    Case(
+        "translate: config.json that is not JSON",
+        lambda w: [
+            "translate",
+            "--model",
+            w.run_copy("not-json", _truncate("config.json")),
+            "x",
+        ],
+        mentions=("config.json",),
+        needs_run=True,
+    ),
+    Case(
+        "translate: a truncated model.keras",
+        lambda w: [
+            "translate",
+            "--model",
+            w.run_copy("truncated", _truncate("model.keras")),
+            "x",
+        ],
+        mentions=("model.keras", "truncated"),
+        needs_run=True,
+    ),
+    Case(
+        "translate: an unknown layer argument in model.keras",
+        lambda w: [
+            "translate",
+            "--model",
+            w.run_copy("unknown-argument", _unknown_layer_argument),
+            "x",
+        ],
+        mentions=("model.keras", "bogus_argument"),
+        needs_run=True,
+    ),
+    Case(
+        "evaluate --data /dev/zero",
+        lambda w: ["evaluate", "--model", str(w.run), "--data", "/dev/zero"],
+        mentions=("--data", "/dev/zero"),
+        needs_run=True,
+    ),
+    Case(
+        "evaluate --data a directory",
+        lambda w: ["evaluate", "--model", str(w.run), "--data", str(w.root)],
+        mentions=("--data",),
+        needs_run=True,
+    ),
+    Case(
+        "export --export-dir below a file",
+        lambda w: [
+            "export",
+            "--model",
+            str(w.run),
+            "--export-dir",
+            w.file("plain-file") + "/base",
+        ],
+        mentions=("plain-file",),
+        needs_run=True,
+    ),
+]
+
+
+def classify(case, argv, result):
+    """The outcome class of ``result`` for ``case`` (see the module docstring)."""
+    if isinstance(result.status, int) and result.status < 0:
+        return CRASH
+    if "Traceback (most recent call last)" in result.stderr:
+        return TRACEBACK
+    if result.status == 0:
+        return SENSIBLE if case.check and case.check(result) else WRONG
+    if result.status == 70:
+        return INTERNAL
+    last = result.stderr.strip().splitlines()[-1:] or [""]
+    if result.status == 2 and "error:" in last[0]:
+        wanted = [m.format(*argv) for m in case.mentions]
+        return CLEAR if all(m in last[0] for m in wanted) else UNCLEAR
+    return f"exit {result.status}"
+
+
+def run_in_process(argv, stdin=b""):
+    """Runs ``keras_selfattn.cli.main(argv)`` here, capturing what it prints."""
+    from keras_selfattn import cli
+
+    out, err = io.StringIO(), io.StringIO()
+    stdin_stream = io.TextIOWrapper(io.BytesIO(stdin), encoding="utf-8")
+    with (
+        contextlib.redirect_stdout(out),
+        contextlib.redirect_stderr(err),
+        _swapped_stdin(stdin_stream),
+    ):
+        try:
+            status = cli.main(argv)
+        except SystemExit as exit_:
+            status = exit_.code
+        except Exception:  # noqa: BLE001  (what a user would see as a traceback)
+            traceback.print_exc(file=err)
+            status = 1
+    return Result(status, out.getvalue(), err.getvalue())
+
+
+@contextlib.contextmanager
+def _swapped_stdin(stream):
+    saved = sys.stdin
+    sys.stdin = stream
+    try:
+        yield
+    finally:
+        sys.stdin = saved
+
+
+def run_in_subprocess(argv, stdin=b"", env=None):
+    """Runs ``python -m keras_selfattn ARGV`` (argv bytes as the OS passes them)."""
+    command = [sys.executable, "-m", "keras_selfattn", *map(os.fsencode, argv)]
+    done = subprocess.run(
+        command, input=stdin, capture_output=True, env=env, timeout=600, check=False
+    )
+    return Result(
+        done.returncode,
+        done.stdout.decode("utf-8", "replace"),
+        done.stderr.decode("utf-8", "replace"),
+    )
+
+
+def run_case(case, workspace, runner=run_in_process):
+    """Runs one case; returns (outcome class, argv, Result)."""
+    argv = case.argv(workspace)
+    result = runner(argv, stdin=case.stdin)
+    return classify(case, argv, result), argv, result

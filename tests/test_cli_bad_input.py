@@ -1,0 +1,330 @@
+"""The command line without a trained run: lazy imports, option help, bad input.
+
+Most of these run in this process or in a fresh interpreter that never imports
+TensorFlow, so they are fast; the cases that need a trained run are in
+``tests/test_cli.py`` (one shared tiny run).
+"""
+
+import dataclasses
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+from keras_selfattn import cli
+from keras_selfattn.models.config import ModelConfig
+from keras_selfattn.training.config import TrainConfig, load_run_config
+from tests.bad_input_cases import CASES, CLEAR, Workspace, run_case
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+HEAVY = ("tensorflow", "keras", "jax", "tensorflow_text")
+
+
+@pytest.fixture(autouse=True)
+def _clean_keras_state():
+    """Replaces conftest's: these tests build no Keras model, so there is no state to
+    reset, and its clear_session() would cost more than most of the tests."""
+    yield
+
+
+def fresh_python(code):
+    """Runs ``code`` in a new interpreter (this tree first on the path); returns stdout."""
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
+def test_imports_and_help_load_no_tensorflow():
+    """Importing the package, its configs and the CLI, and printing help, imports no TF/Keras."""
+    out = fresh_python(
+        "import sys, io, contextlib\n"
+        "import keras_selfattn as ksa, keras_selfattn.cli, keras_selfattn.models.config\n"
+        "import keras_selfattn.training.config, keras_selfattn.text, keras_selfattn.serving\n"
+        "from keras_selfattn.cli import main\n"
+        "assert ksa.ModelConfig().num_hiddens == 128\n"
+        "for argv in ([], ['--help'], ['train', '--help'], ['train', '--epochs', '0']):\n"
+        "    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):\n"
+        "        try:\n"
+        "            main(argv)\n"
+        "        except SystemExit:\n"
+        "            pass\n"
+        f"print(sorted(m for m in {HEAVY!r} if m in sys.modules))\n"
+    )
+    assert out.strip() == "[]"
+
+
+def test_lazy_names_resolve_to_the_real_objects():
+    import keras_selfattn as ksa
+    from keras_selfattn import layers, training
+    from keras_selfattn.layers.positional_encoding import PositionalEncoding
+    from keras_selfattn.models.seq2seq import build_seq2seq
+    from keras_selfattn.training import train as train_module_import  # noqa: F401
+
+    assert ksa.layers is layers
+    assert ksa.layers.PositionalEncoding is PositionalEncoding
+    assert ksa.build_seq2seq is build_seq2seq
+    # training/train.py has been imported: the package's `train` is still the function.
+    import keras_selfattn.training.train
+
+    assert callable(training.train) and training.train.__name__ == "train"
+    assert set(training.__all__) <= set(dir(training))
+    with pytest.raises(AttributeError, match="has no attribute 'nothing'"):
+        _ = ksa.nothing
+
+
+@pytest.mark.slow
+def test_load_model_after_import_keras_selfattn_in_a_fresh_process(tmp_path):
+    """`import keras` then `import keras_selfattn` registers every class for load_model."""
+    path = tmp_path / "pe.keras"
+    fresh_python(
+        "import keras, numpy as np\n"
+        "import keras_selfattn as ksa\n"
+        "x = keras.Input((None, 8))\n"
+        "y = ksa.layers.PositionalEncoding(num_hiddens=8, dropout=0.0)(x)\n"
+        "y = ksa.models.TransformerEncoderBlock(8, 2, 16, 0.0)(y)\n"
+        f"keras.Model(x, y).save({str(path)!r})\n"
+    )
+    out = fresh_python(
+        "import keras, numpy as np\n"
+        "import keras_selfattn\n"
+        f"model = keras.saving.load_model({str(path)!r})\n"
+        "print(sorted({type(layer).__module__.split('.')[0] for layer in model.layers}))\n"
+    )
+    assert "keras_selfattn" in out
+
+
+def test_every_option_has_a_description_and_its_default():
+    parser = cli.build_parser()
+    subparsers = next(
+        action for action in parser._actions if action.dest == "command"
+    ).choices
+    for name, sub in subparsers.items():
+        for action in sub._actions:
+            if action.dest == "help":
+                continue
+            flag = action.option_strings[0] if action.option_strings else action.dest
+            text = action.help or ""
+            assert len(text) > 12, (name, flag)
+            if action.nargs == 0:  # a switch: off unless given
+                continue
+            assert "default" in text or "required" in text or action.required, (
+                name,
+                flag,
+            )
+
+
+def test_option_help_comes_from_the_config_docstrings():
+    """Every config field is documented (new fields get help for free) and the flag shows it."""
+    for config in (ModelConfig, TrainConfig):
+        docs = cli._field_docs(config)
+        assert set(docs) == {f.name for f in dataclasses.fields(config)}, config
+    docs = cli._field_docs(TrainConfig)
+    # An entry spanning several docstring lines is joined into one.
+    assert docs["batch_size"].startswith("the *global* batch size")
+    assert docs["batch_size"].endswith("or a TPU.")
+    train = next(
+        action for action in cli.build_parser()._actions if action.dest == "command"
+    ).choices["train"]
+    helps = {action.dest: action.help for action in train._actions}
+    assert helps["batch_size"] == docs["batch_size"] + " (default: 64)"
+    assert helps["max_pairs"].endswith("(default: none)")
+    assert helps["jit_compile"].endswith("(default: yes)")
+
+
+def test_progress_lines(monkeypatch):
+    """Bars on a terminal, one line per epoch (Keras verbose=2) otherwise, none with --quiet."""
+
+    class Stdout:
+        def __init__(self, tty):
+            self.tty = tty
+
+        def isatty(self):
+            return self.tty
+
+    args = cli.build_parser().parse_args(["train", "--data", "d", "--out", "o"])
+    for tty, expected in ((True, 1), (False, 2)):
+        monkeypatch.setattr(sys, "stdout", Stdout(tty))
+        assert cli._progress(args) == expected
+    quiet = cli.build_parser().parse_args(
+        ["train", "--quiet", "--data", "d", "--out", "o"]
+    )
+    assert cli._progress(quiet) == 0
+    # The output options are accepted before the subcommand too.
+    early = cli.build_parser().parse_args(
+        ["--quiet", "train", "--data", "d", "--out", "o"]
+    )
+    assert early.quiet and not early.debug
+
+
+def test_tensorflow_log_level(monkeypatch):
+    """Silenced by default; the user's own TF_CPP_MIN_LOG_LEVEL wins."""
+    monkeypatch.delenv("TF_CPP_MIN_LOG_LEVEL", raising=False)
+    cli._quiet_tensorflow()
+    assert os.environ["TF_CPP_MIN_LOG_LEVEL"] == "3"
+    monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "0")
+    cli._quiet_tensorflow()
+    assert os.environ["TF_CPP_MIN_LOG_LEVEL"] == "0"
+
+
+def test_native_log_lines_are_dropped_and_the_rest_kept(capfd):
+    with cli._native_stderr_filtered():
+        os.write(2, b"W0000 00:00:1796071465.895658   10740 cudart_stub.cc:31] noise\n")
+        os.write(
+            2, b"2026-11-30 20:00:00.123456: E tensorflow/core/x.cc:1] old noise\n"
+        )
+        os.write(2, b"a real message\n")
+    assert capfd.readouterr().err == "a real message\n"
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"epochs": True}, "epochs must be an integer. Received: epochs=True"),
+        ({"learning_rate": "0.1"}, "learning_rate must be a number"),
+        ({"learning_rate": float("inf")}, "learning_rate must be a finite number"),
+        ({"max_pairs": 0}, "max_pairs must be an integer >= 1"),
+        ({"jit_compile": 1}, "jit_compile must be true or false"),
+        ({"label_smoothing": 1}, "label_smoothing must be an integer >= 0 and < 1"),
+        ({"seed": 2**32}, "seed must be an integer >= 0 and <= 4294967295"),
+        ({"split": (0.5, 0.5)}, "split must be three fractions"),
+        ({"split": ("a", "b", "c")}, "split must be three fractions"),
+        ({"tpu": 3}, "tpu must be a string or None"),
+    ],
+)
+def test_train_config_refuses(kwargs, message):
+    with pytest.raises(ValueError, match=message.replace("(", r"\(")):
+        TrainConfig(**kwargs)
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"num_layers": -1}, "num_layers must be an integer >= 0"),
+        ({"dropout": -0.5}, "dropout must be a number >= 0 and < 1"),
+        ({"max_source_len": 0}, "max_source_len must be an integer >= 1"),
+        ({"norm_first": "yes"}, "norm_first must be true or false"),
+        ({"num_hiddens": 10, "num_heads": 4}, "divisible by num_heads"),
+    ],
+)
+def test_model_config_refuses(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        ModelConfig(**kwargs)
+
+
+def test_configs_accept_their_edges():
+    assert TrainConfig(label_smoothing=0.0, warmup_steps=0, patience=0, seed=0)
+    assert TrainConfig(learning_rate=1, split=[0.5, 0.25, 0.25]).split == (
+        0.5,
+        0.25,
+        0.25,
+    )
+    assert ModelConfig(num_layers=0, dropout=0.0).num_layers == 0
+
+
+def test_run_config_file_errors_name_the_file(tmp_path):
+    path = tmp_path / "config.json"
+    good = {
+        "model": dataclasses.asdict(ModelConfig()),
+        "train": dataclasses.asdict(TrainConfig()),
+    }
+    path.write_text(json.dumps(good))
+    assert load_run_config(path) == (ModelConfig(), TrainConfig())
+    old = json.loads(json.dumps(good))
+    del old["train"]["tpu"]  # saved before the field existed: its default
+    path.write_text(json.dumps(old))
+    assert load_run_config(path)[1].tpu is None
+    for payload, message in [
+        ("[1, 2]", 'must hold a "model" and a "train" object'),
+        ('{"model": {}}', 'must hold a "model" and a "train" object'),
+        ('{"model": [], "train": {}}', "expected an object of ModelConfig fields"),
+        (
+            '{"model": {"colour": 1}, "train": {}}',
+            r"unknown ModelConfig fields \['colour'\]",
+        ),
+        (
+            '{"model": {}, "train": {"epochs": "ten"}}',
+            '"train": epochs must be an integer',
+        ),
+        ('{"model": ', "is not a JSON configuration"),
+    ]:
+        path.write_text(payload)
+        with pytest.raises(ValueError, match=message) as error:
+            load_run_config(path)
+        assert str(path) in str(error.value)
+
+
+def _param(case):
+    return pytest.param(
+        case, id=case.name, marks=[pytest.mark.slow] if case.slow else []
+    )
+
+
+@pytest.mark.parametrize("case", [_param(c) for c in CASES if not c.needs_run])
+def test_bad_input_case(case, tmp_path):
+    """Each case of tests/bad_input_cases.py without a trained run ends as expected."""
+    outcome, argv, result = run_case(case, Workspace(tmp_path))
+    assert outcome == case.expect, (argv, result)
+    if outcome == CLEAR:  # one line, no traceback
+        assert result.stderr.count("\n") == 1, result.stderr
+
+
+@pytest.mark.parametrize(
+    "error, status, words",
+    [
+        (RuntimeError("boom"), 70, ("internal error: RuntimeError: boom", "--debug")),
+        (
+            ModuleNotFoundError("No module named 'matplotlib'", name="matplotlib"),
+            2,
+            ("error: No module named 'matplotlib'", "keras-selfattn[serving,plots]"),
+        ),
+        (  # our own module missing is a bug, not a missing extra
+            ModuleNotFoundError("No module named 'x'", name="keras_selfattn.x"),
+            70,
+            ("internal error: ModuleNotFoundError",),
+        ),
+        (KeyboardInterrupt(), 130, ("interrupted; rerun the same command",)),
+    ],
+)
+def test_unexpected_errors_are_one_line_and_debug_shows_them(
+    error, status, words, monkeypatch, capsys
+):
+    def run(args):
+        raise error
+
+    monkeypatch.setattr(cli, "_run", run)
+    argv = ["train", "--data", "d.tsv", "--out", "o"]
+    with pytest.raises(SystemExit) as exited:
+        cli.main(argv)
+    err = capsys.readouterr().err
+    assert exited.value.code == status
+    assert err.count("\n") == 1 and all(word in err for word in words), err
+    if isinstance(
+        error, Exception
+    ):  # --debug: the traceback (an interrupt stays one line)
+        with pytest.raises(type(error)):
+            cli.main(["train", "--debug", *argv[1:]])
+
+
+def test_data_may_be_a_pipe(tmp_path):
+    """`--data <(zcat pairs.tsv.gz)` hands over a pipe: accepted, unlike a device."""
+    fifo = tmp_path / "pairs"
+    os.mkfifo(fifo)
+    parser = cli.build_parser()
+    cli._check_argument_paths(
+        parser.parse_args(["train", "--data", str(fifo), "--out", "o"])
+    )
+    with pytest.raises(ValueError, match="/dev/null is a device or socket"):
+        cli._check_argument_paths(
+            parser.parse_args(["train", "--data", "/dev/null", "--out", "o"])
+        )
