@@ -75,6 +75,13 @@ class TransformerEncoderBlock(keras.layers.Layer):
             2018; see `MultiHeadSelfAttention`).
         use_rotary: bool, rotary position embeddings on queries and keys.
         **kwargs: base layer arguments.
+
+    Call arguments:
+        inputs: (B, T, num_hiddens).
+        training: bool, whether dropout is active.
+        mask: the Keras mask of ``inputs`` (filled by Keras).
+        return_attention_scores: bool, also return the self-attention weights
+            (B, num_heads, T, T).
     """
 
     def __init__(
@@ -133,11 +140,20 @@ class TransformerEncoderBlock(keras.layers.Layer):
         self.dropout_layer.build(inputs_shape)
         self.built = True
 
-    def call(self, inputs, training=None, mask=None):
+    def call(self, inputs, training=None, mask=None, return_attention_scores=False):
+        scores = []
+
         def attend(x):
-            return self.dropout_layer(
-                self.attention(x, mask=mask, training=training), training=training
+            out = self.attention(
+                x,
+                mask=mask,
+                training=training,
+                return_attention_scores=return_attention_scores,
             )
+            if return_attention_scores:
+                out, weights = out
+                scores.append(weights)
+            return self.dropout_layer(out, training=training)
 
         def feed_forward(x):
             return self.dropout_layer(
@@ -146,15 +162,26 @@ class TransformerEncoderBlock(keras.layers.Layer):
 
         if self.norm_first:
             y = inputs + attend(self.attention_norm(inputs))
-            return y + feed_forward(self.ffn_norm(y))
-        y = self.attention_norm(inputs + attend(inputs))
-        return self.ffn_norm(y + feed_forward(y))
+            outputs = y + feed_forward(self.ffn_norm(y))
+        else:
+            y = self.attention_norm(inputs + attend(inputs))
+            outputs = self.ffn_norm(y + feed_forward(y))
+        return (outputs, scores[0]) if return_attention_scores else outputs
 
     def compute_mask(self, inputs, mask=None):
         return mask
 
     def compute_output_shape(self, inputs_shape):
         return tuple(inputs_shape)
+
+    def compute_output_spec(self, inputs, return_attention_scores=False, **kwargs):
+        outputs = keras.KerasTensor(inputs.shape, dtype=self.compute_dtype)
+        if not return_attention_scores:
+            return outputs
+        batch, length = inputs.shape[0], inputs.shape[1]
+        return outputs, keras.KerasTensor(
+            (batch, self.num_heads, length, length), dtype=self.compute_dtype
+        )
 
     def get_config(self):
         config = super().get_config()
