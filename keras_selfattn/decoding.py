@@ -73,7 +73,7 @@ def greedy_decode(model, source_ids, max_len, return_attention=False):
     """Greedy decoding: at each step the most likely next token.
 
     Args:
-        model: a `build_seq2seq` model.
+        model: a `Seq2Seq` (what `build_seq2seq` returns).
         source_ids: int32 (B, T) source ids, 0-padded.
         max_len: int, the most tokens to produce (the end id included).
         return_attention: also return the attention weights of every step.
@@ -160,7 +160,7 @@ def beam_search_decode(model, source_ids, beam_size, max_len, alpha=0.6):
     log-probability, no normalization.
 
     Args:
-        model: a `build_seq2seq` model.
+        model: a `Seq2Seq` (what `build_seq2seq` returns).
         source_ids: int32 (B, T) source ids, 0-padded.
         beam_size: int, hypotheses kept per sentence.
         max_len: int, the most tokens to produce (the end id included).

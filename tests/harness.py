@@ -66,6 +66,24 @@ def _symbolic_input(name, array):
     return keras.Input(shape=shape, dtype=str(array.dtype), name=name)
 
 
+def jit_compiled(fn):
+    """``fn`` compiled with XLA by the backend's own tracer (tf.function or jax.jit).
+
+    Inside it, tensor arguments are symbolic: sizes and values a layer cannot read
+    when it is called, only when the compiled function runs.
+    """
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        return tf.function(fn, jit_compile=True)
+    if backend == "jax":
+        import jax
+
+        return jax.jit(fn)
+    raise NotImplementedError(f"no jit helper for the {backend} backend")
+
+
 def check_config(layer_cls, init_kwargs):
     layer = layer_cls(**init_kwargs)
     config = layer.get_config()

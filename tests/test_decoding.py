@@ -238,3 +238,14 @@ def test_beam_search_applies_the_length_penalty_at_every_step(model):
                 out["scores"].numpy()[row, rank], score, atol=1e-4
             )
     assert differs, "choose a case where the two rankings keep different hypotheses"
+
+
+def test_decoding_inference_and_serving_ask_the_model_not_its_layer_names():
+    """Issue 14 §3: code that runs a model uses Seq2Seq's decoding API."""
+    import pathlib
+
+    package = pathlib.Path(__file__).resolve().parents[1] / "keras_selfattn"
+    files = [package / "decoding.py", package / "inference.py"]
+    files += sorted((package / "serving").rglob("*.py"))
+    offenders = [str(f) for f in files if "get_layer(" in f.read_text()]
+    assert not offenders, offenders

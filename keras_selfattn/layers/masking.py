@@ -81,14 +81,17 @@ def valid_lens_to_mask(valid_lens, num_keys, num_queries=None):
 
 
 def check_valid_lens(valid_lens, batch_size, num_queries=None, name="valid_lens"):
-    """Checks lengths against the batch; returns them as a tensor of that batch.
+    """Checks lengths against the inputs' batch; returns them as a tensor.
 
-    What is known when the layer is called (ranks, static sizes) is checked here
-    with a Keras-style ValueError: a (1,) ``valid_lens`` for a batch of 2 is an
-    error, not a broadcast. A size known only at run time is pinned with a
-    reshape to ``(batch_size,)`` or ``(batch_size, num_queries)``: a mismatch
-    then fails in the backend's reshape (under XLA, when it compiles) instead of
-    broadcasting in silence.
+    What is known when the layer is called (ranks, and the sizes of eager or
+    statically shaped tensors) is checked here with a Keras-style ValueError: a
+    ``(1,)`` ``valid_lens`` for a batch of 2 is an error, not a broadcast.
+
+    A size known only at run time (a ``tf.function`` traced with an unknown batch)
+    cannot be checked by ``keras.ops`` code: TensorFlow's graph optimizer removes
+    a reshape that would pin it, and XLA has no assertions. There the lengths
+    broadcast as NumPy does: a batch-1 ``valid_lens`` applies to every row, and
+    any other mismatch fails in the backend's broadcasting.
 
     Args:
         valid_lens: array-like, (B,) or, when ``num_queries`` is given, (B, Tq).
@@ -97,7 +100,7 @@ def check_valid_lens(valid_lens, batch_size, num_queries=None, name="valid_lens"
         name: the argument's name in error messages.
 
     Returns:
-        ``valid_lens`` as a tensor of shape (B,) or (B, Tq).
+        ``valid_lens`` as a tensor.
     """
     valid_lens = ops.convert_to_tensor(valid_lens)
     shape = tuple(valid_lens.shape)
@@ -117,10 +120,7 @@ def check_valid_lens(valid_lens, batch_size, num_queries=None, name="valid_lens"
                 + ("" if static_queries is None else f" and {static_queries} queries")
                 + f". Received: {name}.shape={shape}"
             )
-    if batch_size is None:
-        return valid_lens
-    target = (batch_size,) + ((num_queries,) if len(shape) == 2 else ())
-    return ops.reshape(valid_lens, target)
+    return valid_lens
 
 
 def causal_mask(num_queries, num_keys):

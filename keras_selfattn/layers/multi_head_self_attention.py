@@ -99,8 +99,9 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         valid_lens: optional int tensor ``(B,)`` or ``(B, T)``. A batch or
             length that differs from the inputs' (``(1,)`` for a batch of 2
             too: no broadcasting) raises ValueError when the shapes are known
-            at the call, and fails in the backend's reshape when they are known
-            only at run time. Values are compared in their own dtype (see
+            at the call; known only at run time (a ``tf.function`` traced with
+            an unknown batch) they broadcast as NumPy does (see
+            `check_valid_lens`). Values are compared in their own dtype (see
             `valid_lens_to_mask`): a length >= T keeps every key (also int64
             2**33, which a cast to int32 would wrap to 0); a length <= 0, or a
             float NaN, hides every key, so the query gets zero weights.
@@ -241,7 +242,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
 
     @staticmethod
     def _check_attention_mask(attention_mask, batch, length):
-        """The mask as bool (B, T, T): static sizes checked, run-time ones pinned."""
+        """The mask as bool (B, T, T), its sizes known at the call checked."""
         attention_mask = ops.convert_to_tensor(attention_mask)
         shape = tuple(attention_mask.shape)
         expected = tuple(
@@ -256,12 +257,8 @@ class MultiHeadSelfAttention(keras.layers.Layer):
                 f"{tuple('?' if d is None else d for d in expected)}. "
                 f"Received: attention_mask.shape={shape}"
             )
-        attention_mask = ops.cast(attention_mask, "bool")
-        if batch is None or length is None:
-            return attention_mask
-        # Sizes known only at run time: a mismatch fails in the reshape rather
-        # than broadcasting in silence.
-        return ops.reshape(attention_mask, (batch, length, length))
+        # Sizes known only at run time broadcast as in `check_valid_lens`.
+        return ops.cast(attention_mask, "bool")
 
     def _key_mask(
         self, inputs, valid_lens, attention_mask, use_causal_mask, keras_mask

@@ -6,6 +6,7 @@ import keras
 from keras import ops
 
 from keras_selfattn.layers import MultiHeadSelfAttention
+from keras_selfattn.layers.arguments import check_positive_int, check_rate, check_seed
 
 
 @keras.saving.register_keras_serializable(package="keras_selfattn")
@@ -23,8 +24,8 @@ class ScaledTokenEmbedding(keras.layers.Layer):
 
     def __init__(self, vocab_size, output_dim, **kwargs):
         super().__init__(**kwargs)
-        self.vocab_size = vocab_size
-        self.output_dim = output_dim
+        self.vocab_size = check_positive_int("vocab_size", vocab_size)
+        self.output_dim = check_positive_int("output_dim", output_dim)
         self.embedding = keras.layers.Embedding(
             vocab_size,
             output_dim,
@@ -97,12 +98,12 @@ class TransformerEncoderBlock(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        self.num_hiddens = num_hiddens
-        self.num_heads = num_heads
-        self.ffn_hiddens = ffn_hiddens
-        self.dropout = dropout
-        self.norm_first = norm_first
-        self.seed = seed
+        self.num_hiddens = check_positive_int("num_hiddens", num_hiddens)
+        self.num_heads = check_positive_int("num_heads", num_heads)
+        self.ffn_hiddens = check_positive_int("ffn_hiddens", ffn_hiddens)
+        self.dropout = check_rate("dropout", dropout)
+        self.norm_first = bool(norm_first)
+        self.seed = check_seed(seed)
         self.max_relative_position = max_relative_position
         self.use_rotary = use_rotary
         self.supports_masking = True
@@ -217,8 +218,8 @@ class DecoderBridge(keras.layers.Layer):
 
     def __init__(self, units, num_states, **kwargs):
         super().__init__(**kwargs)
-        self.units = units
-        self.num_states = num_states
+        self.units = check_positive_int("units", units)
+        self.num_states = check_positive_int("num_states", num_states)
         self.supports_masking = True
         self.projections = [
             keras.layers.Dense(
