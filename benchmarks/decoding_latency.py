@@ -63,7 +63,7 @@ def demo_model(max_target_len, quick):
     model = build_seq2seq(
         tokenizer.source_vocab_size, tokenizer.target_vocab_size, config, seed=0
     )
-    logits = model.get_layer("logits")
+    logits = model.logits_dense
     kernel, bias = logits.get_weights()
     bias[END_ID] = -1e4  # never the best token: every search runs max_len steps
     logits.set_weights([kernel, bias])
@@ -85,7 +85,7 @@ def search_table(model, batches, rounds, quick):
     )
     rows = []
     rng = np.random.default_rng(0)
-    vocab = model.get_layer("source_embedding").vocab_size
+    vocab = model.source_vocab_size
     for batch in batches:
         source = tf.constant(
             rng.integers(4, vocab, size=(batch, SOURCE_TOKENS)).astype("int32")

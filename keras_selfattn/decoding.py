@@ -10,117 +10,57 @@ setting (``max_len``, beam size ...) and cached beside the model, for any batch
 and source length: op by op, the eager loop was 20-50x slower
 (benchmarks/before_after.py).
 
-Token ids follow the package's reserved ids: 0 padding, 2 start, 3 end.
+Token ids are the package's reserved ids (`keras_selfattn.reserved_ids`): 0 padding,
+2 start, 3 end. The searches use only the model's decoding API
+(`Seq2Seq.initial_decoder_state`, ``decode_step``, ``decoder_attention``,
+``reorder_decoder_state``), never its layer names.
 """
 
 import functools
 import numbers
 import weakref
 
-import keras
 import tensorflow as tf
 
-PAD_ID, UNK_ID, START_ID, END_ID = 0, 1, 2, 3
+from keras_selfattn.reserved_ids import END_ID, PAD_ID, START_ID, UNK_ID  # noqa: F401
+
 _NEG = -1e9  # a finite "minus infinity" for log-probabilities (keeps sums NaN-free)
 
-_PARTS = weakref.WeakKeyDictionary()
+_GRAPHS = weakref.WeakKeyDictionary()  # model -> {(search, settings): tf.function}
 
 
-class DecoderParts:
-    """The pieces of a `build_seq2seq` model that step-by-step decoding needs.
+def _cached_graph(model, key, search):
+    """The ``tf.function`` of ``search(model, source_ids)`` for ``key``, traced once.
 
-    Attributes:
-        encoder: ``keras.Model`` mapping source ids to ``[memory, *bridge_states]``.
-        target_embedding, cell, logits: the model's own layers (shared weights).
+    Its input signature is (None, None) int32: one trace serves every batch size
+    and source length. The function holds the model through a weak reference
+    (the cache is keyed weakly by the model too), so a cached graph does not
+    keep the model alive.
     """
+    graphs = _GRAPHS.setdefault(model, {})
+    if key not in graphs:
+        model_ref = weakref.ref(model)
 
-    def __init__(self, model):
-        decoder = model.get_layer("decoder")
-        bridge = model.get_layer("bridge")
-        source = model.input["source"]
-        bridge_states = (
-            bridge.output
-            if isinstance(bridge.output, (list, tuple))
-            else [bridge.output]
+        def run(source_ids):
+            return search(model_ref(), source_ids)
+
+        graphs[key] = tf.function(
+            run,
+            input_signature=[tf.TensorSpec([None, None], tf.int32, name="source_ids")],
+            autograph=False,  # explicit tf.while_loop; nothing to convert
         )
-        # The bridge is called on the encoder output (Keras may list its mask beside it).
-        memory = (
-            bridge.input[0] if isinstance(bridge.input, (list, tuple)) else bridge.input
-        )
-        self.encoder = keras.Model(source, [memory, *bridge_states], name="encoder")
-        self.target_embedding = model.get_layer("target_embedding")
-        self.cell = decoder.cell
-        self.logits = model.get_layer("logits")
-        self._graphs = {}  # (search, settings) -> tf.function (see `graph`)
-
-    def graph(self, key, search):
-        """The ``tf.function`` of ``search(source_ids)`` for ``key``, traced once.
-
-        Its input signature is (None, None) int32: one trace serves every batch
-        size and source length. It closes over these parts, not over the model,
-        so the model can still be garbage-collected (the cache is keyed weakly
-        by the model).
-        """
-        if key not in self._graphs:
-            self._graphs[key] = tf.function(
-                search,
-                input_signature=[
-                    tf.TensorSpec([None, None], tf.int32, name="source_ids")
-                ],
-                autograph=False,  # explicit tf.while_loop; nothing to convert
-            )
-        return self._graphs[key]
-
-    def initial_states(self, source_ids):
-        """Runs the encoder once; returns the decoder cell's states and the memory length."""
-        encoded = self.encoder(source_ids, training=False)
-        memory, bridge = encoded[0], list(encoded[1:])
-        states = self.cell.get_initial_state_for_memory(
-            memory,
-            memory_mask=tf.not_equal(source_ids, PAD_ID),
-            initial_state=bridge,
-            training=False,
-        )
-        return [tf.convert_to_tensor(s) for s in states]
-
-    def no_padding(self):
-        """(V,) float32: ``_NEG`` at the padding id, 0 elsewhere (added to the logits)."""
-        return tf.one_hot(PAD_ID, self.logits.units, on_value=_NEG, off_value=0.0)
-
-    def step(self, tokens, states, no_padding=None):
-        """One decoder step: (B,) token ids -> (B, V) log-probabilities and new states.
-
-        Padding is never a prediction: its probability is 0 and the rest renormalized.
-        ``no_padding``: `no_padding()`, computed once outside a loop (default: here).
-        """
-        # A gather, not the layer call: the layer would attach a padding mask the cell
-        # does not take.
-        embedded = tf.gather(self.target_embedding.embeddings, tokens)
-        output, states = self.cell(embedded, states, training=False)
-        logits = tf.cast(self.logits(output), tf.float32)
-        if no_padding is None:
-            no_padding = self.no_padding()
-        log_probs = tf.nn.log_softmax(logits + no_padding)
-        return log_probs, [tf.convert_to_tensor(s) for s in states]
-
-    def attention(self, states):
-        """The attention weights (B, T) the next step will use."""
-        cell, n = self.cell, self.cell.num_recurrent_states
-        _, weights = cell.attention(
-            states[cell.top_state_index],
-            states[n],
-            projected_keys=states[n + 1],
-            keys_mask=tf.cast(states[n + 2], tf.bool),
-            training=False,
-        )
-        return tf.cast(weights, tf.float32)
+    return graphs[key]
 
 
-def decoder_parts(model):
-    """`DecoderParts` of ``model``, built once per model and cached."""
-    if model not in _PARTS:
-        _PARTS[model] = DecoderParts(model)
-    return _PARTS[model]
+def _no_padding(model):
+    """(V,) float32: ``_NEG`` at the padding id, 0 elsewhere (added to the logits)."""
+    return tf.one_hot(PAD_ID, model.target_vocab_size, on_value=_NEG, off_value=0.0)
+
+
+def _step(model, tokens, states, no_padding):
+    """One decoder step: (B,) ids -> (B, V) log-probabilities (padding excluded), states."""
+    logits, states = model.decode_step(tokens, states, training=False)
+    return tf.nn.log_softmax(logits + no_padding), states
 
 
 def _write_column(buffer, t, values):
@@ -133,7 +73,7 @@ def greedy_decode(model, source_ids, max_len, return_attention=False):
     """Greedy decoding: at each step the most likely next token.
 
     Args:
-        model: a `build_seq2seq` model.
+        model: a `Seq2Seq` (what `build_seq2seq` returns).
         source_ids: int32 (B, T) source ids, 0-padded.
         max_len: int, the most tokens to produce (the end id included).
         return_attention: also return the attention weights of every step.
@@ -144,35 +84,32 @@ def greedy_decode(model, source_ids, max_len, return_attention=False):
         ``scores`` float32 (B,) (sum of the chosen tokens' log-probabilities), and
         with ``return_attention`` ``attention`` float32 (B, L, T).
     """
-    parts = decoder_parts(model)
     source_ids = tf.convert_to_tensor(source_ids, tf.int32)
     if tf.executing_eagerly() and isinstance(max_len, numbers.Integral):
         max_len, return_attention = int(max_len), bool(return_attention)
-        search = parts.graph(
+        search = _cached_graph(
+            model,
             ("greedy", max_len, return_attention),
             functools.partial(
-                _greedy_search,
-                parts,
-                max_len=max_len,
-                return_attention=return_attention,
+                _greedy_search, max_len=max_len, return_attention=return_attention
             ),
         )
         return search(source_ids)
-    return _greedy_search(parts, source_ids, max_len, return_attention)
+    return _greedy_search(model, source_ids, max_len, return_attention)
 
 
-def _greedy_search(parts, source_ids, max_len, return_attention):
+def _greedy_search(model, source_ids, max_len, return_attention):
     batch, source_len = tf.shape(source_ids)[0], tf.shape(source_ids)[1]
-    states = parts.initial_states(source_ids)
-    no_padding = parts.no_padding()
+    states = model.initial_decoder_state(source_ids)
+    no_padding = _no_padding(model)
 
     def body(t, tokens, states, finished, scores, lengths, ids, attention):
         if return_attention:
-            weights = parts.attention(states)  # (B, T)
+            weights = model.decoder_attention(states)  # (B, T)
             attention = (
                 attention + weights[:, None, :] * tf.one_hot(t, max_len)[None, :, None]
             )
-        log_probs, states = parts.step(tokens, states, no_padding)
+        log_probs, states = _step(model, tokens, states, no_padding)
         next_tokens = tf.argmax(log_probs, axis=-1, output_type=tf.int32)
         chosen = tf.gather(log_probs, next_tokens, batch_dims=1)
         next_tokens = tf.where(finished, PAD_ID, next_tokens)
@@ -210,14 +147,20 @@ def length_penalty(lengths, alpha):
 
 
 def beam_search_decode(model, source_ids, beam_size, max_len, alpha=0.6):
-    """Beam search with length normalization.
+    """Beam search with length normalization applied at every step.
 
-    Keeps the ``beam_size`` best prefixes by log-probability; a finished
-    hypothesis is carried on unchanged. At the end hypotheses are ranked by
-    ``log_prob / length_penalty(length, alpha)`` (``alpha=0``: no normalization).
+    At each step every kept hypothesis is extended by every token, and the
+    ``beam_size`` candidates with the best normalized score
+    ``log_prob / length_penalty(length, alpha)`` survive, ``length`` counting the
+    candidate's tokens (the end id included), as GNMT (Wu et al. 2016) and
+    OpenNMT-tf do. A finished hypothesis is carried on unchanged, with its score.
+    Normalizing only after the search would prune long hypotheses by raw
+    log-probability before the normalization could help them
+    (benchmarks/RESULTS.md, "Beam search: length penalty"). ``alpha=0``: plain
+    log-probability, no normalization.
 
     Args:
-        model: a `build_seq2seq` model.
+        model: a `Seq2Seq` (what `build_seq2seq` returns).
         source_ids: int32 (B, T) source ids, 0-padded.
         beam_size: int, hypotheses kept per sentence.
         max_len: int, the most tokens to produce (the end id included).
@@ -231,7 +174,6 @@ def beam_search_decode(model, source_ids, beam_size, max_len, alpha=0.6):
         raise ValueError(
             f"beam_size must be at least 1. Received: beam_size={beam_size}"
         )
-    parts = decoder_parts(model)
     source_ids = tf.convert_to_tensor(source_ids, tf.int32)
     if (
         tf.executing_eagerly()
@@ -239,27 +181,32 @@ def beam_search_decode(model, source_ids, beam_size, max_len, alpha=0.6):
         and isinstance(alpha, numbers.Real)
     ):
         max_len, beam_size, alpha = int(max_len), int(beam_size), float(alpha)
-        search = parts.graph(
+        search = _cached_graph(
+            model,
             ("beam", beam_size, max_len, alpha),
             functools.partial(
-                _beam_search, parts, beam_size=beam_size, max_len=max_len, alpha=alpha
+                _beam_search, beam_size=beam_size, max_len=max_len, alpha=alpha
             ),
         )
         return search(source_ids)
-    return _beam_search(parts, source_ids, beam_size, max_len, alpha)
+    return _beam_search(model, source_ids, beam_size, max_len, alpha)
 
 
-def _beam_search(parts, source_ids, beam_size, max_len, alpha):
+def _beam_search(
+    model, source_ids, beam_size, max_len, alpha, penalty_during_search=True
+):
+    """The search. ``penalty_during_search=False`` ranks the candidates of each step
+    by raw log-probability and normalizes only at the end: the behaviour before the
+    penalty moved into the search, kept for benchmarks/beam_length_penalty.py."""
     batch = tf.shape(source_ids)[0]
     k = beam_size
     states = [
-        tf.repeat(s, k, axis=0) for s in parts.initial_states(source_ids)
+        tf.repeat(s, k, axis=0) for s in model.initial_decoder_state(source_ids)
     ]  # (B*K, ...)
-    num_recurrent = parts.cell.num_recurrent_states
-    no_padding = parts.no_padding()
+    no_padding = _no_padding(model)
 
     def body(t, tokens, states, finished, log_probs, lengths, ids):
-        step_log_probs, states = parts.step(tokens, states, no_padding)
+        step_log_probs, states = _step(model, tokens, states, no_padding)
         vocab = tf.shape(step_log_probs)[-1]
         step_log_probs = tf.reshape(step_log_probs, [batch, k, vocab])
         # A finished hypothesis may only continue with padding, at no cost.
@@ -268,7 +215,15 @@ def _beam_search(parts, source_ids, beam_size, max_len, alpha):
             finished[:, :, None], pad_only[None, None], step_log_probs
         )
         total = tf.reshape(log_probs[:, :, None] + step_log_probs, [batch, k * vocab])
-        log_probs, flat = tf.math.top_k(total, k)
+        if penalty_during_search:
+            # Every candidate of a hypothesis is one token longer, unless the
+            # hypothesis is finished (it only continues with free padding).
+            candidate_lengths = lengths + tf.cast(~finished, tf.int32)  # (B, K)
+            penalty = tf.repeat(length_penalty(candidate_lengths, alpha), vocab, axis=1)
+            _, flat = tf.math.top_k(total / penalty, k)
+            log_probs = tf.gather(total, flat, batch_dims=1)
+        else:
+            log_probs, flat = tf.math.top_k(total, k)
         parent, next_tokens = flat // vocab, flat % vocab
         was_finished = tf.gather(finished, parent, batch_dims=1)
         lengths = tf.gather(lengths, parent, batch_dims=1) + tf.cast(
@@ -277,13 +232,12 @@ def _beam_search(parts, source_ids, beam_size, max_len, alpha):
         finished = was_finished | tf.equal(next_tokens, END_ID)
         ids = _write_column(tf.gather(ids, parent, batch_dims=1), t, next_tokens)
         rows = tf.reshape(parent + k * tf.range(batch)[:, None], [-1])
-        # Only the recurrent states differ between hypotheses; the memory, its
-        # projection and mask are the same for every hypothesis of a sentence.
         # (The gather forgets a static batch size; keep each state's shape so that
         # a tf.function traced with a fixed batch passes tf.while_loop's check.)
         states = [
-            tf.ensure_shape(tf.gather(s, rows), s.shape) for s in states[:num_recurrent]
-        ] + states[num_recurrent:]
+            tf.ensure_shape(new, old.shape)
+            for new, old in zip(model.reorder_decoder_state(states, rows), states)
+        ]
         return (
             t + 1,
             tf.reshape(next_tokens, [-1]),

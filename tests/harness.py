@@ -3,6 +3,8 @@
 ``run_layer_test`` checks, for one layer class and one set of inputs:
 
 1. ``get_config`` names every ``__init__`` argument and survives a JSON round trip;
+   ``build()`` called explicitly with the inputs' shapes creates every weight (the
+   counts are checked when given, and a call adds none);
 2. an eager call gives the expected output shapes and is deterministic at inference;
 3. a symbolic call inside a functional model with ``None`` batch and lengths gives
    the same values as the eager call;
@@ -12,8 +14,9 @@
    Python process, which never ran test code (it only imported ``keras_selfattn``),
    gives identical outputs;
 6. ``predict`` under ``jit_compile=True`` matches eager;
-7. under ``mixed_float16`` and ``mixed_bfloat16`` (same weights) the outputs have the
-   compute dtype and stay within the stated tolerance of float32.
+7. under ``mixed_float16`` and ``mixed_bfloat16`` (same weights) every sublayer has
+   the policy, and the outputs have the compute dtype and stay within the stated
+   tolerance of float32.
 
 Inputs are given as an ordered dict: the first entry is the positional input, the
 rest are keyword tensor arguments (``memory``, ``valid_lens`` ...). A value may also be
@@ -63,6 +66,24 @@ def _symbolic_input(name, array):
     return keras.Input(shape=shape, dtype=str(array.dtype), name=name)
 
 
+def jit_compiled(fn):
+    """``fn`` compiled with XLA by the backend's own tracer (tf.function or jax.jit).
+
+    Inside it, tensor arguments are symbolic: sizes and values a layer cannot read
+    when it is called, only when the compiled function runs.
+    """
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        return tf.function(fn, jit_compile=True)
+    if backend == "jax":
+        import jax
+
+        return jax.jit(fn)
+    raise NotImplementedError(f"no jit helper for the {backend} backend")
+
+
 def check_config(layer_cls, init_kwargs):
     layer = layer_cls(**init_kwargs)
     config = layer.get_config()
@@ -76,6 +97,40 @@ def check_config(layer_cls, init_kwargs):
     revived = layer_cls.from_config(json.loads(json.dumps(config)))
     assert revived.get_config() == config
     return config
+
+
+def check_explicit_build(layer_cls, init_kwargs, arrays, groups, names):
+    """``build()`` with the inputs' shapes creates every weight; a call adds none.
+
+    The shapes go to ``build`` by name, as Keras passes them: its first argument
+    gets the first input's shape, ``<arg>_shape`` the shape of input ``<arg>`` (a
+    list of shapes for a list input such as a cell's states).
+
+    Returns the built layer and its weight counts (trainable, non-trainable).
+    """
+    shapes = {
+        k: [arrays[n].shape for n in groups[k]] if k in groups else arrays[k].shape
+        for k in names
+    }
+    params = [p for p in inspect.signature(layer_cls.build).parameters if p != "self"]
+    build_args = [shapes[names[0]]]
+    for param in params[1:]:
+        name = param.removesuffix("_shape")
+        if name in shapes:
+            build_args.append(shapes[name])
+    layer = layer_cls(**init_kwargs)
+    layer.build(*build_args)
+    assert layer.built
+    counts = (len(layer.trainable_weights), len(layer.non_trainable_weights))
+    return layer, counts
+
+
+def check_sublayer_dtype_policies(layer, policy):
+    """Every sublayer runs under ``policy`` (Keras does not pass it on by itself)."""
+    for sublayer in layer._flatten_layers(include_self=False):
+        assert sublayer.dtype_policy.name == policy, (
+            f"{layer.name}/{sublayer.name}: {sublayer.dtype_policy.name} under {policy}"
+        )
 
 
 def check_docstring(layer_cls):
@@ -178,8 +233,15 @@ def run_layer_test(
     mixed_precision_atol=2e-2,
     run_fresh_process_load=True,
     tmp_path=None,
+    expected_num_trainable_weights=None,
+    expected_num_non_trainable_weights=0,
 ):
-    """Runs the shared checks; returns the eager float32 outputs as numpy arrays."""
+    """Runs the shared checks; returns the eager float32 outputs as numpy arrays.
+
+    ``expected_num_trainable_weights`` (when given) and
+    ``expected_num_non_trainable_weights`` are checked after an explicit
+    ``build()``; a call must not add weights to them.
+    """
     call_kwargs = dict(call_kwargs or {})
     names = list(inputs)
     first, rest = names[0], names[1:]
@@ -202,9 +264,20 @@ def run_layer_test(
     # 1. config
     check_config(layer_cls, init_kwargs)
 
-    # 2. eager call: shapes, determinism at inference.
-    layer = layer_cls(**init_kwargs)
+    # 1b. explicit build: every weight exists before the first call.
+    layer, counts = check_explicit_build(layer_cls, init_kwargs, arrays, groups, names)
+    if expected_num_trainable_weights is not None:
+        assert counts == (
+            expected_num_trainable_weights,
+            expected_num_non_trainable_weights,
+        ), f"(trainable, non-trainable) weights after build(): {counts}"
+
+    # 2. eager call: shapes, determinism at inference; no weight made by the call.
     eager = _to_numpy(call(layer, arrays, training=False))
+    assert (
+        len(layer.trainable_weights),
+        len(layer.non_trainable_weights),
+    ) == counts, "the call created weights that build() did not"
     assert [o.shape for o in eager] == [tuple(s) for s in expected_output_shapes], (
         [o.shape for o in eager],
         expected_output_shapes,
@@ -271,6 +344,7 @@ def run_layer_test(
     ):
         mixed = layer_cls(**init_kwargs, dtype=policy)
         out = call(mixed, arrays, training=False)
+        check_sublayer_dtype_policies(mixed, policy)
         mixed.set_weights(layer.get_weights())
         out = call(mixed, arrays, training=False)
         first_out = _flatten(out)[0]

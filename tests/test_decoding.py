@@ -6,6 +6,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from keras import ops
 
 from keras_selfattn.decoding import (
     END_ID,
@@ -20,10 +21,9 @@ TARGET_VOCAB = 7  # ids 0..6; 3 is the end id
 SOURCE = np.array([[5, 6, 7, 8, 0], [9, 4, 0, 0, 0], [4, 5, 6, 7, 8]], "int32")
 
 
-@pytest.fixture(scope="module")
-def model():
+def tiny_model():
     keras.utils.set_random_seed(7)
-    model = build_seq2seq(
+    return build_seq2seq(
         12,
         TARGET_VOCAB,
         num_hiddens=16,
@@ -34,9 +34,14 @@ def model():
         embedding_dim=8,
         dropout=0.0,
     )
+
+
+@pytest.fixture(scope="module")
+def model():
+    model = tiny_model()
     # Sharpen the output layer so that sequences differ clearly in probability.
-    kernel, bias = model.get_layer("logits").get_weights()
-    model.get_layer("logits").set_weights([kernel * 6.0, bias])
+    kernel, bias = model.logits_dense.get_weights()
+    model.logits_dense.set_weights([kernel * 6.0, bias])
     return model
 
 
@@ -171,3 +176,76 @@ def test_searches_run_as_one_graph_with_dynamic_shapes(model):
 def test_bad_beam_size(model):
     with pytest.raises(ValueError, match="beam_size=0"):
         beam_search_decode(model, SOURCE, beam_size=0, max_len=4)
+
+
+def reference_beam(model, source, beam_size, max_len, alpha, penalize_each_step):
+    """Beam search in Python over teacher-forced full passes (no decoding API).
+
+    With ``penalize_each_step`` the candidates of a step are ranked by
+    log_prob / ((5 + length) / 6) ** alpha, else by log_prob (then reranked).
+    """
+
+    def normalized(tokens, log_prob):
+        return log_prob / ((5.0 + len(tokens)) / 6.0) ** alpha
+
+    beams = [((), 0.0)]
+    for _ in range(max_len):
+        open_beams = [b for b in beams if not b[0] or b[0][-1] != END_ID]
+        if not open_beams:
+            break
+        target_in = np.array([[START_ID, *tokens] for tokens, _ in open_beams], "int32")
+        logits = ops.convert_to_numpy(
+            model(
+                {
+                    "source": np.repeat(source[None], len(open_beams), 0),
+                    "target_in": target_in,
+                },
+                training=False,
+            )
+        )[:, -1].astype(np.float64)
+        logits[:, PAD_ID] = -np.inf
+        log_probs = (
+            logits
+            - np.log(
+                np.exp(logits - logits.max(-1, keepdims=True)).sum(-1, keepdims=True)
+            )
+            - logits.max(-1, keepdims=True)
+        )
+        candidates = [b for b in beams if b not in open_beams]  # finished: carried on
+        for (tokens, log_prob), row in zip(open_beams, log_probs):
+            for token in range(1, TARGET_VOCAB):
+                candidates.append(((*tokens, token), log_prob + row[token]))
+        rank = (lambda c: normalized(*c)) if penalize_each_step else (lambda c: c[1])
+        beams = sorted(candidates, key=rank, reverse=True)[:beam_size]
+    return sorted(((normalized(*b), b[0]) for b in beams), reverse=True)
+
+
+def test_beam_search_applies_the_length_penalty_at_every_step(model):
+    """Equal to a Python beam search that ranks each step's candidates by the
+    normalized score; for this model and alpha, normalizing only after the search
+    keeps other hypotheses (so the test fails on the old search)."""
+    beam_size, max_len, alpha = 2, 6, 2.0
+    out = beam_search_decode(model, SOURCE, beam_size, max_len, alpha=alpha)
+    differs = False
+    for row, source in enumerate(SOURCE):
+        expected = reference_beam(model, source, beam_size, max_len, alpha, True)
+        old = reference_beam(model, source, beam_size, max_len, alpha, False)
+        differs |= [t for _, t in old] != [t for _, t in expected]
+        for rank, (score, tokens) in enumerate(expected):
+            length = out["lengths"].numpy()[row, rank]
+            assert tuple(out["ids"].numpy()[row, rank, :length]) == tokens
+            np.testing.assert_allclose(
+                out["scores"].numpy()[row, rank], score, atol=1e-4
+            )
+    assert differs, "choose a case where the two rankings keep different hypotheses"
+
+
+def test_decoding_inference_and_serving_ask_the_model_not_its_layer_names():
+    """Issue 14 §3: code that runs a model uses Seq2Seq's decoding API."""
+    import pathlib
+
+    package = pathlib.Path(__file__).resolve().parents[1] / "keras_selfattn"
+    files = [package / "decoding.py", package / "inference.py"]
+    files += sorted((package / "serving").rglob("*.py"))
+    offenders = [str(f) for f in files if "get_layer(" in f.read_text()]
+    assert not offenders, offenders

@@ -3,29 +3,12 @@
 import gc
 import weakref
 
-import keras
 import numpy as np
 import tensorflow as tf
 
-from keras_selfattn.decoding import beam_search_decode, decoder_parts, greedy_decode
-from keras_selfattn.models import build_seq2seq
-
-SOURCE = np.array([[5, 6, 7, 8, 0], [9, 4, 0, 0, 0], [4, 5, 6, 7, 8]], "int32")
-
-
-def tiny_model():
-    keras.utils.set_random_seed(7)
-    return build_seq2seq(
-        12,
-        7,
-        num_hiddens=16,
-        num_heads=2,
-        num_layers=1,
-        ffn_hiddens=32,
-        decoder_units=16,
-        embedding_dim=8,
-        dropout=0.0,
-    )
+from keras_selfattn import decoding
+from keras_selfattn.decoding import beam_search_decode, greedy_decode
+from tests.test_decoding import SOURCE, tiny_model
 
 
 def test_eager_calls_share_one_graph_per_setting():
@@ -34,7 +17,7 @@ def test_eager_calls_share_one_graph_per_setting():
     greedy_decode(model, SOURCE[:1, :3], 6)  # another batch size and source length
     beam_search_decode(model, SOURCE, 3, 6)
     beam_search_decode(model, SOURCE[:2], 3, 6)
-    graphs = decoder_parts(model)._graphs
+    graphs = decoding._GRAPHS[model]
     assert sorted(graphs) == [("beam", 3, 6, 0.6), ("greedy", 6, False)]
     assert all(len(g._list_all_concrete_functions()) == 1 for g in graphs.values())
     traced = tf.function(lambda s: greedy_decode(model, s, 6))(tf.constant(SOURCE))

@@ -1,7 +1,16 @@
-"""The public layers. Importing this module registers them for `.keras` loading."""
+"""The public layers. Importing this module registers them for `.keras` loading.
+
+Beside the layers: the masking helpers they use themselves (`valid_lens_to_mask`,
+`masked_softmax`, from `keras_selfattn.layers.masking`), and `DecoderCellStates`,
+the named layout of a `BahdanauDecoderCell`'s states.
+"""
 
 from keras_selfattn.layers.bahdanau_attention import BahdanauAttention
-from keras_selfattn.layers.bahdanau_decoder import BahdanauDecoder, BahdanauDecoderCell
+from keras_selfattn.layers.bahdanau_decoder import (
+    BahdanauDecoder,
+    BahdanauDecoderCell,
+    DecoderCellStates,
+)
 from keras_selfattn.layers.learned_positional_encoding import LearnedPositionalEncoding
 from keras_selfattn.layers.masking import masked_softmax, valid_lens_to_mask
 from keras_selfattn.layers.multi_head_self_attention import MultiHeadSelfAttention
@@ -11,6 +20,7 @@ __all__ = [
     "BahdanauAttention",
     "BahdanauDecoder",
     "BahdanauDecoderCell",
+    "DecoderCellStates",
     "LearnedPositionalEncoding",
     "MultiHeadSelfAttention",
     "PositionalEncoding",

@@ -1,23 +1,24 @@
 """Additive (Bahdanau) attention and Luong's multiplicative scores."""
 
 import math
-import numbers
 
 import keras
 from keras import ops
 
 from keras_selfattn.choices import SCORES
+from keras_selfattn.layers.arguments import (
+    check_choice,
+    check_positive_int,
+    check_rate,
+    check_seed,
+    clone_initializer,
+)
 from keras_selfattn.layers.masking import (
+    check_valid_lens,
     combine_masks,
+    masked_softmax,
     valid_lens_to_mask,
 )
-
-_FLOAT32_MIN = -3.4028235e38  # the fill of masked logits (the softmax runs in float32)
-
-
-def _clone_initializer(initializer):
-    """A fresh initializer object with the same configuration (one per sublayer)."""
-    return initializer.__class__.from_config(initializer.get_config())
 
 
 @keras.saving.register_keras_serializable(package="keras_selfattn")
@@ -33,7 +34,8 @@ class BahdanauAttention(keras.layers.Layer):
       ``W_k`` (Dk -> units) and ``w_v`` (units -> 1), no biases;
     * ``"dot"`` (Luong et al. 2015): ``e_t = q . k_t`` (needs Dq == Dk);
     * ``"scaled_dot"``: ``e_t = q . k_t / sqrt(Dk)`` (needs Dq == Dk);
-    * ``"general"`` (Luong et al. 2015): ``e_t = q^T W k_t`` with ``W`` (Dk -> Dq).
+    * ``"general"`` (Luong et al. 2015): ``e_t = q^T W k_t`` with ``W`` (Dk -> Dq),
+      the weight ``general_kernel``.
 
     The key side of every score is a projection of the keys alone (``W_k k``,
     ``W k`` or ``k`` itself), so a decoder that attends to the same keys at every
@@ -42,9 +44,11 @@ class BahdanauAttention(keras.layers.Layer):
 
     Masking: ``valid_lens`` (d2l semantics, keys at positions >= valid_len get
     weight 0) and the Keras mask of ``keys`` (``Embedding(mask_zero=True)``; Keras
-    passes it as ``keys_mask``) are combined with AND. The softmax runs in float32
+    passes it as ``keys_mask``) are combined with AND (see `valid_lens_to_mask`
+    for lengths outside ``0 .. T``). The softmax runs in float32
     and its result is cast once to the compute dtype; a query whose keys are all
-    masked gets all-zero weights and a zero context (never NaN). Dropout is applied
+    masked gets all-zero weights and a zero context (never NaN; d2l's
+    ``masked_softmax`` gives such a row uniform weights instead). Dropout is applied
     to the weights used for the context; the returned weights are the ones before
     dropout (as in ``keras.layers.MultiHeadAttention``).
 
@@ -110,42 +114,44 @@ class BahdanauAttention(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        if score not in SCORES:
-            raise ValueError(
-                f"score must be one of {SCORES}. Received: score={score!r}"
-            )
+        check_choice("score", score, SCORES)
         if units is not None or score == "additive":
-            if (
-                isinstance(units, bool)
-                or not isinstance(units, numbers.Integral)
-                or units <= 0
-            ):
+            if units is None:
                 raise ValueError(
-                    "units must be a positive integer"
-                    + (" (it is required by score='additive')" if units is None else "")
-                    + f". Received: units={units!r}"
+                    "units must be a positive integer (it is required by "
+                    "score='additive'). Received: units=None"
                 )
-            units = int(units)
-        if (
-            isinstance(dropout, bool)
-            or not isinstance(dropout, numbers.Real)
-            or not 0.0 <= dropout < 1.0
-        ):
-            raise ValueError(
-                f"dropout must be a float in [0, 1). Received: dropout={dropout!r}"
-            )
-        if seed is not None and (
-            isinstance(seed, bool) or not isinstance(seed, numbers.Integral)
-        ):
-            raise ValueError(
-                f"seed must be None or an integer. Received: seed={seed!r}"
-            )
+            units = check_positive_int("units", units)
         self.units = units
         self.score = score
-        self.dropout = float(dropout)
+        self.dropout = check_rate("dropout", dropout)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
-        self.seed = None if seed is None else int(seed)
+        self.seed = check_seed(seed)
         self.supports_masking = True
+
+        dense = {"use_bias": False, "dtype": self.dtype_policy}
+        if score == "additive":
+            self.query_dense = keras.layers.Dense(
+                units,
+                kernel_initializer=clone_initializer(self.kernel_initializer),
+                name="query_dense",
+                **dense,
+            )
+            self.key_dense = keras.layers.Dense(
+                units,
+                kernel_initializer=clone_initializer(self.kernel_initializer),
+                name="key_dense",
+                **dense,
+            )
+            self.score_dense = keras.layers.Dense(
+                1,
+                kernel_initializer=clone_initializer(self.kernel_initializer),
+                name="score_dense",
+                **dense,
+            )
+        self.dropout_layer = keras.layers.Dropout(
+            self.dropout, seed=self.seed, dtype=self.dtype_policy, name="dropout"
+        )
 
     def build(self, query_shape, keys_shape, values_shape=None):
         query_shape, keys_shape = tuple(query_shape), tuple(keys_shape)
@@ -165,45 +171,23 @@ class BahdanauAttention(keras.layers.Layer):
                 "The last axis of query and keys must be known. Received: "
                 f"query_shape={query_shape}, keys_shape={keys_shape}"
             )
-        dense = {"use_bias": False, "dtype": self.dtype_policy}
         if self.score == "additive":
-            self.query_dense = keras.layers.Dense(
-                self.units,
-                kernel_initializer=_clone_initializer(self.kernel_initializer),
-                name="query_dense",
-                **dense,
-            )
             self.query_dense.build(query_shape)
-            self.key_dense = keras.layers.Dense(
-                self.units,
-                kernel_initializer=_clone_initializer(self.kernel_initializer),
-                name="key_dense",
-                **dense,
-            )
             self.key_dense.build(keys_shape)
-            self.score_dense = keras.layers.Dense(
-                1,
-                kernel_initializer=_clone_initializer(self.kernel_initializer),
-                name="score_dense",
-                **dense,
-            )
             self.score_dense.build(query_shape[:-1] + (self.units,))
         elif self.score == "general":
-            self.key_dense = keras.layers.Dense(
-                query_dim,
-                kernel_initializer=_clone_initializer(self.kernel_initializer),
-                name="key_dense",
-                **dense,
+            # A weight, not a Dense sublayer: its width is the query's, known
+            # only here (sublayers are created in __init__, see CONTRIBUTING.md).
+            self.general_kernel = self.add_weight(
+                shape=(key_dim, query_dim),
+                initializer=clone_initializer(self.kernel_initializer),
+                name="general_kernel",
             )
-            self.key_dense.build(keys_shape)
         elif query_dim != key_dim:
             raise ValueError(
                 f"score={self.score!r} needs queries and keys of the same size. "
                 f"Received: query_shape={query_shape}, keys_shape={keys_shape}"
             )
-        self.dropout_layer = keras.layers.Dropout(
-            self.dropout, seed=self.seed, dtype=self.dtype_policy, name="dropout"
-        )
         self.dropout_layer.build(query_shape[:-1] + (keys_shape[1],))
 
     def project_keys(self, keys):
@@ -222,9 +206,12 @@ class BahdanauAttention(keras.layers.Layer):
                 f"{self.__class__.__name__} '{self.name}' is not built yet: call it "
                 "once, or call build(query_shape, keys_shape), before project_keys()."
             )
-        if self.score in ("additive", "general"):
+        keys = ops.cast(keys, self.compute_dtype)
+        if self.score == "additive":
             return self.key_dense(keys)
-        return ops.cast(keys, self.compute_dtype)
+        if self.score == "general":
+            return ops.matmul(keys, ops.cast(self.general_kernel, self.compute_dtype))
+        return keys
 
     def _logits(self, query, projected_keys):
         """(B, Dq) or (B, S, Dq) queries and projected keys (B, T, .) -> (B, S, T) scores.
@@ -281,7 +268,11 @@ class BahdanauAttention(keras.layers.Layer):
         num_keys = ops.shape(keys)[1]
         length_mask = None
         if valid_lens is not None:
-            valid_lens = ops.convert_to_tensor(valid_lens)
+            valid_lens = check_valid_lens(
+                valid_lens,
+                ops.shape(query)[0],
+                num_queries=None if single_query else ops.shape(query)[1],
+            )
             length_mask = valid_lens_to_mask(valid_lens, num_keys)
             if len(valid_lens.shape) == 1:
                 length_mask = ops.expand_dims(length_mask, 1)  # (B, 1, T)
@@ -289,16 +280,9 @@ class BahdanauAttention(keras.layers.Layer):
             keys_mask = ops.expand_dims(ops.cast(keys_mask, "bool"), 1)  # (B, 1, T)
         mask = combine_masks(length_mask, keys_mask)
 
-        logits = ops.cast(logits, "float32")  # the softmax runs in float32
-        if mask is None:
-            weights = ops.softmax(logits, axis=-1)
-        else:
-            # A scalar fill (no full-size constant tensor): the float32 minimum is
-            # finite, exp(min - max) underflows to exactly 0 at masked keys. A
-            # query with every key masked would be uniform: the product with the
-            # mask makes it zeros (and its context zero).
-            weights = ops.softmax(ops.where(mask, logits, _FLOAT32_MIN), axis=-1)
-            weights = weights * ops.cast(mask, "float32")
+        # float32 softmax; a query with every key masked gets zero weights (and a
+        # zero context).
+        weights = masked_softmax(logits, mask)
         weights = ops.cast(weights, self.compute_dtype)  # (B, S, T)
         dropped = self.dropout_layer(weights, training=training)
         context = ops.matmul(

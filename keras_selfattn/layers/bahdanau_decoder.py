@@ -7,20 +7,68 @@ and the memory mask, which every step returns unchanged. This works inside
 ``keras.layers.RNN`` on TensorFlow (also with ``jit_compile=True``) and JAX.
 """
 
-import numbers
+import collections
 
 import keras
 from keras import ops
 
 from keras_selfattn.choices import RNN_TYPES, SCORES
+from keras_selfattn.layers.arguments import (
+    check_choice,
+    check_positive_int,
+    check_rate,
+    check_seed,
+    clone_initializer,
+)
 from keras_selfattn.layers.bahdanau_attention import BahdanauAttention
-from keras_selfattn.layers.masking import combine_masks, valid_lens_to_mask
+from keras_selfattn.layers.masking import (
+    check_valid_lens,
+    combine_masks,
+    valid_lens_to_mask,
+)
 
 MAX_AUTO_UNROLL = 32  # the longest target BahdanauDecoder(unroll="auto") unrolls
 
 
-def _clone_initializer(initializer):
-    return initializer.__class__.from_config(initializer.get_config())
+def recurrent_state_count(rnn_type, num_layers):
+    """How many recurrent states a decoder of ``num_layers`` ``rnn_type`` layers has.
+
+    One ``h`` per GRU layer, ``h`` and ``c`` per LSTM layer. The one place this is
+    counted: the cell, the decoder and `build_seq2seq`'s bridge all ask here.
+    """
+    return num_layers * (2 if rnn_type == "lstm" else 1)
+
+
+def _check_memory_shape(memory_shape):
+    memory_shape = tuple(memory_shape)
+    if len(memory_shape) != 3 or memory_shape[-1] is None:
+        raise ValueError(
+            "memory must have shape (batch, memory_length, memory_dim) with a "
+            f"known memory_dim. Received: memory.shape={memory_shape}"
+        )
+    return memory_shape
+
+
+DecoderCellStates = collections.namedtuple(
+    "DecoderCellStates",
+    ["recurrent", "memory", "projected_keys", "memory_mask", "dropout_masks"],
+)
+DecoderCellStates.__doc__ = """The states of a `BahdanauDecoderCell`, by name.
+
+`BahdanauDecoderCell.unpack_states` turns the flat states list (what
+``keras.layers.RNN`` and the cell's ``call`` take) into this, and
+`BahdanauDecoderCell.pack_states` turns it back; callers never index the list.
+
+Attributes:
+    recurrent: list of ``num_recurrent_states`` tensors (B, units), layer by
+        layer from the bottom: ``h`` (GRU) or ``h, c`` (LSTM). The only states
+        a step changes, and the only ones that differ between the hypotheses
+        of one sentence in a beam search.
+    memory: (B, T, Dm) the encoder outputs.
+    projected_keys: (B, T, Dp) ``attention.project_keys(memory)``.
+    memory_mask: (B, T) 0/1 floats, 1 where a memory position may be attended.
+    dropout_masks: list of ``num_dropout_masks`` tensors (B, units).
+"""
 
 
 _OPTIONS = (
@@ -47,44 +95,14 @@ def _set_options(
     seed,
 ):
     """Checks the shared constructor arguments (Keras' error form) and sets them on ``layer``."""
-    for name, value in (("units", units), ("num_layers", num_layers)):
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, numbers.Integral)
-            or value <= 0
-        ):
-            raise ValueError(
-                f"{name} must be a positive integer. Received: {name}={value!r}"
-            )
-    if rnn_type not in RNN_TYPES:
-        raise ValueError(
-            f"rnn_type must be one of {RNN_TYPES}. Received: rnn_type={rnn_type!r}"
-        )
-    if (
-        isinstance(dropout, bool)
-        or not isinstance(dropout, numbers.Real)
-        or not 0.0 <= dropout < 1.0
-    ):
-        raise ValueError(
-            f"dropout must be a float in [0, 1). Received: dropout={dropout!r}"
-        )
-    if attention_score not in SCORES:
-        raise ValueError(
-            f"attention_score must be one of {SCORES}. "
-            f"Received: attention_score={attention_score!r}"
-        )
-    if seed is not None and (
-        isinstance(seed, bool) or not isinstance(seed, numbers.Integral)
-    ):
-        raise ValueError(f"seed must be None or an integer. Received: seed={seed!r}")
-    layer.units = int(units)
-    layer.rnn_type = rnn_type
-    layer.num_layers = int(num_layers)
-    layer.dropout = float(dropout)
-    layer.attention_score = attention_score
+    layer.units = check_positive_int("units", units)
+    layer.rnn_type = check_choice("rnn_type", rnn_type, RNN_TYPES)
+    layer.num_layers = check_positive_int("num_layers", num_layers)
+    layer.dropout = check_rate("dropout", dropout)
+    layer.attention_score = check_choice("attention_score", attention_score, SCORES)
     layer.kernel_initializer = keras.initializers.get(kernel_initializer)
     layer.recurrent_initializer = keras.initializers.get(recurrent_initializer)
-    layer.seed = None if seed is None else int(seed)
+    layer.seed = check_seed(seed)
 
 
 def _options_config(layer):
@@ -118,7 +136,10 @@ class BahdanauDecoderCell(keras.layers.Layer):
        per layer above the first, also constant.
 
     Build that list with ``get_initial_state_for_memory(memory, ...)``, which
-    projects the keys once. ``state_size`` lists, for each state, its size per
+    projects the keys once. Callers never index it: ``unpack_states(states)``
+    names its parts (a `DecoderCellStates`), ``pack_states(parts)`` makes the list
+    again, and ``top_hidden_state(states)`` / ``attention_weights(states)`` give
+    the query and the attention weights of the next step. ``state_size`` lists, for each state, its size per
     batch row and time step: ``units`` for the recurrent states and the dropout
     masks, ``Dm``, ``Dp`` and 1 for the memory, its projection and its mask.
     (``keras.layers.RNN`` wants ints there; its symbolic shapes for the three
@@ -129,7 +150,11 @@ class BahdanauDecoderCell(keras.layers.Layer):
     Dropout between stacked layers uses one mask per sequence, the same at every
     step (variational dropout, as ``keras.layers.GRU(dropout=...)`` does): the
     masks are drawn outside the loop because a JAX ``scan`` cannot advance a
-    random seed inside its body (keras-team/keras-core#924).
+    random seed inside its body (keras-team/keras-core#924). This is not the
+    book's dropout: d2l's decoder stacks ``GRUCell(dropout=...)`` cells, which
+    drop the input of every layer, the first one's (embedding and context)
+    included. Here only the inputs of the layers above the first are dropped
+    (with one layer there is no dropout), and never the recurrent state.
 
     Args:
         units: positive int, size of every hidden state and of the attention.
@@ -204,6 +229,8 @@ class BahdanauDecoderCell(keras.layers.Layer):
             seed,
         )
         self._memory_dim = None
+        # A step's input may carry a Keras mask (see compute_mask): no warning.
+        self.supports_masking = True
 
         # The sublayers are created here, not in build(): the key projection is
         # computed by get_initial_state_for_memory() before the first step, when
@@ -212,7 +239,7 @@ class BahdanauDecoderCell(keras.layers.Layer):
         self.attention = BahdanauAttention(
             units=self.units,
             score=attention_score,
-            kernel_initializer=_clone_initializer(self.kernel_initializer),
+            kernel_initializer=clone_initializer(self.kernel_initializer),
             dtype=self.dtype_policy,
             name="attention",
         )
@@ -222,8 +249,8 @@ class BahdanauDecoderCell(keras.layers.Layer):
         self.rnn_cells = [
             cell_class(
                 self.units,
-                kernel_initializer=_clone_initializer(self.kernel_initializer),
-                recurrent_initializer=_clone_initializer(self.recurrent_initializer),
+                kernel_initializer=clone_initializer(self.kernel_initializer),
+                recurrent_initializer=clone_initializer(self.recurrent_initializer),
                 dtype=self.dtype_policy,
                 name=f"{rnn_type}_cell_{i}",
             )
@@ -237,17 +264,65 @@ class BahdanauDecoderCell(keras.layers.Layer):
     @property
     def num_recurrent_states(self):
         """Number of recurrent states: num_layers (GRU) or 2 * num_layers (LSTM)."""
-        return self.num_layers * (2 if self.rnn_type == "lstm" else 1)
+        return recurrent_state_count(self.rnn_type, self.num_layers)
 
     @property
     def num_dropout_masks(self):
         """Number of dropout-mask states at the end of the states list."""
         return self.num_layers - 1 if self.dropout > 0 else 0
 
-    @property
-    def top_state_index(self):
-        """Index in the states list of the top layer's hidden state h."""
-        return self.num_recurrent_states - (2 if self.rnn_type == "lstm" else 1)
+    def unpack_states(self, states):
+        """The flat states list -> `DecoderCellStates` (the layout, by name)."""
+        states = list(states)
+        n = self.num_recurrent_states
+        expected = n + 3 + self.num_dropout_masks
+        if len(states) != expected:
+            raise ValueError(
+                f"states must be a list of {expected} tensors (see "
+                "BahdanauDecoderCell.unpack_states). "
+                f"Received: {len(states)} tensors"
+            )
+        return DecoderCellStates(
+            recurrent=states[:n],
+            memory=states[n],
+            projected_keys=states[n + 1],
+            memory_mask=states[n + 2],
+            dropout_masks=states[n + 3 :],
+        )
+
+    def pack_states(self, parts):
+        """`DecoderCellStates` -> the flat states list ``call`` takes."""
+        return [
+            *parts.recurrent,
+            parts.memory,
+            parts.projected_keys,
+            parts.memory_mask,
+            *parts.dropout_masks,
+        ]
+
+    def top_hidden_state(self, states):
+        """The top layer's hidden state ``h`` (B, units): the next step's attention query."""
+        recurrent = self.unpack_states(states).recurrent
+        return recurrent[-2 if self.rnn_type == "lstm" else -1]
+
+    def attention_weights(self, states, queries=None, training=None):
+        """The attention weights over the memory, without running a step.
+
+        Args:
+            states: the states list.
+            queries: None for the query the next step will use (the top hidden
+                state), giving (B, T); or (B, S, units) queries, giving (B, S, T).
+            training: bool, passed to the attention.
+        """
+        parts = self.unpack_states(states)
+        _, weights = self.attention(
+            self.top_hidden_state(states) if queries is None else queries,
+            parts.memory,
+            projected_keys=parts.projected_keys,
+            keys_mask=ops.cast(parts.memory_mask, "bool"),
+            training=training,
+        )
+        return weights
 
     @property
     def state_size(self):
@@ -277,7 +352,7 @@ class BahdanauDecoderCell(keras.layers.Layer):
 
     def states_shape(self, memory_shape):
         """The shapes of the states list for a memory of shape (B, T, Dm)."""
-        batch, length, memory_dim = tuple(memory_shape)
+        batch, length, memory_dim = _check_memory_shape(memory_shape)
         key_dim = (
             memory_dim if self.attention_score in ("dot", "scaled_dot") else self.units
         )
@@ -290,12 +365,7 @@ class BahdanauDecoderCell(keras.layers.Layer):
 
     # ------------------------------------------------------------------ build
     def _build_attention(self, memory_shape):
-        memory_shape = tuple(memory_shape)
-        if len(memory_shape) != 3 or memory_shape[-1] is None:
-            raise ValueError(
-                "memory must have shape (batch, memory_length, memory_dim) with a "
-                f"known memory_dim. Received: memory.shape={memory_shape}"
-            )
+        memory_shape = _check_memory_shape(memory_shape)
         memory_dim = int(memory_shape[-1])
         if self._memory_dim is not None:
             if memory_dim != self._memory_dim:
@@ -316,14 +386,7 @@ class BahdanauDecoderCell(keras.layers.Layer):
     def build(self, inputs_shape, states_shape=None):
         inputs_shape = tuple(inputs_shape)
         if states_shape is not None:
-            expected = self.num_recurrent_states + 3 + self.num_dropout_masks
-            if len(states_shape) != expected:
-                raise ValueError(
-                    f"states must be a list of {expected} tensors (see the "
-                    "BahdanauDecoderCell docstring). "
-                    f"Received: {len(states_shape)} state shapes"
-                )
-            self._build_attention(states_shape[self.num_recurrent_states])
+            self._build_attention(self.unpack_states(states_shape).memory)
         elif self._memory_dim is None:
             raise ValueError(
                 "BahdanauDecoderCell needs the memory's shape to build: pass "
@@ -367,13 +430,9 @@ class BahdanauDecoderCell(keras.layers.Layer):
 
         length_mask = None
         if memory_valid_lens is not None:
-            memory_valid_lens = ops.convert_to_tensor(memory_valid_lens)
-            if len(memory_valid_lens.shape) != 1:
-                raise ValueError(
-                    "memory_valid_lens must have shape (batch,). "
-                    "Received: memory_valid_lens.shape="
-                    f"{tuple(memory_valid_lens.shape)}"
-                )
+            memory_valid_lens = check_valid_lens(
+                memory_valid_lens, batch, name="memory_valid_lens"
+            )
             length_mask = valid_lens_to_mask(memory_valid_lens, length)
         mask = combine_masks(length_mask, memory_mask)
         mask = (
@@ -428,29 +487,31 @@ class BahdanauDecoderCell(keras.layers.Layer):
 
     # ------------------------------------------------------------------- call
     def call(self, inputs, states, training=None):
-        states = list(states)
-        n = self.num_recurrent_states
-        recurrent = states[:n]
-        memory, projected_keys, memory_mask = states[n : n + 3]
-        dropout_masks = states[n + 3 :]
-
+        parts = self.unpack_states(states)
         context, _ = self.attention(
-            recurrent[self.top_state_index],
-            memory,
-            projected_keys=projected_keys,
-            keys_mask=ops.cast(memory_mask, "bool"),
+            self.top_hidden_state(states),
+            parts.memory,
+            projected_keys=parts.projected_keys,
+            keys_mask=ops.cast(parts.memory_mask, "bool"),
             training=training,
         )
         x = ops.concatenate([inputs, ops.cast(context, inputs.dtype)], axis=-1)
         per_layer = 2 if self.rnn_type == "lstm" else 1
         new_recurrent = []
         for i, rnn_cell in enumerate(self.rnn_cells):
-            if i > 0 and dropout_masks:
-                x = x * ops.cast(dropout_masks[i - 1], x.dtype)
-            layer_states = recurrent[i * per_layer : (i + 1) * per_layer]
+            if i > 0 and parts.dropout_masks:
+                x = x * ops.cast(parts.dropout_masks[i - 1], x.dtype)
+            layer_states = parts.recurrent[i * per_layer : (i + 1) * per_layer]
             x, layer_new = rnn_cell(x, layer_states, training=training)
             new_recurrent.extend(layer_new)
-        return x, new_recurrent + [memory, projected_keys, memory_mask] + dropout_masks
+        return x, self.pack_states(parts._replace(recurrent=new_recurrent))
+
+    def compute_mask(self, inputs, mask=None):
+        # A step's input may carry the Keras mask of the training embedding
+        # (Embedding(mask_zero=True)); a step does not use it (a padded target
+        # step comes after the real ones and its output is ignored by the loss),
+        # and its outputs carry none.
+        return None
 
     def compute_output_shape(self, inputs_shape, states_shape):
         return (inputs_shape[0], self.units), [tuple(s) for s in states_shape]
@@ -590,21 +651,9 @@ class BahdanauDecoder(keras.layers.Layer):
             )
         self.unroll = unroll
         self.supports_masking = True
-        self.rnn = None
-
-    @property
-    def cell(self):
-        """The ``BahdanauDecoderCell`` (for step-by-step decoding); None until built."""
-        return None if self.rnn is None else self.rnn.cell
-
-    def build(self, inputs_shape, memory_shape):
-        inputs_shape, memory_shape = tuple(inputs_shape), tuple(memory_shape)
-        if len(inputs_shape) != 3 or inputs_shape[-1] is None:
-            raise ValueError(
-                "inputs must have shape (batch, target_length, embedding_dim) with a "
-                f"known embedding_dim. Received: inputs_shape={inputs_shape}"
-            )
-        cell = BahdanauDecoderCell(
+        # The cell exists from here on, as keras.layers.GRU's does (for
+        # step-by-step decoding); build() builds it.
+        self.cell = BahdanauDecoderCell(
             self.units,
             rnn_type=self.rnn_type,
             num_layers=self.num_layers,
@@ -616,9 +665,24 @@ class BahdanauDecoder(keras.layers.Layer):
             dtype=self.dtype_policy,
             name="cell",
         )
-        cell.build((inputs_shape[0], inputs_shape[-1]), cell.states_shape(memory_shape))
+        self.rnn = None
+
+    def build(self, inputs_shape, memory_shape):
+        inputs_shape, memory_shape = tuple(inputs_shape), tuple(memory_shape)
+        if len(inputs_shape) != 3 or inputs_shape[-1] is None:
+            raise ValueError(
+                "inputs must have shape (batch, target_length, embedding_dim) with a "
+                f"known embedding_dim. Received: inputs_shape={inputs_shape}"
+            )
+        memory_shape = _check_memory_shape(memory_shape)
+        self.cell.build(
+            (inputs_shape[0], inputs_shape[-1]), self.cell.states_shape(memory_shape)
+        )
+        # The loop layer is made here: keras.layers.RNN reads the cell's
+        # state_size when it is constructed, and the memory's part of it is
+        # known only now.
         self.rnn = keras.layers.RNN(
-            cell,
+            self.cell,
             return_sequences=True,
             return_state=True,
             dtype=self.dtype_policy,
@@ -645,7 +709,7 @@ class BahdanauDecoder(keras.layers.Layer):
             initial_state=initial_state,
             training=training,
         )
-        n = cell.num_recurrent_states
+        num_recurrent = cell.num_recurrent_states
         length = inputs.shape[1]
         if self.unroll is True and length is None:
             raise ValueError(
@@ -660,28 +724,25 @@ class BahdanauDecoder(keras.layers.Layer):
             for t in range(length):
                 output, step_states = cell(inputs[:, t], step_states, training=training)
                 outputs.append(output)
-            outputs = [ops.stack(outputs, axis=1), *step_states[:n]]
+            final_recurrent = cell.unpack_states(step_states).recurrent
+            hidden = ops.stack(outputs, axis=1)
         else:
             outputs = self.rnn(inputs, initial_state=states, training=training)
-        hidden = outputs[0]
+            # keras.layers.RNN returns [sequence, *states]; the recurrent states
+            # come first (its symbolic shapes of the memory states are not the
+            # memory's: read only these).
+            hidden, final_recurrent = outputs[0], list(outputs[1 : 1 + num_recurrent])
         results = [hidden]
         if return_attention_scores:
             # The query of step s is the top state after step s - 1 (the initial
             # top state for s = 0): recompute all the weights in one call.
             queries = ops.concatenate(
-                [ops.expand_dims(states[cell.top_state_index], 1), hidden[:, :-1]],
+                [ops.expand_dims(cell.top_hidden_state(states), 1), hidden[:, :-1]],
                 axis=1,
             )
-            _, scores = cell.attention(
-                queries,
-                states[n],
-                projected_keys=states[n + 1],
-                keys_mask=ops.cast(states[n + 2], "bool"),
-                training=training,
-            )
-            results.append(scores)
+            results.append(cell.attention_weights(states, queries, training=training))
         if return_state:
-            results.append(list(outputs[1 : 1 + n]))
+            results.append(list(final_recurrent))
         return hidden if len(results) == 1 else tuple(results)
 
     def compute_output_shape(self, inputs_shape, memory_shape):
@@ -707,11 +768,10 @@ class BahdanauDecoder(keras.layers.Layer):
                 keras.KerasTensor((batch, length, memory.shape[1]), dtype=dtype)
             )
         if return_state:
-            count = self.num_layers * (2 if self.rnn_type == "lstm" else 1)
             results.append(
                 [
                     keras.KerasTensor((batch, self.units), dtype=dtype)
-                    for _ in range(count)
+                    for _ in range(self.cell.num_recurrent_states)
                 ]
             )
         return results[0] if len(results) == 1 else tuple(results)

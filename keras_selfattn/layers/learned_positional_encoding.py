@@ -36,7 +36,9 @@ class LearnedPositionalEncoding(PositionalEncoding):
     Call arguments:
         inputs: float tensor ``(batch, T, num_hiddens)``.
         start: int or scalar int tensor, the position of ``inputs[:, 0]``
-            (default 0).
+            (default 0); checked as in `PositionalEncoding` (ValueError when
+            known at the call, NaN rows outside the table when known only at
+            run time).
         training: bool, whether dropout is active.
 
     Returns:

@@ -12,14 +12,34 @@ Conventions used throughout the package:
   masked comes out as zeros rather than NaN or a uniform distribution.
 """
 
+import keras
 from keras import ops
+
+__all__ = [
+    "FLOAT32_MIN",
+    "causal_mask",
+    "check_valid_lens",
+    "combine_masks",
+    "masked_softmax",
+    "valid_lens_to_mask",
+]
+
+# The fill of hidden logits. The softmax runs in float32, whose minimum is finite:
+# exp(FLOAT32_MIN - max) underflows to exactly 0, and sums of it never give NaN.
+FLOAT32_MIN = -3.4028235e38
 
 
 def valid_lens_to_mask(valid_lens, num_keys, num_queries=None):
     """Turns d2l-style valid lengths into a boolean key mask.
 
+    Positions are compared with the lengths in the lengths' own dtype, never
+    after a cast: an int64 length of 2**33 keeps every key (a cast to int32
+    would wrap it to 0), a negative length keeps none, and a float NaN length
+    keeps none (every comparison with NaN is False), so the query attends to
+    nothing and gets zero weights. These are defined results under XLA too.
+
     Args:
-        valid_lens: int tensor of shape (B,) or (B, Tq).
+        valid_lens: int or float tensor of shape (B,) or (B, Tq).
         num_keys: number of keys Tk (int or scalar tensor).
         num_queries: optional Tq. When given and ``valid_lens`` is (B,), the mask
             is broadcast to (B, Tq, Tk); otherwise a (B,) input gives (B, Tk).
@@ -27,6 +47,13 @@ def valid_lens_to_mask(valid_lens, num_keys, num_queries=None):
     Returns:
         bool tensor: (B, Tk) for (B,) lengths without ``num_queries``,
         (B, Tq, Tk) otherwise.
+
+    Example:
+
+    >>> import numpy as np
+    >>> from keras_selfattn.layers import valid_lens_to_mask
+    >>> np.asarray(valid_lens_to_mask(np.array([1, 3]), 3)).tolist()
+    [[True, False, False], [True, True, True]]
     """
     valid_lens = ops.convert_to_tensor(valid_lens)
     rank = len(valid_lens.shape)
@@ -35,8 +62,15 @@ def valid_lens_to_mask(valid_lens, num_keys, num_queries=None):
             "valid_lens must have shape (batch,) or (batch, num_queries). "
             f"Received: valid_lens.shape={tuple(valid_lens.shape)}"
         )
-    valid_lens = ops.cast(valid_lens, "int32")
-    positions = ops.arange(num_keys, dtype="int32")
+    dtype = keras.backend.standardize_dtype(valid_lens.dtype)
+    if dtype == "bool" or "int" not in dtype and "float" not in dtype:
+        raise ValueError(
+            f"valid_lens must hold integer lengths. Received: valid_lens.dtype={dtype}"
+        )
+    if "float" in dtype:
+        valid_lens = ops.cast(valid_lens, "float32")
+        dtype = "float32"
+    positions = ops.cast(ops.arange(num_keys, dtype="int32"), dtype)
     mask = positions < ops.expand_dims(valid_lens, -1)  # (B, Tk) or (B, Tq, Tk)
     if rank == 1 and num_queries is not None:
         mask = ops.broadcast_to(
@@ -44,6 +78,49 @@ def valid_lens_to_mask(valid_lens, num_keys, num_queries=None):
             (ops.shape(mask)[0], num_queries, ops.shape(mask)[-1]),
         )
     return mask
+
+
+def check_valid_lens(valid_lens, batch_size, num_queries=None, name="valid_lens"):
+    """Checks lengths against the inputs' batch; returns them as a tensor.
+
+    What is known when the layer is called (ranks, and the sizes of eager or
+    statically shaped tensors) is checked here with a Keras-style ValueError: a
+    ``(1,)`` ``valid_lens`` for a batch of 2 is an error, not a broadcast.
+
+    A size known only at run time (a ``tf.function`` traced with an unknown batch)
+    cannot be checked by ``keras.ops`` code: TensorFlow's graph optimizer removes
+    a reshape that would pin it, and XLA has no assertions. There the lengths
+    broadcast as NumPy does: a batch-1 ``valid_lens`` applies to every row, and
+    any other mismatch fails in the backend's broadcasting.
+
+    Args:
+        valid_lens: array-like, (B,) or, when ``num_queries`` is given, (B, Tq).
+        batch_size: the batch size B of the inputs (int, None or scalar tensor).
+        num_queries: Tq when per-query lengths are allowed; None allows (B,) only.
+        name: the argument's name in error messages.
+
+    Returns:
+        ``valid_lens`` as a tensor.
+    """
+    valid_lens = ops.convert_to_tensor(valid_lens)
+    shape = tuple(valid_lens.shape)
+    allowed = "(batch,)" + ("" if num_queries is None else " or (batch, num_queries)")
+    if len(shape) not in ((1,) if num_queries is None else (1, 2)):
+        raise ValueError(
+            f"{name} must have shape {allowed}. Received: {name}.shape={shape}"
+        )
+    static_batch = batch_size if isinstance(batch_size, int) else None
+    static_queries = num_queries if isinstance(num_queries, int) else None
+    expected = (static_batch,) + ((static_queries,) if len(shape) == 2 else ())
+    for got, want in zip(shape, expected):
+        if got is not None and want is not None and got != want:
+            raise ValueError(
+                f"{name} must have shape {allowed} for inputs of batch size "
+                f"{static_batch}"
+                + ("" if static_queries is None else f" and {static_queries} queries")
+                + f". Received: {name}.shape={shape}"
+            )
+    return valid_lens
 
 
 def causal_mask(num_queries, num_keys):
@@ -64,25 +141,45 @@ def combine_masks(*masks):
     return result
 
 
-def masked_softmax(logits, mask=None, axis=-1):
+def masked_softmax(logits, mask=None, axis=-1, zero_fully_masked=True):
     """Softmax over ``axis`` that ignores masked positions, computed in float32.
+
+    Masked logits are replaced by `FLOAT32_MIN` (a scalar fill, no full-size
+    constant), so they get weight exactly 0 wherever one position is kept.
 
     Args:
         logits: float tensor of any float dtype.
         mask: optional boolean tensor broadcastable to ``logits``; True keeps.
         axis: the axis to normalize over (the keys).
+        zero_fully_masked: when True (default), a row with every position masked
+            is all zeros (the product with the mask). When False such a row is
+            left uniform, for a caller that zeroes what the row produces more
+            cheaply itself (`MultiHeadSelfAttention` zeroes the row's context).
 
     Returns:
-        float32 weights of ``logits``' shape. Masked positions are exactly 0; a
-        row with every position masked is all zeros (never NaN).
+        float32 weights of ``logits``' shape. Masked positions are exactly 0 in
+        every row that keeps at least one position; never NaN.
+
+    Note: Dive into Deep Learning's ``masked_softmax`` fills with -1e6, so a row
+    whose keys are all masked gets uniform weights there; here it gets zeros (a
+    query with nothing to attend to attends to nothing).
+
+    Example:
+
+    >>> import numpy as np
+    >>> from keras_selfattn.layers import masked_softmax
+    >>> logits = np.array([[1.0, 2.0, 3.0], [1.0, 2.0, 3.0]], "float32")
+    >>> mask = np.array([[True, True, False], [False, False, False]])
+    >>> np.asarray(masked_softmax(logits, mask), "float64").round(4).tolist()
+    [[0.2689, 0.7311, 0.0], [0.0, 0.0, 0.0]]
     """
     logits = ops.cast(logits, "float32")
     if mask is None:
         return ops.softmax(logits, axis=axis)
     mask = ops.cast(mask, "bool")
-    # The float32 minimum is finite, so exp(min - max) underflows to 0 cleanly.
-    logits = ops.where(mask, logits, ops.full_like(logits, -3.4028235e38))
-    weights = ops.softmax(logits, axis=axis)
-    # Zero the masked positions: this turns a fully masked row (uniform after
-    # the softmax) into zeros.
-    return weights * ops.cast(mask, "float32")
+    weights = ops.softmax(ops.where(mask, logits, FLOAT32_MIN), axis=axis)
+    if zero_fully_masked:
+        # A fully masked row is uniform after the softmax: the product zeroes it
+        # (the other masked positions are 0 already).
+        weights = weights * ops.cast(mask, "float32")
+    return weights

@@ -6,30 +6,24 @@ import math
 import keras
 from keras import ops
 
+from keras_selfattn.layers.arguments import (
+    check_positive_int,
+    check_positive_number,
+    check_rate,
+    check_seed,
+    clone_initializer,
+)
 from keras_selfattn.layers.masking import (
     causal_mask,
+    check_valid_lens,
     combine_masks,
+    masked_softmax,
     valid_lens_to_mask,
 )
 from keras_selfattn.layers.relative_positions import (
     relative_position_indices,
     rotary_embedding,
 )
-
-_FLOAT32_MIN = -3.4028235e38  # the fill of hidden logits (softmax runs in float32)
-
-
-def _fresh(initializer, seed_offset=0):
-    """A new initializer object from ``initializer``'s config.
-
-    A Keras initializer without an explicit seed draws its seed once, so sharing
-    one instance between weights would repeat its values; with an explicit int
-    seed, ``seed_offset`` makes a second weight of the same shape draw differently.
-    """
-    config = initializer.get_config()
-    if seed_offset and isinstance(config.get("seed"), int):
-        config["seed"] += seed_offset
-    return initializer.__class__.from_config(config)
 
 
 @keras.saving.register_keras_serializable(package="keras_selfattn")
@@ -42,7 +36,8 @@ class MultiHeadSelfAttention(keras.layers.Layer):
     ``softmax(Q K^T / sqrt(head_size)) V``; the heads are concatenated and projected
     back to ``num_hiddens`` (d2l section 11.5).
 
-    Masking follows Dive into Deep Learning: ``valid_lens`` of shape ``(B,)`` hides
+    Masking follows Dive into Deep Learning (with one difference, below):
+    ``valid_lens`` of shape ``(B,)`` hides
     keys at positions ``>= valid_len`` from every query; ``(B, T)`` gives each query
     its own length. The Keras mask of ``X`` (from ``Embedding(mask_zero=True)``) hides
     the same keys, an explicit boolean ``attention_mask`` ``(B, T, T)`` hides any
@@ -51,7 +46,9 @@ class MultiHeadSelfAttention(keras.layers.Layer):
     range ends at 65504) and the softmax are float32, with masked logits replaced
     by the float32 minimum, so nothing overflows; a query whose keys are all
     hidden gets all-zero weights (its output is the output projection's bias) rather
-    than NaN. The Keras mask passes through to the output.
+    than NaN. That is where the book differs: its ``masked_softmax`` fills with
+    -1e6, so a row with ``valid_len`` 0 gets uniform weights there, and zeros
+    here. The Keras mask passes through to the output.
 
     Positions: by itself the layer is blind to order (permuting ``X`` permutes the
     output). Two options let it see offsets ``j - i`` between query ``i`` and key
@@ -68,6 +65,10 @@ class MultiHeadSelfAttention(keras.layers.Layer):
       Feature pair ``(2m, 2m + 1)`` of the query and key at position ``p`` is
       rotated by the angle ``p * rotary_max_wavelength^(-2m / head_size)``, so
       ``q_i k_j^T`` depends on the positions only through ``j - i``. No weights.
+      The pairs are interleaved (features ``2m`` and ``2m + 1``, as in RoFormer);
+      keras-hub's ``RotaryEmbedding`` pairs feature ``m`` with ``m + D/2``
+      (half-split). Both are RoPE, but they rotate different feature pairs, so
+      weights trained with one are not interchangeable with the other.
 
     With either, shifting every position by a constant leaves the output
     unchanged. Both work with every mask above, float16 and XLA.
@@ -95,9 +96,17 @@ class MultiHeadSelfAttention(keras.layers.Layer):
 
     Call arguments:
         inputs: float tensor ``X`` of shape ``(B, T, d_in)``.
-        valid_lens: optional int tensor ``(B,)`` or ``(B, T)``.
+        valid_lens: optional int tensor ``(B,)`` or ``(B, T)``. A batch or
+            length that differs from the inputs' (``(1,)`` for a batch of 2
+            too: no broadcasting) raises ValueError when the shapes are known
+            at the call; known only at run time (a ``tf.function`` traced with
+            an unknown batch) they broadcast as NumPy does (see
+            `check_valid_lens`). Values are compared in their own dtype (see
+            `valid_lens_to_mask`): a length >= T keeps every key (also int64
+            2**33, which a cast to int32 would wrap to 0); a length <= 0, or a
+            float NaN, hides every key, so the query gets zero weights.
         attention_mask: optional boolean tensor ``(B, T, T)``, True where a query
-            may attend to a key.
+            may attend to a key; other shapes are refused like ``valid_lens``.
         use_causal_mask: bool, hide keys after the query (decoder self-attention).
         return_attention_scores: bool, also return the attention weights.
         training: bool, whether dropout is active.
@@ -146,27 +155,18 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        for name, value in (("num_hiddens", num_hiddens), ("num_heads", num_heads)):
-            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-                raise ValueError(
-                    f"{name} must be a positive integer. Received: {name}={value}"
-                )
+        num_hiddens = check_positive_int("num_hiddens", num_hiddens)
+        num_heads = check_positive_int("num_heads", num_heads)
         if num_hiddens % num_heads:
             raise ValueError(
                 "num_hiddens must be divisible by num_heads. "
                 f"Received: num_hiddens={num_hiddens}, num_heads={num_heads}"
             )
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1). Received: dropout={dropout}")
-        if max_relative_position is not None and (
-            not isinstance(max_relative_position, int)
-            or isinstance(max_relative_position, bool)
-            or max_relative_position <= 0
-        ):
-            raise ValueError(
-                "max_relative_position must be None or a positive integer. "
-                f"Received: max_relative_position={max_relative_position}"
-            )
+        dropout = check_rate("dropout", dropout)
+        seed = check_seed(seed)
+        max_relative_position = check_positive_int(
+            "max_relative_position", max_relative_position, allow_none=True
+        )
         if use_rotary and (num_hiddens // num_heads) % 2:
             raise ValueError(
                 "use_rotary=True needs an even head size (num_hiddens // num_heads). "
@@ -178,14 +178,9 @@ class MultiHeadSelfAttention(keras.layers.Layer):
                 f"Received: use_rotary={use_rotary}, "
                 f"max_relative_position={max_relative_position}"
             )
-        if isinstance(rotary_max_wavelength, bool) or not (
-            isinstance(rotary_max_wavelength, (int, float))
-            and rotary_max_wavelength > 0
-        ):
-            raise ValueError(
-                "rotary_max_wavelength must be a positive number. "
-                f"Received: rotary_max_wavelength={rotary_max_wavelength}"
-            )
+        rotary_max_wavelength = check_positive_number(
+            "rotary_max_wavelength", rotary_max_wavelength
+        )
         self.num_hiddens = num_hiddens
         self.num_heads = num_heads
         self.head_size = num_hiddens // num_heads
@@ -197,7 +192,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         self.max_relative_position = max_relative_position
         self.relative_initializer = keras.initializers.get(relative_initializer)
         self.use_rotary = bool(use_rotary)
-        self.rotary_max_wavelength = float(rotary_max_wavelength)
+        self.rotary_max_wavelength = rotary_max_wavelength
         self.supports_masking = True
 
         def dense_kwargs():
@@ -206,8 +201,8 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             # give the output kernel a rescaled copy of the Q/K/V kernel's values.
             return {
                 "use_bias": use_bias,
-                "kernel_initializer": _fresh(self.kernel_initializer),
-                "bias_initializer": _fresh(self.bias_initializer),
+                "kernel_initializer": clone_initializer(self.kernel_initializer),
+                "bias_initializer": clone_initializer(self.bias_initializer),
                 "dtype": self.dtype_policy,
             }
 
@@ -235,15 +230,35 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             rows = 2 * self.max_relative_position + 1
             self.relative_key = self.add_weight(
                 shape=(rows, self.head_size),
-                initializer=_fresh(self.relative_initializer),
+                initializer=clone_initializer(self.relative_initializer),
                 name="relative_key",
             )
             self.relative_value = self.add_weight(
                 shape=(rows, self.head_size),
-                initializer=_fresh(self.relative_initializer, seed_offset=1),
+                initializer=clone_initializer(self.relative_initializer, seed_offset=1),
                 name="relative_value",
             )
         self.built = True
+
+    @staticmethod
+    def _check_attention_mask(attention_mask, batch, length):
+        """The mask as bool (B, T, T), its sizes known at the call checked."""
+        attention_mask = ops.convert_to_tensor(attention_mask)
+        shape = tuple(attention_mask.shape)
+        expected = tuple(
+            d if isinstance(d, int) else None for d in (batch, length, length)
+        )
+        if len(shape) != 3 or any(
+            got is not None and want is not None and got != want
+            for got, want in zip(shape, expected)
+        ):
+            raise ValueError(
+                "attention_mask must have shape (batch, T, T) = "
+                f"{tuple('?' if d is None else d for d in expected)}. "
+                f"Received: attention_mask.shape={shape}"
+            )
+        # Sizes known only at run time broadcast as in `check_valid_lens`.
+        return ops.cast(attention_mask, "bool")
 
     def _key_mask(
         self, inputs, valid_lens, attention_mask, use_causal_mask, keras_mask
@@ -253,9 +268,10 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         Returns ``(mask, may_hide_whole_rows)``: the second is False when the only
         mask is the causal one, under which every query sees at least itself.
         """
-        length = ops.shape(inputs)[1]
+        batch, length = ops.shape(inputs)[0], ops.shape(inputs)[1]
         masks = []
         if valid_lens is not None:
+            valid_lens = check_valid_lens(valid_lens, batch, num_queries=length)
             lens_mask = valid_lens_to_mask(valid_lens, length)  # (B, Tk) or (B, Tq, Tk)
             if len(lens_mask.shape) == 2:
                 lens_mask = ops.expand_dims(lens_mask, 1)
@@ -263,7 +279,11 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         if keras_mask is not None:
             masks.append(ops.reshape(ops.cast(keras_mask, "bool"), (-1, 1, 1, length)))
         if attention_mask is not None:
-            masks.append(ops.expand_dims(ops.cast(attention_mask, "bool"), 1))
+            masks.append(
+                ops.expand_dims(
+                    self._check_attention_mask(attention_mask, batch, length), 1
+                )
+            )
         may_hide_whole_rows = bool(masks)
         if use_causal_mask:
             masks.append(causal_mask(length, length)[None, None])
@@ -316,11 +336,12 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         key_mask, may_hide_whole_rows = self._key_mask(
             inputs, valid_lens, attention_mask, use_causal_mask, keras_mask
         )
-        if key_mask is not None:
-            # A scalar fill (no full-size constant tensor). The float32 minimum is
-            # finite, so exp(min - max) underflows to exactly 0 at hidden keys.
-            logits = ops.where(key_mask, logits, _FLOAT32_MIN)
-        weights = ops.cast(ops.softmax(logits, axis=-1), self.compute_dtype)
+        # A row whose keys are all hidden is left uniform here (no product with
+        # the (B, H, T, T) mask): its context is zeroed below instead.
+        weights = ops.cast(
+            masked_softmax(logits, key_mask, zero_fully_masked=False),
+            self.compute_dtype,
+        )
         # A query whose keys are all hidden has uniform weights here; it must get
         # zeros. Rather than a second pass over the (B, H, T, T) weights, zero its
         # (B, T, H, D) context (and the returned weights only when asked for).

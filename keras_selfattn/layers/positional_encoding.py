@@ -4,6 +4,18 @@ import keras
 import numpy as np
 from keras import ops
 
+from keras_selfattn.layers.arguments import check_positive_int, check_rate, check_seed
+
+
+def _static_int(value):
+    """``value`` as a Python int when it is known now (int, NumPy, eager tensor), else None."""
+    if isinstance(value, bool):
+        return None
+    try:
+        return int(value)
+    except (TypeError, ValueError, NotImplementedError):  # a symbolic tensor
+        return None
+
 
 def sinusoidal_table(max_len, num_hiddens):
     """The (max_len, num_hiddens) float32 table of d2l eq. 11.6.2.
@@ -50,7 +62,12 @@ class PositionalEncoding(keras.layers.Layer):
     Call arguments:
         inputs: float tensor ``(batch, T, num_hiddens)``.
         start: int or scalar int tensor, the position of ``inputs[:, 0]``
-            (default 0).
+            (default 0). A negative ``start``, or ``start + T > max_len``, known
+            when the layer is called (a Python or NumPy int, an eager tensor,
+            a static length) raises ValueError. Known only at run time (a
+            symbolic ``start`` or length inside ``tf.function``, ``jit_compile``
+            or a functional model), the rows of positions outside the table are
+            NaN: XLA cannot raise there.
         training: bool, whether dropout is active.
 
     Returns:
@@ -71,20 +88,10 @@ class PositionalEncoding(keras.layers.Layer):
 
     def __init__(self, num_hiddens, dropout=0.0, max_len=1000, seed=None, **kwargs):
         super().__init__(**kwargs)
-        if (
-            not isinstance(num_hiddens, int)
-            or isinstance(num_hiddens, bool)
-            or num_hiddens <= 0
-        ):
-            raise ValueError(
-                f"num_hiddens must be a positive integer. Received: num_hiddens={num_hiddens}"
-            )
-        if not isinstance(max_len, int) or isinstance(max_len, bool) or max_len <= 0:
-            raise ValueError(
-                f"max_len must be a positive integer. Received: max_len={max_len}"
-            )
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1). Received: dropout={dropout}")
+        num_hiddens = check_positive_int("num_hiddens", num_hiddens)
+        max_len = check_positive_int("max_len", max_len)
+        dropout = check_rate("dropout", dropout)
+        seed = check_seed(seed)
         self.num_hiddens = num_hiddens
         self.dropout = dropout
         self.max_len = max_len
@@ -119,12 +126,12 @@ class PositionalEncoding(keras.layers.Layer):
                 "The last dimension of inputs must equal num_hiddens. "
                 f"Received: inputs.shape[-1]={input_shape[-1]}, num_hiddens={self.num_hiddens}"
             )
+        if start is not None and start < 0:
+            raise ValueError(
+                f"start must be a non-negative position. Received: start={start}"
+            )
         length = input_shape[1]
-        if (
-            length is not None
-            and isinstance(start, int)
-            and start + length > self.max_len
-        ):
+        if length is not None and start is not None and start + length > self.max_len:
             raise ValueError(
                 "The sequence is longer than the positional table. "
                 f"Received: start + T = {start} + {length} = {start + length}, "
@@ -137,10 +144,27 @@ class PositionalEncoding(keras.layers.Layer):
         self.built = True
 
     def call(self, inputs, start=0, training=None):
-        self._check_shape(tuple(inputs.shape), start if isinstance(start, int) else 0)
+        static_start = _static_int(start)
+        self._check_shape(tuple(inputs.shape), static_start)
         length = ops.shape(inputs)[1]
         table = self._table_in(self.compute_dtype)
-        positions = ops.slice(table, (start, 0), (length, self.num_hiddens))
+        if static_start is not None and isinstance(inputs.shape[1], int):
+            # Everything known now and checked above: a plain slice.
+            positions = ops.slice(
+                table, (static_start, 0), (inputs.shape[1], self.num_hiddens)
+            )
+        else:
+            # A start or a length known only at run time (a tensor start inside
+            # tf.function, jit or a functional model): positions outside the
+            # table cannot raise under XLA, so their rows are NaN -- a defined,
+            # visible result instead of a backend slice error or a silently
+            # clamped slice.
+            positions = ops.arange(length, dtype="int32") + ops.cast(start, "int32")
+            inside = ops.logical_and(positions >= 0, positions < self.max_len)
+            rows = ops.take(table, ops.clip(positions, 0, self.max_len - 1), axis=0)
+            positions = ops.where(
+                inside[:, None], rows, ops.cast(float("nan"), rows.dtype)
+            )
         outputs = ops.cast(inputs, self.compute_dtype) + positions[None]
         return self.dropout_layer(outputs, training=training)
 

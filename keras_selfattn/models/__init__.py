@@ -9,9 +9,12 @@ from keras_selfattn._lazy import lazy_package
 __all__ = [
     "DecoderBridge",
     "MaskedAccuracy",
+    "MaskedCrossEntropy",
     "ModelConfig",
     "ScaledTokenEmbedding",
+    "Seq2Seq",
     "TransformerEncoderBlock",
+    "attention_weights_model",
     "build_seq2seq",
     "masked_loss",
 ]
@@ -23,9 +26,12 @@ __getattr__, __dir__ = lazy_package(
         "ScaledTokenEmbedding": "keras_selfattn.models.blocks",
         "TransformerEncoderBlock": "keras_selfattn.models.blocks",
         "ModelConfig": "keras_selfattn.models.config",
-        "MaskedAccuracy": "keras_selfattn.models.seq2seq",
+        "MaskedAccuracy": "keras_selfattn.models.losses",
+        "MaskedCrossEntropy": "keras_selfattn.models.losses",
+        "masked_loss": "keras_selfattn.models.losses",
+        "Seq2Seq": "keras_selfattn.models.seq2seq",
         "build_seq2seq": "keras_selfattn.models.seq2seq",
-        "masked_loss": "keras_selfattn.models.seq2seq",
+        "attention_weights_model": "keras_selfattn.models.attention_weights",
     },
-    submodules=("blocks", "config", "seq2seq"),
+    submodules=("attention_weights", "blocks", "config", "losses", "seq2seq"),
 )

@@ -6,6 +6,7 @@ import keras
 from keras import ops
 
 from keras_selfattn.layers import MultiHeadSelfAttention
+from keras_selfattn.layers.arguments import check_positive_int, check_rate, check_seed
 
 
 @keras.saving.register_keras_serializable(package="keras_selfattn")
@@ -23,8 +24,8 @@ class ScaledTokenEmbedding(keras.layers.Layer):
 
     def __init__(self, vocab_size, output_dim, **kwargs):
         super().__init__(**kwargs)
-        self.vocab_size = vocab_size
-        self.output_dim = output_dim
+        self.vocab_size = check_positive_int("vocab_size", vocab_size)
+        self.output_dim = check_positive_int("output_dim", output_dim)
         self.embedding = keras.layers.Embedding(
             vocab_size,
             output_dim,
@@ -75,6 +76,13 @@ class TransformerEncoderBlock(keras.layers.Layer):
             2018; see `MultiHeadSelfAttention`).
         use_rotary: bool, rotary position embeddings on queries and keys.
         **kwargs: base layer arguments.
+
+    Call arguments:
+        inputs: (B, T, num_hiddens).
+        training: bool, whether dropout is active.
+        mask: the Keras mask of ``inputs`` (filled by Keras).
+        return_attention_scores: bool, also return the self-attention weights
+            (B, num_heads, T, T).
     """
 
     def __init__(
@@ -90,12 +98,12 @@ class TransformerEncoderBlock(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        self.num_hiddens = num_hiddens
-        self.num_heads = num_heads
-        self.ffn_hiddens = ffn_hiddens
-        self.dropout = dropout
-        self.norm_first = norm_first
-        self.seed = seed
+        self.num_hiddens = check_positive_int("num_hiddens", num_hiddens)
+        self.num_heads = check_positive_int("num_heads", num_heads)
+        self.ffn_hiddens = check_positive_int("ffn_hiddens", ffn_hiddens)
+        self.dropout = check_rate("dropout", dropout)
+        self.norm_first = bool(norm_first)
+        self.seed = check_seed(seed)
         self.max_relative_position = max_relative_position
         self.use_rotary = use_rotary
         self.supports_masking = True
@@ -133,11 +141,20 @@ class TransformerEncoderBlock(keras.layers.Layer):
         self.dropout_layer.build(inputs_shape)
         self.built = True
 
-    def call(self, inputs, training=None, mask=None):
+    def call(self, inputs, training=None, mask=None, return_attention_scores=False):
+        scores = []
+
         def attend(x):
-            return self.dropout_layer(
-                self.attention(x, mask=mask, training=training), training=training
+            out = self.attention(
+                x,
+                mask=mask,
+                training=training,
+                return_attention_scores=return_attention_scores,
             )
+            if return_attention_scores:
+                out, weights = out
+                scores.append(weights)
+            return self.dropout_layer(out, training=training)
 
         def feed_forward(x):
             return self.dropout_layer(
@@ -146,15 +163,26 @@ class TransformerEncoderBlock(keras.layers.Layer):
 
         if self.norm_first:
             y = inputs + attend(self.attention_norm(inputs))
-            return y + feed_forward(self.ffn_norm(y))
-        y = self.attention_norm(inputs + attend(inputs))
-        return self.ffn_norm(y + feed_forward(y))
+            outputs = y + feed_forward(self.ffn_norm(y))
+        else:
+            y = self.attention_norm(inputs + attend(inputs))
+            outputs = self.ffn_norm(y + feed_forward(y))
+        return (outputs, scores[0]) if return_attention_scores else outputs
 
     def compute_mask(self, inputs, mask=None):
         return mask
 
     def compute_output_shape(self, inputs_shape):
         return tuple(inputs_shape)
+
+    def compute_output_spec(self, inputs, return_attention_scores=False, **kwargs):
+        outputs = keras.KerasTensor(inputs.shape, dtype=self.compute_dtype)
+        if not return_attention_scores:
+            return outputs
+        batch, length = inputs.shape[0], inputs.shape[1]
+        return outputs, keras.KerasTensor(
+            (batch, self.num_heads, length, length), dtype=self.compute_dtype
+        )
 
     def get_config(self):
         config = super().get_config()
@@ -190,8 +218,8 @@ class DecoderBridge(keras.layers.Layer):
 
     def __init__(self, units, num_states, **kwargs):
         super().__init__(**kwargs)
-        self.units = units
-        self.num_states = num_states
+        self.units = check_positive_int("units", units)
+        self.num_states = check_positive_int("num_states", num_states)
         self.supports_masking = True
         self.projections = [
             keras.layers.Dense(

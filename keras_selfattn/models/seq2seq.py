@@ -1,4 +1,14 @@
-"""`build_seq2seq`: a self-attention encoder and a Bahdanau decoder, as one functional model."""
+"""The translation model: a self-attention encoder and a Bahdanau decoder.
+
+`Seq2Seq` is a functional ``keras.Model`` (so ``fit``, ``predict``, ``summary`` and
+``.keras`` files work as for any functional model) that also answers the questions
+step-by-step decoding asks -- ``encode``, ``initial_decoder_state``,
+``decode_step`` -- in the way keras-hub's ``Seq2SeqLM`` backbones do. Greedy and
+beam search (`keras_selfattn.decoding`), `Translator` and the serving graphs use
+only these methods, never the model's layer names.
+"""
+
+import dataclasses
 
 import keras
 from keras import ops
@@ -8,20 +18,30 @@ from keras_selfattn.layers import (
     LearnedPositionalEncoding,
     PositionalEncoding,
 )
+from keras_selfattn.layers.arguments import check_seed
 from keras_selfattn.models.blocks import (
     DecoderBridge,
     ScaledTokenEmbedding,
     TransformerEncoderBlock,
 )
 from keras_selfattn.models.config import ModelConfig
+from keras_selfattn.reserved_ids import PAD_ID
 
-PAD_ID = 0
+__all__ = ["Seq2Seq", "build_seq2seq"]
 
 
-def build_seq2seq(
-    source_vocab_size, target_vocab_size, config=None, seed=None, **overrides
-):
-    """Builds the encoder-decoder translation model with the functional API.
+def _check_vocab_size(name, value):
+    if not isinstance(value, int) or isinstance(value, bool) or value < 5:
+        raise ValueError(
+            f"{name} must be an integer of at least 5 (padding, unknown, start, end "
+            f"and one token). Received: {name}={value!r}"
+        )
+    return value
+
+
+@keras.saving.register_keras_serializable(package="keras_selfattn")
+class Seq2Seq(keras.Model):
+    """The encoder-decoder translation model, with a step-by-step decoding API.
 
     Encoder: ``ScaledTokenEmbedding`` (id 0 is padding and masked, scaled by
     sqrt(num_hiddens)) -> position -> ``num_layers`` x ``TransformerEncoderBlock``
@@ -36,6 +56,299 @@ def build_seq2seq(
     target embedding -> ``BahdanauDecoder`` attending over the encoder output with
     the encoder's padding mask -> ``Dense(target_vocab_size)`` logits in float32.
 
+    The model is built with the functional API inside its constructor, so it
+    is a functional model with inputs ``{"source": (B, T) int32, "target_in":
+    (B, S) int32}`` (id 0 = padding) and logits ``(B, S, target_vocab_size)``.
+    ``get_config`` holds the constructor arguments and ``from_config`` rebuilds
+    it (a ``.keras`` file stores the arguments and the weights). Models saved
+    before this class existed (plain functional ``.keras`` files) do not load
+    as a `Seq2Seq`: retrain them.
+
+    Decoding, one step at a time (what `keras_selfattn.decoding` does inside a
+    ``tf.while_loop``)::
+
+        state = model.initial_decoder_state(source_ids)     # runs the encoder once
+        tokens = START_ID for every row
+        logits, state = model.decode_step(tokens, state)    # (B, V) float32
+        weights = model.decoder_attention(state)            # (B, T): the next step's
+        state = model.reorder_decoder_state(state, rows)    # beam search: pick rows
+
+    ``state`` is the decoder cell's state list (see `BahdanauDecoderCell`): a flat
+    list of tensors, fit for ``tf.while_loop``, that callers pass back as it came.
+
+    Args:
+        source_vocab_size: int >= 5, number of source token ids (0 = padding).
+        target_vocab_size: int >= 5, number of target token ids (0 = padding).
+        config: a `ModelConfig` (or the dict of one); defaults to ``ModelConfig()``.
+        seed: optional int; the dropout seeds derive from it.
+        **kwargs: ``keras.Model`` arguments (``name``, ``dtype``, ...).
+
+    Example:
+
+    >>> import numpy as np, keras_selfattn
+    >>> from keras_selfattn.models import ModelConfig, Seq2Seq
+    >>> model = Seq2Seq(20, 12, ModelConfig(num_hiddens=16, num_heads=2,
+    ...     num_layers=1, ffn_hiddens=32, decoder_units=16, embedding_dim=8))
+    >>> source = np.array([[5, 6, 7, 0]], "int32")
+    >>> state = model.initial_decoder_state(source)
+    >>> logits, state = model.decode_step(np.array([2], "int32"), state)
+    >>> tuple(logits.shape), tuple(model.decoder_attention(state).shape)
+    ((1, 12), (1, 4))
+
+    References:
+        - Vaswani et al. 2017, "Attention Is All You Need".
+        - Bahdanau, Cho, Bengio, 2015. Neural Machine Translation by Jointly
+          Learning to Align and Translate.
+        - Zhang et al., "Dive into Deep Learning", sections 11.4 and 11.7.
+    """
+
+    def __init__(
+        self, source_vocab_size, target_vocab_size, config=None, seed=None, **kwargs
+    ):
+        if config is None:
+            config = ModelConfig()
+        elif isinstance(config, dict):
+            config = ModelConfig.from_dict(config)
+        elif not isinstance(config, ModelConfig):
+            raise ValueError(
+                "config must be a ModelConfig, a dict of its fields or None. "
+                f"Received: config={config!r}"
+            )
+        _check_vocab_size("source_vocab_size", source_vocab_size)
+        _check_vocab_size("target_vocab_size", target_vocab_size)
+        seed = check_seed(seed)
+        # One dtype policy for every layer (the logits stay float32), kept in the
+        # config so that a .keras file reloads with the policy it was built with.
+        dtype = kwargs.pop("dtype", None)
+        policy = (
+            keras.config.dtype_policy()
+            if dtype is None
+            else keras.dtype_policies.get(dtype)
+        )
+
+        def layer_seed(offset):
+            return None if seed is None else seed + offset
+
+        # === Layers ===
+        self.source_embedding = ScaledTokenEmbedding(
+            source_vocab_size, config.num_hiddens, name="source_embedding", dtype=policy
+        )
+        position_options = {}
+        if config.position in ("sinusoidal", "learned"):
+            encoding = (
+                PositionalEncoding
+                if config.position == "sinusoidal"
+                else LearnedPositionalEncoding
+            )
+            self.position = encoding(
+                config.num_hiddens,
+                dropout=config.dropout,
+                max_len=config.max_source_len,
+                seed=layer_seed(0),
+                name="positional_encoding",
+                dtype=policy,
+            )
+        else:
+            self.position = keras.layers.Dropout(
+                config.dropout,
+                seed=layer_seed(0),
+                name="embedding_dropout",
+                dtype=policy,
+            )
+            if config.position == "relative":
+                position_options["max_relative_position"] = config.max_relative_position
+            else:
+                position_options["use_rotary"] = True
+        self.encoder_blocks = [
+            TransformerEncoderBlock(
+                config.num_hiddens,
+                config.num_heads,
+                config.ffn_hiddens,
+                dropout=config.dropout,
+                norm_first=config.norm_first,
+                seed=layer_seed(1 + i),
+                name=f"encoder_block_{i}",
+                dtype=policy,
+                **position_options,
+            )
+            for i in range(config.num_layers)
+        ]
+        self.encoder_final_norm = (
+            keras.layers.LayerNormalization(
+                epsilon=1e-5, name="encoder_final_norm", dtype=policy
+            )
+            if config.norm_first
+            else None
+        )
+        self.decoder = BahdanauDecoder(
+            config.decoder_units,
+            num_layers=config.decoder_layers,
+            rnn_type=config.rnn_type,
+            attention_score=config.attention_score,
+            dropout=config.dropout,
+            seed=layer_seed(100),
+            name="decoder",
+            dtype=policy,
+        )
+        self.bridge = DecoderBridge(
+            config.decoder_units,
+            self.decoder.cell.num_recurrent_states,
+            name="bridge",
+            dtype=policy,
+        )
+        self.target_embedding = keras.layers.Embedding(
+            target_vocab_size,
+            config.embedding_dim,
+            mask_zero=True,
+            name="target_embedding",
+            dtype=policy,
+        )
+        self.logits_dense = keras.layers.Dense(
+            target_vocab_size, dtype="float32", name="logits"
+        )
+
+        # === Functional model ===
+        source = keras.Input(shape=(None,), dtype="int32", name="source")
+        target_in = keras.Input(shape=(None,), dtype="int32", name="target_in")
+        memory = self._encode(source, training=None)
+        initial_state = self.bridge(memory)
+        hidden = self.decoder(
+            self.target_embedding(target_in), memory, initial_state=initial_state
+        )
+        logits = self.logits_dense(hidden)
+        kwargs.setdefault("name", "seq2seq")
+        super().__init__(
+            inputs={"source": source, "target_in": target_in},
+            outputs=logits,
+            dtype=policy,
+            **kwargs,
+        )
+
+        # === Config ===
+        self.source_vocab_size = source_vocab_size
+        self.target_vocab_size = target_vocab_size
+        self.model_config = config
+        self.seed = seed
+
+    # ---------------------------------------------------------------- encoder
+    def _encode(self, source_ids, training=None):
+        """Source ids -> encoder output (B, T, num_hiddens), carrying its Keras mask."""
+        x = self.position(self.source_embedding(source_ids), training=training)
+        for block in self.encoder_blocks:
+            x = block(x, training=training)
+        if self.encoder_final_norm is not None:
+            x = self.encoder_final_norm(x)
+        return x
+
+    def encode(self, source_ids, training=False):
+        """Runs the encoder and the bridge once.
+
+        Args:
+            source_ids: int (B, T) source ids, 0-padded.
+            training: bool, passed to the layers (dropout).
+
+        Returns:
+            dict: ``memory`` (B, T, num_hiddens) the encoder output,
+            ``memory_mask`` bool (B, T) (False at padding), ``initial_state`` the
+            list of the decoder's recurrent states (B, decoder_units) from the
+            bridge.
+        """
+        source_ids = ops.convert_to_tensor(source_ids, "int32")
+        memory = self._encode(source_ids, training=training)
+        return {
+            "memory": memory,
+            "memory_mask": ops.not_equal(source_ids, PAD_ID),
+            "initial_state": list(self.bridge(memory, training=training)),
+        }
+
+    # ---------------------------------------------------------------- decoder
+    def initial_decoder_state(self, source_ids, training=False):
+        """Encodes ``source_ids`` and returns the decoder's state before step 0.
+
+        Args:
+            source_ids: int (B, T) source ids, 0-padded.
+            training: bool (dropout in the encoder and the decoder).
+
+        Returns:
+            The decoder cell's states list (flat list of tensors; see
+            `BahdanauDecoderCell`), with the memory keys projected once.
+        """
+        encoded = self.encode(source_ids, training=training)
+        states = self.decoder.cell.get_initial_state_for_memory(
+            encoded["memory"],
+            memory_mask=encoded["memory_mask"],
+            initial_state=encoded["initial_state"],
+            training=training,
+        )
+        return [ops.convert_to_tensor(s) for s in states]
+
+    def decode_step(self, token_ids, decoder_state, training=False):
+        """One decoder step.
+
+        Args:
+            token_ids: int (B,) the previous tokens (``START_ID`` at step 0).
+            decoder_state: the states list from `initial_decoder_state` or the
+                previous step.
+            training: bool (decoder dropout).
+
+        Returns:
+            ``(logits, new_state)``: float32 (B, target_vocab_size) logits of the
+            next token, and the states list for the next step.
+        """
+        embedded = self.target_embedding(ops.convert_to_tensor(token_ids, "int32"))
+        output, states = self.decoder.cell(embedded, decoder_state, training=training)
+        logits = ops.cast(self.logits_dense(output), "float32")
+        return logits, [ops.convert_to_tensor(s) for s in states]
+
+    def decoder_attention(self, decoder_state):
+        """float32 (B, T): the attention weights over the source the next step uses."""
+        weights = self.decoder.cell.attention_weights(decoder_state, training=False)
+        return ops.cast(weights, "float32")
+
+    def reorder_decoder_state(self, decoder_state, indices):
+        """The state of rows ``indices`` (a beam search's surviving hypotheses).
+
+        Only the recurrent states are gathered: the memory, its projection and
+        mask (and the dropout masks, all ones at inference) are the same for
+        every hypothesis of one sentence, which is what a beam search keeps in
+        rows ``indices``.
+
+        Args:
+            decoder_state: the states list, (N, ...) tensors.
+            indices: int (N,) rows to take, each among the rows of its sentence.
+
+        Returns:
+            The states list with the recurrent states gathered.
+        """
+        cell = self.decoder.cell
+        parts = cell.unpack_states(decoder_state)
+        recurrent = [ops.take(s, indices, axis=0) for s in parts.recurrent]
+        return cell.pack_states(parts._replace(recurrent=recurrent))
+
+    # ----------------------------------------------------------------- config
+    def get_config(self):
+        return {
+            "name": self.name,
+            "trainable": self.trainable,
+            "source_vocab_size": self.source_vocab_size,
+            "target_vocab_size": self.target_vocab_size,
+            "config": dataclasses.asdict(self.model_config),
+            "seed": self.seed,
+            "dtype": keras.dtype_policies.serialize(self.dtype_policy),
+        }
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**config)
+
+
+def build_seq2seq(
+    source_vocab_size, target_vocab_size, config=None, seed=None, **overrides
+):
+    """Builds the encoder-decoder translation model (a `Seq2Seq`).
+
+    See `Seq2Seq` for the architecture and the decoding API.
+
     Args:
         source_vocab_size: int, number of source token ids (0 = padding).
         target_vocab_size: int, number of target token ids (0 = padding).
@@ -44,9 +357,9 @@ def build_seq2seq(
         **overrides: `ModelConfig` fields to override (``num_layers=4`` ...).
 
     Returns:
-        A `keras.Model` with inputs ``{"source": (B, T) int32, "target_in": (B, S)
-        int32}`` and logits ``(B, S, target_vocab_size)``. Its ``config`` attribute
-        is not set; keep the `ModelConfig` beside it (the run directory does).
+        A `Seq2Seq` (a functional `keras.Model`) with inputs ``{"source": (B, T)
+        int32, "target_in": (B, S) int32}`` and logits ``(B, S,
+        target_vocab_size)``. Its `ModelConfig` is ``model.model_config``.
 
     Example:
 
@@ -57,114 +370,4 @@ def build_seq2seq(
     (None, None, 50)
     """
     config = ModelConfig(**{**vars(config or ModelConfig()), **overrides})
-    for name, value in (
-        ("source_vocab_size", source_vocab_size),
-        ("target_vocab_size", target_vocab_size),
-    ):
-        if not isinstance(value, int) or value < 5:
-            raise ValueError(
-                f"{name} must be an integer of at least 5 (padding, unknown, start, end and one token). "
-                f"Received: {name}={value}"
-            )
-
-    def layer_seed(offset):
-        return None if seed is None else seed + offset
-
-    source = keras.Input(shape=(None,), dtype="int32", name="source")
-    target_in = keras.Input(shape=(None,), dtype="int32", name="target_in")
-
-    x = ScaledTokenEmbedding(
-        source_vocab_size, config.num_hiddens, name="source_embedding"
-    )(source)
-    position_options = {}
-    if config.position in ("sinusoidal", "learned"):
-        encoding = (
-            PositionalEncoding
-            if config.position == "sinusoidal"
-            else LearnedPositionalEncoding
-        )
-        x = encoding(
-            config.num_hiddens,
-            dropout=config.dropout,
-            max_len=config.max_source_len,
-            seed=layer_seed(0),
-            name="positional_encoding",
-        )(x)
-    else:
-        x = keras.layers.Dropout(
-            config.dropout, seed=layer_seed(0), name="embedding_dropout"
-        )(x)
-        if config.position == "relative":
-            position_options["max_relative_position"] = config.max_relative_position
-        else:
-            position_options["use_rotary"] = True
-    for i in range(config.num_layers):
-        x = TransformerEncoderBlock(
-            config.num_hiddens,
-            config.num_heads,
-            config.ffn_hiddens,
-            dropout=config.dropout,
-            norm_first=config.norm_first,
-            seed=layer_seed(1 + i),
-            name=f"encoder_block_{i}",
-            **position_options,
-        )(x)
-    if config.norm_first:
-        x = keras.layers.LayerNormalization(epsilon=1e-5, name="encoder_final_norm")(x)
-    memory = x
-
-    num_states = config.decoder_layers * (2 if config.rnn_type == "lstm" else 1)
-    initial_state = DecoderBridge(config.decoder_units, num_states, name="bridge")(
-        memory
-    )
-
-    y = keras.layers.Embedding(
-        target_vocab_size, config.embedding_dim, mask_zero=True, name="target_embedding"
-    )(target_in)
-    y = BahdanauDecoder(
-        config.decoder_units,
-        num_layers=config.decoder_layers,
-        rnn_type=config.rnn_type,
-        attention_score=config.attention_score,
-        dropout=config.dropout,
-        seed=layer_seed(100),
-        name="decoder",
-    )(y, memory, initial_state=initial_state)
-    logits = keras.layers.Dense(target_vocab_size, dtype="float32", name="logits")(y)
-    return keras.Model(
-        {"source": source, "target_in": target_in}, logits, name="seq2seq"
-    )
-
-
-def masked_loss():
-    """Token cross-entropy over the non-padding target positions (mean over real tokens)."""
-    return keras.losses.SparseCategoricalCrossentropy(
-        from_logits=True, ignore_class=PAD_ID, name="masked_crossentropy"
-    )
-
-
-@keras.saving.register_keras_serializable(package="keras_selfattn")
-class MaskedAccuracy(keras.metrics.Metric):
-    """Share of non-padding target tokens whose arg-max prediction is right."""
-
-    def __init__(self, name="accuracy", pad_id=PAD_ID, **kwargs):
-        super().__init__(name=name, **kwargs)
-        self.pad_id = pad_id
-        self.correct = self.add_variable((), initializer="zeros", name="correct")
-        self.count = self.add_variable((), initializer="zeros", name="count")
-
-    def update_state(self, y_true, y_pred, sample_weight=None):
-        y_true = ops.cast(y_true, "int32")
-        predicted = ops.cast(ops.argmax(y_pred, axis=-1), "int32")
-        weights = ops.cast(ops.not_equal(y_true, self.pad_id), "float32")
-        if sample_weight is not None:
-            weights = weights * ops.cast(sample_weight, "float32")
-        hits = ops.cast(ops.equal(predicted, y_true), "float32") * weights
-        self.correct.assign_add(ops.sum(hits))
-        self.count.assign_add(ops.sum(weights))
-
-    def result(self):
-        return ops.divide_no_nan(self.correct, self.count)
-
-    def get_config(self):
-        return {**super().get_config(), "pad_id": self.pad_id}
+    return Seq2Seq(source_vocab_size, target_vocab_size, config, seed=seed)

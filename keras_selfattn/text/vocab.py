@@ -26,6 +26,18 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import tensorflow as tf
 
+from keras_selfattn.reserved_ids import (  # their one home
+    END_ID,
+    END_TOKEN,
+    PAD_ID,
+    PAD_TOKEN,
+    RESERVED_TOKENS,
+    START_ID,
+    START_TOKEN,
+    UNK_ID,
+    UNK_TOKEN,
+)
+
 __all__ = [
     "END_ID",
     "END_TOKEN",
@@ -40,16 +52,6 @@ __all__ = [
     "build_vocabulary",
     "learn_wordpiece_vocabulary",
 ]
-
-PAD_TOKEN = "<pad>"
-UNK_TOKEN = "<unk>"
-START_TOKEN = "<s>"
-END_TOKEN = "</s>"
-PAD_ID = 0
-UNK_ID = 1
-START_ID = 2
-END_ID = 3
-RESERVED_TOKENS = (PAD_TOKEN, UNK_TOKEN, START_TOKEN, END_TOKEN)
 
 
 def _map_values(fn, values):

@@ -46,7 +46,8 @@ def numpy_attention(layer, query, keys, values=None, mask=None):
     elif layer.score == "scaled_dot":
         e = q @ k.transpose(0, 2, 1) / np.sqrt(k.shape[-1])
     else:  # general: q^T W k
-        e = q @ (k @ kernel["key_dense"]).transpose(0, 2, 1)
+        w_general = ops.convert_to_numpy(layer.general_kernel).astype(np.float64)
+        e = q @ (k @ w_general).transpose(0, 2, 1)
     keep = np.ones(e.shape, bool) if mask is None else np.broadcast_to(mask, e.shape)
     e = np.where(keep, e, -np.inf)
     e_max = np.max(np.where(keep, e, -1e300), axis=-1, keepdims=True)
@@ -85,6 +86,7 @@ def test_harness_additive_many_queries(tmp_path):
             "valid_lens": np.array([3, 5], dtype="int32"),
         },
         expected_output_shapes=[(B, S, 7), (B, S, T)],
+        expected_num_trainable_weights=3,
         tmp_path=tmp_path,
     )
 
@@ -97,6 +99,7 @@ def test_harness_general_single_query(tmp_path):
         {"score": "general"},
         {"query": QUERY[:, 0], "keys": KEYS},
         expected_output_shapes=[(B, 6), (B, T)],
+        expected_num_trainable_weights=1,
         tmp_path=tmp_path,
     )
 

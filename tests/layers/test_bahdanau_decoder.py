@@ -63,12 +63,12 @@ def step_by_step(cell, targets, memory, memory_valid_lens=None, initial_state=No
     )
     outputs, weights = [], []
     for t in range(targets.shape[1]):
-        query = states[cell.top_state_index]
+        query = cell.top_hidden_state(states)
         _, w = cell.attention(query, memory, valid_lens=memory_valid_lens)
         weights.append(np_(w))
         output, states = cell(targets[:, t], states)
         outputs.append(np_(output))
-    final = [np_(s) for s in states[: cell.num_recurrent_states]]
+    final = [np_(s) for s in cell.unpack_states(states).recurrent]
     return np.stack(outputs, 1), np.stack(weights, 1), final, states
 
 
@@ -80,6 +80,7 @@ def test_harness_decoder_gru_with_attention_scores(tmp_path):
         {"units": UNITS},
         {"inputs": TARGETS, "memory": MEMORY, "memory_valid_lens": VALID_LENS},
         expected_output_shapes=[(B, S, UNITS), (B, S, T)],
+        expected_num_trainable_weights=6,
         call_kwargs={"return_attention_scores": True},
         tmp_path=tmp_path,
     )
@@ -97,6 +98,7 @@ def test_harness_decoder_lstm_two_layers_dropout_initial_and_final_state(tmp_pat
             "initial_state": random_initial_state(config),
         },
         expected_output_shapes=[(B, S, UNITS)] + [(B, UNITS)] * 4,
+        expected_num_trainable_weights=9,
         call_kwargs={"return_state": True},
         tmp_path=tmp_path,
     )
@@ -120,6 +122,7 @@ def test_harness_cell(tmp_path):
         {"units": UNITS, "num_layers": 2},
         {"inputs": TARGETS[:, 0], "states": states},
         expected_output_shapes=[(B, UNITS)] + [s.shape for s in states],
+        expected_num_trainable_weights=9,
         tmp_path=tmp_path,
     )
 
@@ -135,14 +138,7 @@ def test_docstring_documents_every_argument_and_example_runs(cls):
 def test_step_by_step_equals_full_sequence(config):
     decoder = BahdanauDecoder(units=UNITS, **config)
     initial_state = random_initial_state(config)
-    hidden, scores, final = decoder(
-        TARGETS,
-        MEMORY,
-        memory_valid_lens=VALID_LENS,
-        initial_state=initial_state,
-        return_attention_scores=True,
-        return_state=True,
-    )
+    decoder.build(TARGETS.shape, MEMORY.shape)
     randomize_weights(decoder)
     hidden, scores, final = decoder(
         TARGETS,
@@ -161,10 +157,10 @@ def test_step_by_step_equals_full_sequence(config):
     for f, l in zip(final, loop_final):
         np.testing.assert_allclose(np_(f), l, atol=1e-5)
     # The memory states come back unchanged from every step.
-    n = decoder.cell.num_recurrent_states
-    np.testing.assert_array_equal(np_(states[n]), MEMORY)
+    parts = decoder.cell.unpack_states(states)
+    np.testing.assert_array_equal(np_(parts.memory), MEMORY)
     np.testing.assert_array_equal(
-        np_(states[n + 2]), (np.arange(T) < VALID_LENS[:, None])
+        np_(parts.memory_mask), (np.arange(T) < VALID_LENS[:, None])
     )
     # Weights sum to 1 over the valid memory positions, 0 beyond.
     np.testing.assert_allclose(np_(scores).sum(-1), 1.0, atol=1e-5)
@@ -381,8 +377,8 @@ def test_dropout_active_only_in_training():
     # consistent with itself (the masks are part of the states).
     cell = decoder.cell
     states = cell.get_initial_state_for_memory(MEMORY, training=True)
-    assert len(states) == cell.num_recurrent_states + 3 + 1
-    mask = np_(states[-1])
+    assert len(cell.unpack_states(states).dropout_masks) == 1
+    mask = np_(cell.unpack_states(states).dropout_masks[0])
     assert set(np.unique(mask)) <= {0.0, 2.0} and (mask == 0).any()
 
 
@@ -445,3 +441,52 @@ def test_luong_scores_in_the_decoder(score):
     np.testing.assert_allclose(np_(scores), loop_weights, atol=1e-5)
     assert isinstance(decoder.cell.attention, BahdanauAttention)
     assert decoder.cell.attention.score == score
+
+
+# ------------------------------------------- input checks, layout, masking
+def test_rank_2_memory_is_refused_by_name():
+    with pytest.raises(
+        ValueError, match=r"memory must have shape.*memory.shape=\(2, 6\)"
+    ):
+        BahdanauDecoder(units=UNITS)(TARGETS, MEMORY[:, 0])
+
+
+def test_memory_valid_lens_for_another_batch_are_refused():
+    with pytest.raises(ValueError, match=r"memory_valid_lens.shape=\(1,\)"):
+        BahdanauDecoder(units=UNITS)(TARGETS, MEMORY, memory_valid_lens=np.array([3]))
+
+
+@pytest.mark.parametrize("config", CONFIGS)
+def test_the_cell_exists_before_build_and_names_its_state_layout(config):
+    decoder = BahdanauDecoder(units=UNITS, dropout=0.5, **config)
+    cell = decoder.cell
+    assert isinstance(cell, BahdanauDecoderCell) and not cell.built
+    states = cell.get_initial_state_for_memory(MEMORY, training=True)
+    parts = cell.unpack_states(states)
+    assert len(parts.recurrent) == num_recurrent(config) == cell.num_recurrent_states
+    assert len(parts.dropout_masks) == config["num_layers"] - 1
+    np.testing.assert_array_equal(np_(parts.memory), MEMORY)
+    assert [id(s) for s in cell.pack_states(parts)] == [id(s) for s in states]
+    expected_top = parts.recurrent[-2 if config["rnn_type"] == "lstm" else -1]
+    assert cell.top_hidden_state(states) is expected_top
+    with pytest.raises(ValueError, match="states must be a list of"):
+        cell.unpack_states(states[:-1])
+
+
+def test_stepping_the_cell_on_a_masked_embedding_is_silent():
+    """The README pattern: the training Embedding(mask_zero=True), one step at a time."""
+    import warnings
+
+    embedding = keras.layers.Embedding(10, E, mask_zero=True)
+    decoder = BahdanauDecoder(units=UNITS)
+    tokens = np.array([[2, 4, 0, 0], [2, 5, 6, 0]], "int32")
+    full = decoder(embedding(tokens), MEMORY, memory_valid_lens=VALID_LENS)
+    cell = decoder.cell
+    states = cell.get_initial_state_for_memory(MEMORY, memory_valid_lens=VALID_LENS)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for t in range(tokens.shape[1]):
+            step_input = embedding(tokens[:, t])
+            assert getattr(step_input, "_keras_mask", None) is not None
+            output, states = cell(step_input, states)
+            np.testing.assert_allclose(np_(output), np_(full)[:, t], atol=1e-5)

@@ -1,10 +1,12 @@
+import re
+
 import keras
 import numpy as np
 import pytest
 from keras import ops
 
 from keras_selfattn.layers import MultiHeadSelfAttention
-from tests.harness import check_docstring, run_layer_test
+from tests.harness import check_docstring, jit_compiled, run_layer_test
 
 
 def numpy_reference(layer, x, key_mask=None):
@@ -53,6 +55,7 @@ def test_harness(tmp_path, with_lens):
         {"num_hiddens": 8, "num_heads": 2},
         inputs,
         expected_output_shapes=[(2, 5, 8), (2, 2, 5, 5)],
+        expected_num_trainable_weights=2,
         call_kwargs={"return_attention_scores": True},
         tmp_path=tmp_path,
     )
@@ -275,3 +278,82 @@ def test_projection_kernels_are_drawn_independently():
     n = min(qkv.size, out.size)
     correlation = np.corrcoef(qkv[:n], out[:n])[0, 1]
     assert abs(correlation) < 0.5, correlation
+
+
+# ------------------------------------------------- input checks (issue 12 §5)
+@pytest.mark.parametrize(
+    "valid_lens, shown",
+    [
+        (np.array([3], "int32"), r"\(1,\)"),  # would broadcast over the batch
+        (np.array([3, 2, 1], "int32"), r"\(3,\)"),
+        (np.ones((2, 4), "int32"), r"\(2, 4\)"),  # per-query lengths for T=5
+        (np.ones((2, 5, 5), "int32"), r"\(2, 5, 5\)"),
+        (np.array([True, False]), "dtype=bool"),
+    ],
+)
+def test_valid_lens_of_the_wrong_shape_are_refused_by_name(valid_lens, shown):
+    with pytest.raises(ValueError, match=f"valid_lens.*Received: valid_lens.*{shown}"):
+        MultiHeadSelfAttention(8, 2)(X, valid_lens=valid_lens)
+
+
+@pytest.mark.parametrize("shape", [(1, 5, 5), (2, 5, 4), (2, 5)])
+def test_attention_mask_of_the_wrong_shape_is_refused_by_name(shape):
+    pattern = r"attention_mask must have shape \(batch, T, T\) = \(2, 5, 5\)"
+    with pytest.raises(ValueError, match=pattern + r".*" + re.escape(str(shape))):
+        MultiHeadSelfAttention(8, 2)(X, attention_mask=np.ones(shape, bool))
+
+
+@pytest.mark.skipif(
+    keras.backend.backend() != "tensorflow",
+    reason="only tf.function traces with unknown sizes (JAX shapes are static)",
+)
+def test_sizes_known_only_at_run_time_broadcast_as_documented():
+    """A graph traced with an unknown batch cannot check it: NumPy broadcasting."""
+    import tensorflow as tf
+
+    layer = MultiHeadSelfAttention(8, 2)
+    layer(X)
+    run = tf.function(
+        lambda x, v: layer(x, valid_lens=v),
+        input_signature=[
+            tf.TensorSpec([None, None, 12]),
+            tf.TensorSpec([None], tf.int32),
+        ],
+    )
+    np.testing.assert_allclose(
+        run(X, np.array([3, 2], "int32")),
+        layer(X, valid_lens=np.array([3, 2])),
+        atol=1e-6,
+    )
+    np.testing.assert_allclose(  # batch 1: the same length for every row
+        run(X, np.array([3], "int32")),
+        layer(X, valid_lens=np.array([3, 3])),
+        atol=1e-6,
+    )
+    with pytest.raises(tf.errors.InvalidArgumentError):
+        run(X, np.array([3, 2, 1], "int32"))
+
+
+def test_out_of_range_and_nan_lengths_have_a_defined_result():
+    """Lengths past T keep every key; NaN and negatives hide every key (zeros)."""
+    layer = MultiHeadSelfAttention(8, 2)
+    full = ops.convert_to_numpy(layer(X))
+    long = np.array([2**20, 5], "int32")
+    if keras.backend.backend() == "tensorflow":
+        long = np.array([2**33, 5], "int64")  # JAX (no x64) narrows int64 itself
+    out, weights = layer(X, valid_lens=long, return_attention_scores=True)
+    np.testing.assert_allclose(ops.convert_to_numpy(weights)[0].sum(-1), 1.0, 1e-6)
+    np.testing.assert_allclose(ops.convert_to_numpy(out), full, atol=1e-6)
+    for lens in (np.array([np.nan, 5.0], "float32"), np.array([-3, 5], "int32")):
+        out, weights = layer(X, valid_lens=lens, return_attention_scores=True)
+        weights = ops.convert_to_numpy(weights)
+        assert np.all(weights[0] == 0)
+        assert np.all(np.isfinite(ops.convert_to_numpy(out)))
+        np.testing.assert_allclose(weights[1].sum(-1), 1.0, atol=1e-6)
+    # The same under XLA, where the values are known only at run time.
+    jitted = jit_compiled(
+        lambda x, v: layer(x, valid_lens=v, return_attention_scores=True)[1]
+    )
+    weights = ops.convert_to_numpy(jitted(X, np.array([np.nan, 2.0**40], "float32")))
+    assert np.all(weights[0] == 0)
+    np.testing.assert_allclose(weights[1].sum(-1), 1.0, atol=1e-6)

@@ -5,7 +5,7 @@ from keras import ops
 
 from keras_selfattn.layers import LearnedPositionalEncoding, PositionalEncoding
 from keras_selfattn.layers.positional_encoding import sinusoidal_table
-from tests.harness import check_docstring, run_layer_test
+from tests.harness import check_docstring, jit_compiled, run_layer_test
 
 
 def book_formula(max_len, d):
@@ -20,17 +20,25 @@ def book_formula(max_len, d):
     return P
 
 
-def test_harness(tmp_path):
+@pytest.mark.parametrize(
+    "cls, mixed_precision_atol",
+    [(PositionalEncoding, 1e-2), (LearnedPositionalEncoding, 2e-2)],
+)
+def test_harness(cls, mixed_precision_atol, tmp_path):
     x = np.random.default_rng(0).normal(size=(2, 6, 8)).astype("float32")
     out = run_layer_test(
-        PositionalEncoding,
+        cls,
         {"num_hiddens": 8, "max_len": 20},
         {"inputs": x},
         expected_output_shapes=[(2, 6, 8)],
-        mixed_precision_atol=1e-2,
+        expected_num_trainable_weights=0 if cls is PositionalEncoding else 1,
+        mixed_precision_atol=mixed_precision_atol,
         tmp_path=tmp_path,
     )
-    np.testing.assert_allclose(out[0], x + book_formula(6, 8), atol=1e-6)
+    # The fixed table is the book's (the learned one moved in the harness' fit
+    # steps: its X + P is checked in test_learned_positional_encoding.py).
+    if cls is PositionalEncoding:
+        np.testing.assert_allclose(out[0], x + book_formula(6, 8), atol=1e-6)
 
 
 def test_docstring_documents_every_argument():
@@ -154,3 +162,31 @@ def test_keras_mask_passes_through():
     mask = layer.compute_mask(None, ops.convert_to_tensor([[True, False]]))
     assert ops.convert_to_numpy(mask).tolist() == [[True, False]]
     assert ops.convert_to_numpy(model(np.array([[3, 0]]))).shape == (1, 2, 8)
+
+
+# ------------------------------------------------- input checks (issue 12 §5)
+@pytest.mark.parametrize("cls", [PositionalEncoding, LearnedPositionalEncoding])
+def test_start_known_at_the_call_is_checked_by_name(cls):
+    layer = cls(num_hiddens=8, max_len=10)
+    x = np.zeros((1, 5, 8), "float32")
+    for start in (-2, np.int64(-2), ops.convert_to_tensor(-2)):
+        with pytest.raises(ValueError, match="Received: start=-2"):
+            layer(x, start=start)
+    with pytest.raises(ValueError, match=r"7 \+ 5 = 12, max_len=10"):
+        layer(x, start=ops.convert_to_tensor(7))  # an eager tensor is known now
+
+
+@pytest.mark.parametrize("cls", [PositionalEncoding, LearnedPositionalEncoding])
+def test_positions_known_only_at_run_time_outside_the_table_are_nan(cls):
+    """Under XLA a bad start cannot raise: the rows outside the table are NaN."""
+    layer = cls(num_hiddens=8, max_len=10)
+    x = np.zeros((1, 5, 8), "float32")
+    expected = ops.convert_to_numpy(layer(x, start=3))  # builds the layer eagerly
+    run = jit_compiled(lambda x, start: layer(x, start=start))
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(run(x, np.int32(3))), expected, atol=1e-6
+    )
+    late = ops.convert_to_numpy(run(x, np.int32(7)))[0]  # positions 7..11
+    np.testing.assert_allclose(late[:3], ops.convert_to_numpy(layer.P)[0, 7:], 1e-6)
+    assert np.isnan(late[3:]).all()
+    assert np.isnan(ops.convert_to_numpy(run(x, np.int32(-1)))[0, 0]).all()

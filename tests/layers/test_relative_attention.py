@@ -97,6 +97,7 @@ def test_harness(tmp_path, options):
         {"num_hiddens": 8, "num_heads": 2, **options},
         {"inputs": X, "valid_lens": np.array([5, 3], "int32")},
         expected_output_shapes=[(2, 5, 8), (2, 2, 5, 5)],
+        expected_num_trainable_weights=4 if "max_relative_position" in options else 2,
         call_kwargs={"return_attention_scores": True},
         tmp_path=tmp_path,
     )

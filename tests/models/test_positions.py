@@ -7,21 +7,11 @@ import numpy as np
 import pytest
 
 from keras_selfattn.layers import LearnedPositionalEncoding, PositionalEncoding
-from keras_selfattn.models import ModelConfig, TransformerEncoderBlock, build_seq2seq
-from tests.harness import run_layer_test
+from keras_selfattn.models import ModelConfig, build_seq2seq
+from tests.models import test_seq2seq
+from tests.models.test_seq2seq import SOURCE, TARGET_IN
 
-TINY = {
-    "num_hiddens": 16,
-    "num_heads": 2,
-    "num_layers": 2,
-    "ffn_hiddens": 32,
-    "decoder_units": 16,
-    "embedding_dim": 8,
-    "dropout": 0.0,
-    "max_relative_position": 3,
-}
-SOURCE = np.array([[5, 6, 7, 8, 9, 0], [9, 4, 0, 0, 0, 0]], "int32")
-TARGET_IN = np.array([[2, 4, 5, 6], [2, 7, 0, 0]], "int32")
+TINY = {**test_seq2seq.TINY, "dropout": 0.0, "max_relative_position": 3}
 
 
 def predict(model, source=SOURCE, target_in=TARGET_IN):
@@ -72,25 +62,6 @@ def test_keras_round_trip_gives_identical_outputs(tmp_path, position):
     model.save(path)
     loaded = keras.saving.load_model(path, safe_mode=True)
     np.testing.assert_array_equal(predict(loaded), predict(model))
-
-
-def test_relative_encoder_block_through_the_harness(tmp_path):
-    x = np.random.default_rng(0).normal(size=(2, 5, 8)).astype("float32")
-    run_layer_test(
-        TransformerEncoderBlock,
-        {
-            "num_hiddens": 8,
-            "num_heads": 2,
-            "ffn_hiddens": 16,
-            "norm_first": True,
-            "max_relative_position": 2,
-        },
-        {"inputs": x},
-        expected_output_shapes=[(2, 5, 8)],
-        mixed_precision_atol=3e-2,
-        run_fresh_process_load=False,  # the .keras round trip is tested above, on whole models
-        tmp_path=tmp_path,
-    )
 
 
 def test_config_validates_and_old_configs_default_to_sinusoidal():

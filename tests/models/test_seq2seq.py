@@ -1,4 +1,5 @@
 import dataclasses
+import json
 
 import keras
 import numpy as np
@@ -9,7 +10,9 @@ import keras_selfattn
 from keras_selfattn.models import (
     DecoderBridge,
     MaskedAccuracy,
+    MaskedCrossEntropy,
     ModelConfig,
+    Seq2Seq,
     TransformerEncoderBlock,
     build_seq2seq,
     masked_loss,
@@ -161,23 +164,31 @@ def test_config_rejects_unknown_fields_and_round_trips():
     assert ModelConfig.from_dict(dataclasses.asdict(config)) == config
 
 
-def test_encoder_block_through_the_harness(tmp_path):
+@pytest.mark.parametrize(
+    "options, weights, fresh_process_load",
+    [
+        ({"norm_first": False}, 10, False),
+        ({"norm_first": True}, 10, True),
+        ({"norm_first": True, "max_relative_position": 2}, 12, False),
+    ],
+    ids=["post_norm", "pre_norm", "pre_norm_relative"],
+)
+def test_encoder_block_through_the_harness(
+    options, weights, fresh_process_load, tmp_path
+):
     x = np.random.default_rng(0).normal(size=(2, 5, 8)).astype("float32")
-    for norm_first in (False, True):
-        run_layer_test(
-            TransformerEncoderBlock,
-            {
-                "num_hiddens": 8,
-                "num_heads": 2,
-                "ffn_hiddens": 16,
-                "norm_first": norm_first,
-            },
-            {"inputs": x},
-            expected_output_shapes=[(2, 5, 8)],
-            mixed_precision_atol=3e-2,
-            run_fresh_process_load=norm_first,
-            tmp_path=tmp_path,
-        )
+    run_layer_test(
+        TransformerEncoderBlock,
+        {"num_hiddens": 8, "num_heads": 2, "ffn_hiddens": 16, **options},
+        {"inputs": x},
+        expected_output_shapes=[(2, 5, 8)],
+        expected_num_trainable_weights=weights,
+        mixed_precision_atol=3e-2,
+        # One fresh-process load is enough here: whole models are reloaded in
+        # test_keras_save_and_load_give_identical_outputs and test_positions.py.
+        run_fresh_process_load=fresh_process_load,
+        tmp_path=tmp_path,
+    )
 
 
 def test_bridge_is_the_masked_mean():
@@ -189,4 +200,126 @@ def test_bridge_is_the_masked_mean():
     mean = np.stack([memory[0, :2].mean(0), memory[1, :1].mean(0)])
     np.testing.assert_allclose(
         ops.convert_to_numpy(states[1]), np.tanh(mean @ kernel + bias), atol=1e-5
+    )
+
+
+# --------------------------------------------------- the decoding API (issue 14 §3)
+@pytest.mark.parametrize(
+    "options", [{}, {"rnn_type": "lstm", "decoder_layers": 2, "norm_first": True}]
+)
+def test_decode_steps_equal_the_full_pass(options):
+    model = tiny_model(**options)
+    assert isinstance(model, Seq2Seq)
+    full = predict(model)
+    state = model.initial_decoder_state(SOURCE)
+    encoded = model.encode(SOURCE)
+    np.testing.assert_array_equal(
+        ops.convert_to_numpy(encoded["memory_mask"]), SOURCE != 0
+    )
+    assert len(encoded["initial_state"]) == model.decoder.cell.num_recurrent_states
+    for t in range(TARGET_IN.shape[1]):
+        weights = ops.convert_to_numpy(model.decoder_attention(state))
+        np.testing.assert_allclose(weights.sum(-1), 1.0, atol=1e-5)
+        assert np.all(weights[SOURCE == 0] == 0)
+        logits, state = model.decode_step(TARGET_IN[:, t], state)
+        assert logits.dtype == "float32"
+        np.testing.assert_allclose(ops.convert_to_numpy(logits), full[:, t], atol=1e-5)
+
+
+def test_reorder_decoder_state_gathers_only_the_recurrent_states():
+    model = tiny_model()
+    state = model.initial_decoder_state(SOURCE)
+    cell = model.decoder.cell
+    _, state = model.decode_step(np.array([2, 2], "int32"), state)
+    swapped = model.reorder_decoder_state(state, np.array([1, 0]))
+    before, after = cell.unpack_states(state), cell.unpack_states(swapped)
+    np.testing.assert_array_equal(
+        ops.convert_to_numpy(after.recurrent[0]),
+        ops.convert_to_numpy(before.recurrent[0])[::-1],
+    )
+    assert after.memory is before.memory
+
+
+def test_config_round_trip_rebuilds_the_same_model():
+    model = tiny_model(position="rotary", rnn_type="lstm")
+    config = json.loads(json.dumps(model.get_config()))
+    assert config["config"]["position"] == "rotary" and config["seed"] is None
+    clone = Seq2Seq.from_config(config)
+    clone.set_weights(model.get_weights())
+    np.testing.assert_array_equal(predict(clone), predict(model))
+    assert model.model_config == ModelConfig(
+        **{**vars(ModelConfig()), **config["config"]}
+    )
+
+
+def test_mixed_precision_policy_survives_a_keras_round_trip(tmp_path):
+    keras.config.set_dtype_policy("mixed_bfloat16")
+    model = tiny_model()
+    keras.config.set_dtype_policy("float32")
+    path = tmp_path / "model.keras"
+    model.save(path)
+    loaded = keras.saving.load_model(path)
+    assert loaded.decoder.cell.compute_dtype == "bfloat16"
+    assert loaded.logits_dense.compute_dtype == "float32"
+    np.testing.assert_array_equal(predict(loaded), predict(model))
+
+
+# ------------------------------------------------ the loss (issue 12 §4, issue 13)
+def test_label_smoothing_against_a_hand_computation_and_keras():
+    logits = np.array([[[2.0, 0.0, 1.0, -1.0], [0.5, 0.5, 3.0, 0.0]]], "float32")
+    y_true = np.array([[2, 0]])  # the second position is padding
+    eps = 0.2
+    log_p = logits[0, 0] - np.log(np.exp(logits[0, 0]).sum())
+    # smoothed target: (1 - eps) on class 2, eps / 4 on each of the 4 classes
+    hand = -((1 - eps) * log_p[2] + eps / 4 * log_p.sum())
+    got = float(masked_loss(label_smoothing=eps)(y_true, logits))
+    np.testing.assert_allclose(got, hand, rtol=1e-6)
+    # A peer: Keras' dense cross-entropy with the same smoothing, padding weighted 0.
+    one_hot = np.eye(4, dtype="float32")[y_true]
+    peer = keras.losses.CategoricalCrossentropy(from_logits=True, label_smoothing=eps)
+    rng = np.random.default_rng(0)
+    logits = rng.normal(size=(3, 5, 7)).astype("float32")
+    y_true = rng.integers(1, 7, size=(3, 5))
+    y_true[0, 3:] = 0
+    y_true[2, 1:] = 0
+    keep = (y_true != 0).astype("float32")
+    one_hot = np.eye(7, dtype="float32")[y_true]
+    expected = float(peer(one_hot, logits, sample_weight=keep)) * keep.size / keep.sum()
+    np.testing.assert_allclose(
+        float(masked_loss(label_smoothing=eps)(y_true, logits)), expected, rtol=1e-5
+    )
+    # Padding logits do not matter; eps = 0 is the plain loss.
+    changed = logits.copy()
+    changed[y_true == 0] = 1e4
+    np.testing.assert_allclose(
+        float(masked_loss(label_smoothing=eps)(y_true, changed)), expected, rtol=1e-5
+    )
+    plain = keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=0)
+    np.testing.assert_allclose(
+        float(masked_loss()(y_true, logits)), float(plain(y_true, logits)), rtol=1e-6
+    )
+    with pytest.raises(ValueError, match="label_smoothing=1.0"):
+        masked_loss(label_smoothing=1.0)
+
+
+def test_masked_loss_compiles_both_ways_and_serializes(tmp_path):
+    """compile(loss=masked_loss) and compile(loss=masked_loss(...)); a .keras round trip."""
+    model = tiny_model()
+    target_out = np.array([[4, 5, 6, 3], [7, 3, 0, 0]], "int32")
+    inputs = {"source": SOURCE, "target_in": TARGET_IN}
+    logits = predict(model)
+    for loss, smoothing in (
+        (masked_loss, 0.0),
+        (masked_loss(label_smoothing=0.1), 0.1),
+    ):
+        model.compile(optimizer="sgd", loss=loss)
+        value = model.evaluate(inputs, target_out, verbose=0)
+        reference = MaskedCrossEntropy(label_smoothing=smoothing)(target_out, logits)
+        np.testing.assert_allclose(value, float(reference), rtol=1e-5)
+    path = tmp_path / "model.keras"
+    model.save(path)
+    loaded = keras.saving.load_model(path)
+    assert loaded.loss.label_smoothing == 0.1
+    np.testing.assert_allclose(
+        loaded.evaluate(inputs, target_out, verbose=0), value, rtol=1e-6
     )
