@@ -6,14 +6,12 @@ from keras_selfattn.training.backup import (
     restore_backup,
 )
 from keras_selfattn.training.config import TrainConfig, load_run_config, save_run_config
-from keras_selfattn.training.distributed import (
-    PeerUnreachableError,
-    SyncedLossScaleOptimizer,
-    audit_train_step,
-    keras_multi_worker_fix,
-    use_per_replica_xla,
-)
+from keras_selfattn.training.distributed import PeerUnreachableError
+from keras_selfattn.training.keras_fix import keras_multi_worker_fix
+from keras_selfattn.training.loss_scale import SyncedLossScaleOptimizer
+from keras_selfattn.training.per_replica_xla import use_per_replica_xla
 from keras_selfattn.training.strategy import STRATEGIES, get_strategy, split_cpu
+from keras_selfattn.training.tpu_audit import audit_train_step
 from keras_selfattn.training.train import (
     TrainResult,
     dtype_policy,
