@@ -25,10 +25,11 @@ __all__ = [
     "keras_needs_multi_worker_fix",
 ]
 
-# [first, end): the Keras releases that carry both bugs. Checked on 3.15.1 (this
-# project's pin) by the multi-worker tests; the code is the same since 3.0 (the
-# first Keras 3) and on the main branch as of keras 3.15. Widen the range only
-# after `tests/training/test_keras_fix.py` shows that a new release still needs it.
+# [first, end): the Keras releases that carry both bugs. Checked on 3.15.1 (the
+# version in constraints.txt) by the multi-worker tests; the code is the same
+# since 3.0 (the first Keras 3) and on the main branch as of keras 3.15. Widen the
+# range only after `tests/training/test_keras_fix.py` shows that a new release
+# still needs it.
 KERAS_FIX_VERSIONS = ((3, 0), (3, 16))
 # "auto" (the version guard decides), "on" (force it: a newer Keras that still
 # fails) or "off" (stock Keras: the test that proves the fix is still needed).
