@@ -41,13 +41,15 @@ setup(
         # when its tensorflow-text exists and the check passed.
         "tensorflow>=2.16.1,<2.22",
         "tensorflow-text>=2.16.1,<2.22",
-        # 3.7: keras.tree.flatten_with_path. The keras#20585 fix guards its own
-        # versions (training/keras_fix.py); the layers use only public Keras.
-        "keras>=3.7,<4",
+        # 3.9: keras.export.ExportArchive.track() of the tokenizers' lookup
+        # tables (3.7 and 3.8 export "an untracked resource" error; 3.7 also
+        # brought keras.tree.flatten_with_path). The keras#20585 fix guards its own
+        # versions (training/keras_fix.py).
+        "keras>=3.9,<4",
         "numpy>=1.26",
         "packaging>=22",
         "sacrebleu>=2.0,<3",
-        "babel>=2.12",
+        "babel>=2.12.1",
     ],
     extras_require={
         "plots": ["matplotlib>=3.8"],
