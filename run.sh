@@ -3,7 +3,8 @@
 #   ./run.sh demo [ARGS...]   the main job on the bundled data (writes ./runs/demo)
 #   ./run.sh test [ARGS...]   the whole test suite (slow tests included)
 #   ./run.sh lint             ruff format --check and ruff check over the tree
-# Each creates ./.venv with Python 3.11 on first use and installs the package into it.
+# Each creates ./.venv with Python 3.11 on first use and installs the package into it
+# with the exact versions of constraints.txt.
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -16,10 +17,12 @@ ensure_env() {
   if [ ! -x "$VENV/bin/python" ]; then
     "$PYTHON" -m venv "$VENV"
   fi
-  # Reinstall when setup.py changed since the last install.
-  if [ ! -f "$STAMP" ] || [ setup.py -nt "$STAMP" ]; then
+  # Reinstall when setup.py or constraints.txt changed since the last install.
+  # constraints.txt holds the exact versions of the reproducible path; setup.py
+  # only the ranges a user's own environment may take.
+  if [ ! -f "$STAMP" ] || [ setup.py -nt "$STAMP" ] || [ constraints.txt -nt "$STAMP" ]; then
     "$VENV/bin/python" -m pip install --quiet --upgrade pip
-    "$VENV/bin/python" -m pip install --quiet -e ".[test,plots,serving]"
+    "$VENV/bin/python" -m pip install --quiet -c constraints.txt -e ".[test,plots,serving]"
     touch "$STAMP"
   fi
 }

@@ -1,4 +1,5 @@
-"""Installs keras_selfattn. Dependency pins live here; tool settings in pyproject.toml."""
+"""Installs keras_selfattn. Supported dependency ranges live here, the exact versions of
+the reproducible path in constraints.txt; tool settings in pyproject.toml."""
 
 import pathlib
 import re
@@ -29,18 +30,30 @@ setup(
     # listed here only, without include_package_data, setuptools does not take it
     # for an undeclared package).
     package_data={"keras_selfattn.text": ["data/*.tsv"]},
+    # Ranges, not pins: the package installs beside a user's own stack. The floors
+    # and ceilings are the versions scripts/check_versions.sh ran (README:
+    # "Supported versions"); constraints.txt holds the exact set ./run.sh installs.
     install_requires=[
-        # tensorflow-text's minor version must equal tensorflow's.
-        "tensorflow==2.21.0",
-        "tensorflow-text==2.21.1",
-        "keras==3.15.1",
+        # tensorflow-text's minor version must equal tensorflow's. The two ranges
+        # are the same, and every tensorflow-text release requires tensorflow of
+        # its own minor (tensorflow-text 2.M.x: tensorflow>=2.M,<2.M+1), so pip
+        # installs a matching pair; a new TensorFlow minor enters the ranges only
+        # when its tensorflow-text exists and the check passed.
+        "tensorflow>=2.16.1,<2.22",
+        "tensorflow-text>=2.16.1,<2.22",
+        # 3.9: keras.export.ExportArchive.track() of the tokenizers' lookup
+        # tables (3.7 and 3.8 export "an untracked resource" error; 3.7 also
+        # brought keras.tree.flatten_with_path). The keras#20585 fix guards its own
+        # versions (training/keras_fix.py).
+        "keras>=3.9,<4",
         "numpy>=1.26",
-        "sacrebleu==2.6.0",
-        "babel==2.19.0",
+        "packaging>=22",
+        "sacrebleu>=2.0,<3",
+        "babel>=2.12.1",
     ],
     extras_require={
         "plots": ["matplotlib>=3.8"],
-        "serving": ["tensorflow-serving-api==2.21.0"],
+        "serving": ["tensorflow-serving-api>=2.16.1,<2.22"],
         "test": [
             "pytest>=8",
             # pinned: each ruff release changes its default rules and formatting
@@ -49,7 +62,7 @@ setup(
             "hypothesis>=6.100",
             "jax[cpu]>=0.4.30",
             "matplotlib>=3.8",
-            "tensorflow-serving-api==2.21.0",
+            "tensorflow-serving-api>=2.16.1,<2.22",
         ],
     },
     entry_points={"console_scripts": ["keras-selfattn=keras_selfattn.cli:main"]},

@@ -6,8 +6,8 @@ from keras_selfattn import plotting, serving
 from keras_selfattn.inference import Translator, evaluate, format_metrics
 from keras_selfattn.models import ModelConfig
 from keras_selfattn.text.tokenizers import JOINER
-from keras_selfattn.training import TrainConfig, train, write_metrics
-from keras_selfattn.training.train import SPLITS_DIR
+from keras_selfattn.training import TrainConfig, train
+from keras_selfattn.training.train import SPLITS_DIR, write_metrics
 
 PLOTS_DIR = "plots"
 EXPORT_DIR = "export"  # RUN_DIR/export/<model name>/<version>: TF Serving's layout

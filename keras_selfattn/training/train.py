@@ -31,13 +31,13 @@ from keras_selfattn.training.config import (
     save_run_config,
 )
 from keras_selfattn.training.distributed import (
-    SyncedLossScaleOptimizer,
     all_workers_values,
-    keras_multi_worker_fix,
     lost_peers_are_errors,
-    use_per_replica_xla,
     worker_role,
 )
+from keras_selfattn.training.keras_fix import keras_multi_worker_fix
+from keras_selfattn.training.loss_scale import SyncedLossScaleOptimizer
+from keras_selfattn.training.per_replica_xla import use_per_replica_xla
 from keras_selfattn.training.strategy import get_strategy
 
 MODEL_FILE = "model.keras"

@@ -276,6 +276,10 @@ def test_sample_sources_come_from_the_run(text_run_dir, tmp_path):
         text_run_dir, tmp_path / "bare", ignore=shutil.ignore_patterns("splits")
     )
     (sample,) = serving.sample_sources(bare)
-    vocabulary = text.PairTokenizer.load(bare).source.vocabulary.tokens
-    words = sample.split()
-    assert words and set(words) <= set(vocabulary[len(text.RESERVED_TOKENS) :])
+    source = text.PairTokenizer.load(bare).source
+    # Every token of the sample is in the vocabulary (glued pieces such as "1" +
+    # joiner-marked "9" detokenize to "19": compare tokens, not words).
+    tokens = [t.decode("utf-8") for t in source.tokenize([sample]).to_list()[0]]
+    assert tokens and set(tokens) <= set(
+        source.vocabulary.tokens[len(text.RESERVED_TOKENS) :]
+    )

@@ -25,10 +25,8 @@ import tensorflow as tf
 from keras_selfattn import text
 from keras_selfattn.models import ModelConfig
 from keras_selfattn.training import TrainConfig, dtype_policy, get_strategy
-from keras_selfattn.training.distributed import (
-    SyncedLossScaleOptimizer,
-    use_per_replica_xla,
-)
+from keras_selfattn.training.loss_scale import SyncedLossScaleOptimizer
+from keras_selfattn.training.per_replica_xla import use_per_replica_xla
 from keras_selfattn.training.train import (
     _tokenizer_configs,
     build_and_compile,

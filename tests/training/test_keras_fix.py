@@ -10,8 +10,8 @@ import keras
 import pytest
 import tensorflow as tf
 
-from keras_selfattn.training import distributed
-from keras_selfattn.training.distributed import (
+from keras_selfattn.training import keras_fix
+from keras_selfattn.training.keras_fix import (
     KERAS_FIX_ENV,
     keras_multi_worker_fix,
     keras_needs_multi_worker_fix,
@@ -52,7 +52,7 @@ def test_the_environment_overrides_the_guard(monkeypatch):
 
 def _stock_keras_has_the_bugs():
     """Reads the installed Keras: are the two lines the fix replaces still there?"""
-    trainer = distributed._keras_tf_trainer()
+    trainer = keras_fix._keras_tf_trainer()
     build = inspect.getsource(trainer.TensorFlowTrainer._maybe_symbolic_build)
     reduce = inspect.getsource(trainer.reduce_per_replica)
     compact = "".join(build.split())
@@ -78,7 +78,7 @@ def test_the_guard_is_right_for_the_installed_keras():
 
 
 def test_the_fix_is_scoped_to_multi_worker_fits(monkeypatch):
-    trainer = distributed._keras_tf_trainer()
+    trainer = keras_fix._keras_tf_trainer()
     stock = (
         trainer.TensorFlowTrainer._maybe_symbolic_build,
         trainer.reduce_per_replica,
@@ -102,7 +102,7 @@ def test_the_fix_is_scoped_to_multi_worker_fits(monkeypatch):
 
 
 def test_a_newer_keras_runs_stock_with_a_warning(monkeypatch):
-    monkeypatch.setattr(distributed, "KERAS_FIX_VERSIONS", ((3, 0), (3, 1)))
+    monkeypatch.setattr(keras_fix, "KERAS_FIX_VERSIONS", ((3, 0), (3, 1)))
     if keras_needs_multi_worker_fix():
         pytest.skip("the installed Keras is 3.0.x")
     with (
@@ -118,7 +118,7 @@ def test_the_fixed_reduction_keeps_single_worker_behaviour(monkeypatch):
     strategy = tf.distribute.get_strategy()
     values = {"loss": tf.constant(1.5), "accuracy": tf.constant([0.25, 0.5])}
     with keras_multi_worker_fix():
-        reduced = distributed._keras_tf_trainer().reduce_per_replica(
+        reduced = keras_fix._keras_tf_trainer().reduce_per_replica(
             values, strategy, "auto"
         )
     assert float(reduced["loss"]) == 1.5 and reduced["accuracy"].shape == (2,)

@@ -226,7 +226,7 @@ def test_a_killed_worker_resumes_from_its_backup(tmp_path, data, uninterrupted):
 
 def test_stock_keras_fails_without_the_fix(tmp_path, data):
     """Proves the guard: on this Keras, switching the fix off brings keras#20585 back."""
-    from keras_selfattn.training.distributed import (
+    from keras_selfattn.training.keras_fix import (
         KERAS_FIX_ENV,
         keras_needs_multi_worker_fix,
     )

@@ -1,13 +1,10 @@
-"""Strategy selection, the TPU path on a machine without a TPU, the start-up rendezvous, mixed precision."""
+"""Strategy selection, the TPU path on a machine without a TPU, the TPU audit of train's own step, mixed precision."""
 
-import json
 import subprocess
 import sys
-import threading
 import time
 
 import keras
-import numpy as np
 import pytest
 import tensorflow as tf
 
@@ -16,14 +13,9 @@ from keras_selfattn.cli import build_parser
 from keras_selfattn.models import ModelConfig
 from keras_selfattn.training import TrainConfig, get_strategy
 from keras_selfattn.training.config import same_training
-from keras_selfattn.training.distributed import (
-    PeerUnreachableError,
-    SyncedLossScaleOptimizer,
-    audit_train_step,
-    read_cluster,
-    wait_for_peers,
-    worker_role,
-)
+from keras_selfattn.training.distributed import worker_role
+from keras_selfattn.training.loss_scale import SyncedLossScaleOptimizer
+from keras_selfattn.training.tpu_audit import audit_train_step
 from keras_selfattn.training.train import (
     _tokenizer_configs,
     build_and_compile,
@@ -79,27 +71,6 @@ def test_strategy_names_and_the_default(monkeypatch):
         get_strategy("multi_worker")
 
 
-def test_tf_config_is_read_chief_first(monkeypatch):
-    config = {
-        "cluster": {"worker": ["h1:1", "h2:2"], "chief": ["h0:0"]},
-        "task": {"type": "worker", "index": 1},
-    }
-    cluster = read_cluster(json.dumps(config))
-    assert [t[2] for t in cluster.tasks] == ["h0:0", "h1:1", "h2:2"]
-    assert cluster.me == 2 and cluster.address == "h2:2" and len(cluster.peers) == 2
-    assert (
-        read_cluster(
-            '{"cluster": {"worker": ["h1:1"]}, "task": {"type": "worker", "index": 0}}'
-        )
-        is None
-    )
-    assert read_cluster("") is None
-    with pytest.raises(ValueError, match="not valid JSON"):
-        read_cluster("{oops")
-    with pytest.raises(ValueError, match="not one of the cluster's training tasks"):
-        read_cluster(json.dumps({**config, "task": {"type": "worker", "index": 7}}))
-
-
 def test_placement_does_not_block_resuming():
     assert same_training(
         tiny_config(),
@@ -141,49 +112,6 @@ def test_cli_flags_for_the_new_fields():
         False,
         "tpu",
     )
-
-
-# --- the start-up rendezvous -------------------------------------------------------------------
-
-
-def _cluster(addresses, index):
-    return read_cluster(
-        json.dumps(
-            {
-                "cluster": {"worker": addresses},
-                "task": {"type": "worker", "index": index},
-            }
-        )
-    )
-
-
-def test_workers_meet_at_start_up():
-    addresses = [f"127.0.0.1:{port}" for port in free_ports(2)]
-    errors = []
-
-    def late_worker():
-        time.sleep(1.0)  # starts a second after the first
-        try:
-            wait_for_peers(_cluster(addresses, 1), timeout=20)
-        except Exception as error:  # noqa: BLE001  (reported below)
-            errors.append(error)
-
-    thread = threading.Thread(target=late_worker)
-    thread.start()
-    wait_for_peers(_cluster(addresses, 0), timeout=20)
-    thread.join(30)
-    assert not thread.is_alive() and not errors
-
-
-def test_a_missing_peer_is_named_within_the_timeout():
-    addresses = [f"127.0.0.1:{port}" for port in free_ports(3)]
-    started = time.monotonic()
-    with pytest.raises(
-        PeerUnreachableError,
-        match=rf"could not reach worker 1 at {addresses[1]}, worker 2 at ",
-    ):
-        wait_for_peers(_cluster(addresses, 0), timeout=1.5)
-    assert time.monotonic() - started < 10
 
 
 # --- the TPU path, without a TPU --------------------------------------------------------------
@@ -264,23 +192,6 @@ def test_the_train_step_is_ready_for_a_tpu(prepared):
     assert {"PyFunc", "EagerPyFunc", "PrintV2"}.isdisjoint(audit.op_types)
     # The audit sees what would break a TPU: a partial last batch (validation keeps it)...
     assert not audit_train_step(model, valid_ds).static_inputs
-
-
-def test_the_audit_finds_host_ops():
-    def on_the_host(x):
-        return tf.ensure_shape(
-            tf.py_function(lambda t: t * 2.0, [x], tf.float32), x.shape
-        )
-
-    inputs = keras.Input((4,), batch_size=8)
-    hosted = keras.layers.Lambda(on_the_host, output_shape=(8, 4))(inputs)
-    model = keras.Model(inputs, keras.layers.Dense(1)(hosted))
-    model.compile("sgd", "mse")
-    data = tf.data.Dataset.from_tensor_slices(
-        (np.ones((16, 4), "float32"), np.ones((16, 1), "float32"))
-    )
-    audit = audit_train_step(model, data.batch(8, drop_remainder=True))
-    assert "EagerPyFunc" in audit.host_ops and not audit.ok
 
 
 # --- mixed precision -----------------------------------------------------------------------------
