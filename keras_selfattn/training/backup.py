@@ -70,24 +70,32 @@ def read_backup(directory, epoch):
         return json.load(handle)
 
 
+def _seed_variables(model):
+    return [v for v in model.variables if "seed_generator" in v.path]
+
+
 def seed_states(model):
-    """The states of the model's random-seed generators (dropout): path -> list of ints.
+    """The states of the model's random-seed generators (dropout), in model order.
 
     ``model.save_weights`` does not hold them; without them a resumed run with
-    dropout on draws other masks than an uninterrupted one.
+    dropout on draws other masks than an uninterrupted one. (By position, not by
+    path: Keras numbers the generators' names per process.)
     """
-    return {
-        v.path: [int(x) for x in v.numpy().reshape(-1)]
-        for v in model.variables
-        if "seed_generator" in v.path
-    }
+    return [[int(x) for x in v.numpy().reshape(-1)] for v in _seed_variables(model)]
 
 
 def restore_seed_states(model, states):
-    """Assigns states saved by `seed_states` back (by variable path)."""
-    for v in model.variables:
-        if v.path in (states or {}):
-            v.assign(np.asarray(states[v.path], v.dtype).reshape(v.shape))
+    """Assigns states saved by `seed_states` back, generator by generator."""
+    if states is None:
+        return
+    variables = _seed_variables(model)
+    if len(variables) != len(states):
+        raise ValueError(
+            f"The backup holds {len(states)} random-generator states but the model "
+            f"has {len(variables)}: it was made by another model"
+        )
+    for v, state in zip(variables, states, strict=True):
+        v.assign(np.asarray(state, v.dtype).reshape(v.shape))
 
 
 def restore_backup(model, directory, epoch):
