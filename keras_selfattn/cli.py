@@ -80,9 +80,61 @@ def build_parser():
         "--epochs", type=int, default=None, help="override the demo's epoch count"
     )
 
-    train = sub.add_parser("train", help="train on a source<TAB>target file")
+    build_vocab = sub.add_parser(
+        "build-vocab",
+        help="learn the vocabularies from pair files, in bounded memory",
+    )
+    build_vocab.add_argument(
+        "--data",
+        action="append",
+        required=True,
+        help="pair file or glob pattern (.gz read); repeat for more",
+    )
+    build_vocab.add_argument(
+        "--out", required=True, help="directory for the vocabularies + tokenizer.json"
+    )
+    build_vocab.add_argument(
+        "--overwrite", action="store_true", help="replace vocabularies in --out"
+    )
+    _add_config_arguments(
+        build_vocab,
+        TrainConfig,
+        "tokenizer",
+        skip=[
+            f.name
+            for f in dataclasses.fields(TrainConfig)
+            if f.name not in TrainConfig.VOCAB_FIELDS
+        ],
+    )
+
+    train = sub.add_parser("train", help="train on source<TAB>target pair files")
     train.add_argument(
-        "--data", required=True, help="TSV file of source<TAB>target pairs"
+        "--data",
+        action="append",
+        required=True,
+        help="pair file or glob pattern (shards/*.tsv.gz), streamed; repeat for more",
+    )
+    train.add_argument(
+        "--valid-data",
+        action="append",
+        default=None,
+        help="validation pair file(s) (default: held out of --data)",
+    )
+    train.add_argument(
+        "--test-data",
+        action="append",
+        default=None,
+        help="test pair file(s) (default: held out of --data)",
+    )
+    train.add_argument(
+        "--vocab",
+        default=None,
+        help="vocabularies from build-vocab, or a run directory (default: learned)",
+    )
+    train.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace a finished run or a directory holding other files",
     )
     train.add_argument(
         "--out",
@@ -167,7 +219,16 @@ def _run(args):
 
         model_config = _config_from_args(ModelConfig, args)
         train_config = _config_from_args(TrainConfig, args)
-        result = train(args.data, args.out, model_config, train_config)
+        result = train(
+            args.data,
+            args.out,
+            model_config,
+            train_config,
+            valid_data=args.valid_data,
+            test_data=args.test_data,
+            vocab=args.vocab,
+            overwrite=args.overwrite,
+        )
         if not result.is_chief:  # the chief evaluates and writes the run directory
             print(
                 f"worker {result.worker_index} done; history: {json.dumps(result.history)}"
@@ -175,6 +236,18 @@ def _run(args):
             return 0
         report(result)
         print(f"run directory: {result.run_dir}")
+        return 0
+
+    if args.command == "build-vocab":
+        from keras_selfattn.training import TrainConfig
+        from keras_selfattn.workflows import build_vocab
+
+        build_vocab(
+            args.data,
+            args.out,
+            _config_from_args(TrainConfig, args),
+            overwrite=args.overwrite,
+        )
         return 0
 
     if args.command == "evaluate":

@@ -104,6 +104,16 @@ class TrainConfig:
         "tokenizer_ops": ("tensorflow_text", "core"),
     }
 
+    # The fields `workflows.build_vocab` uses (the ``build-vocab`` command's options).
+    VOCAB_FIELDS: ClassVar[tuple] = (
+        "source_tokenizer",
+        "target_tokenizer",
+        "split_digits",
+        "tokenizer_ops",
+        "vocab_sample_lines",
+        "skip_malformed",
+    )
+
     def __post_init__(self):
         self.split = tuple(self.split)
         for name in (

@@ -350,7 +350,11 @@ def shuffled_batches(
         with tf.control_dependencies([counters.target_tokens.assign_add(real)]):
             return inputs, tf.identity(target_out)
 
-    return batches.map(count_tokens).with_options(_options(auto_shard)).prefetch(tf.data.AUTOTUNE)
+    return (
+        batches.map(count_tokens)
+        .with_options(_options(auto_shard))
+        .prefetch(tf.data.AUTOTUNE)
+    )
 
 
 def first_pass_fits(run_data, tokenizer, model_config, train_config, counters):
