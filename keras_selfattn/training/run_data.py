@@ -6,12 +6,11 @@ and test pairs (``valid_data``/``test_data`` files, else one pass splitting by
 source fingerprint, `text.fingerprint_split`), and records in ``RUN_DIR/data.json``
 a fingerprint of the files (names, sizes, a hash of their first MiB), the
 thresholds and the counts: a resumed run reads them back instead of scanning
-again, and refuses data that changed. `training_stream` and `validation_batches`
-build the ``tf.data`` pipelines; nothing in them grows with the corpus.
+again, and refuses data that changed. `training_pairs` streams the training pairs;
+`run_batches` turns them into batches. Nothing here grows with the corpus.
 """
 
 import dataclasses
-import hashlib
 import json
 import os
 import pathlib
@@ -20,28 +19,23 @@ import tensorflow as tf
 
 from keras_selfattn import text
 from keras_selfattn.text import fingerprint_split, stream
-from keras_selfattn.text.dataset import (
-    batch_by_length,
-    encode_within_limits,
+from keras_selfattn.training.data_fingerprint import (
+    describe_data_change,
+    file_fingerprint,
 )
 
 __all__ = [
     "DATA_FILE",
     "PAIRS_FILE",
+    "SPLITS_DIR",
     "RunData",
-    "auto_shard_policy",
-    "first_pass_fits",
     "prepare_run_data",
-    "shuffled_batches",
     "training_pairs",
-    "training_stream",
-    "validation_batches",
 ]
 
 DATA_FILE = "data.json"
 PAIRS_FILE = "pairs.tsv"
 SPLITS_DIR = "splits"
-_HEAD_BYTES = 1 << 20
 
 
 @dataclasses.dataclass
@@ -64,39 +58,6 @@ class RunData:
     test: list
     train_pairs: int | None
     fingerprint: dict
-
-
-def _file_fingerprint(name):
-    with tf.io.gfile.GFile(name, "rb") as handle:
-        head = handle.read(_HEAD_BYTES)
-    return {
-        "file": name,
-        "bytes": tf.io.gfile.stat(name).length,
-        "head_sha256": hashlib.sha256(head).hexdigest(),
-    }
-
-
-def describe_data_change(saved: dict, current: dict) -> str | None:
-    """What differs between two data fingerprints, in words (None: the same data)."""
-    for role in ("data", "valid_data", "test_data", "settings"):
-        before, after = saved.get(role), current.get(role)
-        if before == after:
-            continue
-        if role == "settings":
-            return f"the data settings changed from {before} to {after}"
-        if not before or not after or len(before) != len(after):
-            names = [entry["file"] for entry in before or []]
-            new_names = [entry["file"] for entry in after or []]
-            return f"--{role.replace('_', '-')} changed from {names} to {new_names}"
-        for old, new in zip(before, after, strict=True):
-            if old != new:
-                if old["file"] != new["file"]:
-                    return f"--{role.replace('_', '-')} file {old['file']} became {new['file']}"
-                return (
-                    f"{new['file']} changed since the run started "
-                    f"({old['bytes']} -> {new['bytes']} bytes)"
-                )
-    return None
 
 
 def _read_bounded(patterns, limit, train_config):
@@ -158,15 +119,15 @@ def prepare_run_data(data, run_dir, train_config, *, valid_data=None, test_data=
         "skip_malformed": train_config.skip_malformed,
     }
     fingerprint = {
-        "data": [_file_fingerprint(f) for f in files],
+        "data": [file_fingerprint(f) for f in files],
         "settings": settings,
     }
     if valid_data is not None:
         valid_files = stream.resolve_data_files(valid_data)
-        fingerprint["valid_data"] = [_file_fingerprint(f) for f in valid_files]
+        fingerprint["valid_data"] = [file_fingerprint(f) for f in valid_files]
     if test_data is not None:
         test_files = stream.resolve_data_files(test_data)
-        fingerprint["test_data"] = [_file_fingerprint(f) for f in test_files]
+        fingerprint["test_data"] = [file_fingerprint(f) for f in test_files]
 
     record_path = run_dir / DATA_FILE
     split_dir = run_dir / SPLITS_DIR
@@ -257,151 +218,3 @@ def training_pairs(run_data, train_config, *, repeat=False, counters=None):
     """The training ``(source, target)`` strings of a run, in file order."""
     pairs = _base_stream(run_data.files, train_config, repeat=repeat, counters=counters)
     return run_data.split.train_filter(pairs) if run_data.split else pairs
-
-
-def _options(auto_shard):
-    options = tf.data.Options()
-    options.deterministic = True
-    # The counters and the tokenizer's tables are state outside the iterator: the
-    # counters are checkpointed beside it, the tables never change.
-    options.experimental_external_state_policy = (
-        tf.data.experimental.ExternalStatePolicy.IGNORE
-    )
-    options.experimental_distribute.auto_shard_policy = auto_shard
-    return options
-
-
-def _limits(model_config):
-    return {
-        "max_source_length": model_config.max_source_len,
-        "max_target_length": model_config.max_target_len + 1,
-    }
-
-
-def training_stream(
-    run_data,
-    tokenizer,
-    model_config,
-    train_config,
-    *,
-    counters,
-    replicas=1,
-    workers=1,
-    num_buckets=None,
-):
-    """The endless, shuffled, length-bucketed training batches of a run.
-
-    Files are read again and again (their order reshuffled each pass), pairs are
-    tokenized and length-checked inside ``tf.data`` (`encode_within_limits`,
-    counted in ``counters``, with the real target tokens of each batch made),
-    shuffled in a buffer of ``shuffle_buffer`` pairs
-    and batched by length (`batch_by_length`, static shapes per bucket, the last
-    partial batch of each bucket dropped). A function of the seed only. Under
-    several workers, FILE auto-sharding when there are at least as many files as
-    workers (each worker reads only its files), DATA sharding otherwise.
-    """
-    return shuffled_batches(
-        training_pairs(run_data, train_config, repeat=True, counters=counters),
-        tokenizer,
-        model_config,
-        train_config,
-        counters=counters,
-        replicas=replicas,
-        num_buckets=num_buckets,
-        auto_shard=auto_shard_policy(len(run_data.files), workers),
-    )
-
-
-def auto_shard_policy(num_files, workers):
-    """FILE when every worker can have files of its own, DATA otherwise."""
-    policy = tf.data.experimental.AutoShardPolicy
-    return policy.FILE if num_files >= workers > 1 else policy.DATA
-
-
-def shuffled_batches(
-    pairs,
-    tokenizer,
-    model_config,
-    train_config,
-    *,
-    counters=None,
-    replicas=1,
-    num_buckets=None,
-    auto_shard=tf.data.experimental.AutoShardPolicy.DATA,
-):
-    """Endless ``(source, target)`` strings -> shuffled, length-bucketed training batches."""
-    ids = encode_within_limits(
-        pairs, tokenizer, counters=counters, **_limits(model_config)
-    )
-    batches = batch_by_length(
-        ids.shuffle(train_config.shuffle_buffer, seed=train_config.seed),
-        num_buckets=num_buckets or train_config.length_buckets,
-        batch_size=train_config.batch_size,
-        batch_tokens=train_config.batch_tokens,
-        batch_multiple=replicas,
-        drop_remainder=True,
-        **_limits(model_config),
-    )
-    if counters is None:
-        return batches
-
-    def count_tokens(inputs, target_out):
-        real = tf.math.count_nonzero(target_out, dtype=tf.int64)
-        with tf.control_dependencies([counters.target_tokens.assign_add(real)]):
-            return inputs, tf.identity(target_out)
-
-    return (
-        batches.map(count_tokens)
-        .with_options(_options(auto_shard))
-        .prefetch(tf.data.AUTOTUNE)
-    )
-
-
-def first_pass_fits(run_data, tokenizer, model_config, train_config, counters):
-    """Whether any training pair fits the model's limits (reads until the first one that does)."""
-    ids = encode_within_limits(
-        training_pairs(run_data, train_config),
-        tokenizer,
-        counters=counters,
-        **_limits(model_config),
-    )
-    return any(True for _ in ids.take(1))
-
-
-def validation_batches(
-    pairs, tokenizer, model_config, train_config, *, replicas=1, num_buckets=None
-):
-    """The validation batches (bucketed, every pair kept, cached), with a known length.
-
-    Keras reads exactly ``cardinality`` batches, so it never runs past the end
-    (no "Your input ran out of data" warning).
-    """
-    sources = tf.constant([s for s, _ in pairs], tf.string, shape=[len(pairs)])
-    targets = tf.constant([t for _, t in pairs], tf.string, shape=[len(pairs)])
-    ids = encode_within_limits(
-        tf.data.Dataset.from_tensor_slices((sources, targets)),
-        tokenizer,
-        **_limits(model_config),
-    )
-    batches = batch_by_length(
-        ids,
-        num_buckets=num_buckets or train_config.length_buckets,
-        batch_size=train_config.batch_size,
-        batch_tokens=train_config.batch_tokens,
-        batch_multiple=replicas,
-        drop_remainder=False,
-        **_limits(model_config),
-    ).cache()
-    count = int(batches.reduce(tf.constant(0, tf.int64), lambda n, _: n + 1))
-    if not count:
-        raise ValueError(
-            f"None of the {len(pairs)} validation pairs fits the model's limits "
-            f"(max_source_len={model_config.max_source_len}, "
-            f"max_target_len={model_config.max_target_len})"
-        )
-    policy = tf.data.experimental.AutoShardPolicy.DATA
-    return (
-        batches.apply(tf.data.experimental.assert_cardinality(count))
-        .with_options(_options(policy))
-        .prefetch(tf.data.AUTOTUNE)
-    )

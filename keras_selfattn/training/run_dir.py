@@ -12,9 +12,12 @@ import os
 import pathlib
 import shutil
 
+from keras_selfattn.training.distributed import all_workers_values
+
 __all__ = [
     "FINISHED_FILE",
     "claim_run_dir",
+    "finish_run",
     "mark_finished",
     "run_dir_state",
 ]
@@ -90,3 +93,19 @@ def mark_finished(run_dir, summary):
     )
     os.replace(tmp, path)
     return path
+
+
+def finish_run(work_dir, backup_dir, summary, strategy, role):
+    """Marks the run finished (the chief), then removes every worker's backups.
+
+    In this order: a kill in between leaves a finished run, never a run that
+    would train again from scratch.
+    """
+    if role.is_chief:
+        mark_finished(work_dir, summary)
+    shutil.rmtree(backup_dir, ignore_errors=True)
+    all_workers_values(strategy, 0, role)  # a barrier: every worker removed its own
+    try:
+        pathlib.Path(backup_dir).parent.rmdir()
+    except OSError:
+        pass  # another worker's backups are still there, or it is gone already
