@@ -136,9 +136,12 @@ def child_new(args):
 
 
 def child_old(args):
+    import importlib
+
     from keras_selfattn import text
-    from keras_selfattn.training import train
-    from keras_selfattn.training import train as train_module
+
+    train_module = importlib.import_module("keras_selfattn.training.train")
+    train = train_module.train
 
     model, TrainConfig, values = bench_configs()
     config = TrainConfig(**values, epochs=1)

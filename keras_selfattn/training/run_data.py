@@ -107,8 +107,7 @@ def prepare_run_data(data, run_dir, train_config, *, valid_data=None, test_data=
     if not isinstance(data, (str, os.PathLike)) and (
         data and not isinstance(data[0], (str, os.PathLike))
     ):
-        text.write_pairs(run_dir / PAIRS_FILE, data)  # raises on a bad pair
-        data = str(run_dir / PAIRS_FILE)
+        data = str(_write_given_pairs(data, run_dir / PAIRS_FILE))
     files = stream.resolve_data_files(data)
     settings = {
         "seed": train_config.seed,
@@ -196,7 +195,8 @@ def prepare_run_data(data, run_dir, train_config, *, valid_data=None, test_data=
             f"{len(test)} test pairs were held out; give more pairs"
         )
     text.write_pairs(split_dir / "validation.tsv", validation)
-    text.write_pairs(split_dir / "test.tsv", test)
+    if test:  # no empty file: readers of splits/ expect pairs in what they find
+        text.write_pairs(split_dir / "test.tsv", test)
     record = {
         "fingerprint": fingerprint,
         "split": dataclasses.asdict(split) if split else None,
@@ -208,6 +208,20 @@ def prepare_run_data(data, run_dir, train_config, *, valid_data=None, test_data=
     tmp.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
     os.replace(tmp, record_path)
     return RunData(files, split, validation, test, train_pairs, fingerprint)
+
+
+def _write_given_pairs(pairs, path):
+    """Writes a list of pairs to ``path``, unless an interrupted run there holds others."""
+    fresh = text.write_pairs(path.with_name("tmp-" + path.name), pairs)
+    if path.exists() and path.read_bytes() != fresh.read_bytes():
+        fresh.unlink()
+        raise ValueError(
+            f"{path.parent} holds an interrupted run on other data: the pairs given "
+            f"differ from those it started with ({path}). Resume it with the same "
+            "pairs, or choose another run directory (or --overwrite)"
+        )
+    os.replace(fresh, path)
+    return path
 
 
 def _read_optional(path):
