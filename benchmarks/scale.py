@@ -237,9 +237,12 @@ def main():
             print(f"{name} new: {json.dumps(new)}", flush=True)
             old = None
             if args.old:
-                old = run_child(
-                    "old", args.old, path, pathlib.Path(work) / "o", vocab, args
-                )
+                try:
+                    old = run_child(
+                        "old", args.old, path, pathlib.Path(work) / "o", vocab, args
+                    )
+                except RuntimeError as error:  # reported; the other corpora still run
+                    print(f"{name} old: FAILED {error}", flush=True)
                 print(f"{name} old: {json.dumps(old)}", flush=True)
             rows.append((name, built, new, old))
     print()
