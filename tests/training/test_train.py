@@ -173,7 +173,9 @@ def test_an_interrupted_run_resumes_exactly(tmp_path, data, uninterrupted):
     assert (run / "backup" / "worker-0" / "epoch-00001.json").exists()
     # Other data or another configuration: refused, naming what changed.
     other = text.write_pairs(tmp_path / "other.tsv", text.load_bundled_dates()[:310])
-    with pytest.raises(ValueError, match=r"other data: --data changed"):
+    with pytest.raises(
+        ValueError, match=r"other data: --data file .*pairs.tsv became .*other.tsv"
+    ):
         train(str(other), run, TINY_MODEL, config, verbose=0)
     with pytest.raises(ValueError, match="different configuration"):
         train(str(data), run, TINY_MODEL, tiny_train_config(train_steps=16), verbose=0)
