@@ -97,14 +97,20 @@ def save_model_atomically(model, path):
 
 
 class StopAtStep(keras.callbacks.Callback):
-    """Stops ``fit`` once the optimizer has made ``total_steps`` steps."""
+    """Counts the steps (from ``step``, where a resumed run starts) and stops ``fit`` at ``total_steps``.
 
-    def __init__(self, total_steps):
+    Counted in Python: under a distribution strategy the optimizer's step counter
+    is a distributed variable, not a number.
+    """
+
+    def __init__(self, total_steps, step=0):
         super().__init__()
         self.total_steps = total_steps
+        self.step = step
 
     def on_train_batch_end(self, batch, logs=None):
-        if int(self.model.optimizer.iterations) >= self.total_steps:
+        self.step += 1
+        if self.step >= self.total_steps:
             self.model.stop_training = True
 
 

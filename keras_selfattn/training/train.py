@@ -175,15 +175,13 @@ def train(
             f"batch_size is the global batch and must split evenly across the {replicas} replicas. "
             f"Received: batch_size={train_config.batch_size}"
         )
-    created = False
-    if role.is_chief:
-        state, created = claim_run_dir(run_dir, overwrite=overwrite)
-        resuming = state == "interrupted"
+    state, created = (
+        claim_run_dir(run_dir, overwrite=overwrite) if role.is_chief else (None, False)
+    )
     run_dir = pathlib.Path(run_dir)
     backup_root = run_dir / BACKUP_DIR
     backup_dir = worker_backup_dir(backup_root, role.index)
-    if not role.is_chief:
-        resuming = backup_dir.exists()
+    resuming = state == "interrupted" if role.is_chief else backup_dir.exists()
     # The chief writes the run directory; the other workers run the same
     # callbacks (saving may read synchronized variables) into a scratch directory.
     work_dir = (
@@ -319,6 +317,7 @@ def _train(
                 if initial_epoch
                 else {}
             )
+        stopper = StopAtStep(plan.total_steps, plan.step_after(initial_epoch))
         evaluation = StepEvaluation(
             plan,
             valid_ds,
@@ -330,7 +329,7 @@ def _train(
             verbose=bool(verbose) and role.is_chief,
         )
         fit_callbacks = [
-            StopAtStep(plan.total_steps),
+            stopper,
             evaluation,
             keras.callbacks.CSVLogger(str(work_dir / HISTORY_FILE), append=True),
             # After the callbacks above: a backup of period N means they finished it.
@@ -351,7 +350,7 @@ def _train(
             )
         counts = counters.values()
         summary = {
-            "steps": int(model.optimizer.iterations),
+            "steps": stopper.step,
             "pairs_read": counts["pairs"],
             "dropped_for_length": counts["too_long"],
             "malformed_lines_skipped": counts["malformed"],
