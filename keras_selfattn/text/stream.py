@@ -228,10 +228,8 @@ def pair_stream(
     if not files:
         raise ValueError("pair_stream: no files given")
     names = tf.data.Dataset.from_tensor_slices(files)
-    if repeat:
-        if seed is not None and len(files) > 1:
-            names = names.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
-        names = names.repeat()
+    if repeat and seed is not None and len(files) > 1:
+        names = names.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
     parallel = {"num_parallel_calls": tf.data.AUTOTUNE, "deterministic": True}
     lines = names.interleave(
         _file_lines,
@@ -259,11 +257,14 @@ def pair_stream(
         keep = ~blank & ~bad
         return tf.boolean_mask(source, keep), tf.boolean_mask(target, keep)
 
-    return (
+    pairs = (
         lines.batch(_PARSE_BATCH)
         .map(check, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
         .unbatch()
     )
+    # Repeated whole: each pass reads every file once (under FILE auto-sharding,
+    # every file of this worker) before the next pass begins.
+    return pairs.repeat() if repeat else pairs
 
 
 def malformed_line_error(error: BaseException) -> ValueError | None:
