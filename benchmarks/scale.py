@@ -106,7 +106,7 @@ def share_of(dataset, batches=100):
 
 def child_new(args):
     from keras_selfattn import text
-    from keras_selfattn.training import run_data, train
+    from keras_selfattn.training import run_batches, run_data, train
 
     model, TrainConfig, values = bench_configs()
     config = TrainConfig(**values, train_steps=10**6, eval_every=10**6)
@@ -117,7 +117,7 @@ def child_new(args):
         # Batches of the same pipeline (the run directory's data record, no rescan).
         data = run_data.prepare_run_data(args.data, run_dir, config)
         tokenizer = text.PairTokenizer.load(run_dir)
-        stream = run_data.training_stream(
+        stream = run_batches.training_stream(
             data, tokenizer, model, config, counters=text.stream.StreamCounters.create()
         )
         share, per_batch = share_of(stream)
