@@ -6,6 +6,7 @@ from keras_selfattn import text
 from keras_selfattn.cli import main
 from keras_selfattn.text import learn_vocab, stream
 from keras_selfattn.training import TrainConfig
+from keras_selfattn.training.run_tokenizer import tokenizer_configs
 from keras_selfattn.workflows import build_vocab
 
 
@@ -29,7 +30,8 @@ def test_build_vocab_writes_a_run_directory_tokenizer(tmp_path, capsys):
     )
     assert code == 0 and "source vocabulary" in capsys.readouterr().out
     loaded = text.PairTokenizer.load(out)
-    configs = (text.TokenizerConfig(kind="word"), text.TokenizerConfig(kind="char"))
+    # The tokenizer options of the command: TrainConfig's defaults, a char target.
+    configs = tokenizer_configs(TrainConfig(target_tokenizer="char"))
     expected = learn_vocab.learn_pair_tokenizer(
         stream.pair_stream(stream.resolve_data_files(str(tmp_path / "*.tsv.gz"))),
         *configs,
