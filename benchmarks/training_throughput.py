@@ -34,7 +34,7 @@ VARIANTS = (
 def demo_batches(count, quick):
     """(list of (inputs, target_out) batches, source and target vocabulary sizes)."""
     from keras_selfattn import text
-    from keras_selfattn.training.train import _longest, _tokenizer_configs, load_pairs
+    from keras_selfattn.training.train import _tokenizer_configs, load_pairs
     from keras_selfattn.workflows import DEMO_MODEL_CONFIG, DEMO_TRAIN_CONFIG
 
     # 8000 of the 30000 pairs: the same vocabularies and longest pair as the full
@@ -46,7 +46,15 @@ def demo_batches(count, quick):
     tokenizer = text.PairTokenizer.build(
         splits.train, *_tokenizer_configs(DEMO_TRAIN_CONFIG)
     )
-    longest_source, longest_target = _longest(splits.train, tokenizer)
+    # Static shapes: every batch padded to the longest pair (the target with </s>).
+    lengths = [
+        (len(source), len(target) + 1)
+        for source, target in text.encode_pairs(
+            splits.train, tokenizer
+        ).as_numpy_iterator()
+    ]
+    longest_source = max(source for source, _ in lengths)
+    longest_target = max(target for _, target in lengths)
     batch_size = 8 if quick else DEMO_TRAIN_CONFIG.batch_size
     dataset = text.make_dataset(
         splits.train,

@@ -223,11 +223,64 @@ def build_parser():
         help="override the demo's epoch count (default: the demo's 4)",
     )
 
+    build_vocab = sub.add_parser(
+        "build-vocab",
+        parents=[common],
+        help="learn the vocabularies from pair files, in bounded memory",
+    )
+    build_vocab.add_argument(
+        "--data",
+        action="append",
+        required=True,
+        help="pair file or glob pattern (.gz read); repeat for more",
+    )
+    build_vocab.add_argument(
+        "--out", required=True, help="directory for the vocabularies + tokenizer.json"
+    )
+    build_vocab.add_argument(
+        "--overwrite", action="store_true", help="replace vocabularies in --out"
+    )
+    _add_config_arguments(
+        build_vocab,
+        TrainConfig,
+        "tokenizer",
+        skip=[
+            f.name
+            for f in dataclasses.fields(TrainConfig)
+            if f.name not in TrainConfig.VOCAB_FIELDS
+        ],
+    )
+
     train = sub.add_parser(
-        "train", parents=[common], help="train on a source<TAB>target file"
+        "train", parents=[common], help="train on source<TAB>target pair files"
     )
     train.add_argument(
-        "--data", required=True, help="TSV file of source<TAB>target pairs (required)"
+        "--data",
+        action="append",
+        required=True,
+        help="pair file or glob pattern (shards/*.tsv.gz), streamed; repeat for more",
+    )
+    train.add_argument(
+        "--valid-data",
+        action="append",
+        default=None,
+        help="validation pair file(s) (default: held out of --data)",
+    )
+    train.add_argument(
+        "--test-data",
+        action="append",
+        default=None,
+        help="test pair file(s) (default: held out of --data)",
+    )
+    train.add_argument(
+        "--vocab",
+        default=None,
+        help="vocabularies from build-vocab, or a run directory (default: learned)",
+    )
+    train.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace a finished run or a directory holding other files",
     )
     train.add_argument(
         "--out",
@@ -410,8 +463,8 @@ def _check_run_directory(path):
 
 
 def _check_argument_paths(args):
-    """File arguments: not empty; ``--model`` a directory; ``--data`` a file or a
-    pipe, not a directory or device."""
+    """File arguments: not empty; ``--model`` a directory; ``--data`` a regular
+    file (or a glob pattern), not a directory, pipe or device."""
     for flag, dest in (("--out", "out"), ("--model", "model")):
         value = getattr(args, dest, None)
         if value is not None and not str(value).strip():
@@ -432,8 +485,17 @@ def _check_argument_paths(args):
                 mode = os.stat(value).st_mode
             except OSError:
                 continue  # missing (or a glob pattern): the reader says so
-            if not (stat.S_ISREG(mode) or stat.S_ISFIFO(mode)):  # a pipe: <(zcat ...)
-                kind = "a directory" if stat.S_ISDIR(mode) else "a device or socket"
+            if not stat.S_ISREG(mode):
+                # The stream is read more than once (the held-out pass, then
+                # each training pass): a pipe would be empty the second time.
+                # .gz files are read as they are, so <(zcat ...) is not needed.
+                kind = (
+                    "a directory"
+                    if stat.S_ISDIR(mode)
+                    else "a pipe (read once; pass the file, .gz is read)"
+                    if stat.S_ISFIFO(mode)
+                    else "a device or socket"
+                )
                 raise ValueError(
                     f"{flag} must be a file of source<TAB>target lines; "
                     f"{value} is {kind}. Received: {flag}={value!r}"
@@ -546,6 +608,10 @@ def _run(args):
             args.out,
             args.model_config,
             args.train_config,
+            valid_data=args.valid_data,
+            test_data=args.test_data,
+            vocab=args.vocab,
+            overwrite=args.overwrite,
             verbose=_progress(args),
         )
         if not result.is_chief:  # the chief evaluates and writes the run directory
@@ -555,6 +621,18 @@ def _run(args):
             return 0
         report(result)
         print(f"run directory: {result.run_dir}")
+        return 0
+
+    if args.command == "build-vocab":
+        from keras_selfattn.training import TrainConfig
+        from keras_selfattn.workflows import build_vocab
+
+        build_vocab(
+            args.data,
+            args.out,
+            _config_from_args(TrainConfig, args),
+            overwrite=args.overwrite,
+        )
         return 0
 
     if args.command == "evaluate":

@@ -35,6 +35,57 @@ DEMO_TRAIN_CONFIG = TrainConfig(
 )
 
 
+def build_vocab(data, out_dir, train_config=None, *, overwrite=False, verbose=True):
+    """Learns a run's vocabularies from pair files, in memory bounded by the vocabulary.
+
+    The first ``train_config.vocab_sample_lines`` pairs of ``data`` (files
+    interleaved as `train` reads them) are tokenized inside ``tf.data`` with
+    the tokenizer options of ``train_config`` and counted
+    (`text.learn_vocab.learn_pair_tokenizer`); ``out_dir`` receives the
+    vocabulary files and ``tokenizer.json`` a run directory holds, for
+    ``train(..., vocab=out_dir)`` / ``keras-selfattn train --vocab OUT_DIR``.
+
+    Args:
+        data: pair file(s) or glob pattern(s).
+        out_dir: the directory to write.
+        train_config: a `TrainConfig` (only its ``VOCAB_FIELDS`` matter).
+        overwrite: replace vocabularies already in ``out_dir``.
+        verbose: print the sizes.
+
+    Returns:
+        The `text.PairTokenizer`.
+    """
+    from keras_selfattn import text
+    from keras_selfattn.text import learn_vocab, stream
+    from keras_selfattn.training.run_tokenizer import tokenizer_configs
+
+    train_config = train_config or TrainConfig()
+    out_dir = pathlib.Path(out_dir)
+    if not str(out_dir).strip():
+        raise ValueError(f"out_dir must name a directory. Received: {str(out_dir)!r}")
+    if (out_dir / text.pair_tokenizer.TOKENIZER_CONFIG_FILE).exists() and not overwrite:
+        raise ValueError(
+            f"{out_dir} already holds vocabularies; choose another directory or pass "
+            "--overwrite (overwrite=True)"
+        )
+    pairs = stream.pair_stream(
+        stream.resolve_data_files(data), skip_malformed=train_config.skip_malformed
+    )
+    tokenizer = learn_vocab.learn_pair_tokenizer(
+        pairs,
+        *tokenizer_configs(train_config),
+        sample_lines=train_config.vocab_sample_lines,
+    )
+    tokenizer.save(out_dir)
+    if verbose:
+        print(
+            f"{out_dir}: source vocabulary {tokenizer.source_vocab_size} tokens, "
+            f"target {tokenizer.target_vocab_size} (from at most "
+            f"{train_config.vocab_sample_lines} pairs)"
+        )
+    return tokenizer
+
+
 def report(result, num_heatmaps=4, beam_size=1, verbose=True):
     """Evaluates a `TrainResult` on its test split; writes metrics.json and the figures.
 

@@ -316,14 +316,16 @@ def test_unexpected_errors_are_one_line_and_debug_shows_them(
             cli.main(["train", "--debug", *argv[1:]])
 
 
-def test_data_may_be_a_pipe(tmp_path):
-    """`--data <(zcat pairs.tsv.gz)` hands over a pipe: accepted, unlike a device."""
+def test_data_must_be_a_regular_file(tmp_path):
+    """The corpus is streamed more than once: a pipe (`<(zcat ...)`) is refused by
+    name (a .gz file is read as it is), and so is a device."""
     fifo = tmp_path / "pairs"
     os.mkfifo(fifo)
     parser = cli.build_parser()
-    cli._check_argument_paths(
-        parser.parse_args(["train", "--data", str(fifo), "--out", "o"])
-    )
+    with pytest.raises(ValueError, match="is a pipe"):
+        cli._check_argument_paths(
+            parser.parse_args(["train", "--data", str(fifo), "--out", "o"])
+        )
     with pytest.raises(ValueError, match="/dev/null is a device or socket"):
         cli._check_argument_paths(
             parser.parse_args(["train", "--data", "/dev/null", "--out", "o"])

@@ -8,8 +8,6 @@ Empty lines are skipped; surrounding whitespace of each side is removed.
 """
 
 import gzip
-import hashlib
-import math
 import os
 import pathlib
 from collections.abc import Callable, Iterable, Sequence
@@ -152,29 +150,32 @@ class PairSplits(NamedTuple):
     test: list[Pair]
 
 
-def _rank_key(seed: int, source: str) -> bytes:
-    return hashlib.sha256(f"{seed}\x00{source}".encode()).digest()
-
-
 def split_pairs(
     pairs: Sequence[Pair],
     fractions: Sequence[float] = (0.8, 0.1, 0.1),
     *,
     seed: int = 0,
+    max_validation_pairs: int | None = None,
+    max_test_pairs: int | None = None,
 ) -> PairSplits:
     """Splits pairs into train/validation/test, deterministically and leak-free.
 
-    Pairs are grouped by source sentence, so every translation of one source lands
-    in the same split (Tatoeba has many sources with several translations). Groups
-    are ordered by a SHA-256 hash of ``(seed, source)`` -- a seeded shuffle that
-    does not depend on the input order, Python's hash seed or the platform -- and
-    cut so each split gets as close to its fraction of the pairs as whole groups
-    allow. Within a split, pairs keep their input order.
+    The rule of `fingerprint_split` (the one a streamed corpus is split by, pair
+    by pair): each pair's source text gets a fingerprint keyed by ``seed``; the
+    pairs with the smallest fingerprints form validation, the next ones test, the
+    rest training. Equal sources have equal fingerprints, so every translation of
+    one source lands in the same split (Tatoeba has many sources with several
+    translations); the result does not depend on the input order, Python's hash
+    seed or the platform. Validation gets ``round(fraction * len(pairs))`` pairs,
+    capped at ``max_validation_pairs`` (test likewise), plus at most the rest of
+    one group of equal sources. Within a split, pairs keep their input order.
 
     Args:
         pairs: sequence of ``(source, target)``.
         fractions: three non-negative numbers (train, validation, test) summing to 1.
         seed: another seed gives another split.
+        max_validation_pairs: cap on the validation size (None: no cap).
+        max_test_pairs: cap on the test size (None: no cap).
 
     Returns:
         `PairSplits(train, validation, test)`, lists of pairs.
@@ -185,35 +186,29 @@ def split_pairs(
     >>> [len(part) for part in split_pairs(pairs, (0.6, 0.2, 0.2))]
     [6, 2, 2]
     """
-    fractions = tuple(float(f) for f in fractions)
-    if (
-        len(fractions) != 3
-        or any(f < 0 or math.isnan(f) for f in fractions)
-        or abs(sum(fractions) - 1.0) > 1e-6
-    ):
-        raise ValueError(
-            "fractions must be three non-negative numbers (train, validation, test) "
-            f"summing to 1. Received: fractions={fractions}"
-        )
-    group_sizes: dict[str, int] = {}
-    for source, _ in pairs:
-        group_sizes[source] = group_sizes.get(source, 0) + 1
-    ordered = sorted(group_sizes, key=lambda source: _rank_key(seed, source))
-    total = len(pairs)
-    boundaries = [total * fractions[0], total * (fractions[0] + fractions[1])]
-    split_of: dict[str, int] = {}
-    assigned = 0
-    for source in ordered:
-        size = group_sizes[source]
-        # The split whose range holds the middle of this group's slice of pairs.
-        middle = assigned + size / 2
-        split_of[source] = (
-            0 if middle <= boundaries[0] else (1 if middle <= boundaries[1] else 2)
-        )
-        assigned += size
+    import numpy as np
+
+    from keras_selfattn.text import fingerprint_split
+
+    pairs = [tuple(pair) for pair in pairs]
+    fingerprints = (
+        fingerprint_split.source_fingerprints(
+            [source for source, _ in pairs], seed
+        ).numpy()
+        if pairs
+        else np.zeros([0], np.int64)
+    )
+    split = fingerprint_split.held_out_thresholds(
+        np.sort(fingerprints),
+        len(pairs),
+        fractions,
+        seed=seed,
+        max_validation_pairs=max_validation_pairs,
+        max_test_pairs=max_test_pairs,
+    )
     parts: tuple[list[Pair], list[Pair], list[Pair]] = ([], [], [])
-    for pair in pairs:
-        parts[split_of[pair[0]]].append(tuple(pair))
+    for pair, which in zip(pairs, split.split_of(fingerprints), strict=True):
+        parts[(0, 1, 2)[which]].append(pair)
     return PairSplits(*parts)
 
 

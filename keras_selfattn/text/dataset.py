@@ -11,6 +11,7 @@ Tokenization runs inside the pipeline (`Dataset.map` over batches of strings,
 once; the ids are cached), so the same `PairTokenizer` code serves at export time.
 """
 
+import math
 import os
 from collections.abc import Sequence
 
@@ -20,7 +21,14 @@ from keras_selfattn.text import corpus
 from keras_selfattn.text.pair_tokenizer import PairTokenizer
 from keras_selfattn.text.vocab import END_ID, PAD_ID, START_ID
 
-__all__ = ["encode_pairs", "make_dataset"]
+__all__ = [
+    "batch_by_length",
+    "bucket_shapes",
+    "encode_pairs",
+    "encode_within_limits",
+    "make_dataset",
+    "real_token_share",
+]
 
 _TOO_LONG = ("filter", "truncate")
 
@@ -259,3 +267,170 @@ def make_dataset(
     if prefetch:
         dataset = dataset.prefetch(tf.data.AUTOTUNE)
     return dataset
+
+
+def bucket_shapes(max_source_length: int, max_target_length: int, num_buckets: int):
+    """The padded ``(source, target)`` lengths of `batch_by_length`'s buckets.
+
+    Bucket ``i`` of ``n`` holds pairs up to ``ceil((i + 1) / n)`` of each limit;
+    the last one is the limits themselves.
+
+    Example:
+
+    >>> bucket_shapes(32, 16, 4)
+    [(8, 4), (16, 8), (24, 12), (32, 16)]
+    """
+    if num_buckets < 1:
+        raise ValueError(
+            f"num_buckets must be >= 1. Received: num_buckets={num_buckets}"
+        )
+    return [
+        (
+            math.ceil(max_source_length * (i + 1) / num_buckets),
+            math.ceil(max_target_length * (i + 1) / num_buckets),
+        )
+        for i in range(num_buckets)
+    ]
+
+
+def encode_within_limits(
+    pairs: tf.data.Dataset,
+    tokenizer: PairTokenizer,
+    *,
+    max_source_length: int,
+    max_target_length: int,
+    counters=None,
+    encode_batch_size: int = 1024,
+) -> tf.data.Dataset:
+    """``(source, target)`` strings -> ``(source_ids, target_ids)`` of the pairs that fit.
+
+    A pair fits when its source has at most ``max_source_length`` tokens and its
+    target, with the ``</s>`` added later, at most ``max_target_length``. The
+    others are dropped and, with `stream.StreamCounters` given, counted
+    (``pairs``, ``too_long``).
+
+    Returns:
+        Unbatched `tf.data.Dataset` of int32 vectors, in input order.
+    """
+
+    def encode(sources, targets):
+        source_ids = tokenizer.source.encode(sources)
+        target_ids = tokenizer.target.encode(targets)
+        target_lengths = target_ids.row_lengths() + 1
+        fits = (source_ids.row_lengths() <= max_source_length) & (
+            target_lengths <= max_target_length
+        )
+        if counters is not None:
+            counters.pairs.assign_add(tf.size(fits, out_type=tf.int64))
+            counters.too_long.assign_add(tf.reduce_sum(tf.cast(~fits, tf.int64)))
+        return (
+            tf.ragged.boolean_mask(source_ids, fits),
+            tf.ragged.boolean_mask(target_ids, fits),
+        )
+
+    return (
+        pairs.batch(encode_batch_size)
+        .map(encode, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+        .unbatch()
+    )
+
+
+def batch_by_length(
+    ids: tf.data.Dataset,
+    *,
+    max_source_length: int,
+    max_target_length: int,
+    num_buckets: int = 4,
+    batch_size: int = 64,
+    batch_tokens: int | None = None,
+    batch_multiple: int = 1,
+    drop_remainder: bool = True,
+) -> tf.data.Dataset:
+    """Batches ``(source_ids, target_ids)`` pairs by length into padded model inputs.
+
+    Each pair goes to the first of `bucket_shapes` it fits (pairs that fit none
+    must have been dropped, e.g. by `encode_within_limits`) and is padded to that
+    bucket's lengths, so every batch has one of ``num_buckets`` shapes: XLA
+    compiles the step at most that many times. With one bucket the element spec
+    is fully static (what a TPU needs).
+
+    Args:
+        ids: unbatched ``(source_ids, target_ids)`` int32 vectors, no ``<s>``/``</s>``.
+        max_source_length: longest source, in tokens.
+        max_target_length: longest ``target_in``/``target_out`` (with ``<s>``/``</s>``).
+        num_buckets: number of length buckets.
+        batch_size: pairs per batch (without ``batch_tokens``).
+        batch_tokens: a token budget instead: bucket ``i`` batches
+            ``batch_tokens // max(its source, target length)`` pairs.
+        batch_multiple: every batch size is a multiple of this (the replicas).
+        drop_remainder: drop each bucket's last partial batch (training).
+
+    Returns:
+        `tf.data.Dataset` of ``({"source": (B, T), "target_in": (B, S)}, target_out (B, S))``.
+    """
+    shapes = bucket_shapes(max_source_length, max_target_length, num_buckets)
+    if batch_tokens is not None:
+        if batch_tokens < max(max_source_length, max_target_length) * batch_multiple:
+            raise ValueError(
+                "batch_tokens must hold at least one pair of the longest bucket per "
+                f"replica ({max(max_source_length, max_target_length) * batch_multiple}"
+                f" tokens). Received: batch_tokens={batch_tokens}"
+            )
+        sizes = [
+            batch_tokens // max(s, t) // batch_multiple * batch_multiple
+            for s, t in shapes
+        ]
+    else:
+        sizes = [batch_size] * num_buckets
+    source_limits = tf.constant([s for s, _ in shapes], tf.int32)
+    target_limits = tf.constant([t for _, t in shapes], tf.int32)
+
+    def to_example(source, target):
+        target_in = tf.concat([tf.constant([START_ID], tf.int32), target], axis=0)
+        target_out = tf.concat([target, tf.constant([END_ID], tf.int32)], axis=0)
+        fits = (tf.size(source) <= source_limits) & (
+            tf.size(target_in) <= target_limits
+        )
+        bucket = tf.cast(tf.argmax(tf.cast(fits, tf.int32)), tf.int32)
+        source_length = source_limits[bucket]
+        target_length = target_limits[bucket]
+        source = tf.pad(source, [[0, source_length - tf.size(source)]])
+        target_in = tf.pad(target_in, [[0, target_length - tf.size(target_in)]])
+        target_out = tf.pad(target_out, [[0, target_length - tf.size(target_out)]])
+        return bucket, ({"source": source, "target_in": target_in}, target_out)
+
+    examples = ids.map(
+        to_example, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True
+    )
+    if num_buckets == 1:
+        source_length, target_length = shapes[0]
+
+        def static(bucket, example):
+            inputs, target_out = example
+            return (
+                {
+                    "source": tf.ensure_shape(inputs["source"], [source_length]),
+                    "target_in": tf.ensure_shape(inputs["target_in"], [target_length]),
+                },
+                tf.ensure_shape(target_out, [target_length]),
+            )
+
+        return examples.map(static).batch(sizes[0], drop_remainder=drop_remainder)
+    size_table = tf.constant(sizes, tf.int64)
+    return examples.group_by_window(
+        key_func=lambda bucket, example: tf.cast(bucket, tf.int64),
+        reduce_func=lambda key, window: window.map(lambda b, e: e).batch(
+            size_table[key], drop_remainder=drop_remainder
+        ),
+        window_size_func=lambda key: size_table[key],
+    )
+
+
+def real_token_share(dataset: tf.data.Dataset, batches: int) -> float:
+    """Share of real (non-padding) positions in the first ``batches`` batches, both sides."""
+    real = total = 0
+    for inputs, target_out in dataset.take(batches).as_numpy_iterator():
+        for array in (inputs["source"], target_out):
+            real += int((array != PAD_ID).sum())
+            total += array.size
+    return real / total if total else 0.0

@@ -25,17 +25,22 @@ import pathlib
 import re
 
 import keras
+import numpy as np
 
 __all__ = [
     "WorkerBackup",
     "backed_up_epochs",
+    "input_checkpoint",
     "read_backup",
     "restore_backup",
+    "restore_seed_states",
+    "seed_states",
     "worker_backup_dir",
 ]
 
 _WEIGHTS = "epoch-{:05d}.weights.h5"
 _STATE = "epoch-{:05d}.json"
+_INPUT = "epoch-{:05d}.input"
 _STATE_PATTERN = re.compile(r"^epoch-(\d{5,})\.json$")
 
 
@@ -65,6 +70,34 @@ def read_backup(directory, epoch):
         return json.load(handle)
 
 
+def _seed_variables(model):
+    return [v for v in model.variables if "seed_generator" in v.path]
+
+
+def seed_states(model):
+    """The states of the model's random-seed generators (dropout), in model order.
+
+    ``model.save_weights`` does not hold them; without them a resumed run with
+    dropout on draws other masks than an uninterrupted one. (By position, not by
+    path: Keras numbers the generators' names per process.)
+    """
+    return [[int(x) for x in v.numpy().reshape(-1)] for v in _seed_variables(model)]
+
+
+def restore_seed_states(model, states):
+    """Assigns states saved by `seed_states` back, generator by generator."""
+    if states is None:
+        return
+    variables = _seed_variables(model)
+    if len(variables) != len(states):
+        raise ValueError(
+            f"The backup holds {len(states)} random-generator states but the model "
+            f"has {len(variables)}: it was made by another model"
+        )
+    for v, state in zip(variables, states, strict=True):
+        v.assign(np.asarray(state, v.dtype).reshape(v.shape))
+
+
 def restore_backup(model, directory, epoch):
     """Loads the backup of ``epoch`` into ``model`` (weights and optimizer state).
 
@@ -73,7 +106,15 @@ def restore_backup(model, directory, epoch):
     if model.optimizer is not None and not model.optimizer.built:
         model.optimizer.build(model.trainable_variables)
     model.load_weights(pathlib.Path(directory) / _WEIGHTS.format(epoch))
-    return read_backup(directory, epoch)
+    state = read_backup(directory, epoch)
+    restore_seed_states(model, state.get("seed_states"))
+    return state
+
+
+def input_checkpoint(directory, epoch):
+    """The prefix of the input-iterator checkpoint of ``epoch``'s backup, or None."""
+    state = read_backup(directory, epoch)
+    return pathlib.Path(directory) / state["input"] if state.get("input") else None
 
 
 def _replace_atomically(write, path):
@@ -84,7 +125,7 @@ def _replace_atomically(write, path):
 
 
 class WorkerBackup(keras.callbacks.Callback):
-    """Writes this worker's backup at the end of every epoch.
+    """Writes this worker's backup at the end of an epoch (of a `StepPlan` period).
 
     Args:
         directory: this worker's own directory (`worker_backup_dir`).
@@ -92,26 +133,60 @@ class WorkerBackup(keras.callbacks.Callback):
             ``ModelCheckpoint(save_best_only=True)`` compares against on resume).
         best: the best value so far, when resuming.
         keep: how many epochs to keep (2: see the module docstring).
+        plan: a `step_loop.StepPlan`: back up only when ``plan.backs_up`` says so
+            (None: every epoch).
+        evaluation: a `step_loop.StepEvaluation` whose ``best`` and ``wait``
+            (early stopping) are saved.
+        resumable: a `step_loop.ResumableInput` whose iterator is saved.
     """
 
-    def __init__(self, directory, monitor="val_loss", best=None, keep=2):
+    def __init__(
+        self,
+        directory,
+        monitor="val_loss",
+        best=None,
+        keep=2,
+        plan=None,
+        evaluation=None,
+        resumable=None,
+    ):
         super().__init__()
         self.directory = pathlib.Path(directory)
         self.monitor = monitor
         self.best = best
         self.keep = keep
+        self.plan = plan
+        self.evaluation = evaluation
+        self.resumable = resumable
 
     def on_epoch_end(self, epoch, logs=None):
-        value = (logs or {}).get(self.monitor)
-        if value is not None and (self.best is None or float(value) < self.best):
-            self.best = float(value)
         done = epoch + 1
+        if self.evaluation is not None:
+            self.best = self.evaluation.best
+        else:
+            value = (logs or {}).get(self.monitor)
+            if value is not None and (self.best is None or float(value) < self.best):
+                self.best = float(value)
+        if self.plan is not None and not self.plan.backs_up(done):
+            return
         self.directory.mkdir(parents=True, exist_ok=True)
         _replace_atomically(
             lambda tmp: self.model.save_weights(tmp, overwrite=True),
             self.directory / _WEIGHTS.format(done),
         )
-        state = {"epoch": done, "best": self.best, "monitor": self.monitor}
+        input_prefix = None
+        if self.resumable is not None:
+            written = self.resumable.save(self.directory / _INPUT.format(done))
+            input_prefix = pathlib.Path(written).name if written else None
+        state = {
+            "epoch": done,
+            "step": self.plan.step_after(done) if self.plan else None,
+            "best": self.best,
+            "wait": self.evaluation.wait if self.evaluation is not None else 0,
+            "monitor": self.monitor,
+            "seed_states": seed_states(self.model),
+            "input": input_prefix,
+        }
         _replace_atomically(
             lambda tmp: tmp.write_text(json.dumps(state) + "\n", encoding="utf-8"),
             self.directory / _STATE.format(done),
@@ -122,3 +197,5 @@ class WorkerBackup(keras.callbacks.Callback):
                 _WEIGHTS.format(old),
             ):  # the JSON first: the epoch stops counting
                 (self.directory / name).unlink(missing_ok=True)
+            for path in self.directory.glob(_INPUT.format(old) + "*"):
+                path.unlink(missing_ok=True)

@@ -51,6 +51,26 @@ class TrainConfig:
         worker_timeout: seconds a worker waits for the others of ``TF_CONFIG`` (or
             for the TPU's address) before failing with the unreachable address.
         max_pairs: read at most this many pairs (None: all).
+        train_steps: train this many optimizer steps in all (None: ``epochs``
+            epochs of ``training pairs // batch_size`` steps, counted first).
+        eval_every: steps between two validations (each one checkpoints the best
+            model); default: one epoch, or 1000 steps with ``train_steps``. The
+            last step is always validated.
+        save_every: steps between two backups a run resumes from; default:
+            ``eval_every``. The last step is always backed up.
+        length_buckets: batches come in this many length buckets, each padded to
+            its own lengths (1: every batch padded to the model's limits, the
+            static shapes a TPU needs; a TPU strategy always uses 1).
+        batch_tokens: give each batch a budget of this many tokens (padding
+            included, the longer side) instead of ``batch_size`` pairs.
+        shuffle_buffer: pairs held in the shuffle buffer (bounded memory).
+        max_validation_pairs: at most this many validation pairs (held out of
+            ``data`` or read from ``valid_data``).
+        max_test_pairs: at most this many test pairs.
+        vocab_sample_lines: learn the vocabularies from the first this many
+            training pairs (``build-vocab`` likewise).
+        skip_malformed: skip malformed lines (and report their count) instead of
+            failing with ``FILE:LINE: what is wrong``.
     """
 
     epochs: int = 20
@@ -72,6 +92,16 @@ class TrainConfig:
     max_pairs: int | None = None
     tpu: str | None = None
     worker_timeout: float = 120.0
+    train_steps: int | None = None
+    eval_every: int | None = None
+    save_every: int | None = None
+    length_buckets: int = 4
+    batch_tokens: int | None = None
+    shuffle_buffer: int = 10_000
+    max_validation_pairs: int = 5000
+    max_test_pairs: int = 5000
+    vocab_sample_lines: int = 1_000_000
+    skip_malformed: bool = False
 
     # The allowed values of the text fields (also the CLI's ``choices``).
     CHOICES: ClassVar[dict] = {
@@ -82,14 +112,41 @@ class TrainConfig:
         "tokenizer_ops": ("tensorflow_text", "core"),
     }
 
+    # The fields `workflows.build_vocab` uses (the ``build-vocab`` command's options).
+    VOCAB_FIELDS: ClassVar[tuple] = (
+        "source_tokenizer",
+        "target_tokenizer",
+        "split_digits",
+        "tokenizer_ops",
+        "vocab_sample_lines",
+        "skip_malformed",
+    )
+
     def __post_init__(self):
         if isinstance(self.split, list):  # as JSON gives it back
             self.split = tuple(self.split)
         check_field_types(self)
         check_choices(self)
-        for name in ("epochs", "batch_size", "max_pairs"):
+        for name in (
+            "epochs",
+            "batch_size",
+            "max_pairs",
+            "train_steps",
+            "eval_every",
+            "save_every",
+            "length_buckets",
+            "batch_tokens",
+            "shuffle_buffer",
+            "vocab_sample_lines",
+        ):
             check_range(self, name, minimum=1)
-        for name in ("warmup_steps", "patience", "clipnorm"):
+        for name in (
+            "warmup_steps",
+            "patience",
+            "clipnorm",
+            "max_validation_pairs",
+            "max_test_pairs",
+        ):
             check_range(self, name, minimum=0)
         for name in ("learning_rate", "worker_timeout"):
             check_range(self, name, above=0)

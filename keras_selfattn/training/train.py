@@ -1,7 +1,5 @@
 """`train`: sentence pairs in, a run directory with a trained model out."""
 
-import contextlib
-import csv
 import dataclasses
 import json
 import pathlib
@@ -13,17 +11,16 @@ import tensorflow as tf
 
 from keras_selfattn import text
 from keras_selfattn.models import (
-    MaskedAccuracy,
     ModelConfig,
-    build_seq2seq,
-    masked_loss,
 )
+from keras_selfattn.training import run_batches
+from keras_selfattn.training import run_data as run_data_lib
 from keras_selfattn.training.backup import (
     WorkerBackup,
-    backed_up_epochs,
     restore_backup,
     worker_backup_dir,
 )
+from keras_selfattn.training.compiled_model import build_and_compile, dtype_policy
 from keras_selfattn.training.config import (
     TrainConfig,
     load_run_config,
@@ -31,20 +28,38 @@ from keras_selfattn.training.config import (
     save_run_config,
 )
 from keras_selfattn.training.distributed import (
-    all_workers_values,
     lost_peers_are_errors,
     worker_role,
 )
 from keras_selfattn.training.keras_fix import keras_multi_worker_fix
-from keras_selfattn.training.loss_scale import SyncedLossScaleOptimizer
-from keras_selfattn.training.per_replica_xla import use_per_replica_xla
+from keras_selfattn.training.resume import (
+    agree_on_restart,
+    restored_input,
+    truncate_history,
+)
+from keras_selfattn.training.resume import (
+    truncate_history as _truncate_history,  # noqa: F401  (tests import it from here)
+)
+from keras_selfattn.training.run_batches import (
+    make_training_datasets,
+)
+from keras_selfattn.training.run_dir import claim_run_dir, finish_run
+from keras_selfattn.training.run_tokenizer import load_or_learn_tokenizer
+from keras_selfattn.training.run_tokenizer import (
+    tokenizer_configs as _tokenizer_configs,  # noqa: F401  (benchmarks import it from here)
+)
+from keras_selfattn.training.step_loop import (
+    StepEvaluation,
+    StopAtStep,
+    plan_steps,
+)
 from keras_selfattn.training.strategy import get_strategy
 
 MODEL_FILE = "model.keras"
 CONFIG_FILE = "config.json"
 HISTORY_FILE = "history.csv"
 METRICS_FILE = "metrics.json"
-SPLITS_DIR = "splits"
+SPLITS_DIR = run_data_lib.SPLITS_DIR
 BACKUP_DIR = "backup"
 
 
@@ -63,6 +78,9 @@ class TrainResult:
     is_chief: bool = (
         True  # False: another worker wrote run_dir; this one's files are gone
     )
+    summary: dict | None = (
+        None  # steps, pairs read and dropped for length (training.json)
+    )
 
 
 def load_pairs(data, max_pairs=None):
@@ -78,157 +96,6 @@ def load_pairs(data, max_pairs=None):
     return pairs if max_pairs is None else pairs[:max_pairs]
 
 
-def _tokenizer_configs(train_config):
-    def config(kind, split_digits, make=text.TokenizerConfig):
-        return make(
-            kind=kind, ops=train_config.tokenizer_ops, split_digits=split_digits
-        )
-
-    return (
-        config(train_config.source_tokenizer, train_config.split_digits),
-        # The target keeps its case and Unicode form: text comes back as written.
-        config(
-            train_config.target_tokenizer,
-            train_config.split_digits,
-            text.TokenizerConfig.for_target,
-        ),
-    )
-
-
-def _longest(pairs, tokenizer):
-    """Longest source and target among ``pairs``, in tokens (the target with its end id)."""
-    lengths = text.encode_pairs(pairs, tokenizer).map(
-        lambda s, t: (tf.size(s), tf.size(t))
-    )
-    longest_source = longest_target = 1
-    for sources, targets in lengths.batch(8192).as_numpy_iterator():
-        longest_source = max(longest_source, int(sources.max()))
-        longest_target = max(longest_target, int(targets.max()) + 1)
-    return longest_source, longest_target
-
-
-@contextlib.contextmanager
-def dtype_policy(name):
-    """Sets Keras' global dtype policy to ``name`` (e.g. ``"mixed_bfloat16"``) inside the block.
-
-    Layers created inside take it; the previous policy comes back on exit, even
-    after an error::
-
-        with dtype_policy("mixed_bfloat16"):
-            model = build_seq2seq(...)
-    """
-    previous = keras.config.dtype_policy()
-    keras.config.set_dtype_policy(name)
-    try:
-        yield
-    finally:
-        keras.config.set_dtype_policy(previous)
-
-
-def make_training_datasets(
-    splits, tokenizer, model_config, train_config, initial_epoch=0
-):
-    """The training and validation datasets of `train`, and the steps per epoch.
-
-    Every batch has static shapes (what XLA and TPUs need): ``batch_size`` pairs
-    (the global batch; the last partial training batch is dropped), padded to the
-    longest sequence of the training split capped by the model's limits (longer
-    pairs are dropped). Tokenization runs on the host inside ``tf.data``; the
-    auto-shard policy is DATA (`text.make_dataset`). The training stream is
-    repeated and is a function of the seed only: ``initial_epoch`` skips the
-    batches of the epochs already trained, so a resumed run sees what an
-    uninterrupted run would.
-
-    Returns:
-        ``(train_ds, valid_ds, steps_per_epoch)``.
-    """
-    longest_source, longest_target = _longest(splits.train, tokenizer)
-    dataset_options = {
-        "max_source_length": min(longest_source, model_config.max_source_len),
-        "max_target_length": min(longest_target, model_config.max_target_len + 1),
-        "pad_to_max_length": True,
-        "seed": train_config.seed,
-    }
-    steps_per_epoch = max(1, len(splits.train) // train_config.batch_size)
-    # One shuffled stream over the repeated pairs, with a fixed order: Keras
-    # iterates a distributed dataset once more for its symbolic build, and with a
-    # reshuffle per iteration the training order would depend on that.
-    pairs = text.make_dataset(
-        splits.train,
-        tokenizer,
-        batch_size=train_config.batch_size,
-        shuffle=False,
-        prefetch=False,
-        **dataset_options,
-    ).unbatch()
-    options = tf.data.Options()
-    options.deterministic = True
-    options.experimental_distribute.auto_shard_policy = (
-        tf.data.experimental.AutoShardPolicy.DATA
-    )
-    train_ds = (
-        pairs.repeat()
-        .shuffle(
-            len(splits.train), seed=train_config.seed, reshuffle_each_iteration=False
-        )
-        .batch(train_config.batch_size, drop_remainder=True)
-        .skip(initial_epoch * steps_per_epoch)
-        .with_options(options)
-        .prefetch(tf.data.AUTOTUNE)
-    )
-    valid_ds = text.make_dataset(
-        splits.validation,
-        tokenizer,
-        batch_size=train_config.batch_size,
-        shuffle=False,
-        **dataset_options,
-    )
-    return train_ds, valid_ds, steps_per_epoch
-
-
-def build_and_compile(tokenizer, model_config, train_config, strategy, steps_per_epoch):
-    """The compiled model of `train`; call it in ``strategy.scope()`` under the run's dtype policy.
-
-    Adam with warm-up and cosine decay; with ``mixed_float16`` a
-    `SyncedLossScaleOptimizer` around it. XLA (``train_config.jit_compile``): Keras
-    compiles the whole step on one replica; with several replicas each replica's
-    forward and backward pass is compiled (`use_per_replica_xla`), because Keras'
-    whole-step XLA fails there; on a TPU the strategy compiles the step itself.
-    """
-    replicas = strategy.num_replicas_in_sync
-    tpu = isinstance(strategy, tf.distribute.TPUStrategy)
-    model = build_seq2seq(
-        tokenizer.source_vocab_size,
-        tokenizer.target_vocab_size,
-        model_config,
-        seed=train_config.seed,
-    )
-    schedule = keras.optimizers.schedules.CosineDecay(
-        initial_learning_rate=0.0,
-        decay_steps=max(
-            1, steps_per_epoch * train_config.epochs - train_config.warmup_steps
-        ),
-        warmup_target=train_config.learning_rate,
-        warmup_steps=train_config.warmup_steps,
-        alpha=0.05,
-    )
-    optimizer = keras.optimizers.Adam(schedule, clipnorm=train_config.clipnorm or None)
-    if train_config.mixed_precision == "mixed_float16":
-        # float16 gradients underflow without loss scaling; bfloat16 has float32's
-        # exponent range and needs none.
-        optimizer = SyncedLossScaleOptimizer(optimizer)
-    per_replica_xla = train_config.jit_compile and replicas > 1 and not tpu
-    model.compile(
-        optimizer=optimizer,
-        loss=masked_loss(),
-        metrics=[MaskedAccuracy()],
-        jit_compile=bool(train_config.jit_compile and not per_replica_xla and not tpu),
-    )
-    if per_replica_xla:
-        use_per_replica_xla(model)
-    return model
-
-
 def train(
     data=None,
     run_dir="runs/latest",
@@ -236,17 +103,35 @@ def train(
     train_config=None,
     verbose=1,
     callbacks=(),
+    *,
+    valid_data=None,
+    test_data=None,
+    vocab=None,
+    overwrite=False,
 ):
-    """Trains a `build_seq2seq` model on sentence pairs with ``model.fit``.
+    """Trains a `build_seq2seq` model on sentence pairs streamed from files, with ``model.fit``.
 
-    The pairs are split (train / validation / test, deterministic for the seed),
-    vocabularies are learned from the training split only, and the model is
-    trained with checkpoints of the best validation loss, early stopping, and a
-    backup every epoch: rerunning the same call after a crash resumes from the
-    last finished epoch, on the batches an uninterrupted run would have seen.
-    The run directory receives ``model.keras`` (the best model), ``config.json``,
-    the vocabularies and ``tokenizer.json``, ``history.csv`` and the three splits
-    as TSV files.
+    The data is streamed (`text.stream`): nothing proportional to the corpus is
+    held in memory. Validation and test pairs come from ``valid_data`` /
+    ``test_data`` or are held out of ``data`` by a fingerprint of the source
+    text (`text.fingerprint_split`, at most ``max_validation_pairs`` /
+    ``max_test_pairs``). The vocabularies come from ``vocab`` or are learned
+    from the first ``vocab_sample_lines`` training pairs. Batches are bucketed by
+    length (`TrainConfig.length_buckets`). Training runs ``train_steps`` steps
+    (or ``epochs`` epochs), validates every ``eval_every`` steps keeping the best
+    model (``model.keras``, replaced atomically) and stopping early after
+    ``patience`` validations without progress, and backs up every
+    ``save_every`` steps: rerunning the same call after a crash resumes from the
+    last backup (weights, optimizer, step, early stopping, dropout seeds, and on
+    one replica the input iterator itself) on the batches an uninterrupted run
+    would have seen. A finished run or a directory holding anything else is
+    refused unless ``overwrite``; an interrupted run whose data or configuration
+    changed is refused, naming what changed. A failed call leaves no run
+    directory it created behind (unless a backup exists to resume from).
+
+    The run directory receives ``model.keras``, ``config.json``, ``data.json``,
+    the vocabularies, ``tokenizer.json``, ``history.csv`` (a row per period),
+    ``training.json`` (steps, pairs dropped for length) and ``splits/``.
 
     Distributed (``train_config.strategy``, see `get_strategy`): the strategy is
     created first, the model is built and compiled in its scope, and
@@ -254,15 +139,23 @@ def train(
     With several workers every worker runs this same call; the chief writes
     ``run_dir``, the others write to a temporary directory that is removed at the
     end, and every worker keeps its own backups in ``run_dir/backup/worker-<i>``.
+    With several replicas a resumed run skips the batches trained on (a
+    distributed iterator cannot be checkpointed).
 
     Args:
-        data: a ``source<TAB>target`` TSV path, a list of pairs, or None for the
-            bundled corpus.
+        data: file path(s) or glob pattern(s) of ``source<TAB>target`` lines
+            (``.gz`` read), a list of pairs (small data: written to
+            ``run_dir/pairs.tsv`` and streamed), or None for the bundled corpus.
         run_dir: the run directory (created; reused when resuming).
         model_config: a `ModelConfig` (default: ``ModelConfig()``).
         train_config: a `TrainConfig` (default: ``TrainConfig()``).
         verbose: Keras ``fit`` verbosity (1 shows the progress bar).
         callbacks: extra Keras callbacks.
+        valid_data: validation file pattern(s) (default: held out of ``data``).
+        test_data: test file pattern(s) (default: held out of ``data``).
+        vocab: a directory with ``tokenizer.json`` and the vocabularies
+            (`workflows.build_vocab`'s output or a run directory).
+        overwrite: replace a finished run or a directory holding other files.
 
     Returns:
         A `TrainResult`.
@@ -282,149 +175,193 @@ def train(
             f"batch_size is the global batch and must split evenly across the {replicas} replicas. "
             f"Received: batch_size={train_config.batch_size}"
         )
+    state, created = (
+        claim_run_dir(run_dir, overwrite=overwrite) if role.is_chief else (None, False)
+    )
     run_dir = pathlib.Path(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
     backup_root = run_dir / BACKUP_DIR
     backup_dir = worker_backup_dir(backup_root, role.index)
+    resuming = state == "interrupted" if role.is_chief else backup_dir.exists()
     # The chief writes the run directory; the other workers run the same
     # callbacks (saving may read synchronized variables) into a scratch directory.
-    if role.is_chief:
-        work_dir = run_dir
-    else:
-        work_dir = pathlib.Path(
+    work_dir = (
+        run_dir
+        if role.is_chief
+        else pathlib.Path(
             tempfile.mkdtemp(prefix=f"keras-selfattn-worker{role.index}-")
         )
+    )
+    inputs = {"data": data, "valid_data": valid_data, "test_data": test_data}
     try:
         # A peer lost mid-run (a collective failing) becomes one clear error naming it.
         with lost_peers_are_errors(role, run_dir):
             return _train(
-                data,
+                inputs,
+                vocab,
                 run_dir,
                 work_dir,
-                backup_root,
                 backup_dir,
                 strategy,
                 role,
+                resuming,
                 model_config,
                 train_config,
                 verbose,
                 callbacks,
             )
+    except BaseException as error:
+        if created and not backup_root.exists():  # nothing to resume: leave nothing
+            shutil.rmtree(run_dir, ignore_errors=True)
+        malformed = text.stream.malformed_line_error(error)
+        if isinstance(error, tf.errors.InvalidArgumentError) and malformed:
+            raise malformed from None
+        raise
     finally:
         if not role.is_chief:
             shutil.rmtree(work_dir, ignore_errors=True)
 
 
 def _train(
-    data,
+    inputs,
+    vocab,
     run_dir,
     work_dir,
-    backup_root,
     backup_dir,
     strategy,
     role,
+    resuming,
     model_config,
     train_config,
     verbose,
     callbacks,
 ):
-    if role.is_chief:
-        resuming = (run_dir / CONFIG_FILE).exists() and backup_root.exists()
-        if resuming:
-            saved_model_config, saved_train_config = load_run_config(
-                run_dir / CONFIG_FILE
+    if resuming and role.is_chief:
+        saved_model_config, saved_train_config = load_run_config(run_dir / CONFIG_FILE)
+        if saved_model_config != model_config or not same_training(
+            saved_train_config, train_config
+        ):
+            raise ValueError(
+                f"{run_dir} holds an interrupted run with a different configuration; "
+                "resume it with the same settings or choose another run directory. "
+                f"Saved: {dataclasses.asdict(saved_model_config)} {dataclasses.asdict(saved_train_config)}"
             )
-            if saved_model_config != model_config or not same_training(
-                saved_train_config, train_config
-            ):
-                raise ValueError(
-                    f"{run_dir} holds an interrupted run with a different configuration; "
-                    "resume it with the same settings or choose another run directory. "
-                    f"Saved: {dataclasses.asdict(saved_model_config)} {dataclasses.asdict(saved_train_config)}"
-                )
-    else:
-        resuming = backup_dir.exists()
-
     keras.utils.set_random_seed(train_config.seed)
-    pairs = load_pairs(data, train_config.max_pairs)
-    splits = text.split_pairs(pairs, train_config.split, seed=train_config.seed)
-    if not splits.train or not splits.validation:
-        raise ValueError(
-            f"Too few pairs to split: {len(pairs)} pairs gave {len(splits.train)} for training and "
-            f"{len(splits.validation)} for validation. Received: split={train_config.split}"
-        )
-    if (work_dir / text.pair_tokenizer.TOKENIZER_CONFIG_FILE).exists() and resuming:
-        tokenizer = text.PairTokenizer.load(work_dir)
-    else:
-        tokenizer = text.PairTokenizer.build(
-            splits.train, *_tokenizer_configs(train_config)
-        )
-        tokenizer.save(work_dir)
-    split_dir = work_dir / SPLITS_DIR
-    for name in ("train", "validation", "test"):
-        text.write_pairs(split_dir / f"{name}.tsv", getattr(splits, name))
+    data = inputs["data"]
+    run_data = run_data_lib.prepare_run_data(
+        text.bundled_dates_path() if data is None else data,
+        work_dir,
+        train_config,
+        valid_data=inputs["valid_data"],
+        test_data=inputs["test_data"],
+    )
+    tokenizer = load_or_learn_tokenizer(
+        vocab, work_dir, resuming, run_data, train_config
+    )
     save_run_config(work_dir / CONFIG_FILE, model_config, train_config)
-
-    # The workers resume together, from the newest epoch they all have a backup of.
-    newest = all_workers_values(
-        strategy, max(backed_up_epochs(backup_dir), default=0), role
-    )
-    initial_epoch = min(newest)
-    if initial_epoch and initial_epoch not in backed_up_epochs(backup_dir):
+    probe = text.stream.StreamCounters.create()
+    if not run_batches.first_pass_fits(
+        run_data, tokenizer, model_config, train_config, probe
+    ):
         raise ValueError(
-            f"The workers' backups disagree (newest epochs by worker: {newest}) and {backup_dir} has no backup "
-            f"of epoch {initial_epoch}; remove {backup_root} to start the run again."
+            "No training pair fits the model: "
+            + run_batches.length_report(probe.values(), model_config)
         )
-    if role.is_chief and resuming:
-        _truncate_history(work_dir / HISTORY_FILE, initial_epoch)
+    plan = plan_steps(train_config, run_data.train_pairs)
 
-    train_ds, valid_ds, steps_per_epoch = make_training_datasets(
-        splits, tokenizer, model_config, train_config, initial_epoch=initial_epoch
+    initial_epoch = agree_on_restart(strategy, role, backup_dir)
+    if role.is_chief and resuming:
+        truncate_history(work_dir / HISTORY_FILE, initial_epoch)
+
+    tpu = isinstance(strategy, tf.distribute.TPUStrategy)
+    buckets = 1 if tpu else train_config.length_buckets
+    counters = text.stream.StreamCounters.create()
+    train_ds = run_batches.training_stream(
+        run_data,
+        tokenizer,
+        model_config,
+        train_config,
+        counters=counters,
+        replicas=strategy.num_replicas_in_sync,
+        workers=role.count,
+        num_buckets=buckets,
     )
+    valid_ds = run_batches.validation_batches(
+        run_data.validation,
+        tokenizer,
+        model_config,
+        train_config,
+        replicas=strategy.num_replicas_in_sync,
+        num_buckets=buckets,
+    )
+    fit_input, resumable = restored_input(
+        train_ds,
+        counters,
+        backup_dir,
+        initial_epoch,
+        plan,
+        checkpointable=strategy.num_replicas_in_sync == 1 and not tpu,
+    )
+
     with dtype_policy(train_config.mixed_precision):
         with strategy.scope():
             model = build_and_compile(
-                tokenizer, model_config, train_config, strategy, steps_per_epoch
+                tokenizer,
+                model_config,
+                train_config,
+                strategy,
+                plan.steps_per_epoch or plan.total_steps,
+                total_steps=plan.total_steps,
             )
             state = (
                 restore_backup(model, backup_dir, initial_epoch)
                 if initial_epoch
                 else {}
             )
+        stopper = StopAtStep(plan.total_steps, plan.step_after(initial_epoch))
+        evaluation = StepEvaluation(
+            plan,
+            valid_ds,
+            work_dir / MODEL_FILE,
+            train_config.patience,
+            best=state.get("best"),
+            wait=state.get("wait", 0),
+            counters=counters,
+            verbose=bool(verbose) and role.is_chief,
+        )
         fit_callbacks = [
-            keras.callbacks.ModelCheckpoint(
-                str(work_dir / MODEL_FILE),
-                monitor="val_loss",
-                save_best_only=True,
-                initial_value_threshold=state.get("best"),
-            ),
-            keras.callbacks.EarlyStopping(
-                monitor="val_loss",
-                patience=train_config.patience,
-                restore_best_weights=True,
-            ),
+            stopper,
+            evaluation,
             keras.callbacks.CSVLogger(str(work_dir / HISTORY_FILE), append=True),
-            # After the callbacks above: a backup of epoch N means they finished epoch N.
-            WorkerBackup(backup_dir, monitor="val_loss", best=state.get("best")),
+            # After the callbacks above: a backup of period N means they finished it.
+            WorkerBackup(
+                backup_dir, plan=plan, evaluation=evaluation, resumable=resumable
+            ),
             *callbacks,
         ]
         with keras_multi_worker_fix(strategy):
             history = model.fit(
-                train_ds,
-                validation_data=valid_ds,
-                epochs=train_config.epochs,
+                fit_input,
+                epochs=plan.periods,
                 initial_epoch=initial_epoch,
-                steps_per_epoch=steps_per_epoch,
+                steps_per_epoch=plan.period,
                 callbacks=fit_callbacks,
                 shuffle=False,  # the dataset is already shuffled, with the run's seed
                 verbose=verbose,
             )
-        # Finished: the backups go (every worker its own; then the shared folder).
-        shutil.rmtree(backup_dir, ignore_errors=True)
-        all_workers_values(strategy, 0, role)  # a barrier: every worker removed its own
-        with contextlib.suppress(OSError):
-            backup_root.rmdir()
-        # The best checkpoint is the result (early stopping restores it only when it stops early).
+        counts = counters.values()
+        summary = {
+            "steps": stopper.step,
+            "pairs_read": counts["pairs"],
+            "dropped_for_length": counts["too_long"],
+            "malformed_lines_skipped": counts["malformed"],
+            "best_val_loss": evaluation.best,
+        }
+        finish_run(work_dir, backup_dir, summary, strategy, role)
+        if verbose and role.is_chief:
+            print(run_batches.length_report(counts, model_config))
+            if train_config.skip_malformed:
+                print(f"{counts['malformed']} malformed lines skipped")
+        # The best checkpoint is the result.
         model = keras.saving.load_model(work_dir / MODEL_FILE)
     return TrainResult(
         run_dir=run_dir,
@@ -435,30 +372,11 @@ def _train(
         history={
             k: [float(v) for v in values] for k, values in history.history.items()
         },
-        test_pairs=list(splits.test),
+        test_pairs=list(run_data.test),
         worker_index=role.index,
         is_chief=role.is_chief,
+        summary=summary,
     )
-
-
-def _truncate_history(path, epochs):
-    """Keeps the rows of ``history.csv`` for the first ``epochs`` epochs (a resumed run redoes the rest)."""
-    if not path.exists():
-        return
-    with open(path, newline="", encoding="utf-8") as handle:
-        rows = list(csv.reader(handle))
-    if not rows:
-        return
-    header, body = rows[0], rows[1:]
-    column = header.index("epoch") if "epoch" in header else None
-    kept = [
-        row
-        for row in body
-        if column is None
-        or (row and row[column].isdigit() and int(row[column]) < epochs)
-    ]
-    with open(path, "w", newline="", encoding="utf-8") as handle:
-        csv.writer(handle).writerows([header, *kept])
 
 
 def write_metrics(run_dir, metrics):

@@ -152,7 +152,7 @@ def test_both_workers_report_the_same_losses_and_the_chief_writes(uninterrupted)
         "history.csv",
         "metrics.json",
         "tokenizer.json",
-        "splits/train.tsv",
+        "splits/validation.tsv",
     ):
         assert (run_dir / name).exists(), name
     assert not (

@@ -172,7 +172,9 @@ def test_the_cli_says_so_without_a_traceback(tmp_path):
 def test_the_train_step_is_ready_for_a_tpu(prepared):
     """Static shapes in, the whole step lowered to XLA HLO, no op that runs on the host."""
     splits, tokenizer = prepared
-    config = tiny_config(jit_compile=True)
+    config = tiny_config(
+        jit_compile=True, length_buckets=1
+    )  # one bucket: static shapes
     train_ds, valid_ds, steps = make_training_datasets(
         splits, tokenizer, TINY_MODEL, config
     )

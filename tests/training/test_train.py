@@ -1,6 +1,12 @@
-"""train(): run directory contents, resuming after an interruption, bad input."""
+"""train(): the run directory, training by steps, exact resume, run-directory rules, bad input."""
 
-import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import warnings
 
 import keras
 import numpy as np
@@ -10,6 +16,9 @@ from keras_selfattn import text
 from keras_selfattn.inference import Translator, evaluate
 from keras_selfattn.models import ModelConfig
 from keras_selfattn.training import TrainConfig, load_run_config, train
+from keras_selfattn.training.run_dir import claim_run_dir
+from keras_selfattn.training.step_loop import save_model_atomically
+from tests.training.cluster import REPO, subprocess_env
 
 pytestmark = pytest.mark.slow
 
@@ -20,44 +29,85 @@ TINY_MODEL = ModelConfig(
     ffn_hiddens=32,
     decoder_units=16,
     embedding_dim=8,
-    dropout=0.0,
+    dropout=0.2,  # on: a resumed run must draw the same dropout masks
     max_source_len=24,
     max_target_len=12,
 )
+TINY_ARGS = [
+    *[
+        "--num-hiddens",
+        "16",
+        "--num-heads",
+        "2",
+        "--num-layers",
+        "1",
+        "--ffn-hiddens",
+        "32",
+    ],
+    *["--decoder-units", "16", "--embedding-dim", "8", "--dropout", "0.2"],
+    *["--max-source-len", "24", "--max-target-len", "12", "--batch-size", "16"],
+    *[
+        "--target-tokenizer",
+        "char",
+        "--warmup-steps",
+        "5",
+        "--seed",
+        "3",
+        "--no-jit-compile",
+    ],
+    *["--train-steps", "12", "--eval-every", "4", "--shuffle-buffer", "64"],
+]
+WORKER = REPO / "tests" / "training" / "train_worker.py"
 
 
 def tiny_train_config(**overrides):
     # XLA is covered by tests/models and the CLI tests; here compiling would dominate.
     values = {
-        "epochs": 2,
-        "batch_size": 32,
+        "batch_size": 16,
         "source_tokenizer": "word",
         "target_tokenizer": "char",
         "warmup_steps": 5,
-        "max_pairs": 300,
         "seed": 3,
         "jit_compile": False,
+        "train_steps": 12,
+        "eval_every": 4,
+        "shuffle_buffer": 64,
     }
     values.update(overrides)
     return TrainConfig(**values)
 
 
 @pytest.fixture(scope="module")
-def pairs():
-    return text.load_bundled_dates()[:400]
+def data(tmp_path_factory):
+    path = tmp_path_factory.mktemp("data") / "pairs.tsv"
+    return text.write_pairs(path, text.load_bundled_dates()[:300])
 
 
-def test_run_directory_holds_everything(tmp_path, pairs):
-    result = train(pairs, tmp_path / "run", TINY_MODEL, tiny_train_config(), verbose=0)
-    run = tmp_path / "run"
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory, data):
+    run = tmp_path_factory.mktemp("uninterrupted") / "run"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = train(str(data), run, TINY_MODEL, tiny_train_config(), verbose=0)
+    return result, [str(w.message) for w in caught]
+
+
+def weights(run):
+    return keras.saving.load_model(run / "model.keras").get_weights()
+
+
+def test_run_directory_holds_everything(uninterrupted):
+    result, caught = uninterrupted
+    run = result.run_dir
     for name in (
         "model.keras",
         "config.json",
+        "data.json",
+        "training.json",
         "source_vocab.txt",
         "target_vocab.txt",
         "tokenizer.json",
         "history.csv",
-        "splits/train.tsv",
         "splits/validation.tsv",
         "splits/test.tsv",
     ):
@@ -65,76 +115,165 @@ def test_run_directory_holds_everything(tmp_path, pairs):
     assert not (run / "backup").exists()  # removed once training finished
     model_config, train_config = load_run_config(run / "config.json")
     assert model_config == TINY_MODEL and train_config == tiny_train_config()
-    assert (
-        len(result.history["loss"]) == 2
-        and result.history["loss"][1] < result.history["loss"][0]
-    )
+    # 12 steps validated every 4: three rows, the loss going down.
+    assert len(result.history["loss"]) == 3 and len(result.history["val_loss"]) == 3
+    assert result.history["loss"][-1] < result.history["loss"][0]
+    finished = json.loads((run / "training.json").read_text())
+    assert finished["steps"] == 12 and finished["dropped_for_length"] == 0
+    assert finished["pairs_read"] >= 12 * 16
+    assert not [m for m in caught if "ran out of data" in m]
+    # Held out by source fingerprint: no source in two splits, none in training.
+    validation = text.read_pairs(run / "splits/validation.tsv")
+    assert {s for s, _ in validation}.isdisjoint({s for s, _ in result.test_pairs})
+    assert len(validation) == round(0.1 * 300) or abs(len(validation) - 30) <= 3
     translator = Translator.load(run)
-    metrics = evaluate(translator, result.test_pairs[:20])
-    assert (
-        set(metrics) >= {"bleu", "chrf", "exact_match", "count"}
-        and metrics["count"] == 20
-    )
-    assert 0.0 <= metrics["exact_match"] <= 1.0
+    metrics = evaluate(translator, result.test_pairs[:10])
+    assert metrics["count"] == 10 and 0.0 <= metrics["exact_match"] <= 1.0
 
 
-def test_same_seed_same_weights(tmp_path, pairs):
-    config = tiny_train_config(epochs=1, max_pairs=120)
-    first = train(
-        pairs, tmp_path / "a", TINY_MODEL, config, verbose=0
-    ).model.get_weights()
-    second = train(
-        pairs, tmp_path / "b", TINY_MODEL, config, verbose=0
-    ).model.get_weights()
-    assert all(np.array_equal(x, y) for x, y in zip(first, second))
+def test_a_finished_run_or_foreign_directory_is_refused(tmp_path, uninterrupted, data):
+    result, _ = uninterrupted
+    with pytest.raises(ValueError, match="holds a finished run.*--overwrite"):
+        train(str(data), result.run_dir, TINY_MODEL, tiny_train_config(), verbose=0)
+    foreign = tmp_path / "mine"
+    foreign.mkdir()
+    (foreign / "model.keras").write_bytes(b"the user's own model")
+    with pytest.raises(ValueError, match="files that are not an interrupted run"):
+        train(str(data), foreign, TINY_MODEL, tiny_train_config(), verbose=0)
+    assert (foreign / "model.keras").read_bytes() == b"the user's own model"
+    assert claim_run_dir(foreign, overwrite=True) == ("new", False)
+    assert not list(foreign.iterdir())
+    for empty in ("", "  "):
+        with pytest.raises(ValueError, match="run_dir must name a directory"):
+            train(str(data), empty, TINY_MODEL, tiny_train_config(), verbose=0)
 
 
-class StopAfterEpoch(keras.callbacks.Callback):
-    """Simulates a crash at the end of an epoch (after the backup was written)."""
+class Crash(keras.callbacks.Callback):
+    """Simulates a crash after the backup of period ``period`` (or at the end of fit)."""
 
-    def __init__(self, epoch):
+    def __init__(self, period=None):
         super().__init__()
-        self.epoch = epoch
+        self.period = period
 
     def on_epoch_end(self, epoch, logs=None):
-        if epoch == self.epoch:
+        if epoch == self.period:
             raise RuntimeError("simulated crash")
 
+    def on_train_end(self, logs=None):
+        if self.period is None:
+            raise RuntimeError("simulated crash after fit")
 
-def test_an_interrupted_run_resumes_from_its_last_epoch(tmp_path, pairs):
+
+def test_an_interrupted_run_resumes_exactly(tmp_path, data, uninterrupted):
+    reference, _ = uninterrupted
     run = tmp_path / "run"
-    config = tiny_train_config(epochs=3)
+    config = tiny_train_config()
     with pytest.raises(RuntimeError, match="simulated crash"):
-        train(pairs, run, TINY_MODEL, config, verbose=0, callbacks=[StopAfterEpoch(1)])
-    assert (run / "backup").exists()
-    result = train(pairs, run, TINY_MODEL, config, verbose=0)
-    assert len(result.history["loss"]) == 1  # only the third epoch was left to run
-    with open(run / "history.csv") as handle:
-        epochs = [int(row["epoch"]) for row in csv.DictReader(handle)]
-    assert epochs == [0, 1, 2]
+        train(str(data), run, TINY_MODEL, config, verbose=0, callbacks=[Crash(0)])
+    assert (run / "backup" / "worker-0" / "epoch-00001.json").exists()
+    # Other data or another configuration: refused, naming what changed.
+    other = text.write_pairs(tmp_path / "other.tsv", text.load_bundled_dates()[:310])
+    with pytest.raises(
+        ValueError, match=r"other data: --data file .*pairs.tsv became .*other.tsv"
+    ):
+        train(str(other), run, TINY_MODEL, config, verbose=0)
     with pytest.raises(ValueError, match="different configuration"):
-        (run / "backup").mkdir()
-        train(pairs, run, TINY_MODEL, tiny_train_config(epochs=4), verbose=0)
+        train(str(data), run, TINY_MODEL, tiny_train_config(train_steps=16), verbose=0)
+    # Resumed, then killed once fit is over but before the run is marked finished.
+    with pytest.raises(RuntimeError, match="after fit"):
+        train(str(data), run, TINY_MODEL, config, verbose=0, callbacks=[Crash()])
+    result = train(str(data), run, TINY_MODEL, config, verbose=0)
+    assert result.history.get("loss", []) == []  # nothing trained twice
+    history = [row.split(",")[0] for row in (run / "history.csv").read_text().split()]
+    assert history == ["epoch", "0", "1", "2"]  # every period once
+    assert json.loads((run / "training.json").read_text())["steps"] == 12
+    for got, expected in zip(weights(run), weights(reference.run_dir), strict=True):
+        np.testing.assert_array_equal(got, expected)
 
 
-def test_bad_input(tmp_path):
+def test_a_run_killed_mid_training_resumes_by_step(tmp_path, data, uninterrupted):
+    """SIGKILL of a real process after its first backup; the rerun equals the uninterrupted run."""
+    reference, _ = uninterrupted
+    run = tmp_path / "run"
+    args = [
+        sys.executable,
+        str(WORKER),
+        "--data",
+        str(data),
+        "--out",
+        str(run),
+        *TINY_ARGS,
+    ]
+    env = subprocess_env()
+    log = open(tmp_path / "killed.log", "wb")  # noqa: SIM115 (closed below)
+    process = subprocess.Popen(args, env=env, stdout=log, stderr=subprocess.STDOUT)
+    first_backup = run / "backup" / "worker-0" / "epoch-00001.json"
+    deadline = time.monotonic() + 300
+    while not first_backup.exists() and process.poll() is None:
+        assert time.monotonic() < deadline, (tmp_path / "killed.log").read_text()[
+            -3000:
+        ]
+        time.sleep(0.05)
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+    log.close()
+    assert not (run / "training.json").exists(), "finished before it could be killed"
+    resumed = subprocess.run(
+        args, env=env, capture_output=True, text=True, timeout=300, check=False
+    )
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert json.loads((run / "training.json").read_text())["steps"] == 12
+    history = [row.split(",")[0] for row in (run / "history.csv").read_text().split()]
+    assert history == ["epoch", "0", "1", "2"]
+    for got, expected in zip(weights(run), weights(reference.run_dir), strict=True):
+        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_epochs_still_count_the_training_pairs(tmp_path, data):
+    config = tiny_train_config(
+        train_steps=None, eval_every=None, epochs=1, max_pairs=120
+    )
+    result = train(str(data), tmp_path / "run", TINY_MODEL, config, verbose=0)
+    finished = json.loads((tmp_path / "run" / "training.json").read_text())
+    assert finished["steps"] == len(text.read_pairs(data)[:120]) * 8 // 10 // 16
+    assert len(result.history["loss"]) == 1
+
+
+def test_bad_input_leaves_no_run_directory(tmp_path, data):
+    bad = tmp_path / "bad.tsv"
+    bad.write_text("a\tb\nno tab\n")
+    with pytest.raises(ValueError, match=r"bad\.tsv:2: no tab character"):
+        train(str(bad), tmp_path / "run1", TINY_MODEL, tiny_train_config(), verbose=0)
+    assert not (tmp_path / "run1").exists()
     empty = tmp_path / "empty.tsv"
     empty.write_text("")
-    with pytest.raises(ValueError, match="empty.tsv"):
-        train(empty, tmp_path / "run", TINY_MODEL, tiny_train_config(), verbose=0)
-    with pytest.raises(ValueError, match="Too few pairs"):
-        train(
-            [("a b", "c")] * 2,
-            tmp_path / "run2",
-            TINY_MODEL,
-            tiny_train_config(),
-            verbose=0,
-        )
-    with pytest.raises(ValueError, match="epochs=0"):
-        TrainConfig(epochs=0)
+    with pytest.raises(ValueError, match=r"empty\.tsv: the file is empty"):
+        train(str(empty), tmp_path / "run2", TINY_MODEL, tiny_train_config(), verbose=0)
+    with pytest.raises(FileNotFoundError, match=r"nothing\*"):
+        train(str(tmp_path / "nothing*"), tmp_path / "r", TINY_MODEL, verbose=0)
+    assert not (tmp_path / "run2").exists() and not (tmp_path / "r").exists()
+    short = ModelConfig(**{**TINY_MODEL.__dict__, "max_source_len": 1})
+    with pytest.raises(ValueError, match=r"No training pair fits.*240 of 240 pairs"):
+        train(str(data), tmp_path / "run3", short, tiny_train_config(), verbose=0)
+    assert not (tmp_path / "run3").exists()
+    with pytest.raises(ValueError, match="train_steps"):
+        TrainConfig(train_steps=0)
     with pytest.raises(ValueError, match="mixed_precision"):
         TrainConfig(mixed_precision="float8")
-    with pytest.raises(FileNotFoundError, match="nowhere"):
-        Translator.load(tmp_path / "nowhere")
-    with pytest.raises(FileNotFoundError, match="missing model.keras"):
-        Translator.load(tmp_path)
+
+
+def test_the_best_model_is_replaced_atomically(tmp_path):
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    path = save_model_atomically(model, tmp_path / "model.keras")
+    before = path.read_bytes()
+
+    def killed_mid_write(target, *args, **kwargs):
+        with open(target, "wb") as handle:
+            handle.write(before[: len(before) // 2])
+        raise KeyboardInterrupt("killed while writing")
+
+    model.save = killed_mid_write
+    with pytest.raises(KeyboardInterrupt):
+        save_model_atomically(model, path)
+    assert path.read_bytes() == before  # the previous best is whole
+    keras.saving.load_model(path)

@@ -1,0 +1,63 @@
+"""Vocabularies learned from a stream of pairs, in memory bounded by the vocabulary, not the corpus.
+
+`learn_pair_tokenizer` counts the tokens of the first ``sample_lines`` pairs of a
+``(source, target)`` `tf.data` stream (tokenization inside ``tf.data``, counts in
+a `collections.Counter` of token types) and builds the source and target
+tokenizers from the counts with `build_tokenizer`. What it writes
+(`PairTokenizer.save`) is what a run directory holds.
+"""
+
+import tensorflow as tf
+
+from keras_selfattn.text.pair_tokenizer import PairTokenizer
+from keras_selfattn.text.tokenizers import TokenizerConfig, build_tokenizer
+
+__all__ = ["DEFAULT_VOCAB_SAMPLE_LINES", "learn_pair_tokenizer"]
+
+DEFAULT_VOCAB_SAMPLE_LINES = 1_000_000
+
+
+def learn_pair_tokenizer(
+    pairs: tf.data.Dataset,
+    source_config: TokenizerConfig,
+    target_config: TokenizerConfig,
+    *,
+    sample_lines: int | None = DEFAULT_VOCAB_SAMPLE_LINES,
+) -> PairTokenizer:
+    """Learns both vocabularies from (a bounded sample of) a stream of pairs.
+
+    Args:
+        pairs: `tf.data.Dataset` of ``(source, target)`` scalar strings (finite
+            unless ``sample_lines`` is given).
+        source_config: the source `TokenizerConfig`.
+        target_config: the target `TokenizerConfig`.
+        sample_lines: learn from the first this many pairs (None: all).
+
+    Returns:
+        A `PairTokenizer`.
+
+    Raises:
+        ValueError: the stream holds no pair, or ``sample_lines`` < 1.
+
+    Example:
+
+    >>> pairs = tf.data.Dataset.from_tensor_slices((["le chat"], ["the cat"]))
+    >>> tok = learn_pair_tokenizer(
+    ...     pairs, TokenizerConfig(), TokenizerConfig.for_target()
+    ... )
+    >>> tok.source.vocabulary.tokens[4:]
+    ['chat', 'le']
+    """
+    if sample_lines is not None:
+        if not isinstance(sample_lines, int) or sample_lines < 1:
+            raise ValueError(
+                "sample_lines must be a positive integer or None. "
+                f"Received: sample_lines={sample_lines!r}"
+            )
+        pairs = pairs.take(sample_lines)
+    if not any(True for _ in pairs.take(1)):
+        raise ValueError("No sentence pairs to learn the vocabularies from")
+    return PairTokenizer(
+        build_tokenizer(pairs.map(lambda s, t: s), source_config, name="source"),
+        build_tokenizer(pairs.map(lambda s, t: t), target_config, name="target"),
+    )

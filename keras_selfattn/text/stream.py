@@ -1,0 +1,278 @@
+"""Sentence-pair files streamed through ``tf.data``: nothing sized by the corpus in memory.
+
+`resolve_data_files` turns ``--data`` values (files, glob patterns, repeated) into
+a sorted list of files through ``tf.io.gfile`` (so ``gs://`` works wherever
+TensorFlow has that filesystem), failing clearly on a pattern that matches
+nothing, a missing or empty file, or a directory. `pair_stream` reads them with
+`tf.data.TextLineDataset` (``.gz`` decompressed), interleaved over the files, and
+parses every line inside the graph with the rules of `corpus.read_pairs`: UTF-8
+(a byte-order mark allowed on line 1), ``\\n`` or ``\\r\\n`` ends, blank lines
+skipped, ``source<TAB>target`` with further columns ignored, both sides stripped.
+
+Malformed lines (no tab, an empty side, bytes that are not UTF-8) follow one of two
+policies: by default the stream fails with ``FILE:LINE: what is wrong: 'the line'``
+(`malformed_line_error` turns TensorFlow's error into that `ValueError`); with
+``skip_malformed=True`` they are dropped and counted in a `StreamCounters`
+variable, reported at the end of a run.
+"""
+
+import dataclasses
+import os
+import re
+from collections.abc import Sequence
+
+import tensorflow as tf
+
+__all__ = [
+    "StreamCounters",
+    "malformed_line_error",
+    "pair_stream",
+    "resolve_data_files",
+]
+
+_PARSE_BATCH = 4096
+_MARK = "keras_selfattn malformed line: "
+_MARK_PATTERN = re.compile(re.escape(_MARK) + r"(.*)")
+_BOM = b"\xef\xbb\xbf"
+
+
+def resolve_data_files(data: str | os.PathLike | Sequence[str | os.PathLike]) -> list:
+    """The files named by ``data``: one file or glob pattern, or a list of them.
+
+    Every pattern must match at least one file; directories and empty files are
+    refused. The result is sorted within each pattern and free of duplicates.
+
+    Args:
+        data: a path or glob (``shards/*.tsv.gz``), or a sequence of them.
+
+    Returns:
+        List of file names (`str`).
+
+    Raises:
+        FileNotFoundError: a pattern matches nothing.
+        ValueError: ``data`` is empty, a match is a directory or an empty file.
+
+    Example:
+
+    >>> import pathlib, tempfile
+    >>> folder = pathlib.Path(tempfile.mkdtemp())
+    >>> _ = (folder / "a.tsv").write_text("x\\ty\\n")
+    >>> [pathlib.Path(f).name for f in resolve_data_files(str(folder / "*.tsv"))]
+    ['a.tsv']
+    """
+    patterns = [data] if isinstance(data, (str, os.PathLike)) else list(data)
+    if not patterns:
+        raise ValueError(f"No data files given. Received: data={data!r}")
+    files = []
+    for pattern in patterns:
+        pattern = os.fspath(pattern)
+        if not pattern:
+            raise ValueError(f"A data pattern is empty. Received: data={data!r}")
+        if tf.io.gfile.isdir(pattern):
+            raise ValueError(
+                f"Expected a sentence-pair file or glob pattern, got a directory: "
+                f"{pattern} (use {os.path.join(pattern, '*')!r} for its files)"
+            )
+        matches = sorted(tf.io.gfile.glob(pattern))
+        if not matches:
+            raise FileNotFoundError(
+                f"No sentence-pair file matches {pattern!r}"
+                + ("" if any(c in pattern for c in "*?[") else " (file not found)")
+            )
+        for name in matches:
+            if tf.io.gfile.isdir(name):
+                raise ValueError(
+                    f"Expected a sentence-pair file, got a directory: {name} "
+                    f"(matched by {pattern!r})"
+                )
+            if tf.io.gfile.stat(name).length == 0:
+                raise ValueError(
+                    f"{name}: the file is empty; expected lines of 'source<TAB>target'"
+                )
+            if name not in files:
+                files.append(name)
+    return files
+
+
+@dataclasses.dataclass
+class StreamCounters:
+    """Counts kept by a stream while it runs (int64 variables, read with ``int(...)``).
+
+    Attributes:
+        malformed: malformed lines skipped (``skip_malformed=True`` only).
+        pairs: pairs that reached the length check.
+        too_long: pairs dropped for being longer than the model's limits.
+        target_tokens: real target tokens (with ``</s>``) of the batches made.
+    """
+
+    malformed: tf.Variable
+    pairs: tf.Variable
+    too_long: tf.Variable
+    target_tokens: tf.Variable
+
+    @classmethod
+    def create(cls):
+        """Four fresh counters at 0, on the host."""
+        with tf.device("/CPU:0"):
+            return cls(
+                *(
+                    tf.Variable(0, dtype=tf.int64, trainable=False, name=field.name)
+                    for field in dataclasses.fields(cls)
+                )
+            )
+
+    def variables(self) -> dict:
+        """Name -> variable, e.g. for a `tf.train.Checkpoint`."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+    def values(self) -> dict:
+        """Name -> current `int` value."""
+        return {name: int(v.numpy()) for name, v in self.variables().items()}
+
+
+def _file_lines(name):
+    compression = tf.where(
+        tf.strings.regex_full_match(name, r".*\.[gG][zZ]"), "GZIP", ""
+    )
+    lines = tf.data.TextLineDataset(name, compression_type=compression)
+    return lines.enumerate(start=1).map(
+        lambda number, line: (name, number, line),
+        num_parallel_calls=tf.data.AUTOTUNE,
+        deterministic=True,
+    )
+
+
+def _parse(names, numbers, lines):
+    """Vectorized parse of a batch of lines: (source, target, blank, problem)."""
+    has_bom = (numbers == 1) & tf.equal(tf.strings.substr(lines, 0, 3), _BOM)
+    lines = tf.where(
+        has_bom,
+        tf.strings.regex_replace(lines, "^\\x{FEFF}", "", replace_global=False),
+        lines,
+    )
+    lines = tf.strings.regex_replace(lines, "\r$", "", replace_global=False)
+    valid_utf8 = tf.equal(
+        tf.strings.unicode_transcode(
+            lines, "UTF-8", "UTF-8", errors="replace", replacement_char=0xFFFD
+        ),
+        lines,
+    )
+    safe = tf.where(valid_utf8, lines, "")
+    blank = valid_utf8 & tf.equal(tf.strings.strip(safe), "")
+    columns = tf.strings.split(safe, "\t")
+    has_tab = columns.row_lengths() >= 2
+    padded = columns.to_tensor(default_value="", shape=[None, 2])
+    source = tf.strings.strip(padded[:, 0])
+    target = tf.strings.strip(padded[:, 1])
+    problem = tf.where(
+        ~valid_utf8,
+        "not valid UTF-8",
+        tf.where(
+            ~has_tab,
+            "no tab character; expected 'source<TAB>target'",
+            tf.where(
+                tf.equal(source, ""),
+                "empty source (the text before the first tab)",
+                tf.where(
+                    tf.equal(target, ""),
+                    "empty target (the text after the first tab)",
+                    "",
+                ),
+            ),
+        ),
+    )
+    problem = tf.where(blank, "", problem)
+    shown = tf.strings.substr(safe, 0, 60, unit="UTF8_CHAR")
+    message = tf.strings.join(
+        [names, ":", tf.strings.as_string(numbers), ": ", problem, ": '", shown, "'"]
+    )
+    return source, target, blank, problem, message
+
+
+def pair_stream(
+    files: Sequence[str],
+    *,
+    skip_malformed: bool = False,
+    counters: StreamCounters | None = None,
+    repeat: bool = False,
+    seed: int | None = None,
+    cycle_length: int = 4,
+) -> tf.data.Dataset:
+    """Streams ``(source, target)`` scalar `tf.string` pairs from pair files.
+
+    Files are interleaved (``cycle_length`` open at once, one line from each in
+    turn; deterministic). With ``repeat=True`` the files are read again and again,
+    their order reshuffled each pass from ``seed`` when there are several.
+
+    Args:
+        files: file names (`resolve_data_files`).
+        skip_malformed: drop malformed lines (counted in ``counters.malformed``)
+            instead of failing on the first one.
+        counters: where to count skipped lines (default: not counted).
+        repeat: read the files forever.
+        seed: file-order shuffle seed for ``repeat`` (None: file order).
+        cycle_length: files read in parallel.
+
+    Returns:
+        `tf.data.Dataset` of ``(source, target)``.
+
+    Example:
+
+    >>> import pathlib, tempfile
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "p.tsv"
+    >>> _ = path.write_text("Go.\\tVa !\\tCC-BY\\n\\nHi.\\tSalut.\\n")
+    >>> [(s.decode(), t.decode()) for s, t in pair_stream([str(path)]).as_numpy_iterator()]
+    [('Go.', 'Va !'), ('Hi.', 'Salut.')]
+    """
+    files = [os.fspath(f) for f in files]
+    if not files:
+        raise ValueError("pair_stream: no files given")
+    names = tf.data.Dataset.from_tensor_slices(files)
+    if repeat and seed is not None and len(files) > 1:
+        names = names.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
+    parallel = {"num_parallel_calls": tf.data.AUTOTUNE, "deterministic": True}
+    lines = names.interleave(
+        _file_lines,
+        cycle_length=max(1, min(cycle_length, len(files))),
+        block_length=1,
+        **(parallel if len(files) > 1 else {}),
+    )
+
+    def check(names, numbers, lines):
+        source, target, blank, problem, message = _parse(names, numbers, lines)
+        bad = tf.not_equal(problem, "")
+        if skip_malformed:
+            if counters is not None:
+                counters.malformed.assign_add(tf.reduce_sum(tf.cast(bad, tf.int64)))
+        else:
+            first_bad = tf.gather(
+                tf.concat([message, [""]], 0),
+                tf.argmax(tf.concat([tf.cast(bad, tf.int32), [1]], 0)),
+            )
+            assertion = tf.debugging.Assert(
+                ~tf.reduce_any(bad), [tf.strings.join([_MARK, first_bad])]
+            )
+            with tf.control_dependencies([assertion]):
+                source = tf.identity(source)
+        keep = ~blank & ~bad
+        return tf.boolean_mask(source, keep), tf.boolean_mask(target, keep)
+
+    pairs = (
+        lines.batch(_PARSE_BATCH)
+        .map(check, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+        .unbatch()
+    )
+    # Repeated whole: each pass reads every file once (under FILE auto-sharding,
+    # every file of this worker) before the next pass begins.
+    return pairs.repeat() if repeat else pairs
+
+
+def malformed_line_error(error: BaseException) -> ValueError | None:
+    """The ``FILE:LINE: what is wrong`` `ValueError` hidden in a TensorFlow error, or None."""
+    match = _MARK_PATTERN.search(str(error))
+    if not match:
+        return None
+    text = match.group(1).rstrip()
+    text = text.removesuffix("]")
+    # The assertion prints the message with its quotes escaped.
+    return ValueError(text.replace("\\'", "'").replace('\\"', '"'))

@@ -1,0 +1,80 @@
+"""Where a resumed run restarts: the backup every worker has, the history kept, the input restored.
+
+A backup (`backup.WorkerBackup`) is numbered by the periods trained. The workers
+restart from the newest backup they all have (`agree_on_restart`); the rows of
+``history.csv`` after it are dropped (`truncate_history`), since the restart
+trains them again; and the input continues where the backup left it
+(`restored_input`): on one replica by restoring the checkpointed ``tf.data``
+iterator (no batch read twice), on several by skipping the batches already
+trained on (a distributed iterator cannot be checkpointed).
+"""
+
+import csv
+
+from keras_selfattn.training.backup import backed_up_epochs, input_checkpoint
+from keras_selfattn.training.distributed import all_workers_values
+from keras_selfattn.training.step_loop import ResumableInput
+
+__all__ = ["agree_on_restart", "restored_input", "truncate_history"]
+
+
+def agree_on_restart(strategy, role, backup_dir):
+    """The newest backup (periods trained) that every worker has; 0 for a fresh start."""
+    newest = all_workers_values(
+        strategy, max(backed_up_epochs(backup_dir), default=0), role
+    )
+    initial_epoch = min(newest)
+    if initial_epoch and initial_epoch not in backed_up_epochs(backup_dir):
+        raise ValueError(
+            f"The workers' backups disagree (newest backups by worker: {newest}) and "
+            f"{backup_dir} has no backup {initial_epoch}; remove {backup_dir.parent} "
+            "to start the run again."
+        )
+    return initial_epoch
+
+
+def restored_input(
+    train_ds, counters, backup_dir, initial_epoch, plan, *, checkpointable
+):
+    """The dataset to give ``fit``, and the `ResumableInput` saving its iterator (or None).
+
+    Args:
+        train_ds: the training stream (a function of the seed only).
+        counters: the stream's `StreamCounters`, saved and restored with it.
+        backup_dir: this worker's backups.
+        initial_epoch: the backup restarted from (0: none).
+        plan: the `StepPlan`.
+        checkpointable: whether the iterator can be checkpointed (one replica).
+    """
+    if checkpointable:
+        resumable = ResumableInput(train_ds, counters.variables())
+        restart_point = (
+            input_checkpoint(backup_dir, initial_epoch) if initial_epoch else None
+        )
+        if restart_point is not None or not initial_epoch:
+            if restart_point is not None:
+                resumable.restore_from(restart_point)
+            return resumable.dataset, resumable
+        return train_ds.skip(plan.step_after(initial_epoch)), resumable
+    # Replayed: the batches already trained on are read again and skipped.
+    return train_ds.skip(plan.step_after(initial_epoch)), None
+
+
+def truncate_history(path, epochs):
+    """Keeps the rows of ``history.csv`` for the first ``epochs`` epochs (a resumed run redoes the rest)."""
+    if not path.exists():
+        return
+    with open(path, newline="", encoding="utf-8") as handle:
+        rows = list(csv.reader(handle))
+    if not rows:
+        return
+    header, body = rows[0], rows[1:]
+    column = header.index("epoch") if "epoch" in header else None
+    kept = [
+        row
+        for row in body
+        if column is None
+        or (row and row[column].isdigit() and int(row[column]) < epochs)
+    ]
+    with open(path, "w", newline="", encoding="utf-8") as handle:
+        csv.writer(handle).writerows([header, *kept])

@@ -1,0 +1,234 @@
+"""The data of a training run: streamed files, held-out splits, vocabularies, batches.
+
+`prepare_run_data` resolves ``data`` (file patterns, or a list of pairs written
+once to ``RUN_DIR/pairs.tsv`` and streamed like any file), finds the validation
+and test pairs (``valid_data``/``test_data`` files, else one pass splitting by
+source fingerprint, `text.fingerprint_split`), and records in ``RUN_DIR/data.json``
+a fingerprint of the files (names, sizes, a hash of their first MiB), the
+thresholds and the counts: a resumed run reads them back instead of scanning
+again, and refuses data that changed. `training_pairs` streams the training pairs;
+`run_batches` turns them into batches. Nothing here grows with the corpus.
+"""
+
+import dataclasses
+import json
+import os
+import pathlib
+
+import tensorflow as tf
+
+from keras_selfattn import text
+from keras_selfattn.text import fingerprint_split, stream
+from keras_selfattn.training.data_fingerprint import (
+    describe_data_change,
+    file_fingerprint,
+)
+
+__all__ = [
+    "DATA_FILE",
+    "PAIRS_FILE",
+    "SPLITS_DIR",
+    "RunData",
+    "prepare_run_data",
+    "training_pairs",
+]
+
+DATA_FILE = "data.json"
+PAIRS_FILE = "pairs.tsv"
+SPLITS_DIR = "splits"
+
+
+@dataclasses.dataclass
+class RunData:
+    """The data side of a run (everything here is bounded in size).
+
+    Attributes:
+        files: the training files.
+        split: the fingerprint split applied to ``files`` (None: ``files`` are all
+            training data).
+        validation: the validation pairs.
+        test: the test pairs.
+        train_pairs: how many training pairs ``files`` hold (None: not counted).
+        fingerprint: what `describe_data_change` compares on resume.
+    """
+
+    files: list
+    split: fingerprint_split.HeldOutSplit | None
+    validation: list
+    test: list
+    train_pairs: int | None
+    fingerprint: dict
+
+
+def _read_bounded(patterns, limit, train_config):
+    files = stream.resolve_data_files(patterns)
+    pairs = stream.pair_stream(files, skip_malformed=train_config.skip_malformed)
+    result = [
+        (s.decode("utf-8"), t.decode("utf-8"))
+        for s, t in pairs.take(limit).as_numpy_iterator()
+    ]
+    return files, result
+
+
+def _base_stream(files, train_config, *, repeat=False, counters=None):
+    pairs = stream.pair_stream(
+        files,
+        skip_malformed=train_config.skip_malformed,
+        counters=counters,
+        repeat=repeat and not train_config.max_pairs,
+        seed=train_config.seed,
+    )
+    if train_config.max_pairs:
+        pairs = pairs.take(train_config.max_pairs)
+        if repeat:
+            pairs = pairs.repeat()
+    return pairs
+
+
+def prepare_run_data(data, run_dir, train_config, *, valid_data=None, test_data=None):
+    """Resolves the files of a run and its held-out pairs; reuses ``run_dir``'s record.
+
+    Args:
+        data: file pattern(s), or a list of ``(source, target)`` pairs (written to
+            ``run_dir/pairs.tsv``).
+        run_dir: the run directory (its ``data.json`` and ``splits/`` are read
+            when they exist and match, written otherwise).
+        train_config: the `TrainConfig`.
+        valid_data: validation file pattern(s) (None: held out of ``data``).
+        test_data: test file pattern(s) (None: held out of ``data``).
+
+    Returns:
+        `RunData`.
+
+    Raises:
+        ValueError: the data of an interrupted run changed (the message says what).
+    """
+    run_dir = pathlib.Path(run_dir)
+    if not isinstance(data, (str, os.PathLike)) and (
+        data and not isinstance(data[0], (str, os.PathLike))
+    ):
+        data = str(_write_given_pairs(data, run_dir / PAIRS_FILE))
+    files = stream.resolve_data_files(data)
+    settings = {
+        "seed": train_config.seed,
+        "split": list(train_config.split),
+        "max_pairs": train_config.max_pairs,
+        "max_validation_pairs": train_config.max_validation_pairs,
+        "max_test_pairs": train_config.max_test_pairs,
+        "skip_malformed": train_config.skip_malformed,
+    }
+    fingerprint = {
+        "data": [file_fingerprint(f) for f in files],
+        "settings": settings,
+    }
+    if valid_data is not None:
+        valid_files = stream.resolve_data_files(valid_data)
+        fingerprint["valid_data"] = [file_fingerprint(f) for f in valid_files]
+    if test_data is not None:
+        test_files = stream.resolve_data_files(test_data)
+        fingerprint["test_data"] = [file_fingerprint(f) for f in test_files]
+
+    record_path = run_dir / DATA_FILE
+    split_dir = run_dir / SPLITS_DIR
+    if record_path.exists():
+        record = json.loads(record_path.read_text(encoding="utf-8"))
+        change = describe_data_change(record["fingerprint"], fingerprint)
+        if change:
+            raise ValueError(
+                f"{run_dir} holds an interrupted run on other data: {change}. Resume "
+                "it with the same data, or choose another run directory (or --overwrite)"
+            )
+        split = (
+            fingerprint_split.HeldOutSplit(**record["split"])
+            if record["split"]
+            else None
+        )
+        return RunData(
+            files,
+            split,
+            text.read_pairs(split_dir / "validation.tsv"),
+            _read_optional(split_dir / "test.tsv"),
+            record["train_pairs"],
+            fingerprint,
+        )
+
+    fractions = list(train_config.split)
+    validation = test = None
+    if valid_data is not None:
+        _, validation = _read_bounded(
+            valid_data, train_config.max_validation_pairs, train_config
+        )
+        fractions[1] = 0.0
+    if test_data is not None:
+        _, test = _read_bounded(test_data, train_config.max_test_pairs, train_config)
+        fractions[2] = 0.0
+    split = None
+    train_pairs = None
+    if validation is None or test is None:
+        fractions[0] = 1.0 - fractions[1] - fractions[2]
+        scan = fingerprint_split.scan_held_out(
+            _base_stream(files, train_config),
+            fractions,
+            seed=train_config.seed,
+            max_validation_pairs=train_config.max_validation_pairs,
+            max_test_pairs=train_config.max_test_pairs,
+        )
+        split, train_pairs = scan.split, scan.train_pairs
+        validation = scan.validation if validation is None else validation
+        test = scan.test if test is None else test
+    elif not train_config.train_steps:  # epochs need the count of training pairs
+        train_pairs = int(
+            _base_stream(files, train_config).reduce(
+                tf.constant(0, tf.int64), lambda n, _: n + 1
+            )
+        )
+    if not validation:
+        raise ValueError(
+            f"No validation pairs: {train_pairs} training pairs with split="
+            f"{tuple(train_config.split)} and max_validation_pairs="
+            f"{train_config.max_validation_pairs}; give more pairs, a larger split or "
+            "--valid-data"
+        )
+    if not train_pairs and train_pairs is not None:
+        raise ValueError(
+            f"No training pairs left once {len(validation)} validation and "
+            f"{len(test)} test pairs were held out; give more pairs"
+        )
+    text.write_pairs(split_dir / "validation.tsv", validation)
+    if test:  # no empty file: readers of splits/ expect pairs in what they find
+        text.write_pairs(split_dir / "test.tsv", test)
+    record = {
+        "fingerprint": fingerprint,
+        "split": dataclasses.asdict(split) if split else None,
+        "train_pairs": train_pairs,
+        "validation_pairs": len(validation),
+        "test_pairs": len(test),
+    }
+    tmp = record_path.with_name("tmp-" + record_path.name)
+    tmp.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    os.replace(tmp, record_path)
+    return RunData(files, split, validation, test, train_pairs, fingerprint)
+
+
+def _write_given_pairs(pairs, path):
+    """Writes a list of pairs to ``path``, unless an interrupted run there holds others."""
+    fresh = text.write_pairs(path.with_name("tmp-" + path.name), pairs)
+    if path.exists() and path.read_bytes() != fresh.read_bytes():
+        fresh.unlink()
+        raise ValueError(
+            f"{path.parent} holds an interrupted run on other data: the pairs given "
+            f"differ from those it started with ({path}). Resume it with the same "
+            "pairs, or choose another run directory (or --overwrite)"
+        )
+    os.replace(fresh, path)
+    return path
+
+
+def _read_optional(path):
+    return text.read_pairs(path) if path.exists() and path.stat().st_size else []
+
+
+def training_pairs(run_data, train_config, *, repeat=False, counters=None):
+    """The training ``(source, target)`` strings of a run, in file order."""
+    pairs = _base_stream(run_data.files, train_config, repeat=repeat, counters=counters)
+    return run_data.split.train_filter(pairs) if run_data.split else pairs

@@ -1,0 +1,111 @@
+"""What a run directory holds, and what `train` may do with it.
+
+A run directory is **new** (missing or empty), **interrupted** (``config.json``
+and ``backup/``: the same call resumes it), **finished** (``training.json`` says
+so, written before the backups are removed) or **foreign** (anything else, such
+as a user's own ``model.keras``). `train` refuses a finished or foreign
+directory unless ``overwrite=True``, which empties it first.
+"""
+
+import json
+import os
+import pathlib
+import shutil
+
+from keras_selfattn.training.distributed import all_workers_values
+
+__all__ = [
+    "FINISHED_FILE",
+    "claim_run_dir",
+    "finish_run",
+    "mark_finished",
+    "run_dir_state",
+]
+
+FINISHED_FILE = "training.json"
+_CONFIG_FILE = "config.json"
+_BACKUP_DIR = "backup"
+
+
+def run_dir_state(run_dir) -> str:
+    """``"new"``, ``"interrupted"``, ``"finished"`` or ``"foreign"``."""
+    run_dir = pathlib.Path(run_dir)
+    if not run_dir.exists() or not any(run_dir.iterdir()):
+        return "new"
+    if (run_dir / FINISHED_FILE).exists():
+        return "finished"
+    if (run_dir / _CONFIG_FILE).exists() and (run_dir / _BACKUP_DIR).is_dir():
+        return "interrupted"
+    return "foreign"
+
+
+def claim_run_dir(run_dir, *, overwrite=False):
+    """Checks ``run_dir`` for a run and creates it; returns ``(state, created)``.
+
+    Args:
+        run_dir: the run directory.
+        overwrite: empty a finished or foreign directory instead of refusing.
+
+    Returns:
+        ``(state, created)``: `run_dir_state` before (``"new"`` after an
+        overwrite) and whether this call created the directory.
+
+    Raises:
+        ValueError: ``run_dir`` is empty text, a file, or a finished or foreign
+            directory without ``overwrite``.
+    """
+    if not str(run_dir).strip():
+        raise ValueError(
+            f"run_dir must name a directory. Received: run_dir={str(run_dir)!r}"
+        )
+    run_dir = pathlib.Path(run_dir)
+    if run_dir.exists() and not run_dir.is_dir():
+        raise ValueError(f"run_dir is a file, not a directory. Received: {run_dir}")
+    state = run_dir_state(run_dir)
+    if state in ("finished", "foreign"):
+        if not overwrite:
+            what = (
+                "a finished run"
+                if state == "finished"
+                else "files that are not an interrupted run"
+            )
+            raise ValueError(
+                f"{run_dir} holds {what}; choose another run directory, or pass "
+                "--overwrite (overwrite=True) to replace it"
+            )
+        for child in run_dir.iterdir():
+            if child.is_dir() and not child.is_symlink():
+                shutil.rmtree(child)
+            else:
+                child.unlink()
+        state = "new"
+    created = not run_dir.exists()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    return state, created
+
+
+def mark_finished(run_dir, summary):
+    """Writes ``training.json`` (atomically): the run is complete, with ``summary``."""
+    path = pathlib.Path(run_dir) / FINISHED_FILE
+    tmp = path.with_name("tmp-" + path.name)
+    tmp.write_text(
+        json.dumps({"finished": True, **summary}, indent=2) + "\n", encoding="utf-8"
+    )
+    os.replace(tmp, path)
+    return path
+
+
+def finish_run(work_dir, backup_dir, summary, strategy, role):
+    """Marks the run finished (the chief), then removes every worker's backups.
+
+    In this order: a kill in between leaves a finished run, never a run that
+    would train again from scratch.
+    """
+    if role.is_chief:
+        mark_finished(work_dir, summary)
+    shutil.rmtree(backup_dir, ignore_errors=True)
+    all_workers_values(strategy, 0, role)  # a barrier: every worker removed its own
+    try:
+        pathlib.Path(backup_dir).parent.rmdir()
+    except OSError:
+        pass  # another worker's backups are still there, or it is gone already

@@ -1,0 +1,61 @@
+"""The tokenizers of a run: the options of `TrainConfig`, loaded from a vocabulary directory or learned."""
+
+from keras_selfattn import text
+from keras_selfattn.text.learn_vocab import learn_pair_tokenizer
+from keras_selfattn.training import run_data as run_data_lib
+
+__all__ = ["load_or_learn_tokenizer", "tokenizer_configs"]
+
+
+def tokenizer_configs(train_config):
+    """The source and target `TokenizerConfig` of a `TrainConfig`."""
+
+    def config(kind, split_digits, make=text.TokenizerConfig):
+        return make(
+            kind=kind, ops=train_config.tokenizer_ops, split_digits=split_digits
+        )
+
+    return (
+        config(train_config.source_tokenizer, train_config.split_digits),
+        # The target keeps its case and Unicode form: text comes back as written.
+        config(
+            train_config.target_tokenizer,
+            train_config.split_digits,
+            text.TokenizerConfig.for_target,
+        ),
+    )
+
+
+def load_or_learn_tokenizer(vocab, work_dir, resuming, run_data, train_config):
+    """The run's `PairTokenizer`, saved into ``work_dir``.
+
+    Resuming: the one the run saved. Else from ``vocab`` (a `workflows.build_vocab`
+    directory or a run directory; its tokenizer options must be the run's), or
+    learned from the first ``vocab_sample_lines`` training pairs.
+    """
+    if resuming and (work_dir / text.pair_tokenizer.TOKENIZER_CONFIG_FILE).exists():
+        return text.PairTokenizer.load(work_dir)
+    wanted = tokenizer_configs(train_config)
+    if vocab is not None:
+        tokenizer = text.PairTokenizer.load(vocab)
+        for side, config, expected in zip(
+            ("source", "target"),
+            (tokenizer.source.config, tokenizer.target.config),
+            wanted,
+            strict=True,
+        ):
+            for name in ("kind", "ops", "split_digits"):
+                if getattr(config, name) != getattr(expected, name):
+                    raise ValueError(
+                        f"The {side} vocabulary in {vocab} was built with {name}="
+                        f"{getattr(config, name)!r}, but this run asks for "
+                        f"{getattr(expected, name)!r}; pass the same tokenizer options"
+                    )
+    else:
+        tokenizer = learn_pair_tokenizer(
+            run_data_lib.training_pairs(run_data, train_config),
+            *wanted,
+            sample_lines=train_config.vocab_sample_lines,
+        )
+    tokenizer.save(work_dir)
+    return tokenizer

@@ -1,0 +1,243 @@
+"""Training by steps inside ``model.fit``: the plan, validation every N steps, a resumable input.
+
+``model.fit`` runs "epochs" of `StepPlan.period` steps, the greatest common
+divisor of the validation and backup cadences; `StopAtStep` ends the run at
+`StepPlan.total_steps` (the last period may be shorter). `StepEvaluation` runs
+the validation when a cadence says so and always at the last step, keeps the
+best model (``model.keras``, written under a temporary name and renamed into
+place, so a kill mid-write keeps the previous best), stops early after
+``patience`` validations without a better loss, and logs the loss, the
+validation loss and the target tokens per second. `ResumableInput` gives
+``fit`` a dataset whose iterator can be checkpointed and restored, so a resumed
+run continues on the batches an uninterrupted run would have seen, without
+reading again what was already trained on.
+"""
+
+import dataclasses
+import math
+import os
+import pathlib
+import time
+
+import keras
+import tensorflow as tf
+
+__all__ = [
+    "ResumableInput",
+    "StepEvaluation",
+    "StepPlan",
+    "StopAtStep",
+    "plan_steps",
+    "save_model_atomically",
+]
+
+
+@dataclasses.dataclass(frozen=True)
+class StepPlan:
+    """How many steps, and when to validate and back up.
+
+    Attributes:
+        total_steps: optimizer steps in all.
+        eval_every: steps between validations.
+        save_every: steps between backups.
+        period: steps per Keras epoch (``gcd(eval_every, save_every)``).
+        steps_per_epoch: steps in a data epoch (None in step mode).
+    """
+
+    total_steps: int
+    eval_every: int
+    save_every: int
+    period: int
+    steps_per_epoch: int | None = None
+
+    @property
+    def periods(self) -> int:
+        """Keras epochs of the whole run."""
+        return math.ceil(self.total_steps / self.period)
+
+    def step_after(self, periods_done: int) -> int:
+        """The step count once ``periods_done`` periods are trained."""
+        return min(periods_done * self.period, self.total_steps)
+
+    def evaluates(self, periods_done: int) -> bool:
+        step = self.step_after(periods_done)
+        return step % self.eval_every == 0 or step == self.total_steps
+
+    def backs_up(self, periods_done: int) -> bool:
+        step = self.step_after(periods_done)
+        return step % self.save_every == 0 or step == self.total_steps
+
+
+def plan_steps(train_config, train_pairs: int | None) -> StepPlan:
+    """The `StepPlan` of a `TrainConfig` (``train_pairs`` counts an epoch without ``train_steps``)."""
+    steps_per_epoch = None
+    if train_config.train_steps:
+        total = train_config.train_steps
+        eval_every = train_config.eval_every or 1000
+    else:
+        if train_pairs is None:
+            raise ValueError("epochs need the number of training pairs")
+        steps_per_epoch = max(1, train_pairs // train_config.batch_size)
+        total = train_config.epochs * steps_per_epoch
+        eval_every = train_config.eval_every or steps_per_epoch
+    eval_every = min(eval_every, total)
+    save_every = min(train_config.save_every or eval_every, total)
+    return StepPlan(
+        total, eval_every, save_every, math.gcd(eval_every, save_every), steps_per_epoch
+    )
+
+
+def save_model_atomically(model, path):
+    """``model.save`` to a temporary file beside ``path``, then renamed onto it."""
+    path = pathlib.Path(path)
+    tmp = path.with_name("tmp-" + path.name)
+    model.save(tmp)
+    os.replace(tmp, path)
+    return path
+
+
+class StopAtStep(keras.callbacks.Callback):
+    """Counts the steps (from ``step``, where a resumed run starts) and stops ``fit`` at ``total_steps``.
+
+    Counted in Python: under a distribution strategy the optimizer's step counter
+    is a distributed variable, not a number.
+    """
+
+    def __init__(self, total_steps, step=0):
+        super().__init__()
+        self.total_steps = total_steps
+        self.step = step
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.step += 1
+        if self.step >= self.total_steps:
+            self.model.stop_training = True
+
+
+class StepEvaluation(keras.callbacks.Callback):
+    """Validation on the plan's cadence, the best model kept, early stopping, the log line.
+
+    Args:
+        plan: the `StepPlan`.
+        validation: the validation dataset (known cardinality).
+        model_path: where the best model is written (atomically).
+        patience: validations without a better ``val_loss`` before stopping.
+        best: the best ``val_loss`` so far (resuming).
+        wait: validations since the best (resuming).
+        counters: `text.stream.StreamCounters` of the training stream (tokens/s).
+        verbose: print one line per validation.
+    """
+
+    def __init__(
+        self,
+        plan,
+        validation,
+        model_path,
+        patience,
+        best=None,
+        wait=0,
+        counters=None,
+        verbose=True,
+    ):
+        super().__init__()
+        self.plan = plan
+        self.validation = validation
+        self.model_path = pathlib.Path(model_path)
+        self.patience = patience
+        self.best = best
+        self.wait = wait
+        self.counters = counters
+        self.verbose = verbose
+        self.tokens_per_second = None
+        self._mark = None
+
+    def _tokens(self):
+        return int(self.counters.target_tokens.numpy()) if self.counters else 0
+
+    def on_epoch_begin(self, epoch, logs=None):
+        if self._mark is None:
+            self._mark = (time.perf_counter(), self._tokens())
+
+    def on_epoch_end(self, epoch, logs=None):
+        logs = logs if logs is not None else {}
+        periods_done = epoch + 1
+        step = self.plan.step_after(periods_done)
+        if not self.plan.evaluates(periods_done):
+            logs["val_loss"] = float("nan")
+            return
+        now, tokens = time.perf_counter(), self._tokens()
+        if self._mark and now > self._mark[0]:
+            self.tokens_per_second = (tokens - self._mark[1]) / (now - self._mark[0])
+        results = self.model.evaluate(self.validation, verbose=0, return_dict=True)
+        for name, value in results.items():
+            logs["val_" + name] = value
+        val_loss = float(results["loss"])
+        improved = self.best is None or val_loss < self.best
+        if improved:
+            self.best, self.wait = val_loss, 0
+            save_model_atomically(self.model, self.model_path)
+        else:
+            self.wait += 1
+            if self.wait >= self.patience:
+                self.model.stop_training = True
+        if self.verbose:
+            speed = (
+                f"  {self.tokens_per_second:,.0f} target tokens/s"
+                if self.tokens_per_second is not None and self.counters
+                else ""
+            )
+            print(
+                f"step {step}/{self.plan.total_steps}  loss {float(logs.get('loss', 'nan')):.4f}"
+                f"  val_loss {val_loss:.4f}{' (best)' if improved else ''}{speed}",
+                flush=True,
+            )
+        self._mark = (time.perf_counter(), self._tokens())
+
+
+class ResumableInput:
+    """Gives ``model.fit`` a dataset whose iterator this object can save and restore.
+
+    ``fit`` makes its iterator with ``iter(dataset)``; the dataset handed to it
+    (`dataset`) records that iterator, and restores it from a checkpoint first
+    when `restore_from` was called. A `tf.data` iterator checkpoint holds its
+    position and its buffers (shuffle, prefetch), so restoring costs time in
+    proportion to the buffers, not to the steps already trained. Only for a
+    single-replica run: a distributed iterator is not checkpointable.
+
+    Args:
+        dataset: the training `tf.data.Dataset`.
+        state: extra variables saved and restored with the iterator (name -> var).
+    """
+
+    def __init__(self, dataset, state=None):
+        self.state = dict(state or {})
+        self.iterator = None
+        self._restore_path = None
+        holder = self
+        base = type(dataset)
+
+        def __iter__(ds):
+            iterator = base.__iter__(ds)
+            if holder._restore_path is not None:
+                checkpoint = tf.train.Checkpoint(iterator=iterator, **holder.state)
+                checkpoint.read(holder._restore_path).assert_consumed()
+                holder._restore_path = None
+            holder.iterator = iterator
+            return iterator
+
+        dataset.__class__ = type(
+            "Resumable" + base.__name__, (base,), {"__iter__": __iter__}
+        )
+        self.dataset = dataset
+
+    def restore_from(self, path):
+        """The next iterator starts where the checkpoint at ``path`` left off."""
+        self._restore_path = str(path)
+
+    def save(self, prefix):
+        """Writes the iterator (and `state`) to ``prefix``; returns the path, or None before ``fit`` iterates."""
+        if self.iterator is None:
+            return None
+        return tf.train.Checkpoint(iterator=self.iterator, **self.state).write(
+            str(prefix)
+        )

@@ -1,0 +1,67 @@
+"""The data side of a run without a model: FILE sharding, the data fingerprint, the step plan."""
+
+import pytest
+import tensorflow as tf
+from tensorflow.python.distribute import input_ops
+
+from keras_selfattn import text
+from keras_selfattn.training import TrainConfig, run_batches, run_data
+from keras_selfattn.training.data_fingerprint import (
+    describe_data_change,
+    file_fingerprint,
+)
+from keras_selfattn.training.step_loop import plan_steps
+
+
+def test_with_a_file_per_worker_each_worker_reads_only_its_own(tmp_path):
+    first = text.write_pairs(tmp_path / "a.tsv", [(f"a{i}", "x") for i in range(20)])
+    second = text.write_pairs(
+        tmp_path / "b.tsv.gz", [(f"b{i}", "y") for i in range(20)]
+    )
+    files = [str(first), str(second)]
+    policy = run_batches.auto_shard_policy(len(files), workers=2)
+    assert policy == tf.data.experimental.AutoShardPolicy.FILE
+    assert run_batches.auto_shard_policy(1, workers=2) == (
+        tf.data.experimental.AutoShardPolicy.DATA
+    )
+    data = run_data.RunData(files, None, [], [], None, {})
+    pairs = run_data.training_pairs(data, TrainConfig(seed=1), repeat=True)
+    options = tf.data.Options()
+    options.experimental_distribute.auto_shard_policy = policy
+    pairs = pairs.with_options(options)
+    for worker, letter in enumerate("ab"):
+        # What tf.distribute does to each worker's copy of the input pipeline.
+        shard = input_ops.auto_shard_dataset(pairs, 2, worker, 2)
+        sources = [s.decode() for s, _ in shard.take(50).as_numpy_iterator()]
+        assert {s[0] for s in sources} == {letter}
+        # Whole passes over the worker's files, one after another.
+        assert sources[:20] == [f"{letter}{i}" for i in range(20)]
+
+
+def test_a_changed_file_is_named(tmp_path):
+    path = text.write_pairs(tmp_path / "a.tsv", [("a", "b")] * 3)
+    before = {"data": [file_fingerprint(str(path))], "settings": {"seed": 0}}
+    assert describe_data_change(before, before) is None
+    text.write_pairs(path, [("a", "b")] * 4)
+    after = {"data": [file_fingerprint(str(path))], "settings": {"seed": 0}}
+    assert f"{path} changed since the run started (12 -> 16 bytes)" in (
+        describe_data_change(before, after)
+    )
+    other = {**before, "settings": {"seed": 1}}
+    assert "data settings changed" in describe_data_change(before, other)
+
+
+def test_the_step_plan():
+    plan = plan_steps(TrainConfig(train_steps=10, eval_every=4, save_every=6), None)
+    assert (plan.period, plan.periods) == (2, 5)
+    assert [plan.evaluates(p) for p in range(1, 6)] == [False, True, False, True, True]
+    assert [plan.backs_up(p) for p in range(1, 6)] == [False, False, True, False, True]
+    epochs = plan_steps(TrainConfig(epochs=3, batch_size=10), 105)
+    assert (epochs.total_steps, epochs.eval_every, epochs.steps_per_epoch) == (
+        30,
+        10,
+        10,
+    )
+    assert plan_steps(TrainConfig(train_steps=5), None).eval_every == 5
+    with pytest.raises(ValueError, match="number of training pairs"):
+        plan_steps(TrainConfig(), None)
