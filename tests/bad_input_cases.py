@@ -127,19 +127,18 @@ def _truncate(name, keep=0.5):
 
 
 def _unknown_layer_argument(run):
-    """model.keras whose PositionalEncoding config holds an argument it does not take."""
+    """model.keras whose model config holds an argument it does not take.
+
+    The saved `Seq2Seq` model describes itself by its constructor arguments (it
+    rebuilds its layers from them), so the argument goes there.
+    """
     path = run / "model.keras"
     with zipfile.ZipFile(path) as archive:
         files = {name: archive.read(name) for name in archive.namelist()}
     text = files["config.json"].decode()
-    marker = '"class_name": "PositionalEncoding", "config": {'
-    if marker not in text:  # another position kind: any of our layers will do
-        marker = '"module": "keras_selfattn.layers.'
-        index = text.index(marker)
-        index = text.index('"config": {', index - 400) + len('"config": {')
-        text = text[:index] + '"bogus_argument": 1, ' + text[index:]
-    else:
-        text = text.replace(marker, marker + '"bogus_argument": 1, ', 1)
+    marker = '"class_name": "Seq2Seq", "config": {'
+    assert marker in text, "the run's model.keras is not a Seq2Seq model"
+    text = text.replace(marker, marker + '"bogus_argument": 1, ', 1)
     files["config.json"] = text.encode()
     with zipfile.ZipFile(path, "w") as archive:
         for name, data in files.items():

@@ -337,8 +337,28 @@ class Seq2Seq(keras.Model):
             "dtype": keras.dtype_policies.serialize(self.dtype_policy),
         }
 
+    _CONFIG_KEYS = frozenset(
+        {
+            "name",
+            "trainable",
+            "source_vocab_size",
+            "target_vocab_size",
+            "config",
+            "seed",
+            "dtype",
+        }
+    )
+
     @classmethod
     def from_config(cls, config):
+        # keras.Model swallows unknown keyword arguments: refuse them here, so
+        # that an edited or foreign model file fails instead of loading quietly.
+        unknown = sorted(set(config) - cls._CONFIG_KEYS)
+        if unknown:
+            raise ValueError(
+                f"Seq2Seq got unknown config arguments {unknown}; it takes "
+                f"{sorted(cls._CONFIG_KEYS)}. Received: config={config!r}"
+            )
         return cls(**config)
 
 

@@ -96,7 +96,13 @@ def shuffled_batches(
         pairs, tokenizer, counters=counters, **_limits(model_config)
     )
     batches = batch_by_length(
-        ids.shuffle(train_config.shuffle_buffer, seed=train_config.seed),
+        # The stream is endless, so one iteration is the whole run: every new
+        # iterator (Keras builds one more under a strategy) sees the same order.
+        ids.shuffle(
+            train_config.shuffle_buffer,
+            seed=train_config.seed,
+            reshuffle_each_iteration=False,
+        ),
         num_buckets=num_buckets or train_config.length_buckets,
         batch_size=train_config.batch_size,
         batch_tokens=train_config.batch_tokens,

@@ -136,7 +136,10 @@ def test_vocabularies_from_a_stream_equal_the_in_memory_ones(tmp_path):
         ("un oiseau", "a bird")
     ]
     path = text.write_pairs(tmp_path / "p.tsv", pairs)
-    configs = (text.TokenizerConfig(kind="word"), text.TokenizerConfig(kind="char"))
+    configs = (
+        text.TokenizerConfig(kind="word"),
+        text.TokenizerConfig.for_target(kind="char"),
+    )
     streamed = learn_vocab.learn_pair_tokenizer(
         stream.pair_stream([str(path)]), *configs, sample_lines=None
     )
