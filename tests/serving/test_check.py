@@ -8,6 +8,7 @@ import pytest
 import tensorflow as tf
 
 from keras_selfattn import cli, serving
+from keras_selfattn.reserved_ids import UNK_TOKEN
 from keras_selfattn.serving import check as check_lib
 from keras_selfattn.serving import warmup
 from tests.serving.tiny_runs import BEAM_SIZE, TINY_MODEL
@@ -67,11 +68,11 @@ def test_bad_requests_have_defined_outputs(text_check):
             assert all(
                 isinstance(v, str) for v in result["outputs"][text_key]["values"]
             )
-            # The longest possible output: max_target_len characters (char target tokenizer).
-            assert all(
-                len(v) <= TINY_MODEL.max_target_len
-                for v in result["outputs"][text_key]["values"]
-            )
+            # The longest possible output: max_target_len tokens of the char target
+            # tokenizer, each one character or "<unk>", with a space before each
+            # token not glued to the one before it (joiner marks).
+            longest = TINY_MODEL.max_target_len * (len(UNK_TOKEN) + 1)
+            assert all(len(v) <= longest for v in result["outputs"][text_key]["values"])
         blank = results["empty_strings"]["outputs"]
         assert set(blank[text_key]["values"]) == {""} and set(
             blank[score_key]["values"]
