@@ -486,7 +486,7 @@ def _check_argument_paths(args):
             except OSError:
                 continue  # missing (or a glob pattern): the reader says so
             if not stat.S_ISREG(mode):
-                # The stream is read more than once (the held-out pass, then
+                # The stream is read more than once (the held-out window, then
                 # each training pass): a pipe would be empty the second time.
                 # .gz files are read as they are, so <(zcat ...) is not needed.
                 kind = (

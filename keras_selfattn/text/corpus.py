@@ -160,15 +160,18 @@ def split_pairs(
 ) -> PairSplits:
     """Splits pairs into train/validation/test, deterministically and leak-free.
 
-    The rule of `fingerprint_split` (the one a streamed corpus is split by, pair
-    by pair): each pair's source text gets a fingerprint keyed by ``seed``; the
-    pairs with the smallest fingerprints form validation, the next ones test, the
-    rest training. Equal sources have equal fingerprints, so every translation of
-    one source lands in the same split (Tatoeba has many sources with several
-    translations); the result does not depend on the input order, Python's hash
-    seed or the platform. Validation gets ``round(fraction * len(pairs))`` pairs,
-    capped at ``max_validation_pairs`` (test likewise), plus at most the rest of
-    one group of equal sources. Within a split, pairs keep their input order.
+    The rule a streamed corpus is split by (`fingerprint_split`), applied to a
+    list: each pair's source text gets a fingerprint keyed by ``seed``; among the
+    first `fingerprint_split.held_out_window` pairs (all of them without caps, or
+    when the list is shorter), those with the smallest fingerprints form
+    validation, the next ones test; training is every pair whose source is not
+    held out. Equal sources have equal fingerprints, so every translation of one
+    source lands in the same split (Tatoeba has many sources with several
+    translations); the result does not depend on Python's hash seed or the
+    platform, nor (within the window) on the input order. Validation gets
+    ``round(fraction * len(pairs))`` pairs, capped at ``max_validation_pairs``
+    (test likewise), plus at most the rest of one group of equal sources.
+    Within a split, pairs keep their input order.
 
     Args:
         pairs: sequence of ``(source, target)``.
@@ -186,30 +189,26 @@ def split_pairs(
     >>> [len(part) for part in split_pairs(pairs, (0.6, 0.2, 0.2))]
     [6, 2, 2]
     """
-    import numpy as np
+    import tensorflow as tf
 
     from keras_selfattn.text import fingerprint_split
 
     pairs = [tuple(pair) for pair in pairs]
-    fingerprints = (
-        fingerprint_split.source_fingerprints(
-            [source for source, _ in pairs], seed
-        ).numpy()
-        if pairs
-        else np.zeros([0], np.int64)
-    )
-    split = fingerprint_split.held_out_thresholds(
-        np.sort(fingerprints),
-        len(pairs),
+    fingerprint_split.held_out_window(fractions, max_validation_pairs, max_test_pairs)
+    if not pairs:
+        return PairSplits([], [], [])
+    sources = tf.constant([source for source, _ in pairs], tf.string)
+    targets = tf.constant([target for _, target in pairs], tf.string)
+    scan = fingerprint_split.scan_held_out(
+        tf.data.Dataset.from_tensor_slices((sources, targets)),
         fractions,
         seed=seed,
         max_validation_pairs=max_validation_pairs,
         max_test_pairs=max_test_pairs,
     )
-    parts: tuple[list[Pair], list[Pair], list[Pair]] = ([], [], [])
-    for pair, which in zip(pairs, split.split_of(fingerprints), strict=True):
-        parts[(0, 1, 2)[which]].append(pair)
-    return PairSplits(*parts)
+    training = scan.split.is_training(sources).numpy()
+    train = [pair for pair, keep in zip(pairs, training, strict=True) if keep]
+    return PairSplits(train, scan.validation, scan.test)
 
 
 def filter_pairs_by_length(

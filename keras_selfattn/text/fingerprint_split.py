@@ -1,20 +1,29 @@
-"""Train / validation / test by a fingerprint of the source text: decided pair by pair, in a stream.
+"""Train / validation / test by a fingerprint of the source text, without reading the whole corpus.
 
 Every pair gets the keyed SipHash fingerprint of its (stripped) source text
 (`source_fingerprints`, ``tf.strings.to_hash_bucket_strong`` keyed by the seed):
-the same on every platform, independent of the input order, equal for equal
-sources, so all translations of one source land in the same split. The pairs
-with the smallest fingerprints are held out: validation is every pair whose
-fingerprint is at most `HeldOutSplit.validation_max`, test those above it and at
-most `HeldOutSplit.test_max`, training the rest. The two thresholds are chosen
-(`held_out_thresholds`) so that validation gets ``min(fraction * pairs, cap)``
-pairs and test likewise (a whole group of equal sources more at most): a few
-thousand pairs by default, whatever the size of the corpus.
+the same on every platform, equal for equal sources, so all translations of one
+source land in the same split.
 
-`scan_held_out` finds the thresholds in one pass over a stream, keeping only the
-candidates (at most the two caps, plus ties) in memory, and returns the held-out
-pairs themselves; the training stream is then `HeldOutSplit.train_filter`.
-`corpus.split_pairs` applies the same rule to a list.
+The held-out pairs are drawn from the first `held_out_window` pairs of the
+stream: ``max(cap / fraction)`` over validation and test, 50,000 with the
+defaults (5000 pairs at 10% each); the whole stream when a split has no cap. In
+that window the pairs with the smallest fingerprints are held out: validation
+is every pair whose fingerprint is at most `HeldOutSplit.validation_max`, test
+those above it and at most `HeldOutSplit.test_max`. Validation gets
+``min(round(fraction * n), cap)`` pairs, ``n`` the pairs in the window (test
+likewise; a whole group of equal sources more at most), which is exactly what
+the fraction and the cap give on the whole corpus: a corpus longer than the
+window has at least ``cap / fraction`` pairs, so the cap decides. A corpus that
+fits in the window is split exactly as if it were read whole.
+
+Training is every other pair of the stream, decided pair by pair
+(`HeldOutSplit.is_training`): its source is not one of the held-out sources (a
+set of at most the two caps, plus ties). So finding the held-out pairs costs one
+window, the same for 300 thousand pairs and for 40 million, no source straddles
+two splits anywhere in the corpus, and no training pair is wasted: beyond the
+window only the pairs repeating a held-out source are left out. `scan_held_out`
+reads the window of a stream; `corpus.split_pairs` applies it to a list.
 """
 
 import dataclasses
@@ -25,8 +34,10 @@ import numpy as np
 import tensorflow as tf
 
 __all__ = [
+    "HeldOutScan",
     "HeldOutSplit",
     "held_out_thresholds",
+    "held_out_window",
     "scan_held_out",
     "source_fingerprints",
 ]
@@ -64,28 +75,76 @@ def _check_fractions(fractions):
 
 
 def _check_cap(name, value):
-    if value is not None and (not isinstance(value, int) or value < 0):
+    if value is not None and (
+        isinstance(value, bool) or not isinstance(value, int) or value < 0
+    ):
         raise ValueError(
             f"{name} must be a non-negative integer or None. Received: {name}={value!r}"
         )
 
 
+def held_out_window(
+    fractions: Sequence[float],
+    max_validation_pairs: int | None,
+    max_test_pairs: int | None,
+) -> int | None:
+    """How many leading pairs the held-out pairs are drawn from (None: all of them).
+
+    The smallest window in which the cap of every held-out split decides its
+    size, as it does on any corpus longer than the window.
+
+    Example:
+
+    >>> held_out_window((0.8, 0.1, 0.1), 5000, 5000)
+    50000
+    >>> held_out_window((0.8, 0.1, 0.1), 5000, None) is None
+    True
+    >>> held_out_window((1.0, 0.0, 0.0), None, None)
+    0
+    """
+    _, validation_fraction, test_fraction = _check_fractions(fractions)
+    _check_cap("max_validation_pairs", max_validation_pairs)
+    _check_cap("max_test_pairs", max_test_pairs)
+    window = 0
+    for fraction, cap in (
+        (validation_fraction, max_validation_pairs),
+        (test_fraction, max_test_pairs),
+    ):
+        if fraction == 0 or cap == 0:
+            continue
+        if cap is None:
+            return None
+        # The smallest n with round(fraction * n) >= cap.
+        n = math.ceil(cap / fraction)
+        while round(fraction * n) < cap:
+            n += 1
+        window = max(window, n)
+    return window
+
+
 @dataclasses.dataclass(frozen=True)
 class HeldOutSplit:
-    """The thresholds of a fingerprint split (-1: that split is empty).
+    """Which pairs of a corpus are held out, and so which are training pairs.
 
     Attributes:
         seed: the fingerprint key.
-        validation_max: largest fingerprint of the validation split.
+        validation_max: largest fingerprint of the validation split (-1: empty).
         test_max: largest fingerprint of the test split (>= ``validation_max``).
+        window: the leading pairs the held-out pairs were drawn from (None: the
+            whole corpus, so every pair with a fingerprint above ``test_max`` is
+            a training pair).
+        held_out: with a window, the fingerprints of the held-out sources,
+            sorted: every pair with another source is a training pair.
     """
 
     seed: int
     validation_max: int
     test_max: int
+    window: int | None = None
+    held_out: tuple[int, ...] = dataclasses.field(default=(), repr=False)
 
     def split_of(self, fingerprints):
-        """0 (train), 1 (validation) or 2 (test) for each fingerprint (NumPy or TF)."""
+        """0 (train), 1 (validation) or 2 (test) for fingerprints of the window (NumPy)."""
         fingerprints = np.asarray(fingerprints, np.int64)
         return np.where(
             fingerprints <= self.validation_max,
@@ -93,15 +152,53 @@ class HeldOutSplit:
             np.where(fingerprints <= self.test_max, 2, 0),
         )
 
+    def record(self) -> dict:
+        """What a run directory keeps (the held-out sources are in its split files)."""
+        return {
+            "seed": self.seed,
+            "validation_max": self.validation_max,
+            "test_max": self.test_max,
+            "window": self.window,
+        }
+
+    @classmethod
+    def from_record(cls, record: dict, held_out_sources: Sequence[str]):
+        """The split of `record`, its held-out set rebuilt from the held-out sources."""
+        split = cls(
+            int(record["seed"]),
+            int(record["validation_max"]),
+            int(record["test_max"]),
+            record.get("window"),  # absent: written when the whole corpus was scanned
+        )
+        if split.window is None:
+            return split
+        return split.holding_out(held_out_sources)
+
+    def holding_out(self, sources: Sequence[str]):
+        """This split with ``sources`` as its held-out set."""
+        fingerprints = (
+            source_fingerprints(tf.constant(list(sources), tf.string), self.seed)
+            if len(sources)
+            else np.zeros([0], np.int64)
+        )
+        held_out = tuple(int(f) for f in np.unique(np.asarray(fingerprints)))
+        return dataclasses.replace(self, held_out=held_out)
+
+    def is_training(self, sources) -> tf.Tensor:
+        """A bool tensor, the shape of ``sources``: which of them are training sources."""
+        fingerprints = source_fingerprints(sources, self.seed)
+        if self.window is None:
+            return fingerprints > self.test_max
+        if not self.held_out:
+            return tf.ones_like(fingerprints, tf.bool)
+        held_out = tf.constant(self.held_out, tf.int64)
+        flat = tf.reshape(fingerprints, [-1])
+        at = tf.minimum(tf.searchsorted(held_out, flat), len(self.held_out) - 1)
+        return tf.reshape(tf.gather(held_out, at) != flat, tf.shape(fingerprints))
+
     def train_filter(self, dataset: tf.data.Dataset) -> tf.data.Dataset:
         """Keeps the training pairs of a dataset of ``(source, target)`` scalars."""
-        test_max = tf.constant(self.test_max, tf.int64)
-        seed = self.seed
-
-        def is_train(source, target):
-            return source_fingerprints(source, seed) > test_max
-
-        return dataset.filter(is_train)
+        return dataset.filter(lambda source, target: self.is_training(source))
 
 
 def held_out_thresholds(
@@ -112,20 +209,22 @@ def held_out_thresholds(
     seed: int,
     max_validation_pairs: int | None,
     max_test_pairs: int | None,
+    window: int | None = None,
 ) -> HeldOutSplit:
-    """Thresholds from the smallest fingerprints of a corpus of ``total`` pairs.
+    """Thresholds from the smallest fingerprints of ``total`` pairs.
 
     Args:
         smallest: the pairs' smallest fingerprints, sorted ascending; at least the
             validation and test sizes many (all of them for a small corpus).
-        total: the number of pairs.
+        total: the number of pairs they were drawn from.
         fractions: train, validation, test fractions.
         seed: the fingerprint key, recorded in the result.
         max_validation_pairs: cap on the validation size (None: no cap).
         max_test_pairs: cap on the test size (None: no cap).
+        window: recorded in the result (None: ``total`` is the whole corpus).
 
     Returns:
-        A `HeldOutSplit`.
+        A `HeldOutSplit` (without its held-out set: `HeldOutSplit.holding_out`).
     """
     _, validation_fraction, test_fraction = _check_fractions(fractions)
     sizes = []
@@ -139,18 +238,29 @@ def held_out_thresholds(
     smallest = np.asarray(smallest, np.int64)
     validation_max = int(smallest[n_validation - 1]) if n_validation else -1
     test_max = int(smallest[n_validation + n_test - 1]) if n_test else validation_max
-    return HeldOutSplit(int(seed), validation_max, max(test_max, validation_max))
+    return HeldOutSplit(
+        int(seed), validation_max, max(test_max, validation_max), window
+    )
 
 
 @dataclasses.dataclass
 class HeldOutScan:
-    """What `scan_held_out` found: the split, the held-out pairs and the counts."""
+    """What `scan_held_out` found.
+
+    Attributes:
+        split: the `HeldOutSplit`.
+        validation: the validation pairs, ``(str, str)`` in stream order.
+        test: the test pairs, likewise.
+        pairs: the pairs read (the window, or the whole stream if shorter).
+        train_pairs: the training pairs of the stream (None: the stream is
+            longer than the window and was not counted).
+    """
 
     split: HeldOutSplit
     validation: list
     test: list
     pairs: int
-    train_pairs: int
+    train_pairs: int | None
 
 
 def scan_held_out(
@@ -161,10 +271,11 @@ def scan_held_out(
     max_validation_pairs: int | None = 5000,
     max_test_pairs: int | None = 5000,
 ) -> HeldOutScan:
-    """One pass over a ``(source, target)`` stream: the held-out split and its pairs.
+    """Reads the held-out window of a ``(source, target)`` stream: the split and its pairs.
 
-    Memory holds the candidates only: the pairs with the smallest fingerprints,
-    as many as the two caps allow (all pairs when a cap is None).
+    Reads `held_out_window` pairs (and one more, to learn whether the stream
+    goes on). Memory holds the candidates only: the pairs with the smallest
+    fingerprints, as many as the two caps allow (all pairs when a cap is None).
 
     Args:
         dataset: finite `tf.data.Dataset` of ``(source, target)`` scalar strings.
@@ -174,17 +285,20 @@ def scan_held_out(
         max_test_pairs: test cap (None: no cap).
 
     Returns:
-        `HeldOutScan` with the held-out pairs as ``(str, str)`` in stream order.
+        `HeldOutScan`.
+
+    Raises:
+        ValueError: the stream is empty.
     """
     fractions = _check_fractions(fractions)
-    _check_cap("max_validation_pairs", max_validation_pairs)
-    _check_cap("max_test_pairs", max_test_pairs)
+    window = held_out_window(fractions, max_validation_pairs, max_test_pairs)
     keep = (
         None
         if max_validation_pairs is None or max_test_pairs is None
         else max_validation_pairs + max_test_pairs
     )
-    batches = dataset.batch(_SCAN_BATCH).map(
+    read = dataset if window is None else dataset.take(max(window, 1) + 1)
+    batches = read.batch(_SCAN_BATCH).map(
         lambda s, t: (source_fingerprints(s, seed), s, t),
         num_parallel_calls=tf.data.AUTOTUNE,
         deterministic=True,
@@ -193,8 +307,17 @@ def scan_held_out(
     kept_order = np.zeros([0], np.int64)
     kept_pairs = np.zeros([0, 2], object)
     total = 0
+    more = False
     limit = np.iinfo(np.int64).max
     for fingerprints, sources, targets in batches.as_numpy_iterator():
+        if window is not None and total + len(fingerprints) > window:
+            more = True  # the pair after the window exists: a longer stream
+            cut = window - total
+            fingerprints, sources, targets = (
+                fingerprints[:cut],
+                sources[:cut],
+                targets[:cut],
+            )
         chosen = fingerprints <= limit
         order = np.arange(total, total + len(fingerprints))[chosen]
         total += len(fingerprints)
@@ -211,7 +334,7 @@ def scan_held_out(
                 kept_order[mask],
                 kept_pairs[mask],
             )
-    if not total:
+    if not total and not more:
         raise ValueError("No sentence pairs found in the data")
     split = held_out_thresholds(
         np.sort(kept_fp),
@@ -220,12 +343,14 @@ def scan_held_out(
         seed=seed,
         max_validation_pairs=max_validation_pairs,
         max_test_pairs=max_test_pairs,
+        window=window if more else None,
     )
     in_order = np.argsort(kept_order, kind="stable")
     which = split.split_of(kept_fp[in_order])
     pairs = [(s.decode("utf-8"), t.decode("utf-8")) for s, t in kept_pairs[in_order]]
     validation = [p for p, w in zip(pairs, which, strict=True) if w == 1]
     test = [p for p, w in zip(pairs, which, strict=True) if w == 2]
-    return HeldOutScan(
-        split, validation, test, total, total - len(validation) - len(test)
-    )
+    if more:
+        split = split.holding_out([s for s, _ in validation + test])
+    train_pairs = None if more else total - len(validation) - len(test)
+    return HeldOutScan(split, validation, test, total, train_pairs)

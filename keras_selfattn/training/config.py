@@ -65,7 +65,9 @@ class TrainConfig:
             included, the longer side) instead of ``batch_size`` pairs.
         shuffle_buffer: pairs held in the shuffle buffer (bounded memory).
         max_validation_pairs: at most this many validation pairs (held out of
-            ``data`` or read from ``valid_data``).
+            ``data`` or read from ``valid_data``). Held-out pairs are drawn from
+            the first ``max(cap / fraction)`` pairs of ``data`` (None: no cap, and
+            the whole corpus is read to split it).
         max_test_pairs: at most this many test pairs.
         vocab_sample_lines: learn the vocabularies from the first this many
             training pairs (``build-vocab`` likewise).

@@ -2,11 +2,12 @@
 
 `prepare_run_data` resolves ``data`` (file patterns, or a list of pairs written
 once to ``RUN_DIR/pairs.tsv`` and streamed like any file), finds the validation
-and test pairs (``valid_data``/``test_data`` files, else one pass splitting by
-source fingerprint, `text.fingerprint_split`), and records in ``RUN_DIR/data.json``
-a fingerprint of the files (names, sizes, a hash of their first MiB), the
-thresholds and the counts: a resumed run reads them back instead of scanning
-again, and refuses data that changed. `training_pairs` streams the training pairs;
+and test pairs (``valid_data``/``test_data`` files, else held out by source
+fingerprint from a bounded window at the head of the stream,
+`text.fingerprint_split`), and records in ``RUN_DIR/data.json`` a fingerprint of
+the files (names, sizes, a hash of their first MiB), the split and the counts: a
+resumed run reads them back instead of scanning again, and refuses data that
+changed. `training_pairs` streams the training pairs;
 `run_batches` turns them into batches. Nothing here grows with the corpus.
 """
 
@@ -138,18 +139,17 @@ def prepare_run_data(data, run_dir, train_config, *, valid_data=None, test_data=
                 f"{run_dir} holds an interrupted run on other data: {change}. Resume "
                 "it with the same data, or choose another run directory (or --overwrite)"
             )
-        split = (
-            fingerprint_split.HeldOutSplit(**record["split"])
-            if record["split"]
-            else None
-        )
+        validation = text.read_pairs(split_dir / "validation.tsv")
+        test = _read_optional(split_dir / "test.tsv")
+        split = None
+        if record["split"]:
+            held_out = [] if valid_data is not None else validation
+            held_out = held_out + ([] if test_data is not None else test)
+            split = fingerprint_split.HeldOutSplit.from_record(
+                record["split"], [source for source, _ in held_out]
+            )
         return RunData(
-            files,
-            split,
-            text.read_pairs(split_dir / "validation.tsv"),
-            _read_optional(split_dir / "test.tsv"),
-            record["train_pairs"],
-            fingerprint,
+            files, split, validation, test, record["train_pairs"], fingerprint
         )
 
     fractions = list(train_config.split)
@@ -176,18 +176,21 @@ def prepare_run_data(data, run_dir, train_config, *, valid_data=None, test_data=
         split, train_pairs = scan.split, scan.train_pairs
         validation = scan.validation if validation is None else validation
         test = scan.test if test is None else test
-    elif not train_config.train_steps:  # epochs need the count of training pairs
+    if not validation:
+        read = f"{scan.pairs} pairs" if split else "the validation data"
+        raise ValueError(
+            f"No validation pairs in {read} with split={tuple(train_config.split)} "
+            f"and max_validation_pairs={train_config.max_validation_pairs}; give "
+            "more pairs, a larger split or --valid-data"
+        )
+    if train_pairs is None and not train_config.train_steps:
+        # Epochs need the count of training pairs: one pass (epochs are for
+        # corpora small enough to count; --train-steps needs no count).
+        pairs = _base_stream(files, train_config)
         train_pairs = int(
-            _base_stream(files, train_config).reduce(
+            (split.train_filter(pairs) if split else pairs).reduce(
                 tf.constant(0, tf.int64), lambda n, _: n + 1
             )
-        )
-    if not validation:
-        raise ValueError(
-            f"No validation pairs: {train_pairs} training pairs with split="
-            f"{tuple(train_config.split)} and max_validation_pairs="
-            f"{train_config.max_validation_pairs}; give more pairs, a larger split or "
-            "--valid-data"
         )
     if not train_pairs and train_pairs is not None:
         raise ValueError(
@@ -199,7 +202,7 @@ def prepare_run_data(data, run_dir, train_config, *, valid_data=None, test_data=
         text.write_pairs(split_dir / "test.tsv", test)
     record = {
         "fingerprint": fingerprint,
-        "split": dataclasses.asdict(split) if split else None,
+        "split": split.record() if split else None,
         "train_pairs": train_pairs,
         "validation_pairs": len(validation),
         "test_pairs": len(test),

@@ -119,7 +119,9 @@ def test_streamed_split_equals_the_in_memory_split(tmp_path, caps):
     assert scan.validation == in_memory.validation
     assert scan.test == in_memory.test
     train = _pairs(scan.split.train_filter(stream.pair_stream([str(path)])))
-    assert train == in_memory.train and scan.train_pairs == len(train)
+    assert train == in_memory.train
+    # Uncapped, the whole stream is read and counted; capped, only its window.
+    assert scan.train_pairs == (len(train) if max_validation is None else None)
     sizes = [len(in_memory.validation), len(in_memory.test)]
     if max_validation is None:
         assert abs(sizes[0] - 30) <= 2 and abs(sizes[1] - 30) <= 2  # 10 % each
@@ -129,6 +131,72 @@ def test_streamed_split_equals_the_in_memory_split(tmp_path, caps):
     assert not (groups[0] & groups[1] or groups[0] & groups[2] or groups[1] & groups[2])
     other_seed = text.split_pairs(pairs, (0.8, 0.1, 0.1), seed=6)
     assert other_seed.validation != in_memory.validation or max_validation
+
+
+def test_held_out_pairs_come_from_a_window_and_nothing_else_is_lost(tmp_path):
+    # 2000 pairs, sources repeated (groups of equal sources cross the window).
+    pairs = [(f"src {i % 700}", f"tgt {i}") for i in range(2000)]
+    paths = [
+        text.write_pairs(tmp_path / "a.tsv", pairs[:1000]),
+        text.write_pairs(tmp_path / "b.tsv", pairs[1000:]),
+    ]
+    fractions, caps = (0.8, 0.1, 0.1), (20, 10)
+    window = fingerprint_split.held_out_window(fractions, *caps)
+    assert window == 200  # 20 / 0.1: the cap decides on any longer corpus
+    streamed = stream.pair_stream([str(p) for p in paths])
+    scan = fingerprint_split.scan_held_out(
+        streamed, fractions, seed=3, max_validation_pairs=20, max_test_pairs=10
+    )
+    # The rule, computed here from the fingerprints of the first `window` pairs
+    # of the stream (files interleaved line by line).
+    order = _pairs(streamed)
+    head = order[:window]
+    fp = fingerprint_split.source_fingerprints([s for s, _ in head], 3).numpy()
+    ranked = np.sort(fp)
+    validation_max, test_max = ranked[20 - 1], ranked[30 - 1]
+    expected_validation = [p for p, f in zip(head, fp) if f <= validation_max]
+    expected_test = [p for p, f in zip(head, fp) if validation_max < f <= test_max]
+    assert scan.validation == expected_validation
+    assert scan.test == expected_test
+    assert scan.pairs == window and scan.train_pairs is None
+    held_out = {s for s, _ in expected_validation + expected_test}
+    train = _pairs(scan.split.train_filter(streamed))
+    assert train == [p for p in order if p[0] not in held_out]
+    # Nothing wasted: pairs past the window with small fingerprints still train.
+    tail = order[window:]
+    tail_fp = fingerprint_split.source_fingerprints([s for s, _ in tail], 3).numpy()
+    small = [p for p, f in zip(tail, tail_fp) if f <= test_max and p[0] not in held_out]
+    assert small and set(small) <= set(train)
+    # The list path applies the same rule.
+    in_memory = text.split_pairs(
+        order, fractions, seed=3, max_validation_pairs=20, max_test_pairs=10
+    )
+    assert in_memory == (train, expected_validation, expected_test)
+    # A corpus no longer than the window is split exactly as if read whole.
+    exact = fingerprint_split.scan_held_out(
+        stream.pair_stream([str(paths[0])]).take(window),
+        fractions,
+        seed=3,
+        max_validation_pairs=20,
+        max_test_pairs=10,
+    )
+    assert exact.split.window is None and exact.train_pairs == window - 30
+    # What a run directory records rebuilds the same split.
+    restored = fingerprint_split.HeldOutSplit.from_record(
+        scan.split.record(), [s for s, _ in scan.validation + scan.test]
+    )
+    assert restored == scan.split
+
+
+@pytest.mark.parametrize(
+    ("caps", "message"),
+    [((-1, 5), "max_validation_pairs=-1"), ((5, 2.5), "max_test_pairs=2.5")],
+)
+def test_bad_held_out_caps(caps, message):
+    with pytest.raises(ValueError, match=message):
+        fingerprint_split.held_out_window((0.8, 0.1, 0.1), *caps)
+    with pytest.raises(ValueError, match="fractions"):
+        fingerprint_split.held_out_window((0.8, 0.1, 0.2), 5, 5)
 
 
 def test_vocabularies_from_a_stream_equal_the_in_memory_ones(tmp_path):

@@ -65,3 +65,27 @@ def test_the_step_plan():
     assert plan_steps(TrainConfig(train_steps=5), None).eval_every == 5
     with pytest.raises(ValueError, match="number of training pairs"):
         plan_steps(TrainConfig(), None)
+
+
+def test_held_out_window_is_recorded_and_restored(tmp_path):
+    pairs = [(f"s{i % 150}", f"t{i}") for i in range(600)]
+    path = text.write_pairs(tmp_path / "corpus.tsv", pairs)
+    config = TrainConfig(train_steps=4, max_validation_pairs=5, max_test_pairs=3)
+    first = run_data.prepare_run_data(str(path), tmp_path / "run", config)
+    assert first.split.window == 50 and first.train_pairs is None  # 5 / 0.1
+    assert (len(first.validation), len(first.test)) == (5, 3)
+    assert all(pair in pairs[:50] for pair in first.validation + first.test)
+    held_out = {s for s, _ in first.validation + first.test}
+    train = [
+        (s.decode(), t.decode())
+        for s, t in run_data.training_pairs(first, config).as_numpy_iterator()
+    ]
+    # Every other pair trains, the repeats of a held-out source past the window too.
+    assert train == [p for p in pairs if p[0] not in held_out]
+    resumed = run_data.prepare_run_data(str(path), tmp_path / "run", config)
+    assert resumed.split == first.split
+    assert (resumed.validation, resumed.test) == (first.validation, first.test)
+    # Epochs need a count: one pass over the training pairs.
+    epochs = TrainConfig(epochs=1, max_validation_pairs=5, max_test_pairs=3)
+    counted = run_data.prepare_run_data(str(path), tmp_path / "epochs", epochs)
+    assert counted.train_pairs == len(train)
