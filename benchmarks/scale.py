@@ -82,6 +82,7 @@ def stopper(total_steps, warmup, extra):
                 self.mark = now
             if self.steps == total_steps:
                 result = {
+                    "total_s": now - START,
                     "first_step_s": self.first,
                     "steps_s": now - self.mark,
                     "peak_rss_gib": peak_rss_gib(),
@@ -183,7 +184,7 @@ def child_vocab(args):
     )
 
 
-def run_child(mode, code, data, work, vocab, args):
+def run_child(mode, code, data, work, vocab, args, timeout=None):
     env = {**os.environ, "PYTHONPATH": str(code), "TF_CPP_MIN_LOG_LEVEL": "2"}
     command = [
         sys.executable,
@@ -201,9 +202,18 @@ def run_child(mode, code, data, work, vocab, args):
         "--warmup",
         str(args.warmup),
     ]
-    done = subprocess.run(
-        command, env=env, capture_output=True, text=True, check=False, cwd=code
-    )
+    try:
+        done = subprocess.run(
+            command,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+            cwd=code,
+            timeout=timeout,
+        )
+    except subprocess.TimeoutExpired:
+        return {"timeout_s": timeout}
     for line in done.stdout.splitlines():
         if line.startswith("RESULT "):
             return json.loads(line[len("RESULT ") :])
@@ -216,6 +226,11 @@ def main():
     parser.add_argument("--corpus", action="append", default=[], help="NAME=FILE")
     parser.add_argument("--steps", type=int, default=100)
     parser.add_argument("--warmup", type=int, default=30)
+    parser.add_argument(
+        "--old-timeout",
+        type=float,
+        help="stop the code before the change after this many seconds (reported)",
+    )
     parser.add_argument("--child", choices=("new", "old", "vocab"))
     parser.add_argument("--data")
     parser.add_argument("--work")
@@ -239,7 +254,13 @@ def main():
             if args.old:
                 try:
                     old = run_child(
-                        "old", args.old, path, pathlib.Path(work) / "o", vocab, args
+                        "old",
+                        args.old,
+                        path,
+                        pathlib.Path(work) / "o",
+                        vocab,
+                        args,
+                        timeout=args.old_timeout,
                     )
                 except RuntimeError as error:  # reported; the other corpora still run
                     print(f"{name} old: FAILED {error}", flush=True)
@@ -255,6 +276,12 @@ def main():
         for label, result in (("before", old), ("after, --vocab", new)):
             if result is None:
                 continue
+            if "timeout_s" in result:
+                print(
+                    f"| {name} | {label} | no first step within "
+                    f"{result['timeout_s']:.0f} s (stopped) | | | | |"
+                )
+                continue
             speed = result["target_tokens_per_step"] * args.steps / result["steps_s"]
             print(
                 f"| {name} | {label} | {result['first_step_s']:.0f} | {result['steps_s']:.1f} "
@@ -263,6 +290,16 @@ def main():
         print(
             f"| {name} | build-vocab | {built['seconds']:.0f} (whole command) | | "
             f"{built['peak_rss_gib']:.2f} | | |"
+        )
+
+    # The targets of issue 11: the largest corpus against the smallest, after.
+    if len(rows) > 1:
+        small, large = rows[0], rows[-1]
+        wall = large[2]["total_s"] / small[2]["total_s"]
+        memory = large[2]["peak_rss_gib"] / small[2]["peak_rss_gib"]
+        print(
+            f"\n{large[0]} / {small[0]}, after, --vocab: {wall:.2f}x the wall time "
+            f"(start to step {args.warmup + args.steps}), {memory:.2f}x the peak memory"
         )
 
 

@@ -615,6 +615,12 @@ def _run(args):
             verbose=_progress(args),
         )
         if not result.is_chief:  # the chief evaluates and writes the run directory
+            summary = result.summary
+            print(
+                f"worker {result.worker_index} read {summary['pairs_read']} pairs "
+                f"({summary['malformed_lines_skipped']} malformed lines skipped, "
+                f"{summary['dropped_for_length']} too long)"
+            )
             print(
                 f"worker {result.worker_index} done; history: {json.dumps(result.history)}"
             )

@@ -11,6 +11,7 @@ Tokenization runs inside the pipeline (`Dataset.map` over batches of strings,
 once; the ids are cached), so the same `PairTokenizer` code serves at export time.
 """
 
+import functools
 import math
 import os
 from collections.abc import Sequence
@@ -135,7 +136,9 @@ def make_dataset(
             max_target_length)``: static lengths for XLA/TPU (needs both limits;
             not with buckets). With `drop_remainder` all shapes are static.
         drop_remainder: drop the last partial batch (static batch size).
-        cache: cache the token ids in memory after the first pass.
+        cache: cache the token ids in memory, filled at once by a pass that
+            counts the batches: the dataset then has a known length
+            (``cardinality``), so Keras never runs past its end.
         prefetch: `prefetch(tf.data.AUTOTUNE)` at the end.
 
     Returns:
@@ -190,13 +193,58 @@ def make_dataset(
 
     sources, targets = _pairs_to_strings(data)
     num_pairs = int(sources.shape[0])
-    dataset = _encode_strings(sources, targets, tokenizer)
+    encoded = _encode_strings(sources, targets, tokenizer)
     if cache:
-        dataset = dataset.cache()
+        encoded = encoded.cache()
+    dataset = encoded
     if shuffle:
         buffer = shuffle_buffer_size or num_pairs
         dataset = dataset.shuffle(buffer, seed=seed, reshuffle_each_iteration=True)
+    limit_and_batch = functools.partial(
+        _limit_and_batch,
+        batch_size=batch_size,
+        max_source_length=max_source_length,
+        max_target_length=max_target_length,
+        too_long=too_long,
+        bucket_boundaries=bucket_boundaries,
+        pad_to_max_length=pad_to_max_length,
+        drop_remainder=drop_remainder,
+    )
+    dataset = limit_and_batch(dataset)
+    if cache:
+        # One pass in input order fills the cache and counts the batches: every
+        # bucket makes ceil(n / batch_size) of them (floor when dropping the
+        # remainder) in any order, so every epoch has this many. With the length
+        # known, Keras never reads past the end ("Your input ran out of data").
+        batches = limit_and_batch(encoded).reduce(
+            tf.constant(0, tf.int64), lambda n, _: n + 1
+        )
+        dataset = dataset.apply(tf.data.experimental.assert_cardinality(batches))
 
+    options = tf.data.Options()
+    options.deterministic = True
+    # Data is in memory, not in files: shard by element under tf.distribute.
+    options.experimental_distribute.auto_shard_policy = (
+        tf.data.experimental.AutoShardPolicy.DATA
+    )
+    dataset = dataset.with_options(options)
+    if prefetch:
+        dataset = dataset.prefetch(tf.data.AUTOTUNE)
+    return dataset
+
+
+def _limit_and_batch(
+    dataset,
+    *,
+    batch_size,
+    max_source_length,
+    max_target_length,
+    too_long,
+    bucket_boundaries,
+    pad_to_max_length,
+    drop_remainder,
+):
+    """`make_dataset` after the ids: the length limit, ``<s>``/``</s>``, the batches."""
     if too_long == "filter":
 
         def fits(source, target):
@@ -256,16 +304,6 @@ def make_dataset(
             padding_values=padding_values,
             drop_remainder=drop_remainder,
         )
-
-    options = tf.data.Options()
-    options.deterministic = True
-    # Data is in memory, not in files: shard by element under tf.distribute.
-    options.experimental_distribute.auto_shard_policy = (
-        tf.data.experimental.AutoShardPolicy.DATA
-    )
-    dataset = dataset.with_options(options)
-    if prefetch:
-        dataset = dataset.prefetch(tf.data.AUTOTUNE)
     return dataset
 
 

@@ -151,6 +151,39 @@ def test_shuffle_is_seeded_and_changes_each_epoch(tokenizer):
     assert sorted(map(tuple, first[0])) == sorted(map(tuple, plain[0][0].tolist()))
 
 
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"bucket_boundaries": [4, 7]},
+        {"max_source_length": 5, "max_target_length": 4},
+        {"max_source_length": 5, "too_long": "truncate", "drop_remainder": True},
+        {"max_source_length": 9, "max_target_length": 7, "pad_to_max_length": True},
+    ],
+)
+def test_the_number_of_batches_is_known_and_true_every_epoch(tokenizer, options):
+    dataset = make_dataset(PAIRS, tokenizer, batch_size=4, seed=2, **options)
+    counts = [len(_batches(dataset)) for _ in range(3)]  # three shuffled epochs
+    assert counts[0] > 0 and counts == [int(dataset.cardinality())] * 3
+    uncached = make_dataset(PAIRS, tokenizer, batch_size=4, cache=False, **options)
+    assert int(uncached.cardinality()) == tf.data.UNKNOWN_CARDINALITY
+    assert len(_batches(uncached)) == counts[0]
+
+
+def test_fit_with_validation_does_not_run_out_of_data(tokenizer, recwarn):
+    import keras
+
+    train = make_dataset(PAIRS, tokenizer, batch_size=8, bucket_boundaries=[4, 7])
+    valid = make_dataset(PAIRS[:20], tokenizer, batch_size=8, shuffle=False)
+    source = keras.Input([None], dtype="int32", name="source")
+    target_in = keras.Input([None], dtype="int32", name="target_in")
+    embedded = keras.layers.Embedding(tokenizer.target_vocab_size, 4)(target_in)
+    logits = keras.layers.Dense(tokenizer.target_vocab_size)(embedded)
+    model = keras.Model({"source": source, "target_in": target_in}, logits)
+    model.compile("sgd", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model.fit(train, validation_data=valid, epochs=2, verbose=0)
+    assert not [w for w in recwarn if "ran out of data" in str(w.message)]
+
+
 def test_encode_pairs_and_argument_checks(tokenizer):
     ids = list(encode_pairs(PAIRS[:2], tokenizer).as_numpy_iterator())
     assert (

@@ -2,7 +2,8 @@
 
 One uninterrupted two-worker run is shared by the tests: both workers report the
 same losses, the chief writes the run directory, the other worker's scratch
-directory is gone; a second run has a worker killed with SIGKILL after its first
+directory is gone, and with one data file a worker each (FILE auto-sharding)
+each worker reads only its own file; a second run has a worker killed with SIGKILL after its first
 backup, the survivor fails within seconds naming the lost peer, and the restarted
 job resumes from the backup and ends with the uninterrupted run's weights. Then:
 stock Keras fails without the keras#20585 fix, and a worker whose peer never
@@ -51,12 +52,17 @@ def data(tmp_path_factory):
     )
 
 
+MALFORMED = 3  # lines without a tab, in the second file only
+
+
 def write_data(directory):
-    return {
-        "path": str(
-            write_pairs(directory / "pairs.tsv", text.load_bundled_dates()[:PAIRS])
-        )
-    }
+    """Two files, a worker each: the second one alone holds malformed lines."""
+    pairs = text.load_bundled_dates()[:PAIRS]
+    first = write_pairs(directory / "a.tsv", pairs[: PAIRS // 2])
+    second = write_pairs(directory / "b.tsv", pairs[PAIRS // 2 :])
+    with open(second, "a", encoding="utf-8") as handle:
+        handle.write("no tab on this line\n" * MALFORMED)
+    return {"path": str(directory / "*.tsv"), "files": [str(first), str(second)]}
 
 
 def train_args(data, run_dir, *extra):
@@ -64,6 +70,7 @@ def train_args(data, run_dir, *extra):
         "train",
         "--data",
         str(data),
+        "--skip-malformed",
         "--out",
         str(run_dir),
         "--epochs",
@@ -169,6 +176,25 @@ def test_both_workers_report_the_same_losses_and_the_chief_writes(uninterrupted)
         for p in uninterrupted["tmpdirs"][1].iterdir()
         if p.name.startswith("keras-selfattn-worker")
     ]
+
+
+def test_each_worker_reads_only_its_own_file(uninterrupted):
+    """FILE auto-sharding: two files, two workers; only worker 1 meets b.tsv's bad lines.
+
+    With DATA sharding every worker would read both files and skip their
+    malformed lines; here the chief (worker 0, a.tsv) skips none and worker 1
+    (b.tsv) skips the file's malformed lines on every pass over it.
+    """
+    run_dir = uninterrupted["run_dir"]
+    finished = json.loads((run_dir / "training.json").read_text(encoding="utf-8"))
+    assert finished["malformed_lines_skipped"] == 0 and finished["pairs_read"] > 0
+    match = re.search(
+        r"worker 1 read (\d+) pairs \((\d+) malformed lines skipped",
+        uninterrupted["outputs"][1],
+    )
+    assert match, uninterrupted["outputs"][1][-3000:]
+    pairs_read, skipped = int(match.group(1)), int(match.group(2))
+    assert pairs_read > 0 and skipped >= MALFORMED and skipped % MALFORMED == 0
 
 
 def test_a_killed_worker_resumes_from_its_backup(tmp_path, data, uninterrupted):
