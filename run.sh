@@ -42,7 +42,7 @@ case "$cmd" in
     ;;
   test)
     ensure_env
-    exec "$VENV/bin/python" -m pytest -n 2 --dist loadgroup "$@"
+    exec "$VENV/bin/python" -m pytest -n 2 --dist loadfile "$@"
     ;;
   *)
     echo "usage: ./run.sh {demo|test|lint} [ARGS...]" >&2

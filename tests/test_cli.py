@@ -13,7 +13,7 @@ from keras_selfattn import text
 from tests.bad_input_cases import CASES, CLEAR, TINY_RUN_ARGS, Workspace, run_case
 
 # One xdist worker runs the whole module, so the trained-run fixture is built once.
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("cli")]
+pytestmark = pytest.mark.slow
 REPO = pathlib.Path(__file__).resolve().parents[1]
 TINY = TINY_RUN_ARGS
 # A TensorFlow C++ log line (absl's format, and TF's older one).

@@ -5,7 +5,6 @@ import pytest
 from keras_selfattn.serving import audit
 
 # One xdist worker runs every serving test, so the session fixtures train once.
-pytestmark = pytest.mark.xdist_group("serving")
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ from tests.serving.tiny_runs import BEAM_SIZE, TINY_MODEL
 TF_RELEASE = ".".join(tf.__version__.split(".")[:2])
 
 # One xdist worker runs every serving test, so the session fixtures train once.
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("serving")]
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")

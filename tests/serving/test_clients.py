@@ -18,7 +18,7 @@ from tests.serving.tiny_runs import BEAM_SIZE
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 # One xdist worker runs every serving test, so the session fixtures train once.
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("serving")]
+pytestmark = pytest.mark.slow
 
 
 def load_script(name):

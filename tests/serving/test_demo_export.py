@@ -10,7 +10,7 @@ from keras_selfattn.training import TrainConfig, TrainResult
 from tests.serving.tiny_runs import TINY_MODEL
 
 # One xdist worker runs every serving test, so the session fixtures train once.
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("serving")]
+pytestmark = pytest.mark.slow
 
 
 def test_demo_ends_with_a_checked_export_and_the_commands(

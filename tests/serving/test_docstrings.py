@@ -6,7 +6,6 @@ import importlib
 import pytest
 
 # One xdist worker runs every serving test, so the session fixtures train once.
-pytestmark = pytest.mark.xdist_group("serving")
 
 # Modules whose docstrings hold examples (each must run at least one).
 MODULES_WITH_EXAMPLES = [

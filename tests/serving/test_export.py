@@ -18,7 +18,6 @@ from keras_selfattn.serving import audit, publishing, warmup
 from tests.serving.tiny_runs import BEAM_SIZE
 
 # One xdist worker runs every serving test, so the session fixtures train once.
-pytestmark = pytest.mark.xdist_group("serving")
 
 HERE = pathlib.Path(__file__).parent
 

@@ -19,7 +19,6 @@ from tensorflow_serving.config import model_server_config_pb2
 from tests.serving.stand_in_server import StandInModelServer
 
 # One xdist worker runs every serving test, so the session fixtures train once.
-pytestmark = pytest.mark.xdist_group("serving")
 
 EXPORT = pathlib.Path(__file__).resolve().parents[2] / "export"
 

@@ -16,7 +16,7 @@ import sys
 import pytest
 
 # One xdist worker runs every serving test, so the session fixtures train once.
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("serving")]
+pytestmark = pytest.mark.slow
 
 SCRIPT = pathlib.Path(__file__).with_name("malformed_requests_process.py")
 

@@ -12,7 +12,7 @@ import pytest
 
 from tests.training.cluster import REPO, once_per_test_run, subprocess_env
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("mirrored")]
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="session")

@@ -38,7 +38,7 @@ from tests.training.cluster import (
     write_pairs,
 )
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("multi_worker")]
+pytestmark = pytest.mark.slow
 
 EPOCHS = 3
 PAIRS = 160  # 128 for training: 4 steps of 32 per epoch
