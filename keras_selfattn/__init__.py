@@ -8,7 +8,7 @@ Importing the package is cheap: its subpackages and names load on first use
 (so that ``keras-selfattn --help`` answers without importing TensorFlow). The
 layers, blocks, loss and metric register themselves for ``.keras`` loading when
 their modules load: at once if Keras is already imported, otherwise on first use
-of ``ksa.layers`` or ``ksa.build_seq2seq``. Import ``keras`` and then
+of ``ksa.layers``, ``ksa.models`` or ``ksa.build_seq2seq``. Import ``keras`` and then
 ``keras_selfattn`` before ``keras.saving.load_model``.
 """
 
@@ -44,3 +44,4 @@ __getattr__, __dir__ = lazy_package(
 
 if "keras" in sys.modules:  # no start-up cost left to save: register for load_model now
     importlib.import_module("keras_selfattn.models.seq2seq")  # and the layers
+    importlib.import_module("keras_selfattn.models.losses")  # a compiled model's loss

@@ -5,17 +5,21 @@ length-checked inside ``tf.data`` (`text.dataset.encode_within_limits`), shuffle
 in a bounded buffer, batched by length (`text.dataset.batch_by_length`).
 """
 
+import dataclasses
+
 import tensorflow as tf
 
 from keras_selfattn.text.dataset import batch_by_length, encode_within_limits
+from keras_selfattn.training.resume import restored_input
 from keras_selfattn.training.run_data import training_pairs
 
 __all__ = [
-    "auto_shard_policy",
+    "files_of_worker",
     "first_pass_fits",
     "length_report",
     "make_training_datasets",
     "shuffled_batches",
+    "training_input",
     "training_stream",
     "validation_batches",
 ]
@@ -48,7 +52,6 @@ def training_stream(
     *,
     counters,
     replicas=1,
-    workers=1,
     num_buckets=None,
 ):
     """The endless, shuffled, length-bucketed training batches of a run.
@@ -59,8 +62,8 @@ def training_stream(
     shuffled in a buffer of ``shuffle_buffer`` pairs
     and batched by length (`batch_by_length`, static shapes per bucket, the last
     partial batch of each bucket dropped). A function of the seed only. Under
-    several workers, FILE auto-sharding when there are at least as many files as
-    workers (each worker reads only its files), DATA sharding otherwise.
+    several workers every worker reads the whole stream and tf.distribute
+    shards the batches by element (DATA); `own_files_input` is the FILE way.
     """
     return shuffled_batches(
         training_pairs(run_data, train_config, repeat=True, counters=counters),
@@ -70,14 +73,135 @@ def training_stream(
         counters=counters,
         replicas=replicas,
         num_buckets=num_buckets,
-        auto_shard=auto_shard_policy(len(run_data.files), workers),
     )
 
 
-def auto_shard_policy(num_files, workers):
-    """FILE when every worker can have files of its own, DATA otherwise."""
-    policy = tf.data.experimental.AutoShardPolicy
-    return policy.FILE if num_files >= workers > 1 else policy.DATA
+def training_input(
+    strategy,
+    role,
+    run_data,
+    tokenizer,
+    model_config,
+    train_config,
+    *,
+    counters,
+    num_buckets,
+    resume,
+    checkpointable,
+):
+    """What ``fit`` trains on, from where a resumed run left off, and its `ResumableInput`.
+
+    With a file for every worker, each worker reads its own (`own_files_input`);
+    otherwise the whole stream (`training_stream`), continued by
+    `resume.restored_input`. ``resume`` is ``(backup_dir, initial_epoch, plan)``.
+    Returns ``(input, resumable)`` (``resumable`` None: the input is replayed).
+    """
+    backup_dir, initial_epoch, plan = resume
+    own_files = files_of_worker(run_data.files, role.count, role.index, train_config)
+    if own_files is None:  # one worker, or DATA sharding
+        stream = training_stream(
+            run_data,
+            tokenizer,
+            model_config,
+            train_config,
+            counters=counters,
+            replicas=strategy.num_replicas_in_sync,
+            num_buckets=num_buckets,
+        )
+        return restored_input(
+            stream,
+            counters,
+            backup_dir,
+            initial_epoch,
+            plan,
+            checkpointable=checkpointable,
+        )
+    own = own_files_input(
+        strategy,
+        dataclasses.replace(run_data, files=own_files),
+        tokenizer,
+        model_config,
+        train_config,
+        counters=counters,
+        local_replicas=strategy.num_replicas_in_sync // role.count,
+        skip_steps=plan.step_after(initial_epoch),
+        num_buckets=num_buckets,
+    )
+    return own, None  # a distributed iterator is not checkpointable
+
+
+def own_files_input(
+    strategy,
+    run_data,
+    tokenizer,
+    model_config,
+    train_config,
+    *,
+    counters,
+    local_replicas,
+    skip_steps=0,
+    num_buckets=None,
+):
+    """FILE sharding: each worker makes per-replica batches from its own files only.
+
+    ``run_data.files`` are this worker's files (`files_of_worker`). Through
+    ``strategy.distribute_datasets_from_function`` nothing is rebatched or
+    sharded after this pipeline, so a step takes one batch for each of the
+    worker's ``local_replicas`` from its own stream, and a resumed run skips
+    exactly ``skip_steps * local_replicas`` of them. (tf.data's own FILE
+    rewrite cannot serve here: it walks from the batches back to the file
+    source and cannot pass the length buckets, "Did not find a shardable
+    source".)
+    """
+    replicas = strategy.num_replicas_in_sync
+    if train_config.batch_size % replicas:
+        raise ValueError(
+            f"batch_size must be a multiple of the {replicas} replicas. Received: "
+            f"batch_size={train_config.batch_size}"
+        )
+    per_replica = dataclasses.replace(
+        train_config,
+        batch_size=train_config.batch_size // replicas,
+        batch_tokens=(
+            train_config.batch_tokens // replicas if train_config.batch_tokens else None
+        ),
+    )
+
+    def dataset_fn(context):
+        stream = training_stream(
+            run_data,
+            tokenizer,
+            model_config,
+            per_replica,
+            counters=counters,
+            num_buckets=num_buckets,
+        )
+        options = tf.data.Options()
+        options.experimental_distribute.auto_shard_policy = (
+            tf.data.experimental.AutoShardPolicy.OFF
+        )
+        return stream.skip(skip_steps * local_replicas).with_options(options)
+
+    return strategy.distribute_datasets_from_function(dataset_fn)
+
+
+def files_of_worker(files, workers, worker, train_config):
+    """Worker ``worker``'s files (``worker``, ``worker + workers``, ...) under FILE sharding, else None.
+
+    FILE sharding needs a file for every worker; with ``max_pairs`` the run
+    trains on the first pairs of the whole stream, so it needs DATA sharding.
+
+    Example:
+
+    >>> from keras_selfattn.training import TrainConfig
+    >>> files_of_worker(["a", "b", "c"], 2, 1, TrainConfig())
+    ['b']
+    >>> files_of_worker(["a"], 2, 1, TrainConfig()) is None
+    True
+    """
+    if workers > 1 and len(files) >= workers and not train_config.max_pairs:
+        return list(files[worker::workers])
+    return None
 
 
 def shuffled_batches(
@@ -110,19 +234,15 @@ def shuffled_batches(
         drop_remainder=True,
         **_limits(model_config),
     )
-    if counters is None:
-        return batches
+    if counters is not None:
 
-    def count_tokens(inputs, target_out):
-        real = tf.math.count_nonzero(target_out, dtype=tf.int64)
-        with tf.control_dependencies([counters.target_tokens.assign_add(real)]):
-            return inputs, tf.identity(target_out)
+        def count_tokens(inputs, target_out):
+            real = tf.math.count_nonzero(target_out, dtype=tf.int64)
+            with tf.control_dependencies([counters.target_tokens.assign_add(real)]):
+                return inputs, tf.identity(target_out)
 
-    return (
-        batches.map(count_tokens)
-        .with_options(_options(auto_shard))
-        .prefetch(tf.data.AUTOTUNE)
-    )
+        batches = batches.map(count_tokens)
+    return batches.with_options(_options(auto_shard)).prefetch(tf.data.AUTOTUNE)
 
 
 def first_pass_fits(run_data, tokenizer, model_config, train_config, counters):
@@ -178,7 +298,7 @@ def validation_batches(
 def make_training_datasets(splits, tokenizer, model_config, train_config):
     """Training and validation datasets from pairs in memory, and the steps per epoch.
 
-    The batches of `train` (`run_data.shuffled_batches`: the training pairs
+    The batches of `train` (`shuffled_batches`: the training pairs
     repeated, tokenized and length-checked in ``tf.data``, shuffled in a bounded
     buffer, batched by length with the last partial batch of each bucket
     dropped), for small data given as lists (``splits.train``,
@@ -194,9 +314,7 @@ def make_training_datasets(splits, tokenizer, model_config, train_config):
             tf.constant([t for _, t in train], tf.string, shape=[len(train)]),
         )
     ).repeat()
-    train_ds = shuffled_batches(pairs, tokenizer, model_config, train_config).prefetch(
-        tf.data.AUTOTUNE
-    )
+    train_ds = shuffled_batches(pairs, tokenizer, model_config, train_config)
     valid_ds = validation_batches(
         list(splits.validation), tokenizer, model_config, train_config
     )

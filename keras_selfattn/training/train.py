@@ -34,7 +34,6 @@ from keras_selfattn.training.distributed import (
 from keras_selfattn.training.keras_fix import keras_multi_worker_fix
 from keras_selfattn.training.resume import (
     agree_on_restart,
-    restored_input,
     truncate_history,
 )
 from keras_selfattn.training.resume import (
@@ -276,16 +275,6 @@ def _train(
     tpu = isinstance(strategy, tf.distribute.TPUStrategy)
     buckets = 1 if tpu else train_config.length_buckets
     counters = text.stream.StreamCounters.create()
-    train_ds = run_batches.training_stream(
-        run_data,
-        tokenizer,
-        model_config,
-        train_config,
-        counters=counters,
-        replicas=strategy.num_replicas_in_sync,
-        workers=role.count,
-        num_buckets=buckets,
-    )
     valid_ds = run_batches.validation_batches(
         run_data.validation,
         tokenizer,
@@ -294,12 +283,16 @@ def _train(
         replicas=strategy.num_replicas_in_sync,
         num_buckets=buckets,
     )
-    fit_input, resumable = restored_input(
-        train_ds,
-        counters,
-        backup_dir,
-        initial_epoch,
-        plan,
+    fit_input, resumable = run_batches.training_input(
+        strategy,
+        role,
+        run_data,
+        tokenizer,
+        model_config,
+        train_config,
+        counters=counters,
+        num_buckets=buckets,
+        resume=(backup_dir, initial_epoch, plan),
         checkpointable=strategy.num_replicas_in_sync == 1 and not tpu,
     )
 

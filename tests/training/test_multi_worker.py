@@ -75,8 +75,6 @@ def train_args(data, run_dir, *extra):
         str(run_dir),
         "--epochs",
         str(EPOCHS),
-        "--max-pairs",
-        str(PAIRS),
         "--strategy",
         "multi_worker",
         "--worker-timeout",

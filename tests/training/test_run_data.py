@@ -1,8 +1,6 @@
 """The data side of a run without a model: FILE sharding, the data fingerprint, the step plan."""
 
 import pytest
-import tensorflow as tf
-from tensorflow.python.distribute import input_ops
 
 from keras_selfattn import text
 from keras_selfattn.training import TrainConfig, run_batches, run_data
@@ -19,23 +17,20 @@ def test_with_a_file_per_worker_each_worker_reads_only_its_own(tmp_path):
         tmp_path / "b.tsv.gz", [(f"b{i}", "y") for i in range(20)]
     )
     files = [str(first), str(second)]
-    policy = run_batches.auto_shard_policy(len(files), workers=2)
-    assert policy == tf.data.experimental.AutoShardPolicy.FILE
-    assert run_batches.auto_shard_policy(1, workers=2) == (
-        tf.data.experimental.AutoShardPolicy.DATA
-    )
-    data = run_data.RunData(files, None, [], [], None, {})
-    pairs = run_data.training_pairs(data, TrainConfig(seed=1), repeat=True)
-    options = tf.data.Options()
-    options.experimental_distribute.auto_shard_policy = policy
-    pairs = pairs.with_options(options)
+    config = TrainConfig(seed=1)
+    assert run_batches.files_of_worker(files, 1, 0, config) is None  # one worker
+    assert run_batches.files_of_worker(files[:1], 2, 0, config) is None  # DATA
+    capped = TrainConfig(seed=1, max_pairs=10)  # the first pairs of the whole stream
+    assert run_batches.files_of_worker(files, 2, 0, capped) is None
     for worker, letter in enumerate("ab"):
-        # What tf.distribute does to each worker's copy of the input pipeline.
-        shard = input_ops.auto_shard_dataset(pairs, 2, worker, 2)
-        sources = [s.decode() for s, _ in shard.take(50).as_numpy_iterator()]
+        own = run_batches.files_of_worker(files, 2, worker, config)
+        data = run_data.RunData(own, None, [], [], None, {})
+        pairs = run_data.training_pairs(data, config, repeat=True)
+        sources = [s.decode() for s, _ in pairs.take(50).as_numpy_iterator()]
         assert {s[0] for s in sources} == {letter}
         # Whole passes over the worker's files, one after another.
         assert sources[:20] == [f"{letter}{i}" for i in range(20)]
+    # (tests/training/test_multi_worker.py runs two real workers on two files.)
 
 
 def test_a_changed_file_is_named(tmp_path):
