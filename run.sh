@@ -42,7 +42,7 @@ case "$cmd" in
     ;;
   test)
     ensure_env
-    exec "$VENV/bin/python" -m pytest -n 2 --dist loadfile "$@"
+    exec "$VENV/bin/python" -m pytest -n 2 "$@"
     ;;
   *)
     echo "usage: ./run.sh {demo|test|lint} [ARGS...]" >&2

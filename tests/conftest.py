@@ -16,3 +16,25 @@ def _clean_keras_state():
     yield
     keras.config.set_dtype_policy("float32")
     keras.backend.clear_session()
+
+
+# With pytest-xdist, one worker runs each test file; the files of tests/serving
+# share session fixtures (two trained and exported runs), so they go to one
+# worker together and the models are trained once, not once a worker. (The
+# xdist_group marker cannot do this with pytest 9 and pytest-xdist 3.8.)
+SHARED_FIXTURE_DIRS = ("tests/serving/",)
+
+
+@pytest.hookimpl(optionalhook=True)  # without xdist (-p no:xdist) there is no such hook
+def pytest_xdist_make_scheduler(config, log):
+    from xdist.scheduler import LoadScopeScheduling
+
+    class FilesAndSharedDirs(LoadScopeScheduling):
+        def _split_scope(self, nodeid):
+            path = nodeid.split("::", 1)[0]
+            for directory in SHARED_FIXTURE_DIRS:
+                if path.startswith(directory):
+                    return directory
+            return path
+
+    return FilesAndSharedDirs(config, log)

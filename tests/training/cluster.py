@@ -189,11 +189,11 @@ def failure_report(started):
 def once_per_test_run(tmp_path_factory, name, produce):
     """Runs ``produce(directory)`` once per test run, even with several xdist workers.
 
-    The suite runs with ``--dist loadfile`` (``--dist loadgroup`` cannot keep a
-    group on one worker with pytest 9 and pytest-xdist 3.8: xdist renames
-    ``item._nodeid``, which pytest 9 no longer reads), so the tests of one file
-    share a worker; this lock keeps ``produce`` to one run under any other
-    ``--dist`` too. The first worker runs ``produce`` under a file lock in the
+    Under pytest-xdist the tests of one file share a worker (tests/conftest.py's
+    scheduler; ``--dist loadgroup`` cannot keep a group on one worker with
+    pytest 9 and pytest-xdist 3.8: xdist renames ``item._nodeid``, which
+    pytest 9 no longer reads); this lock keeps ``produce`` to one run under any
+    other scheduling too. The first worker runs ``produce`` under a file lock in the
     directory the workers share and stores its JSON result; the others wait for
     the lock and read it.
     """
