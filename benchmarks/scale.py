@@ -231,6 +231,12 @@ def main():
         type=float,
         help="stop the code before the change after this many seconds (reported)",
     )
+    parser.add_argument(
+        "--old-for",
+        action="append",
+        help="run the code before the change on this corpus NAME only (repeatable; "
+        "default: every corpus)",
+    )
     parser.add_argument("--child", choices=("new", "old", "vocab"))
     parser.add_argument("--data")
     parser.add_argument("--work")
@@ -251,7 +257,7 @@ def main():
             new = run_child("new", REPO, path, pathlib.Path(work) / "n", vocab, args)
             print(f"{name} new: {json.dumps(new)}", flush=True)
             old = None
-            if args.old:
+            if args.old and (not args.old_for or name in args.old_for):
                 try:
                     old = run_child(
                         "old",

@@ -38,3 +38,28 @@ def pytest_xdist_make_scheduler(config, log):
             return path
 
     return FilesAndSharedDirs(config, log)
+
+
+# The longest files first (CI prints the slowest tests), so that the two xdist
+# workers start on them at once and finish together instead of one idling
+# while the other runs a long file that came last.
+LONGEST_FIRST = (
+    "tests/test_jax_backend.py",
+    "tests/training/test_multi_worker.py",
+    "tests/serving/",
+    "tests/training/test_mirrored.py",
+    "tests/training/test_train.py",
+    "tests/test_cli.py",
+    "tests/test_examples.py",
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    def rank(item):
+        path = item.nodeid.split("::", 1)[0]
+        return next(
+            (i for i, prefix in enumerate(LONGEST_FIRST) if path.startswith(prefix)),
+            len(LONGEST_FIRST),
+        )
+
+    items.sort(key=rank)  # stable: the order within a file stays
