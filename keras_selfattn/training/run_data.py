@@ -60,6 +60,23 @@ class RunData:
     train_pairs: int | None
     fingerprint: dict
 
+    def describe(self) -> str:
+        """One line for the log: the files, the held-out pairs and where they come from."""
+        held_out = "held out by source fingerprint"
+        if self.split is not None and self.split.window is not None:
+            held_out += f" from the first {self.split.window:,} pairs"
+        parts = [
+            f"{len(pairs)} {name} pairs "
+            + (
+                f"from --{name}-data"
+                if f"{name}_data" in self.fingerprint
+                else held_out
+            )
+            for name, pairs in (("valid", self.validation), ("test", self.test))
+        ]
+        count = "" if self.train_pairs is None else f"; {self.train_pairs} to train on"
+        return f"data: {len(self.files)} file(s); {'; '.join(parts)}{count}"
+
 
 def _read_bounded(patterns, limit, train_config):
     files = stream.resolve_data_files(patterns)

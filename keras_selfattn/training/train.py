@@ -254,6 +254,8 @@ def _train(
         valid_data=inputs["valid_data"],
         test_data=inputs["test_data"],
     )
+    if verbose and role.is_chief:
+        print(run_data.describe())
     tokenizer = load_or_learn_tokenizer(
         vocab, work_dir, resuming, run_data, train_config
     )

@@ -84,3 +84,23 @@ def test_held_out_window_is_recorded_and_restored(tmp_path):
     epochs = TrainConfig(epochs=1, max_validation_pairs=5, max_test_pairs=3)
     counted = run_data.prepare_run_data(str(path), tmp_path / "epochs", epochs)
     assert counted.train_pairs == len(train)
+
+
+def test_the_log_line_says_where_the_held_out_pairs_come_from(tmp_path):
+    pairs = [(f"s{i}", f"t{i}") for i in range(200)]
+    path = text.write_pairs(tmp_path / "corpus.tsv", pairs)
+    valid = text.write_pairs(tmp_path / "valid.tsv", pairs[:3])
+    config = TrainConfig(train_steps=2, max_validation_pairs=5, max_test_pairs=5)
+    windowed = run_data.prepare_run_data(str(path), tmp_path / "a", config)
+    assert windowed.describe() == (
+        "data: 1 file(s); 5 valid pairs held out by source fingerprint from the "
+        "first 50 pairs; 5 test pairs held out by source fingerprint from the "
+        "first 50 pairs"
+    )
+    given = run_data.prepare_run_data(
+        str(path), tmp_path / "b", TrainConfig(epochs=1), valid_data=str(valid)
+    )
+    assert given.describe().startswith(
+        "data: 1 file(s); 3 valid pairs from --valid-data;"
+    )
+    assert given.describe().endswith(f"; {given.train_pairs} to train on")
