@@ -67,7 +67,9 @@ def plot_attention(weights, source_tokens, target_tokens, path, title=None):
     Args:
         weights: array (S, T) of attention weights (rows sum to 1 over the source).
         source_tokens: the T source token strings (columns).
-        target_tokens: the S produced target token strings (rows).
+        target_tokens: the S produced target token strings (rows). The joiner
+            mark of glued tokens (U+FFED, `text.tokenizers.JOINER`), which the
+            default font lacks, is drawn as "▪" (U+25AA).
         path: the PNG file to write.
         title: optional title (e.g. the source sentence).
 
@@ -81,6 +83,8 @@ def plot_attention(weights, source_tokens, target_tokens, path, title=None):
             f"Received: weights.shape={weights.shape}, {len(target_tokens)} target tokens, "
             f"{len(source_tokens)} source tokens"
         )
+    source_tokens = [_shown(token) for token in source_tokens]
+    target_tokens = [_shown(token) for token in target_tokens]
     plt = _pyplot()
     height = max(2.5, 0.35 * len(target_tokens) + 1.2)
     width = max(3.5, 0.45 * len(source_tokens) + 2.0)
@@ -112,9 +116,22 @@ def plot_history(history, path):
                 )
         axis.set_xlabel("epoch")
         axis.set_title(metric)
-        axis.legend()
+        if axis.get_lines():
+            axis.legend()
+        else:
+            axis.text(0.5, 0.5, f"no {metric} logged", ha="center", va="center")
     figure.tight_layout()
     return _save(figure, path, plt)
+
+
+_JOINER = (
+    "\uffed"  # text.tokenizers.JOINER (not imported: that module loads TensorFlow)
+)
+
+
+def _shown(token):
+    """A token as the default font can draw it: the joiner mark as U+25AA."""
+    return str(token).replace(_JOINER, "\u25aa")
 
 
 def _save(figure, path, plt):

@@ -1,3 +1,5 @@
+import warnings
+
 import numpy as np
 import pytest
 from PIL import Image
@@ -34,3 +36,19 @@ def test_history_figure(tmp_path):
         tmp_path / "h.png",
     )
     assert Image.open(path).format == "PNG"
+
+
+def test_no_font_or_legend_warnings(tmp_path):
+    from keras_selfattn.text.tokenizers import JOINER
+
+    assert plotting._JOINER == JOINER
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a missing glyph or empty legend would raise
+        plotting.plot_attention(
+            np.full((2, 3), 1 / 3),
+            ["14", f"{JOINER}.", "mai"],
+            ["3", f"{JOINER}4"],
+            tmp_path / "a.png",
+        )
+        plotting.plot_history({"loss": [2.0, 1.0]}, tmp_path / "h.png")
+    assert plotting._shown(f"{JOINER},") == "\u25aa,"
