@@ -13,6 +13,11 @@ import pathlib
 from collections.abc import Callable, Iterable, Sequence
 from typing import NamedTuple
 
+# What both readers strip from a line and its sides: ASCII whitespace, as
+# tf.strings.strip does in the streamed reader (a no-break space stays, so the
+# pairs read here equal the pairs streamed, and their fingerprints too).
+_ASCII_SPACE = " \t\n\v\f\r"
+
 __all__ = [
     "PairSplits",
     "filter_pairs_by_length",
@@ -78,13 +83,15 @@ def read_pairs(
                     f"{error.start})"
                 ) from None
             line = line.rstrip("\r\n")
-            if not line.strip():
+            if not line.strip(_ASCII_SPACE):
                 continue
             problem = None
             if "\t" not in line:
                 problem = "no tab character; expected 'source<TAB>target'"
             else:
-                source, target = (side.strip() for side in line.split("\t")[:2])
+                source, target = (
+                    side.strip(_ASCII_SPACE) for side in line.split("\t")[:2]
+                )
                 if not source:
                     problem = "empty source (the text before the first tab)"
                 elif not target:
@@ -128,7 +135,7 @@ def write_pairs(path: str | os.PathLike, pairs: Iterable[Pair]) -> pathlib.Path:
     lines = []
     for index, (source, target) in enumerate(pairs):
         for side, text in (("source", source), ("target", target)):
-            if not text or not text.strip() or any(c in text for c in "\t\r\n"):
+            if not text.strip(_ASCII_SPACE) or any(c in text for c in "\t\r\n"):
                 raise ValueError(
                     f"pair {index}: the {side} must be non-empty and hold no tab or "
                     f"line break. Received: {_shorten(text)}"

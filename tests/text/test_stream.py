@@ -22,14 +22,22 @@ def _corpus(count=300):
 
 
 def test_stream_gives_what_read_pairs_gives(tmp_path):
-    content = "\ufeffGo.\tVa !\tCC-BY 2.0\r\n\n  Hi. \t Salut ! \n\t\nRun!\tCours !\n"
+    content = (
+        "\ufeffGo.\tVa !\tCC-BY 2.0\r\n\n  Hi. \t Salut ! \n\t\nRun!\tCours !\n"
+        "\u00a0Oui\u00a0\tYes\u3000\n"  # Unicode spaces are text, on both paths
+    )
     plain = tmp_path / "a.tsv"
     plain.write_text(content.replace("\t\n", "\n"), encoding="utf-8")
     compressed = tmp_path / "b.tsv.gz"
     compressed.write_bytes(gzip.compress("Wow!\tÇa alors !\n".encode()))
     expected = text.read_pairs(plain)
     assert _pairs(stream.pair_stream([str(plain)])) == expected
-    assert expected == [("Go.", "Va !"), ("Hi.", "Salut !"), ("Run!", "Cours !")]
+    assert expected == [
+        ("Go.", "Va !"),
+        ("Hi.", "Salut !"),
+        ("Run!", "Cours !"),
+        ("\u00a0Oui\u00a0", "Yes\u3000"),
+    ]
     files = stream.resolve_data_files(str(tmp_path / "*.tsv*"))
     assert files == [str(plain), str(compressed)]
     # Interleaved one line from each file in turn.
@@ -38,6 +46,7 @@ def test_stream_gives_what_read_pairs_gives(tmp_path):
         ("Wow!", "Ça alors !"),
         ("Hi.", "Salut !"),
         ("Run!", "Cours !"),
+        ("\u00a0Oui\u00a0", "Yes\u3000"),
     ]
     # Repeated patterns and lists resolve to each file once.
     assert stream.resolve_data_files([str(plain), str(tmp_path / "*.tsv")]) == [
