@@ -29,6 +29,10 @@ SHARED_FIXTURE_DIRS = ("tests/serving/",)
 def pytest_xdist_make_scheduler(config, log):
     from xdist.scheduler import LoadScopeScheduling
 
+    # Hand the files out in collection order (longest first, below), not
+    # xdist's default of the files with the most tests first.
+    config.option.loadscopereorder = False
+
     class FilesAndSharedDirs(LoadScopeScheduling):
         def _split_scope(self, nodeid):
             path = nodeid.split("::", 1)[0]

@@ -66,6 +66,10 @@ def test_train_writes_a_run_and_reports(trained_run):
     assert "\x1b[" not in result.stdout and "━" not in result.stdout
     assert re.search(r"^\d+/\d+ - .*val_loss", result.stdout, re.MULTILINE)
     run = root / "run"
+    # --epochs 2: two passes over the training pairs the run counted, in steps.
+    counted = json.loads((run / "data.json").read_text())["train_pairs"]
+    finished = json.loads((run / "training.json").read_text())
+    assert finished["steps"] == counted // 32 * 2 > 0  # --batch-size 32 (TINY)
     metrics = json.loads((run / "metrics.json").read_text())
     assert {"bleu", "chrf", "exact_match"} <= set(metrics["test"])
     for name in ("positional_encoding.png", "history.png", "attention_0.png"):

@@ -229,16 +229,6 @@ def test_a_run_killed_mid_training_resumes_by_step(tmp_path, data, uninterrupted
         np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
 
 
-def test_epochs_still_count_the_training_pairs(tmp_path, data):
-    config = tiny_train_config(
-        train_steps=None, eval_every=None, epochs=1, max_pairs=120
-    )
-    result = train(str(data), tmp_path / "run", TINY_MODEL, config, verbose=0)
-    finished = json.loads((tmp_path / "run" / "training.json").read_text())
-    assert finished["steps"] == len(text.read_pairs(data)[:120]) * 8 // 10 // 16
-    assert len(result.history["loss"]) == 1
-
-
 def test_bad_input_leaves_no_run_directory(tmp_path, data):
     bad = tmp_path / "bad.tsv"
     bad.write_text("a\tb\nno tab\n")
