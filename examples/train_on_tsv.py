@@ -69,6 +69,7 @@ def main(argv=None):
         validation_data=valid_ds,
         epochs=args.epochs,
         steps_per_epoch=args.steps_per_epoch,
+        shuffle=False,  # make_dataset shuffles, seeded, anew each epoch
     )
 
     translator = Translator(

@@ -105,7 +105,10 @@ def memorized():
         ),
     )
     model.fit(
-        text.make_dataset(PAIRS * 8, tokenizer, batch_size=32), epochs=20, verbose=0
+        text.make_dataset(PAIRS * 8, tokenizer, batch_size=32),
+        epochs=20,
+        verbose=0,
+        shuffle=False,  # the dataset shuffles itself
     )
     return Translator(model, tokenizer, MODEL.max_source_len, MODEL.max_target_len)
 

@@ -39,7 +39,7 @@ Example, the whole path on the bundled corpus::
     tokenizer.save("runs/demo")                      # vocabularies + tokenizer.json
     train_ds = text.make_dataset(train, tokenizer, batch_size=64, seed=0)
     valid_ds = text.make_dataset(validation, tokenizer, batch_size=256, shuffle=False)
-    # model.fit(train_ds, validation_data=valid_ds, ...)
+    # model.fit(train_ds, validation_data=valid_ds, shuffle=False, ...)  # (it shuffles itself)
     # greedy ids (B, S) -> strings: tokenizer.target.decode(ids)
 """
 
