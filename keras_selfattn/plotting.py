@@ -124,9 +124,8 @@ def plot_history(history, path):
     return _save(figure, path, plt)
 
 
-_JOINER = (
-    "\uffed"  # text.tokenizers.JOINER (not imported: that module loads TensorFlow)
-)
+# text.tokenizers.JOINER, not imported from there: that module loads TensorFlow.
+_JOINER = "\uffed"
 
 
 def _shown(token):

@@ -201,6 +201,7 @@ def split_pairs(
     from keras_selfattn.text import fingerprint_split
 
     pairs = [tuple(pair) for pair in pairs]
+    # The argument checks of the scan, for an empty list too (nothing to scan).
     fingerprint_split.held_out_window(fractions, max_validation_pairs, max_test_pairs)
     if not pairs:
         return PairSplits([], [], [])

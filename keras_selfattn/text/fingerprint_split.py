@@ -176,12 +176,10 @@ class HeldOutSplit:
 
     def holding_out(self, sources: Sequence[str]):
         """This split with ``sources`` as its held-out set."""
-        fingerprints = (
-            source_fingerprints(tf.constant(list(sources), tf.string), self.seed)
-            if len(sources)
-            else np.zeros([0], np.int64)
-        )
-        held_out = tuple(int(f) for f in np.unique(np.asarray(fingerprints)))
+        fingerprints = source_fingerprints(
+            tf.constant(list(sources), tf.string), self.seed
+        ).numpy()
+        held_out = tuple(int(f) for f in np.unique(fingerprints))
         return dataclasses.replace(self, held_out=held_out)
 
     def is_training(self, sources) -> tf.Tensor:
@@ -297,7 +295,7 @@ def scan_held_out(
         if max_validation_pairs is None or max_test_pairs is None
         else max_validation_pairs + max_test_pairs
     )
-    read = dataset if window is None else dataset.take(max(window, 1) + 1)
+    read = dataset if window is None else dataset.take(window + 1)
     batches = read.batch(_SCAN_BATCH).map(
         lambda s, t: (source_fingerprints(s, seed), s, t),
         num_parallel_calls=tf.data.AUTOTUNE,

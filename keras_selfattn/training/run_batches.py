@@ -25,7 +25,7 @@ __all__ = [
 ]
 
 
-def _options(auto_shard):
+def _options():
     options = tf.data.Options()
     options.deterministic = True
     # The counters and the tokenizer's tables are state outside the iterator: the
@@ -33,7 +33,11 @@ def _options(auto_shard):
     options.experimental_external_state_policy = (
         tf.data.experimental.ExternalStatePolicy.IGNORE
     )
-    options.experimental_distribute.auto_shard_policy = auto_shard
+    # Under several workers tf.distribute shards the batches by element;
+    # `own_files_input` turns that off for a worker that reads its own files.
+    options.experimental_distribute.auto_shard_policy = (
+        tf.data.experimental.AutoShardPolicy.DATA
+    )
     return options
 
 
@@ -213,7 +217,6 @@ def shuffled_batches(
     counters=None,
     replicas=1,
     num_buckets=None,
-    auto_shard=tf.data.experimental.AutoShardPolicy.DATA,
 ):
     """Endless ``(source, target)`` strings -> shuffled, length-bucketed training batches."""
     ids = encode_within_limits(
@@ -242,7 +245,7 @@ def shuffled_batches(
                 return inputs, tf.identity(target_out)
 
         batches = batches.map(count_tokens)
-    return batches.with_options(_options(auto_shard)).prefetch(tf.data.AUTOTUNE)
+    return batches.with_options(_options()).prefetch(tf.data.AUTOTUNE)
 
 
 def first_pass_fits(run_data, tokenizer, model_config, train_config, counters):
@@ -287,10 +290,9 @@ def validation_batches(
             f"(max_source_len={model_config.max_source_len}, "
             f"max_target_len={model_config.max_target_len})"
         )
-    policy = tf.data.experimental.AutoShardPolicy.DATA
     return (
         batches.apply(tf.data.experimental.assert_cardinality(count))
-        .with_options(_options(policy))
+        .with_options(_options())
         .prefetch(tf.data.AUTOTUNE)
     )
 

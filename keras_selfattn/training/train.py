@@ -115,9 +115,10 @@ def train(
     ``test_data`` or are held out of ``data`` by a fingerprint of the source
     text (`text.fingerprint_split`, at most ``max_validation_pairs`` /
     ``max_test_pairs``, drawn from a window at the head of the stream: 50,000
-    pairs with the defaults, whatever the corpus size). The vocabularies come from ``vocab`` or are learned
-    from the first ``vocab_sample_lines`` training pairs. Batches are bucketed by
-    length (`TrainConfig.length_buckets`). Training runs ``train_steps`` steps
+    pairs with the defaults, whatever the corpus size). The vocabularies come
+    from ``vocab`` or are learned from the first ``vocab_sample_lines`` training
+    pairs. Batches are bucketed by length (`TrainConfig.length_buckets`).
+    Training runs ``train_steps`` steps
     (or ``epochs`` epochs), validates every ``eval_every`` steps keeping the best
     model (``model.keras``, replaced atomically) and stopping early after
     ``patience`` validations without progress, and backs up every
