@@ -56,7 +56,7 @@ class ModelConfig:
     num_layers: int = 2
     ffn_hiddens: int = 256
     dropout: float = 0.1
-    norm_first: bool = False
+    norm_first: bool = True
     decoder_units: int = 128
     decoder_layers: int = 1
     rnn_type: str = "gru"

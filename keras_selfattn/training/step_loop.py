@@ -24,6 +24,7 @@ import keras
 import tensorflow as tf
 
 __all__ = [
+    "HistoryLog",
     "ProgressLog",
     "ResumableInput",
     "StepEvaluation",
@@ -168,6 +169,7 @@ class StepEvaluation(keras.callbacks.Callback):
         self.watch = watch
         self.best_by = best_by if watch is not None else "loss"
         self.health = None
+        self.examples = {}  # the last validation's examples (history.csv columns)
         self.tokens_per_second = None
         self._mark = None
 
@@ -178,7 +180,7 @@ class StepEvaluation(keras.callbacks.Callback):
 
     def _watch(self, logs):
         """Translations, scores and the health check into ``logs``; the log lines."""
-        scores, self.health = self.watch(self.model)
+        scores, self.examples, self.health = self.watch(self.model)
         logs.update(scores)
         lines = [
             f"  chrF {scores['val_chrf']:.2f}  BLEU {scores['val_bleu']:.2f}"
@@ -186,12 +188,7 @@ class StepEvaluation(keras.callbacks.Callback):
             f"  source dependence {scores['val_source_dependence']:.3f}"
             f"  ({len(self.watch.pairs)} validation pairs, greedy)"
         ]
-        lines += [
-            f"  {scores[key]}"
-            for key in self.watch.log_keys()
-            if key.startswith("val_example_") and key in scores
-        ]
-        return lines
+        return lines + [f"  {example}" for example in self.examples.values()]
 
     def _alarm(self, step):
         if self.health is not None and not self.health.ok:
@@ -214,9 +211,12 @@ class StepEvaluation(keras.callbacks.Callback):
         periods_done = epoch + 1
         step = self.plan.step_after(periods_done)
         if not self.plan.evaluates(periods_done):
-            logs["val_loss"] = float("nan")
+            logs["val_loss"] = logs["cpu_seconds"] = float("nan")
             for key in self.watch.log_keys() if self.watch else ():
-                logs[key] = "" if key.startswith("val_example_") else float("nan")
+                logs[key] = float("nan")
+            self.examples = (
+                dict.fromkeys(self.watch.example_keys(), "") if self.watch else {}
+            )
             return
         now, tokens = time.perf_counter(), self._tokens()
         if self._mark and now > self._mark[0]:
@@ -224,6 +224,8 @@ class StepEvaluation(keras.callbacks.Callback):
         results = self.model.evaluate(self.validation, verbose=0, return_dict=True)
         for name, value in results.items():
             logs["val_" + name] = value
+        times = os.times()
+        logs["cpu_seconds"] = times.user + times.system  # this process, so far
         val_loss = float(results["loss"])
         watch_lines = self._watch(logs) if self.watch is not None else []
         value = val_loss if self.best_by == "loss" else logs["val_" + self.best_by]
@@ -243,7 +245,7 @@ class StepEvaluation(keras.callbacks.Callback):
             )
             print(
                 f"step {step}/{self.plan.total_steps}  loss {float(logs.get('loss', 'nan')):.4f}"
-                f"  val_loss {val_loss:.4f}{speed}"
+                f"  val_loss {val_loss:.4f}{speed}  {logs['cpu_seconds']:,.0f} CPU-s"
                 + (f"  best by {self.best_by}" if improved else ""),
                 flush=True,
             )
@@ -251,6 +253,24 @@ class StepEvaluation(keras.callbacks.Callback):
                 print(line, flush=True)
         self._alarm(step)
         self._mark = (time.perf_counter(), self._tokens())
+
+
+class HistoryLog(keras.callbacks.CSVLogger):
+    """``history.csv``: Keras' logs of every period and the validation examples.
+
+    The examples (text) stay out of Keras' logs, which Keras averages.
+
+    Args:
+        path: the CSV file (appended to: a resumed run continues it).
+        evaluation: the run's `StepEvaluation`.
+    """
+
+    def __init__(self, path, evaluation):
+        super().__init__(str(path), append=True)
+        self.evaluation = evaluation
+
+    def on_epoch_end(self, epoch, logs=None):
+        super().on_epoch_end(epoch, {**(logs or {}), **self.evaluation.examples})
 
 
 class ProgressLog(keras.callbacks.Callback):

@@ -48,6 +48,7 @@ from keras_selfattn.training.run_tokenizer import (
     tokenizer_configs as _tokenizer_configs,  # noqa: F401  (benchmarks import it from here)
 )
 from keras_selfattn.training.step_loop import (
+    HistoryLog,
     ProgressLog,
     StepEvaluation,
     StopAtStep,
@@ -355,7 +356,7 @@ def _train(
             stopper,
             *progress,
             evaluation,
-            keras.callbacks.CSVLogger(str(work_dir / HISTORY_FILE), append=True),
+            HistoryLog(work_dir / HISTORY_FILE, evaluation),
             # After the callbacks above: a backup of period N means they finished it.
             WorkerBackup(
                 backup_dir, plan=plan, evaluation=evaluation, resumable=resumable

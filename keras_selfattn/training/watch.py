@@ -133,9 +133,12 @@ class ValidationWatch:
         self._dependence_batch = None
 
     def log_keys(self):
-        """The keys `__call__` adds to the logs (history.csv columns)."""
-        keys = ["val_chrf", "val_bleu", "val_distinct", "val_source_dependence"]
-        return keys + [f"val_example_{i + 1}" for i in range(self.examples)]
+        """The numbers `__call__` adds to Keras' logs (history.csv columns)."""
+        return ["val_chrf", "val_bleu", "val_distinct", "val_source_dependence"]
+
+    def example_keys(self):
+        """The history.csv columns of the examples."""
+        return [f"val_example_{i + 1}" for i in range(self.examples)]
 
     def _translator(self, model):
         from keras_selfattn.inference import Translator
@@ -167,7 +170,9 @@ class ValidationWatch:
         """Scores ``model`` on the sample.
 
         Returns:
-            ``(logs, health)``: the history columns (`log_keys`) and a `Health`.
+            ``(logs, examples, health)``: the scores (`log_keys`), the examples
+            (`example_keys`: "source => translation (reference: ...)") and a
+            `Health`.
         """
         from keras_selfattn.inference import evaluate
 
@@ -188,9 +193,10 @@ class ValidationWatch:
                 else health.source_dependence
             ),
         }
-        for i, example in enumerate(metrics["examples"][: self.examples]):
-            logs[f"val_example_{i + 1}"] = (
+        examples = dict.fromkeys(self.example_keys(), "")
+        for key, example in zip(examples, metrics["examples"]):
+            examples[key] = (
                 f"{example['source']} => {example['translation']} "
                 f"(reference: {example['reference']})"
             )
-        return logs, health
+        return logs, examples, health
