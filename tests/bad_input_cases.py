@@ -61,6 +61,12 @@ TINY_RUN_ARGS = [
     "--batch-size",
     "32",
     "--no-jit-compile",  # XLA's compile time would dominate this tiny run
+    # A few steps do not make a translator: no translations at each validation
+    # (and no health check failing the run); tests/test_cli_watch.py covers them.
+    "--validation-translations",
+    "0",
+    "--best-by",
+    "loss",
 ]
 
 NOT_UTF8 = os.fsdecode(b"caf\xe9.tsv")  # how Python hands such argv bytes over

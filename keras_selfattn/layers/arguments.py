@@ -47,6 +47,15 @@ def check_positive_int(name, value, allow_none=False):
     return int(value)
 
 
+def check_bool(name, value):
+    """``value`` if it is True or False; ValueError otherwise (1, "yes", None...)."""
+    if not isinstance(value, bool):
+        raise ValueError(  # noqa: TRY004  (Keras' error form: ValueError)
+            f"{name} must be True or False. Received: {name}={value!r}"
+        )
+    return value
+
+
 def check_positive_number(name, value):
     """``value`` as a ``float`` > 0; ValueError otherwise."""
     if not _is_real(value) or not value > 0:

@@ -14,6 +14,7 @@ from keras import ops
 
 from keras_selfattn.choices import RNN_TYPES, SCORES
 from keras_selfattn.layers.arguments import (
+    check_bool,
     check_choice,
     check_positive_int,
     check_rate,
@@ -109,16 +110,9 @@ def _set_options(
     layer.kernel_initializer = keras.initializers.get(kernel_initializer)
     layer.recurrent_initializer = keras.initializers.get(recurrent_initializer)
     layer.seed = check_seed(seed)
-    for name, value in (
-        ("attentional_output", attentional_output),
-        ("residual", residual),
-        ("layer_norm", layer_norm),
-    ):
-        if not isinstance(value, bool):
-            raise ValueError(
-                f"{name} must be True or False. Received: {name}={value!r}"
-            )
-        setattr(layer, name, value)
+    layer.attentional_output = check_bool("attentional_output", attentional_output)
+    layer.residual = check_bool("residual", residual)
+    layer.layer_norm = check_bool("layer_norm", layer_norm)
 
 
 def _options_config(layer):

@@ -182,13 +182,13 @@ class StepEvaluation(keras.callbacks.Callback):
         """Translations, scores and the health check into ``logs``; the log lines."""
         scores, self.examples, self.health = self.watch(self.model)
         logs.update(scores)
-        lines = [
+        summary = (
             f"  chrF {scores['val_chrf']:.2f}  BLEU {scores['val_bleu']:.2f}"
             f"  distinct {scores['val_distinct']:.2f}"
             f"  source dependence {scores['val_source_dependence']:.3f}"
             f"  ({len(self.watch.pairs)} validation pairs, greedy)"
-        ]
-        return lines + [f"  {example}" for example in self.examples.values()]
+        )
+        return [summary] + [f"  {example}" for example in self.examples.values()]
 
     def _alarm(self, step):
         if self.health is not None and not self.health.ok:

@@ -28,8 +28,8 @@ from keras_selfattn.reserved_ids import PAD_ID, START_ID
 
 __all__ = [
     "DISTINCT_FLOOR",
-    "Health",
     "SOURCE_DEPENDENCE_FLOOR",
+    "Health",
     "ValidationWatch",
     "source_dependence",
 ]

@@ -28,6 +28,20 @@ CONFIGS = [
     pytest.param({"rnn_type": "gru", "num_layers": 2}, id="gru-2"),
     pytest.param({"rnn_type": "lstm", "num_layers": 1}, id="lstm-1"),
     pytest.param({"rnn_type": "lstm", "num_layers": 2}, id="lstm-2"),
+    pytest.param(
+        {
+            "rnn_type": "gru",
+            "num_layers": 3,
+            "attentional_output": True,
+            "residual": True,
+            "layer_norm": True,
+        },
+        id="gru-3-rnmt",
+    ),
+    pytest.param(
+        {"rnn_type": "lstm", "num_layers": 2, "attentional_output": True},
+        id="lstm-2-attentional",
+    ),
 ]
 
 
@@ -67,7 +81,7 @@ def step_by_step(cell, targets, memory, memory_valid_lens=None, initial_state=No
         _, w = cell.attention(query, memory, valid_lens=memory_valid_lens)
         weights.append(np_(w))
         output, states = cell(targets[:, t], states)
-        outputs.append(np_(output))
+        outputs.append(np_(cell.decoder_output(output, states)))
     final = [np_(s) for s in cell.unpack_states(states).recurrent]
     return np.stack(outputs, 1), np.stack(weights, 1), final, states
 
@@ -125,6 +139,90 @@ def test_harness_cell(tmp_path):
         expected_num_trainable_weights=9,
         tmp_path=tmp_path,
     )
+
+
+@pytest.mark.slow
+def test_harness_decoder_rnmt_options(tmp_path):
+    """Attentional output, residual and layer-normalized stacking, with dropout."""
+    config = {"rnn_type": "gru", "num_layers": 2}
+    run_layer_test(
+        BahdanauDecoder,
+        {
+            "units": UNITS,
+            "dropout": 0.2,
+            "seed": 3,
+            "attentional_output": True,
+            "residual": True,
+            "layer_norm": True,
+            **config,
+        },
+        {"inputs": TARGETS, "memory": MEMORY, "memory_valid_lens": VALID_LENS},
+        # attention 3, two GRU cells 6, one layer norm 2, the output projection 2
+        expected_output_shapes=[(B, S, UNITS), (B, S, T)],
+        expected_num_trainable_weights=13,
+        call_kwargs={"return_attention_scores": True},
+        tmp_path=tmp_path,
+    )
+
+
+def layer_norm_np(x, gamma, beta, epsilon=1e-5):
+    mean = x.mean(-1, keepdims=True)
+    variance = x.var(-1, keepdims=True)
+    return (x - mean) / np.sqrt(variance + epsilon) * gamma + beta
+
+
+def test_rnmt_options_match_a_reference():
+    """One step of a 2-layer residual, layer-normalized GRU cell with the
+    attentional output, recomputed from its parts: NumPy layer norm, NumPy
+    additive attention (test_bahdanau_attention's reference), NumPy tanh(W[h;c])."""
+    cell = BahdanauDecoderCell(
+        UNITS, num_layers=2, attentional_output=True, residual=True, layer_norm=True
+    )
+    initial = random_initial_state({"rnn_type": "gru", "num_layers": 2})
+    states = cell.get_initial_state_for_memory(
+        MEMORY, memory_valid_lens=VALID_LENS, initial_state=initial
+    )
+    cell.build(TARGETS[:, 0].shape, [s.shape for s in states])
+    randomize_weights(cell)
+    states = cell.get_initial_state_for_memory(
+        MEMORY, memory_valid_lens=VALID_LENS, initial_state=initial
+    )
+    output, new_states = cell(TARGETS[:, 0], states)
+    mask = (np.arange(T) < VALID_LENS[:, None])[:, None, :]
+    # The first query: the residual stream of the initial states, h0 + h1.
+    query = initial[0] + initial[1]
+    context, _ = numpy_attention(cell.attention, query, MEMORY, mask=mask)
+    x = np.concatenate([TARGETS[:, 0], context], -1)
+    h0, _ = cell.rnn_cells[0](x, [initial[0]])
+    gamma, beta = (np_(w) for w in cell.layer_norms[0].weights)
+    h1, _ = cell.rnn_cells[1](layer_norm_np(np_(h0), gamma, beta), [initial[1]])
+    np.testing.assert_allclose(np_(output), np_(h0) + np_(h1), atol=1e-5)
+    recurrent = cell.unpack_states(new_states).recurrent
+    np.testing.assert_allclose(np_(recurrent[0]), np_(h0), atol=1e-6)
+    np.testing.assert_allclose(np_(recurrent[1]), np_(h1), atol=1e-6)
+    # The next query is the residual stream's output, h0 + h1.
+    np.testing.assert_allclose(
+        np_(cell.top_hidden_state(new_states)), np_(output), atol=1e-6
+    )
+    # The attentional vector: tanh(W [out; c]) with c the context of out.
+    out_context, _ = numpy_attention(cell.attention, np_(output), MEMORY, mask=mask)
+    kernel, bias = (np_(w) for w in cell.output_projection.weights)
+    expected = np.tanh(np.concatenate([np_(output), out_context], -1) @ kernel + bias)
+    np.testing.assert_allclose(
+        np_(cell.decoder_output(output, new_states)), expected, atol=1e-5
+    )
+
+
+def test_rnmt_options_are_checked_and_serialized():
+    with pytest.raises(ValueError, match="residual must be True or False"):
+        BahdanauDecoder(UNITS, residual="yes")
+    decoder = BahdanauDecoder(UNITS, num_layers=2, attentional_output=True)
+    config = decoder.get_config()
+    assert config["attentional_output"] is True and config["residual"] is False
+    clone = BahdanauDecoder.from_config(config)
+    assert clone.cell.attentional_output and not clone.cell.layer_norm
+    # One layer: nothing to stack, so no layer norm weights are made.
+    assert BahdanauDecoderCell(UNITS, layer_norm=True).layer_norms == []
 
 
 @pytest.mark.parametrize("cls", [BahdanauDecoder, BahdanauDecoderCell])
@@ -467,8 +565,13 @@ def test_the_cell_exists_before_build_and_names_its_state_layout(config):
     assert len(parts.dropout_masks) == config["num_layers"] - 1
     np.testing.assert_array_equal(np_(parts.memory), MEMORY)
     assert [id(s) for s in cell.pack_states(parts)] == [id(s) for s in states]
-    expected_top = parts.recurrent[-2 if config["rnn_type"] == "lstm" else -1]
-    assert cell.top_hidden_state(states) is expected_top
+    hidden = parts.recurrent[:: 2 if config["rnn_type"] == "lstm" else 1]
+    if config.get("residual"):  # the query is the residual stream: the sum of h's
+        np.testing.assert_allclose(
+            np_(cell.top_hidden_state(states)), np_(sum(hidden)), atol=1e-6
+        )
+    else:
+        assert cell.top_hidden_state(states) is hidden[-1]
     with pytest.raises(ValueError, match="states must be a list of"):
         cell.unpack_states(states[:-1])
 

@@ -33,6 +33,8 @@ def train_tiny(run_dir, tokenizer_ops):
         target_tokenizer="char",
         split_digits=True,
         tokenizer_ops=tokenizer_ops,
+        validation_translations=0,  # no translations at each validation
+        best_by="loss",
     )
     return train(
         text.load_bundled_dates()[:NUM_PAIRS], run_dir, TINY_MODEL, config, verbose=0

@@ -71,6 +71,7 @@ def tiny_train_config(**overrides):
         "jit_compile": False,
         "train_steps": 12,
         "eval_every": 4,
+        "validation_translations": 16,
         "shuffle_buffer": 64,
     }
     values.update(overrides)

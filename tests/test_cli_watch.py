@@ -1,0 +1,96 @@
+"""Watching `train` from the command line: --preset, validation translations and
+scores, progress lines, history.csv, and the exit status of a run that does not
+translate."""
+
+import csv
+import json
+import re
+
+import pytest
+
+from keras_selfattn import text
+from keras_selfattn.training.presets import PRESETS
+from tests.test_cli import cli
+
+pytestmark = pytest.mark.slow
+
+TINY_MODEL = [
+    *("--num-hiddens", "16", "--num-heads", "2", "--num-layers", "1"),
+    *("--ffn-hiddens", "32", "--decoder-units", "16", "--embedding-dim", "8"),
+    *("--max-target-len", "12", "--no-jit-compile", "--batch-size", "16"),
+]
+
+
+def test_a_run_that_does_not_translate_fails_loudly(tmp_path):
+    """The validation set's sources are all one sentence, so any model writes one
+    translation for twenty different references: the health check must fail at
+    every validation, and the run must end with exit status 3."""
+    pairs = text.load_bundled_dates()
+    data = text.write_pairs(tmp_path / "train.tsv", pairs[:200])
+    same_source = [("14 juillet 1989", target) for _, target in pairs[200:220]]
+    valid = text.write_pairs(tmp_path / "valid.tsv", same_source)
+    run = tmp_path / "run"
+    result = cli(
+        "train",
+        "--preset",
+        "small",
+        *("--data", data, "--valid-data", valid, "--out", run),
+        *("--target-tokenizer", "char", "--source-tokenizer", "word"),
+        *TINY_MODEL,
+        *("--train-steps", "6", "--eval-every", "3", "--log-every", "2"),
+        *("--validation-translations", "20"),
+        check=False,
+    )
+    assert result.returncode == 3, result.stderr[-3000:]
+    # The alarm at each validation, then the one error line naming the run.
+    alarms = re.findall(
+        r"warning: step (\d+): the model is not translating", result.stderr
+    )
+    assert alarms == ["3", "6"]
+    assert "same sentence for every input" in result.stderr
+    assert re.search(
+        rf"error: at the last validation the model was not translating: .*{re.escape(str(run))}",
+        result.stderr,
+    )
+    out = result.stdout
+    # Progress lines off a terminal: step, loss, target tokens/s, ETA.
+    assert re.search(
+        r"^step 2/6  loss [\d.]+  [\d,]+ target tokens/s  ETA \d+:\d\d:\d\d$",
+        out,
+        re.MULTILINE,
+    )
+    # Each validation: loss and CPU time, scores, three examples with references.
+    assert re.search(
+        r"^step 6/6  loss [\d.]+  val_loss [\d.]+ .* CPU-s", out, re.MULTILINE
+    )
+    assert re.search(
+        r"^  chrF [\d.]+  BLEU [\d.]+  distinct 0\.05  ", out, re.MULTILINE
+    )
+    examples = re.findall(
+        r"^  14 juillet 1989 => .* \(reference: (.*)\)$", out, re.MULTILINE
+    )
+    assert examples[:3] == [target for _, target in same_source[:3]]
+    with open(run / "history.csv", newline="", encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    assert len(rows) == 2
+    for row in rows:
+        assert float(row["val_distinct"]) == pytest.approx(1 / 20)
+        assert 0 <= float(row["val_chrf"]) <= 100 and float(row["cpu_seconds"]) > 0
+        assert row["val_example_2"].endswith(f"(reference: {same_source[1][1]})")
+    summary = json.loads((run / "training.json").read_text())
+    assert summary["best_by"] == "chrf" and summary["health"]["ok"] is False
+    # The preset's settings, but the flags given win.
+    config = json.loads((run / "config.json").read_text())
+    small = PRESETS["small"]
+    assert config["train"]["lr_schedule"] == small["train"]["lr_schedule"]
+    assert config["train"]["label_smoothing"] == small["train"]["label_smoothing"]
+    assert config["model"]["norm_first"] is True
+    assert config["model"]["attentional_output"] is True
+    assert config["model"]["num_hiddens"] == 16  # --num-hiddens over the preset's 256
+    assert config["train"]["target_tokenizer"] == "char"
+
+
+def test_an_unknown_preset_is_refused():
+    result = cli("train", "--preset", "huge", "--data", "x", "--out", "y", check=False)
+    assert result.returncode == 2
+    assert "argument --preset: invalid choice: 'huge'" in result.stderr
