@@ -31,8 +31,9 @@ setup(
     # for an undeclared package).
     package_data={"keras_selfattn.text": ["data/*.tsv"]},
     # Ranges, not pins: the package installs beside a user's own stack. The floors
-    # and ceilings are the versions scripts/check_versions.sh ran (README:
-    # "Supported versions"); constraints.txt holds the exact set ./run.sh installs.
+    # and ceilings are the versions scripts/check_versions.sh ran
+    # (docs/supported-versions.md); constraints.txt holds the exact set ./run.sh
+    # installs.
     install_requires=[
         # tensorflow-text's minor version must equal tensorflow's. The two ranges
         # are the same, and every tensorflow-text release requires tensorflow of

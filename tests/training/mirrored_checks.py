@@ -50,7 +50,8 @@ TIMINGS = []
 
 def config(**overrides):
     # clipnorm=0: Keras 3 clips each replica's gradient before the all-reduce, so
-    # with clipping on, N replicas differ from one by design (see the README).
+    # with clipping on, N replicas differ from one by design
+    # (see docs/distributed-training.md).
     values = {
         "epochs": 1,
         "batch_size": 32,
