@@ -250,8 +250,10 @@ def test_symbolic_scores_shape_with_unknown_length():
     [
         (
             {"num_hiddens": 10, "num_heads": 3},
-            "num_hiddens must be divisible by num_heads. "
-            "Received: num_hiddens=10, num_heads=3",
+            (
+                "num_hiddens must be divisible by num_heads. "
+                "Received: num_hiddens=10, num_heads=3"
+            ),
         ),
         ({"num_hiddens": 0, "num_heads": 1}, "num_hiddens=0"),
         ({"num_hiddens": 8, "num_heads": -2}, "num_heads=-2"),
