@@ -448,9 +448,10 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         """Attention of the heads: logits, weights, their average of the values.
 
         Runs `attention_logits`, `attention_weights` and `attend`, then gives a
-        query whose keys are all hidden zeros (`keeps_a_key`): zero context, and
-        zero weights when they are returned. The zeros are applied here, once,
-        to the (B, T, H, D) context rather than the (B, H, T, T) weights.
+        query whose keys are all hidden zeros (`keeps_a_key`, computed once):
+        zero context, and zero weights when they are returned. Zeroing the
+        (B, T, H, D) context costs less than a pass over the (B, H, T, T)
+        weights before `attend`, which only returned weights get.
 
         Args:
             query, key, value: ``(B, T, num_heads, head_size)``.
