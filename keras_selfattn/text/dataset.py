@@ -336,14 +336,9 @@ def make_dataset(  # over 60 lines: a 50-line docstring for 14 documented argume
     >>> inputs["source"].shape, inputs["target_in"].shape, target_out.shape
     (TensorShape([2, 3]), TensorShape([2, 4]), TensorShape([2, 4]))
     """
-    bucket_boundaries = _checked_dataset_options(
-        batch_size,
-        max_source_length,
-        max_target_length,
-        too_long,
-        pad_to_max_length,
-        bucket_boundaries,
-    )
+    limits = (max_source_length, max_target_length)
+    _check_batching(batch_size, too_long, limits, pad_to_max_length)
+    bucket_boundaries = _checked_boundaries(bucket_boundaries, pad_to_max_length)
     sources, targets = _pairs_to_strings(data)
     encoded = _encode_strings(sources, targets, tokenizer)
     if cache:
@@ -352,7 +347,6 @@ def make_dataset(  # over 60 lines: a 50-line docstring for 14 documented argume
     if shuffle:
         buffer = shuffle_buffer_size or int(sources.shape[0])
         dataset = dataset.shuffle(buffer, seed=seed, reshuffle_each_iteration=True)
-    limits = (max_source_length, max_target_length)
     if bucket_boundaries:
         # The longer side below boundary i: both sides at most boundary i - 1.
         buckets = [(b - 1, b - 1) for b in bucket_boundaries] + [(None, None)]
@@ -413,15 +407,9 @@ def _limited_batches(
     )
 
 
-def _checked_dataset_options(
-    batch_size,
-    max_source_length,
-    max_target_length,
-    too_long,
-    pad_to_max_length,
-    bucket_boundaries,
-):
-    """`make_dataset`'s arguments checked; the boundaries as a list of ints."""
+def _check_batching(batch_size, too_long, limits, pad_to_max_length):
+    """`make_dataset`'s batch size, length limits and their options checked."""
+    max_source_length, max_target_length = limits
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1. Received: batch_size={batch_size}")
     if too_long not in _TOO_LONG:
@@ -443,10 +431,10 @@ def _checked_dataset_options(
             f"Received: max_source_length={max_source_length}, "
             f"max_target_length={max_target_length}"
         )
-    return _checked_boundaries(bucket_boundaries, pad_to_max_length)
 
 
 def _checked_boundaries(bucket_boundaries, pad_to_max_length):
+    """`make_dataset`'s bucket boundaries checked, as a list of ints (or None)."""
     if bucket_boundaries is None:
         return None
     if pad_to_max_length and bucket_boundaries:
