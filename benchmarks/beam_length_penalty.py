@@ -91,16 +91,22 @@ def decode_both(model, sources, beam, max_len, alpha):
 
     from keras_selfattn import decoding
 
+    class RankByLogProb(decoding.BeamSearch):
+        """The search before the change: each step ranks by raw log-probability;
+        the length normalization only reranks the survivors at the end."""
+
+        def candidate_scores(self, total, lengths, finished):
+            return total
+
     results = {}
-    for name, during in (("after", False), ("during", True)):
+    strategies = {
+        "after": RankByLogProb(beam, alpha),
+        "during": decoding.BeamSearch(beam, alpha),
+    }
+    for name, strategy in strategies.items():
         search = tf.function(
             functools.partial(
-                decoding._beam_search,
-                model,
-                beam_size=beam,
-                max_len=max_len,
-                alpha=alpha,
-                penalty_during_search=during,
+                decoding.decode, model, strategy=strategy, max_len=max_len
             )
         )
         out = search(tf.constant(sources))
@@ -149,7 +155,8 @@ def main(argv=None):
         rows.append([*cells, f"{100 * differ:.1f}%"])
     print(
         f"Beam {args.beam}, {args.eval_pairs} held-out sources (targets 12-36 tokens); "
-        f"model trained {args.epochs} epochs on {args.train_pairs} pairs, final loss {loss:.3f}."
+        f"model trained {args.epochs} epochs on {args.train_pairs} pairs, "
+        f"final loss {loss:.3f}."
     )
     _bench.print_table(
         [

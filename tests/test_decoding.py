@@ -46,7 +46,7 @@ def model():
 
 
 def sequence_log_prob(model, source, tokens):
-    """Teacher-forced log-probability of `tokens` (padding excluded, as the searches do)."""
+    """Teacher-forced log-probability of `tokens` (padding excluded, as searched)."""
     target_in = np.array([[START_ID] + list(tokens[:-1])], "int32")
     logits = model.predict({"source": source[None], "target_in": target_in}, verbose=0)[
         0
@@ -249,3 +249,66 @@ def test_decoding_inference_and_serving_ask_the_model_not_its_layer_names():
     files += sorted((package / "serving").rglob("*.py"))
     offenders = [str(f) for f in files if "get_layer(" in f.read_text()]
     assert not offenders, offenders
+
+
+def test_sampling_is_one_more_strategy_of_the_same_loop(model):
+    """A strategy that samples overrides `choose` alone; the loop does the rest."""
+    import dataclasses
+
+    from keras_selfattn.decoding import GreedySearch, decode
+
+    @dataclasses.dataclass(frozen=True)
+    class Sampling(GreedySearch):
+        temperature: float = 1.0
+
+        def choose(self, log_probs, t):
+            seed = tf.stack([tf.constant(11), t])
+            drawn = tf.random.stateless_categorical(
+                log_probs / self.temperature, 1, seed, dtype=tf.int32
+            )
+            return drawn[:, 0]
+
+    greedy = greedy_decode(model, SOURCE, 8)
+    cold = decode(model, SOURCE, Sampling(temperature=1e-4), 8)
+    for key in ("ids", "lengths"):
+        np.testing.assert_array_equal(cold[key].numpy(), greedy[key].numpy())
+    sampled = decode(model, SOURCE, Sampling(), 8)
+    assert not np.array_equal(sampled["ids"].numpy(), greedy["ids"].numpy())
+    for row, source in enumerate(SOURCE):
+        length = int(sampled["lengths"][row])
+        tokens = sampled["ids"].numpy()[row, :length].tolist()
+        assert PAD_ID not in tokens and not sampled["ids"].numpy()[row, length:].any()
+        assert END_ID not in tokens[:-1]
+        # The score is the sampled tokens' log-probability, as greedy's is.
+        np.testing.assert_allclose(
+            float(sampled["scores"][row]),
+            sequence_log_prob(model, source, tokens),
+            atol=1e-4,
+        )
+    # Each subclass gets its own cached graph, never greedy's.
+    from keras_selfattn import decoding
+
+    assert ("greedy", 8, False) in decoding._GRAPHS[model]
+    assert (Sampling(), ("greedy", 8, False)) in decoding._GRAPHS[model]
+
+
+def test_a_beam_strategy_can_rank_candidates_its_own_way(model):
+    """Ranking each step by raw log-probability (the benchmark's "after" search)
+    is `BeamSearch` with `candidate_scores` overridden: it gives the Python
+    reference that normalizes only after the search."""
+    from keras_selfattn.decoding import BeamSearch, decode
+
+    class RankByLogProb(BeamSearch):
+        def candidate_scores(self, total, lengths, finished):
+            return total
+
+    beam_size, max_len, alpha = 2, 6, 2.0
+    out = decode(model, SOURCE, RankByLogProb(beam_size, alpha), max_len)
+    for row, source in enumerate(SOURCE):
+        expected = reference_beam(model, source, beam_size, max_len, alpha, False)
+        for rank, (score, tokens) in enumerate(expected):
+            length = out["lengths"].numpy()[row, rank]
+            assert tuple(out["ids"].numpy()[row, rank, :length]) == tokens
+            np.testing.assert_allclose(
+                out["scores"].numpy()[row, rank], score, atol=1e-4
+            )

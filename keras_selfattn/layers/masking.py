@@ -20,6 +20,7 @@ __all__ = [
     "causal_mask",
     "check_valid_lens",
     "combine_masks",
+    "keeps_a_key",
     "masked_softmax",
     "valid_lens_to_mask",
 ]
@@ -141,6 +142,29 @@ def combine_masks(*masks):
     return result
 
 
+def keeps_a_key(mask, axis=-1):
+    """Whether each row of a key mask keeps at least one key; None for no mask.
+
+    The one rule for a query whose keys are all masked: what it produces (its
+    weights, its context) is multiplied by this, so it is zeros, never NaN nor
+    the uniform average that a softmax over equal fills gives.
+
+    Args:
+        mask: optional boolean key mask, True keeps; the keys along ``axis``.
+        axis: the keys' axis; kept, with size 1, so the result broadcasts.
+
+    Example:
+
+    >>> import numpy as np
+    >>> from keras_selfattn.layers.masking import keeps_a_key
+    >>> np.asarray(keeps_a_key(np.array([[True, False], [False, False]]))).tolist()
+    [[True], [False]]
+    """
+    if mask is None:
+        return None
+    return ops.any(ops.cast(mask, "bool"), axis=axis, keepdims=True)
+
+
 def masked_softmax(logits, mask=None, axis=-1, zero_fully_masked=True):
     """Softmax over ``axis`` that ignores masked positions, computed in float32.
 
@@ -154,7 +178,8 @@ def masked_softmax(logits, mask=None, axis=-1, zero_fully_masked=True):
         zero_fully_masked: when True (default), a row with every position masked
             is all zeros (the product with the mask). When False such a row is
             left uniform, for a caller that zeroes what the row produces more
-            cheaply itself (`MultiHeadSelfAttention` zeroes the row's context).
+            cheaply itself with `keeps_a_key` (`MultiHeadSelfAttention` zeroes
+            the row's context).
 
     Returns:
         float32 weights of ``logits``' shape. Masked positions are exactly 0 in

@@ -17,6 +17,7 @@ from keras_selfattn.layers.masking import (
     causal_mask,
     check_valid_lens,
     combine_masks,
+    keeps_a_key,
     masked_softmax,
     valid_lens_to_mask,
 )
@@ -24,6 +25,90 @@ from keras_selfattn.layers.relative_positions import (
     relative_position_indices,
     rotary_embedding,
 )
+
+_OPTION_NAMES = (
+    "num_hiddens",
+    "num_heads",
+    "dropout",
+    "use_bias",
+    "kernel_initializer",
+    "bias_initializer",
+    "seed",
+    "max_relative_position",
+    "relative_initializer",
+    "use_rotary",
+    "rotary_max_wavelength",
+)
+
+
+def _read_only(name):
+    """A property that returns the option ``name`` (assignment: see `__setattr__`)."""
+    return property(
+        lambda self: getattr(self, f"_{name}"),
+        doc=f"The ``{name}`` argument (read-only).",
+    )
+
+
+def _checked_options(**options):
+    """The constructor's options checked (Keras' error form) and normalized."""
+    num_hiddens = check_positive_int("num_hiddens", options["num_hiddens"])
+    num_heads = check_positive_int("num_heads", options["num_heads"])
+    if num_hiddens % num_heads:
+        raise ValueError(
+            "num_hiddens must be divisible by num_heads. "
+            f"Received: num_hiddens={num_hiddens}, num_heads={num_heads}"
+        )
+    dropout = check_rate("dropout", options["dropout"])
+    seed = check_seed(options["seed"])
+    max_relative_position = check_positive_int(
+        "max_relative_position", options["max_relative_position"], allow_none=True
+    )
+    use_rotary = options["use_rotary"]
+    if use_rotary and (num_hiddens // num_heads) % 2:
+        raise ValueError(
+            "use_rotary=True needs an even head size (num_hiddens // num_heads). "
+            f"Received: num_hiddens={num_hiddens}, num_heads={num_heads}"
+        )
+    if use_rotary and max_relative_position is not None:
+        raise ValueError(
+            "Choose one of use_rotary and max_relative_position. "
+            f"Received: use_rotary={use_rotary}, "
+            f"max_relative_position={max_relative_position}"
+        )
+    rotary_max_wavelength = check_positive_number(
+        "rotary_max_wavelength", options["rotary_max_wavelength"]
+    )
+    return {
+        "num_hiddens": num_hiddens,
+        "num_heads": num_heads,
+        "dropout": dropout,
+        "use_bias": options["use_bias"],
+        "kernel_initializer": keras.initializers.get(options["kernel_initializer"]),
+        "bias_initializer": keras.initializers.get(options["bias_initializer"]),
+        "seed": seed,
+        "max_relative_position": max_relative_position,
+        "relative_initializer": keras.initializers.get(options["relative_initializer"]),
+        "use_rotary": bool(use_rotary),
+        "rotary_max_wavelength": rotary_max_wavelength,
+    }
+
+
+def _checked_attention_mask(attention_mask, batch, length):
+    """The mask as bool (B, T, T), its sizes known at the call checked."""
+    attention_mask = ops.convert_to_tensor(attention_mask)
+    shape = tuple(attention_mask.shape)
+    expected = tuple(d if isinstance(d, int) else None for d in (batch, length, length))
+    if len(shape) != 3 or any(
+        got is not None and want is not None and got != want
+        for got, want in zip(shape, expected)
+    ):
+        raise ValueError(
+            "attention_mask must have shape (batch, T, T) = "
+            f"{tuple('?' if d is None else d for d in expected)}. "
+            f"Received: attention_mask.shape={shape}"
+        )
+    # Sizes known only at run time broadcast as in `check_valid_lens`.
+    return ops.cast(attention_mask, "bool")
 
 
 @keras.saving.register_keras_serializable(package="keras_selfattn")
@@ -117,10 +202,22 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         ``(B, T, num_hiddens)`` in the compute dtype, and with
         ``return_attention_scores=True`` also the weights ``(B, num_heads, T, T)``.
 
+    Options are read-only after construction (``layer.num_heads = 3`` raises
+    AttributeError): the sublayers, weights and ``head_size`` are made from
+    them. ``get_config`` holds them all; change one through
+    ``from_config({**layer.get_config(), "num_heads": 3})``.
+
+    Subclassing: `call` is `project_query_key_value` -> `compute_attention_mask`
+    -> `compute_attention` (`attention_logits` -> `attention_weights` ->
+    `attend`, then zeros for queries with no key) -> the output projection.
+    Override one step to change it alone, e.g. `attention_logits` for another
+    score or `compute_attention_mask` for another mask.
+
     Example:
 
     >>> import numpy as np, keras_selfattn
-    >>> attn = keras_selfattn.layers.MultiHeadSelfAttention(num_hiddens=100, num_heads=5)
+    >>> attn = keras_selfattn.layers.MultiHeadSelfAttention(
+    ...     num_hiddens=100, num_heads=5)
     >>> X = np.ones((2, 4, 100), "float32")
     >>> Y, W = attn(X, valid_lens=np.array([3, 2]), return_attention_scores=True)
     >>> tuple(Y.shape), tuple(W.shape)
@@ -155,44 +252,21 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        num_hiddens = check_positive_int("num_hiddens", num_hiddens)
-        num_heads = check_positive_int("num_heads", num_heads)
-        if num_hiddens % num_heads:
-            raise ValueError(
-                "num_hiddens must be divisible by num_heads. "
-                f"Received: num_hiddens={num_hiddens}, num_heads={num_heads}"
-            )
-        dropout = check_rate("dropout", dropout)
-        seed = check_seed(seed)
-        max_relative_position = check_positive_int(
-            "max_relative_position", max_relative_position, allow_none=True
+        options = _checked_options(
+            num_hiddens=num_hiddens,
+            num_heads=num_heads,
+            dropout=dropout,
+            use_bias=use_bias,
+            kernel_initializer=kernel_initializer,
+            bias_initializer=bias_initializer,
+            seed=seed,
+            max_relative_position=max_relative_position,
+            relative_initializer=relative_initializer,
+            use_rotary=use_rotary,
+            rotary_max_wavelength=rotary_max_wavelength,
         )
-        if use_rotary and (num_hiddens // num_heads) % 2:
-            raise ValueError(
-                "use_rotary=True needs an even head size (num_hiddens // num_heads). "
-                f"Received: num_hiddens={num_hiddens}, num_heads={num_heads}"
-            )
-        if use_rotary and max_relative_position is not None:
-            raise ValueError(
-                "Choose one of use_rotary and max_relative_position. "
-                f"Received: use_rotary={use_rotary}, "
-                f"max_relative_position={max_relative_position}"
-            )
-        rotary_max_wavelength = check_positive_number(
-            "rotary_max_wavelength", rotary_max_wavelength
-        )
-        self.num_hiddens = num_hiddens
-        self.num_heads = num_heads
-        self.head_size = num_hiddens // num_heads
-        self.dropout = dropout
-        self.use_bias = use_bias
-        self.kernel_initializer = keras.initializers.get(kernel_initializer)
-        self.bias_initializer = keras.initializers.get(bias_initializer)
-        self.seed = seed
-        self.max_relative_position = max_relative_position
-        self.relative_initializer = keras.initializers.get(relative_initializer)
-        self.use_rotary = bool(use_rotary)
-        self.rotary_max_wavelength = rotary_max_wavelength
+        for name, value in options.items():
+            setattr(self, f"_{name}", value)  # read back through the properties
         self.supports_masking = True
 
         def dense_kwargs():
@@ -200,21 +274,56 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             # an explicit seed draws its seed once, so sharing one instance would
             # give the output kernel a rescaled copy of the Q/K/V kernel's values.
             return {
-                "use_bias": use_bias,
+                "use_bias": self.use_bias,
                 "kernel_initializer": clone_initializer(self.kernel_initializer),
                 "bias_initializer": clone_initializer(self.bias_initializer),
                 "dtype": self.dtype_policy,
             }
 
         self.query_key_value_dense = keras.layers.Dense(
-            3 * num_hiddens, name="query_key_value", **dense_kwargs()
+            3 * self.num_hiddens, name="query_key_value", **dense_kwargs()
         )
         self.output_dense = keras.layers.Dense(
-            num_hiddens, name="output", **dense_kwargs()
+            self.num_hiddens, name="output", **dense_kwargs()
         )
         self.dropout_layer = keras.layers.Dropout(
-            dropout, seed=seed, dtype=self.dtype_policy, name="attention_dropout"
+            self.dropout,
+            seed=self.seed,
+            dtype=self.dtype_policy,
+            name="attention_dropout",
         )
+
+    # The options, read-only: the sublayers, the weights and `head_size` are made
+    # from them at construction, so a later assignment would leave them behind.
+    num_hiddens = _read_only("num_hiddens")
+    num_heads = _read_only("num_heads")
+    dropout = _read_only("dropout")
+    use_bias = _read_only("use_bias")
+    kernel_initializer = _read_only("kernel_initializer")
+    bias_initializer = _read_only("bias_initializer")
+    seed = _read_only("seed")
+    max_relative_position = _read_only("max_relative_position")
+    relative_initializer = _read_only("relative_initializer")
+    use_rotary = _read_only("use_rotary")
+    rotary_max_wavelength = _read_only("rotary_max_wavelength")
+
+    @property
+    def head_size(self):
+        """Width of one head, ``num_hiddens // num_heads`` (read-only)."""
+        return self.num_hiddens // self.num_heads
+
+    def __setattr__(self, name, value):
+        # Checked here, not by the properties alone: TensorFlow's AutoTrackable
+        # skips an assignment of the object already there (``layer.num_heads =
+        # 3`` on a 3-head layer) before a property could refuse it.
+        if name in _OPTION_NAMES or name == "head_size":
+            raise AttributeError(
+                f"{type(self).__name__}.{name} is fixed at construction (the "
+                "sublayers, weights and head_size follow from it). Make a new layer "
+                f"instead: {type(self).__name__}.from_config({{**layer.get_config(), "
+                f"{name!r}: {value!r}}})"
+            )
+        super().__setattr__(name, value)
 
     def build(self, inputs_shape):
         if len(inputs_shape) != 3:
@@ -240,55 +349,6 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             )
         self.built = True
 
-    @staticmethod
-    def _check_attention_mask(attention_mask, batch, length):
-        """The mask as bool (B, T, T), its sizes known at the call checked."""
-        attention_mask = ops.convert_to_tensor(attention_mask)
-        shape = tuple(attention_mask.shape)
-        expected = tuple(
-            d if isinstance(d, int) else None for d in (batch, length, length)
-        )
-        if len(shape) != 3 or any(
-            got is not None and want is not None and got != want
-            for got, want in zip(shape, expected)
-        ):
-            raise ValueError(
-                "attention_mask must have shape (batch, T, T) = "
-                f"{tuple('?' if d is None else d for d in expected)}. "
-                f"Received: attention_mask.shape={shape}"
-            )
-        # Sizes known only at run time broadcast as in `check_valid_lens`.
-        return ops.cast(attention_mask, "bool")
-
-    def _key_mask(
-        self, inputs, valid_lens, attention_mask, use_causal_mask, keras_mask
-    ):
-        """Combines every mask source into one boolean (B or 1, 1, Tq or 1, Tk) mask.
-
-        Returns ``(mask, may_hide_whole_rows)``: the second is False when the only
-        mask is the causal one, under which every query sees at least itself.
-        """
-        batch, length = ops.shape(inputs)[0], ops.shape(inputs)[1]
-        masks = []
-        if valid_lens is not None:
-            valid_lens = check_valid_lens(valid_lens, batch, num_queries=length)
-            lens_mask = valid_lens_to_mask(valid_lens, length)  # (B, Tk) or (B, Tq, Tk)
-            if len(lens_mask.shape) == 2:
-                lens_mask = ops.expand_dims(lens_mask, 1)
-            masks.append(ops.expand_dims(lens_mask, 1))
-        if keras_mask is not None:
-            masks.append(ops.reshape(ops.cast(keras_mask, "bool"), (-1, 1, 1, length)))
-        if attention_mask is not None:
-            masks.append(
-                ops.expand_dims(
-                    self._check_attention_mask(attention_mask, batch, length), 1
-                )
-            )
-        may_hide_whole_rows = bool(masks)
-        if use_causal_mask:
-            masks.append(causal_mask(length, length)[None, None])
-        return combine_masks(*masks), may_hide_whole_rows
-
     def call(
         self,
         inputs,
@@ -300,7 +360,37 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         mask=None,
         inputs_mask=None,
     ):
-        keras_mask = mask if mask is not None else inputs_mask
+        batch, length = ops.shape(inputs)[0], ops.shape(inputs)[1]
+        query, key, value = self.project_query_key_value(inputs)
+        key_mask = self.compute_attention_mask(
+            inputs,
+            valid_lens=valid_lens,
+            attention_mask=attention_mask,
+            use_causal_mask=use_causal_mask,
+            mask=mask if mask is not None else inputs_mask,
+        )
+        context, weights = self.compute_attention(
+            query,
+            key,
+            value,
+            key_mask,
+            training=training,
+            return_attention_scores=return_attention_scores,
+        )
+        context = ops.reshape(context, (batch, length, self.num_hiddens))
+        outputs = self.output_dense(context)
+        if return_attention_scores:
+            return outputs, weights
+        return outputs
+
+    # The steps of `call`, each one overridable (as keras' MultiHeadAttention
+    # exposes `_compute_attention_mask` and `_compute_attention`).
+
+    def project_query_key_value(self, inputs):
+        """``(B, T, d_in)`` -> query, key, value, each ``(B, T, num_heads, head_size)``.
+
+        One fused projection, split per head.
+        """
         batch, length = ops.shape(inputs)[0], ops.shape(inputs)[1]
         qkv = self.query_key_value_dense(inputs)
         qkv = ops.reshape(qkv, (batch, length, 3, self.num_heads, self.head_size))
@@ -308,8 +398,93 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         # the gradient of each slice is a zero-padded tensor of qkv's full size,
         # the gradient of unstack is one stack (about 25% of a training step at
         # length 128; see benchmarks/before_after.py).
-        query, key, value = ops.unstack(qkv, num=3, axis=2)  # (B, T, H, D) each
+        query, key, value = ops.unstack(qkv, num=3, axis=2)
+        return query, key, value
 
+    def compute_attention_mask(
+        self,
+        inputs,
+        valid_lens=None,
+        attention_mask=None,
+        use_causal_mask=False,
+        mask=None,
+    ):
+        """Every mask source combined (AND) into one boolean key mask, or None.
+
+        Args: as the call arguments of the same names (``mask``: the Keras mask
+        of ``inputs``), checked against ``inputs``' batch and length.
+
+        Returns:
+            bool, True where a query may attend to a key, of shape
+            ``(B or 1, 1, Tq or 1, Tk)`` (broadcast over the heads), or None when
+            no mask is given.
+        """
+        batch, length = ops.shape(inputs)[0], ops.shape(inputs)[1]
+        masks = []
+        if valid_lens is not None:
+            valid_lens = check_valid_lens(valid_lens, batch, num_queries=length)
+            lens_mask = valid_lens_to_mask(valid_lens, length)  # (B, Tk) or (B, Tq, Tk)
+            if len(lens_mask.shape) == 2:
+                lens_mask = ops.expand_dims(lens_mask, 1)
+            masks.append(ops.expand_dims(lens_mask, 1))
+        if mask is not None:
+            masks.append(ops.reshape(ops.cast(mask, "bool"), (-1, 1, 1, length)))
+        if attention_mask is not None:
+            attention_mask = _checked_attention_mask(attention_mask, batch, length)
+            masks.append(ops.expand_dims(attention_mask, 1))
+        if use_causal_mask:
+            masks.append(causal_mask(length, length)[None, None])
+        return combine_masks(*masks)
+
+    def compute_attention(
+        self,
+        query,
+        key,
+        value,
+        attention_mask=None,
+        training=None,
+        return_attention_scores=False,
+    ):
+        """Attention of the heads: logits, weights, their average of the values.
+
+        Runs `attention_logits`, `attention_weights` and `attend`, then gives a
+        query whose keys are all hidden zeros (`keeps_a_key`, computed once):
+        zero context, and zero weights when they are returned. Zeroing the
+        (B, T, H, D) context costs less than a pass over the (B, H, T, T)
+        weights before `attend`, which only returned weights get.
+
+        Args:
+            query, key, value: ``(B, T, num_heads, head_size)``.
+            attention_mask: bool key mask from `compute_attention_mask`, or None.
+            training: whether dropout is active.
+            return_attention_scores: whether the weights are returned.
+
+        Returns:
+            ``(context, weights)``: context ``(B, Tq, num_heads, head_size)``;
+            weights ``(B, num_heads, Tq, Tk)`` in the compute dtype, or None
+            unless ``return_attention_scores``.
+        """
+        logits = self.attention_logits(query, key)
+        weights = self.attention_weights(logits, attention_mask)
+        context = self.attend(weights, value, training=training)
+        kept = keeps_a_key(attention_mask)  # (B|1, 1, Tq|1, 1) or None
+        if kept is not None:
+            context = context * ops.cast(
+                ops.transpose(kept, (0, 2, 1, 3)), context.dtype
+            )
+        if not return_attention_scores:
+            return context, None
+        if kept is not None:
+            weights = weights * ops.cast(kept, weights.dtype)
+        return context, weights
+
+    def attention_logits(self, query, key):
+        """float32 logits ``(B, num_heads, Tq, Tk)``: ``q k^T / sqrt(head_size)``.
+
+        With ``use_rotary`` the query and key are rotated first; with
+        ``max_relative_position`` the relative key term is added (Shaw et al.).
+        Formed in float32 under a float16 policy (whose range ends at 65504).
+        """
         query = query * ops.cast(1.0 / math.sqrt(self.head_size), query.dtype)
         if self.compute_dtype == "float16":
             # float16 tops out at 65504: a few large activations overflow Q K^T to
@@ -320,54 +495,53 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             query = rotary_embedding(query, self.rotary_max_wavelength)
             key = rotary_embedding(key, self.rotary_max_wavelength)
         logits = ops.cast(ops.einsum("bqhd,bkhd->bhqk", query, key), "float32")
-        relative_rows = None
         if self.max_relative_position is not None:
             # Shaw et al. eq. 5: the extra term q_i a^K_ij / sqrt(d), a^K gathered
             # per (i, j) from the clipped offset j - i.
-            relative_rows = relative_position_indices(
-                length, length, self.max_relative_position
-            )
             relative_keys = ops.take(
-                ops.cast(self.relative_key, query.dtype), relative_rows, axis=0
+                ops.cast(self.relative_key, query.dtype),
+                relative_position_indices(
+                    ops.shape(query)[1], ops.shape(key)[1], self.max_relative_position
+                ),
+                axis=0,
             )
             logits = logits + ops.cast(
                 ops.einsum("bqhd,qkd->bhqk", query, relative_keys), "float32"
             )
-        key_mask, may_hide_whole_rows = self._key_mask(
-            inputs, valid_lens, attention_mask, use_causal_mask, keras_mask
-        )
-        # A row whose keys are all hidden is left uniform here (no product with
-        # the (B, H, T, T) mask): its context is zeroed below instead.
-        weights = ops.cast(
-            masked_softmax(logits, key_mask, zero_fully_masked=False),
+        return logits
+
+    def attention_weights(self, logits, attention_mask=None):
+        """Softmax over the keys, hidden keys at weight 0, in the compute dtype.
+
+        A row whose keys are all hidden is left uniform here; `compute_attention`
+        zeroes what it produces.
+        """
+        return ops.cast(
+            masked_softmax(logits, attention_mask, zero_fully_masked=False),
             self.compute_dtype,
         )
-        # A query whose keys are all hidden has uniform weights here; it must get
-        # zeros. Rather than a second pass over the (B, H, T, T) weights, zero its
-        # (B, T, H, D) context (and the returned weights only when asked for).
-        row_kept = None
-        if key_mask is not None and may_hide_whole_rows:
-            row_kept = ops.any(key_mask, axis=-1, keepdims=True)  # (B|1, 1, Tq|1, 1)
-        dropped = self.dropout_layer(weights, training=training)
 
+    def attend(self, weights, value, training=None):
+        """Dropout on the weights, then their average of the values.
+
+        Returns the context ``(B, Tq, num_heads, head_size)``; with
+        ``max_relative_position`` the relative value term is added (Shaw et al.).
+        """
+        dropped = self.dropout_layer(weights, training=training)
         context = ops.einsum("bhqk,bkhd->bqhd", dropped, value)
-        if relative_rows is not None:
+        if self.max_relative_position is not None:
             # Shaw et al. eq. 3: the extra term sum_j alpha_ij a^V_ij.
             relative_values = ops.take(
-                ops.cast(self.relative_value, dropped.dtype), relative_rows, axis=0
+                ops.cast(self.relative_value, dropped.dtype),
+                relative_position_indices(
+                    ops.shape(weights)[2],
+                    ops.shape(value)[1],
+                    self.max_relative_position,
+                ),
+                axis=0,
             )
             context = context + ops.einsum("bhqk,qkd->bqhd", dropped, relative_values)
-        if row_kept is not None:
-            context = context * ops.cast(
-                ops.transpose(row_kept, (0, 2, 1, 3)), context.dtype
-            )
-        context = ops.reshape(context, (batch, length, self.num_hiddens))
-        outputs = self.output_dense(context)
-        if return_attention_scores:
-            if row_kept is not None:
-                weights = weights * ops.cast(row_kept, weights.dtype)
-            return outputs, weights
-        return outputs
+        return context
 
     def compute_mask(self, inputs, mask=None):
         return mask
@@ -388,23 +562,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
 
     def get_config(self):
         config = super().get_config()
-        config.update(
-            {
-                "num_hiddens": self.num_hiddens,
-                "num_heads": self.num_heads,
-                "dropout": self.dropout,
-                "use_bias": self.use_bias,
-                "kernel_initializer": keras.initializers.serialize(
-                    self.kernel_initializer
-                ),
-                "bias_initializer": keras.initializers.serialize(self.bias_initializer),
-                "seed": self.seed,
-                "max_relative_position": self.max_relative_position,
-                "relative_initializer": keras.initializers.serialize(
-                    self.relative_initializer
-                ),
-                "use_rotary": self.use_rotary,
-                "rotary_max_wavelength": self.rotary_max_wavelength,
-            }
-        )
+        config.update({name: getattr(self, name) for name in _OPTION_NAMES})
+        for name in ("kernel_initializer", "bias_initializer", "relative_initializer"):
+            config[name] = keras.initializers.serialize(config[name])
         return config

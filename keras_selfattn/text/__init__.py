@@ -25,7 +25,9 @@ Modules:
   from a run directory (``source_vocab.txt``, ``target_vocab.txt``,
   ``tokenizer.json``).
 - `dataset`: `make_dataset`, pairs -> ``({"source", "target_in"}, target_out)``
-  int32 batches for `model.fit` (start/end ids, padding, buckets, static shapes).
+  int32 batches for `model.fit` (start/end ids, padding, buckets, static shapes),
+  composed of the stages the streamed training input uses too: `fits_limits`
+  (the length rule), `to_example` (start/end ids), `batch_in_buckets`.
 
 Example, the whole path on the bundled corpus::
 
@@ -39,7 +41,8 @@ Example, the whole path on the bundled corpus::
     tokenizer.save("runs/demo")                      # vocabularies + tokenizer.json
     train_ds = text.make_dataset(train, tokenizer, batch_size=64, seed=0)
     valid_ds = text.make_dataset(validation, tokenizer, batch_size=256, shuffle=False)
-    # model.fit(train_ds, validation_data=valid_ds, shuffle=False, ...)  # (it shuffles itself)
+    # make_dataset shuffles itself, so:
+    # model.fit(train_ds, validation_data=valid_ds, shuffle=False, ...)
     # greedy ids (B, S) -> strings: tokenizer.target.decode(ids)
 """
 

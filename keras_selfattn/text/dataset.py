@@ -24,14 +24,25 @@ from keras_selfattn.text.vocab import END_ID, PAD_ID, START_ID
 
 __all__ = [
     "batch_by_length",
+    "batch_in_buckets",
     "bucket_shapes",
     "encode_pairs",
     "encode_within_limits",
+    "fits_limits",
     "make_dataset",
     "real_token_share",
+    "to_example",
 ]
 
 _TOO_LONG = ("filter", "truncate")
+_NO_LIMIT = 2**31 - 1  # a bucket limit that every length fits
+_PADDING = (
+    {
+        "source": tf.constant(PAD_ID, tf.int32),
+        "target_in": tf.constant(PAD_ID, tf.int32),
+    },
+    tf.constant(PAD_ID, tf.int32),
+)
 
 
 def _pairs_to_strings(data):
@@ -80,20 +91,186 @@ def encode_pairs(
 
 
 def _encode_strings(sources, targets, tokenizer, encode_batch_size=1024):
-    def encode(source_batch, target_batch):
-        return tokenizer.source.encode(source_batch), tokenizer.target.encode(
-            target_batch
-        )
+    pairs = tf.data.Dataset.from_tensor_slices((sources, targets))
+    return _encode(pairs, tokenizer, encode_batch_size)
+
+
+def _encode(pairs, tokenizer, encode_batch_size, select=None):
+    """The tokenization stage: string pairs -> unbatched id vectors, input order.
+
+    Tokenizes ``encode_batch_size`` strings a ``map`` call; ``select(source_ids,
+    target_ids)`` (ragged batches) may return the batch to keep instead.
+    """
+
+    def encode(sources, targets):
+        ids = tokenizer.source.encode(sources), tokenizer.target.encode(targets)
+        return ids if select is None else select(*ids)
 
     return (
-        tf.data.Dataset.from_tensor_slices((sources, targets))
-        .batch(encode_batch_size)
+        pairs.batch(encode_batch_size)
         .map(encode, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
         .unbatch()
     )
 
 
-def make_dataset(
+def fits_limits(source_length, target_length, max_source_length, max_target_length):
+    """The length rule: whether a pair of these lengths fits the model's limits.
+
+    The source fits with at most ``max_source_length`` ids, the target with at
+    most ``max_target_length - 1``: `to_example` adds one id to each of its sides
+    (``<s>`` before ``target_in``, ``</s>`` after ``target_out``), and
+    ``max_target_length`` counts it. `None`: no limit. Elementwise on tensors.
+
+    Example:
+
+    >>> fits_limits(3, 4, max_source_length=3, max_target_length=5)
+    True
+    >>> fits_limits(3, 5, max_source_length=3, max_target_length=5)
+    False
+    """
+    fits = True
+    if max_source_length is not None:
+        fits = fits & (source_length <= max_source_length)
+    if max_target_length is not None:
+        fits = fits & (target_length <= _target_ids_limit(max_target_length))
+    return fits
+
+
+def _target_ids_limit(max_target_length):
+    """The most target ids that fit ``max_target_length`` once `to_example` adds one."""
+    return max_target_length - 1
+
+
+def _truncated(source, target, max_source_length, max_target_length):
+    """The pair cut to the limits of `fits_limits` (`None`: not cut)."""
+    if max_source_length is not None:
+        source = source[:max_source_length]
+    if max_target_length is not None:
+        target = target[: _target_ids_limit(max_target_length)]
+    return source, target
+
+
+def to_example(source, target):
+    """``(source_ids, target_ids)`` -> ``({"source", "target_in"}, target_out)``.
+
+    ``target_in`` is ``<s>`` followed by the target (teacher forcing),
+    ``target_out`` the target followed by ``</s>`` (what to predict): both one
+    id longer than the target (see `fits_limits`).
+
+    Example:
+
+    >>> inputs, target_out = to_example(tf.constant([7, 8]), tf.constant([5, 6]))
+    >>> inputs["target_in"].numpy().tolist(), target_out.numpy().tolist()
+    ([2, 5, 6], [5, 6, 3])
+    """
+    target_in = tf.concat([tf.constant([START_ID], tf.int32), target], axis=0)
+    target_out = tf.concat([target, tf.constant([END_ID], tf.int32)], axis=0)
+    return {"source": source, "target_in": target_in}, target_out
+
+
+def batch_in_buckets(
+    examples: tf.data.Dataset,
+    bucket_limits: Sequence[tuple[int | None, int | None]],
+    batch_sizes: Sequence[int],
+    *,
+    pad_to_limits: bool = False,
+    drop_remainder: bool = False,
+) -> tf.data.Dataset:
+    """Batches `to_example` examples in length buckets (one bucket: plain batches).
+
+    Each example goes to the first bucket whose ``(source, target)`` limits it
+    fits: its source at most the first, ``target_in``/``target_out`` at most the
+    second (`None`: no limit). Bucket ``i`` batches ``batch_sizes[i]`` examples
+    (``tf.data`` ``group_by_window``, in arrival order), padded with `PAD_ID` to
+    its limits (``pad_to_limits``) or to the longest in the batch. An example
+    that fits no bucket must have been dropped before. With one bucket the
+    examples are not looked at: with ``pad_to_limits`` and ``drop_remainder``
+    every shape is static.
+
+    Args:
+        examples: unbatched ``({"source", "target_in"}, target_out)`` int32.
+        bucket_limits: per bucket, the longest source and target it holds.
+        batch_sizes: per bucket, examples per batch.
+        pad_to_limits: pad each batch to its bucket's limits (both must be set).
+        drop_remainder: drop each bucket's last partial batch.
+
+    Returns:
+        `tf.data.Dataset` of ``({"source": (B, T), "target_in": (B, S)},
+        target_out (B, S))``.
+    """
+    if len(bucket_limits) != len(batch_sizes):
+        raise ValueError(
+            "bucket_limits and batch_sizes must have one entry per bucket. "
+            f"Received: {len(bucket_limits)} and {len(batch_sizes)}"
+        )
+    if pad_to_limits and any(n is None for limits in bucket_limits for n in limits):
+        raise ValueError(
+            "pad_to_limits=True needs every bucket's limits. "
+            f"Received: bucket_limits={list(bucket_limits)}"
+        )
+    if len(bucket_limits) == 1:
+        limits = bucket_limits[0] if pad_to_limits else (None, None)
+        return examples.padded_batch(
+            batch_sizes[0],
+            padded_shapes=_padded_shapes(*limits),
+            padding_values=_PADDING,
+            drop_remainder=drop_remainder,
+        )
+    return _grouped_batches(
+        examples, bucket_limits, batch_sizes, pad_to_limits, drop_remainder
+    )
+
+
+def _grouped_batches(
+    examples, bucket_limits, batch_sizes, pad_to_limits, drop_remainder
+):
+    """`batch_in_buckets` with two buckets or more: ``group_by_window``."""
+    source_limits, target_limits = (
+        tf.constant([_NO_LIMIT if n is None else n for n in side], tf.int32)
+        for side in zip(*bucket_limits)
+    )
+    size_table = tf.constant(batch_sizes, tf.int64)
+
+    def bucket(inputs, target_out):
+        fits = (tf.size(inputs["source"]) <= source_limits) & (
+            tf.size(target_out) <= target_limits
+        )
+        return tf.argmax(tf.cast(fits, tf.int32), output_type=tf.int64)
+
+    def batch(key, window):
+        shapes = _padded_shapes(None, None)
+        if pad_to_limits:
+            shapes = _padded_shapes(
+                tf.cast(source_limits[key], tf.int64)[None],
+                tf.cast(target_limits[key], tf.int64)[None],
+            )
+        return window.padded_batch(
+            size_table[key],
+            padded_shapes=shapes,
+            padding_values=_PADDING,
+            drop_remainder=drop_remainder,
+        )
+
+    return examples.group_by_window(
+        key_func=bucket,
+        reduce_func=batch,
+        window_size_func=lambda key: size_table[key],
+    )
+
+
+def _padded_shapes(source_length, target_length):
+    """`padded_batch` shapes of an example (`None`: the longest in the batch)."""
+
+    def shape(length):
+        return [None] if length is None else length
+
+    return (
+        {"source": shape(source_length), "target_in": shape(target_length)},
+        shape(target_length),
+    )
+
+
+def make_dataset(  # over 60 lines: a 50-line docstring for 14 documented arguments
     data: Sequence[tuple[str, str]] | str | os.PathLike,
     tokenizer: PairTokenizer,
     *,
@@ -113,8 +290,11 @@ def make_dataset(
     """Builds the training/evaluation dataset of a seq2seq model from sentence pairs.
 
     Pipeline: strings -> tokenize (batched `map`) -> cache -> shuffle -> length
-    limit -> add ``<s>``/``</s>`` -> padded batches (optionally bucketed by length)
-    -> prefetch. Deterministic for a given `seed`; a new order each epoch.
+    limit (`fits_limits`) -> add ``<s>``/``</s>`` (`to_example`) -> padded
+    batches, optionally bucketed by length (`batch_in_buckets`) -> prefetch.
+    Deterministic for a given `seed`; a new order each epoch. (Training on
+    streamed corpora uses the same stages: `encode_within_limits`,
+    `batch_by_length`.)
 
     Args:
         data: ``(source, target)`` pairs, or the path of a TSV pair file
@@ -130,8 +310,10 @@ def make_dataset(
         seed: shuffle seed; `None` draws a fresh order every run.
         shuffle_buffer_size: default: the whole dataset (a full shuffle).
         bucket_boundaries: e.g. ``[8, 16, 32]``: batch pairs of similar length
-            together (`Dataset.bucket_by_sequence_length` on the longer side), so
-            batches carry less padding. `None`: one padded batch stream.
+            together (bucket ``i`` holds pairs whose longer side, ``source`` or
+            ``target_out``, is below ``bucket_boundaries[i]`` and not below the
+            boundary before; the last bucket the rest), so batches carry less
+            padding. `None`: one padded batch stream.
         pad_to_max_length: pad every batch to ``(max_source_length,
             max_target_length)``: static lengths for XLA/TPU (needs both limits;
             not with buckets). With `drop_remainder` all shapes are static.
@@ -154,6 +336,80 @@ def make_dataset(
     >>> inputs["source"].shape, inputs["target_in"].shape, target_out.shape
     (TensorShape([2, 3]), TensorShape([2, 4]), TensorShape([2, 4]))
     """
+    limits = (max_source_length, max_target_length)
+    _check_batching(batch_size, too_long, limits, pad_to_max_length)
+    bucket_boundaries = _checked_boundaries(bucket_boundaries, pad_to_max_length)
+    sources, targets = _pairs_to_strings(data)
+    encoded = _encode_strings(sources, targets, tokenizer)
+    if cache:
+        encoded = encoded.cache()
+    dataset = encoded
+    if shuffle:
+        buffer = shuffle_buffer_size or int(sources.shape[0])
+        dataset = dataset.shuffle(buffer, seed=seed, reshuffle_each_iteration=True)
+    if bucket_boundaries:
+        # The longer side below boundary i: both sides at most boundary i - 1.
+        buckets = [(b - 1, b - 1) for b in bucket_boundaries] + [(None, None)]
+    else:
+        buckets = [limits]
+    to_batches = functools.partial(
+        _limited_batches,
+        limits=limits,
+        too_long=too_long,
+        buckets=buckets,
+        batch_size=batch_size,
+        pad_to_max_length=pad_to_max_length,
+        drop_remainder=drop_remainder,
+    )
+    dataset = to_batches(dataset)
+    if cache:
+        # One pass in input order fills the cache and counts the batches: every
+        # bucket makes ceil(n / batch_size) of them (floor when dropping the
+        # remainder) in any order, so every epoch has this many. With the length
+        # known, Keras never reads past the end ("Your input ran out of data").
+        batches = to_batches(encoded).reduce(
+            tf.constant(0, tf.int64), lambda n, _: n + 1
+        )
+        dataset = dataset.apply(tf.data.experimental.assert_cardinality(batches))
+    dataset = dataset.with_options(_in_memory_options())
+    return dataset.prefetch(tf.data.AUTOTUNE) if prefetch else dataset
+
+
+def _in_memory_options():
+    options = tf.data.Options()
+    options.deterministic = True
+    # Data is in memory, not in files: shard by element under tf.distribute.
+    options.experimental_distribute.auto_shard_policy = (
+        tf.data.experimental.AutoShardPolicy.DATA
+    )
+    return options
+
+
+def _limited_batches(
+    ids, *, limits, too_long, buckets, batch_size, pad_to_max_length, drop_remainder
+):
+    """`make_dataset` after the ids: the length limit, `to_example`, the batches."""
+    if too_long == "filter" and limits != (None, None):
+        ids = ids.filter(lambda s, t: fits_limits(tf.size(s), tf.size(t), *limits))
+
+    def example(source, target):
+        if too_long == "truncate":
+            source, target = _truncated(source, target, *limits)
+        return to_example(source, target)
+
+    examples = ids.map(example, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    return batch_in_buckets(
+        examples,
+        buckets,
+        [batch_size] * len(buckets),
+        pad_to_limits=pad_to_max_length,
+        drop_remainder=drop_remainder,
+    )
+
+
+def _check_batching(batch_size, too_long, limits, pad_to_max_length):
+    """`make_dataset`'s batch size, length limits and their options checked."""
+    max_source_length, max_target_length = limits
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1. Received: batch_size={batch_size}")
     if too_long not in _TOO_LONG:
@@ -175,136 +431,26 @@ def make_dataset(
             f"Received: max_source_length={max_source_length}, "
             f"max_target_length={max_target_length}"
         )
+
+
+def _checked_boundaries(bucket_boundaries, pad_to_max_length):
+    """`make_dataset`'s bucket boundaries checked, as a list of ints (or None)."""
+    if bucket_boundaries is None:
+        return None
     if pad_to_max_length and bucket_boundaries:
         raise ValueError(
             "pad_to_max_length and bucket_boundaries exclude each other: padding every "
             "batch to the maximum undoes bucketing"
         )
-    if bucket_boundaries is not None:
-        bucket_boundaries = [int(b) for b in bucket_boundaries]
-        if not bucket_boundaries or any(
-            b <= a
-            for a, b in zip([0] + bucket_boundaries, bucket_boundaries, strict=False)
-        ):
-            raise ValueError(
-                "bucket_boundaries must be increasing positive integers. "
-                f"Received: {bucket_boundaries}"
-            )
-
-    sources, targets = _pairs_to_strings(data)
-    num_pairs = int(sources.shape[0])
-    encoded = _encode_strings(sources, targets, tokenizer)
-    if cache:
-        encoded = encoded.cache()
-    dataset = encoded
-    if shuffle:
-        buffer = shuffle_buffer_size or num_pairs
-        dataset = dataset.shuffle(buffer, seed=seed, reshuffle_each_iteration=True)
-    limit_and_batch = functools.partial(
-        _limit_and_batch,
-        batch_size=batch_size,
-        max_source_length=max_source_length,
-        max_target_length=max_target_length,
-        too_long=too_long,
-        bucket_boundaries=bucket_boundaries,
-        pad_to_max_length=pad_to_max_length,
-        drop_remainder=drop_remainder,
-    )
-    dataset = limit_and_batch(dataset)
-    if cache:
-        # One pass in input order fills the cache and counts the batches: every
-        # bucket makes ceil(n / batch_size) of them (floor when dropping the
-        # remainder) in any order, so every epoch has this many. With the length
-        # known, Keras never reads past the end ("Your input ran out of data").
-        batches = limit_and_batch(encoded).reduce(
-            tf.constant(0, tf.int64), lambda n, _: n + 1
+    bucket_boundaries = [int(b) for b in bucket_boundaries]
+    if not bucket_boundaries or any(
+        b <= a for a, b in zip([0] + bucket_boundaries, bucket_boundaries, strict=False)
+    ):
+        raise ValueError(
+            "bucket_boundaries must be increasing positive integers. "
+            f"Received: {bucket_boundaries}"
         )
-        dataset = dataset.apply(tf.data.experimental.assert_cardinality(batches))
-
-    options = tf.data.Options()
-    options.deterministic = True
-    # Data is in memory, not in files: shard by element under tf.distribute.
-    options.experimental_distribute.auto_shard_policy = (
-        tf.data.experimental.AutoShardPolicy.DATA
-    )
-    dataset = dataset.with_options(options)
-    if prefetch:
-        dataset = dataset.prefetch(tf.data.AUTOTUNE)
-    return dataset
-
-
-def _limit_and_batch(
-    dataset,
-    *,
-    batch_size,
-    max_source_length,
-    max_target_length,
-    too_long,
-    bucket_boundaries,
-    pad_to_max_length,
-    drop_remainder,
-):
-    """`make_dataset` after the ids: the length limit, ``<s>``/``</s>``, the batches."""
-    if too_long == "filter":
-
-        def fits(source, target):
-            ok = tf.constant(True)
-            if max_source_length is not None:
-                ok = ok & (tf.size(source) <= max_source_length)
-            if max_target_length is not None:
-                ok = ok & (tf.size(target) + 1 <= max_target_length)
-            return ok
-
-        if max_source_length is not None or max_target_length is not None:
-            dataset = dataset.filter(fits)
-
-    def add_start_end(source, target):
-        if too_long == "truncate":
-            if max_source_length is not None:
-                source = source[:max_source_length]
-            if max_target_length is not None:
-                target = target[: max_target_length - 1]
-        target_in = tf.concat([tf.constant([START_ID], tf.int32), target], axis=0)
-        target_out = tf.concat([target, tf.constant([END_ID], tf.int32)], axis=0)
-        return {"source": source, "target_in": target_in}, target_out
-
-    dataset = dataset.map(
-        add_start_end, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True
-    )
-
-    if pad_to_max_length:
-        padded_shapes = (
-            {"source": [max_source_length], "target_in": [max_target_length]},
-            [max_target_length],
-        )
-    else:
-        padded_shapes = ({"source": [None], "target_in": [None]}, [None])
-    padding_values = (
-        {
-            "source": tf.constant(PAD_ID, tf.int32),
-            "target_in": tf.constant(PAD_ID, tf.int32),
-        },
-        tf.constant(PAD_ID, tf.int32),
-    )
-    if bucket_boundaries:
-        dataset = dataset.bucket_by_sequence_length(
-            element_length_func=lambda inputs, target_out: tf.maximum(
-                tf.shape(inputs["source"])[0], tf.shape(target_out)[0]
-            ),
-            bucket_boundaries=bucket_boundaries,
-            bucket_batch_sizes=[batch_size] * (len(bucket_boundaries) + 1),
-            padded_shapes=padded_shapes,
-            padding_values=padding_values,
-            drop_remainder=drop_remainder,
-        )
-    else:
-        dataset = dataset.padded_batch(
-            batch_size,
-            padded_shapes=padded_shapes,
-            padding_values=padding_values,
-            drop_remainder=drop_remainder,
-        )
-    return dataset
+    return bucket_boundaries
 
 
 def bucket_shapes(max_source_length: int, max_target_length: int, num_buckets: int):
@@ -340,23 +486,22 @@ def encode_within_limits(
     counters=None,
     encode_batch_size: int = 1024,
 ) -> tf.data.Dataset:
-    """``(source, target)`` strings -> ``(source_ids, target_ids)`` of the pairs that fit.
+    """``(source, target)`` strings -> ``(source_ids, target_ids)`` of pairs that fit.
 
-    A pair fits when its source has at most ``max_source_length`` tokens and its
-    target, with the ``</s>`` added later, at most ``max_target_length``. The
-    others are dropped and, with `stream.StreamCounters` given, counted
-    (``pairs``, ``too_long``).
+    A pair fits the limits by `fits_limits` (its target, with the ``</s>``
+    added later, at most ``max_target_length``). The others are dropped and,
+    with `stream.StreamCounters` given, counted (``pairs``, ``too_long``).
 
     Returns:
         Unbatched `tf.data.Dataset` of int32 vectors, in input order.
     """
 
-    def encode(sources, targets):
-        source_ids = tokenizer.source.encode(sources)
-        target_ids = tokenizer.target.encode(targets)
-        target_lengths = target_ids.row_lengths() + 1
-        fits = (source_ids.row_lengths() <= max_source_length) & (
-            target_lengths <= max_target_length
+    def select(source_ids, target_ids):
+        fits = fits_limits(
+            source_ids.row_lengths(),
+            target_ids.row_lengths(),
+            max_source_length,
+            max_target_length,
         )
         if counters is not None:
             counters.pairs.assign_add(tf.size(fits, out_type=tf.int64))
@@ -366,11 +511,7 @@ def encode_within_limits(
             tf.ragged.boolean_mask(target_ids, fits),
         )
 
-    return (
-        pairs.batch(encode_batch_size)
-        .map(encode, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-        .unbatch()
-    )
+    return _encode(pairs, tokenizer, encode_batch_size, select)
 
 
 def batch_by_length(
@@ -386,11 +527,12 @@ def batch_by_length(
 ) -> tf.data.Dataset:
     """Batches ``(source_ids, target_ids)`` pairs by length into padded model inputs.
 
-    Each pair goes to the first of `bucket_shapes` it fits (pairs that fit none
-    must have been dropped, e.g. by `encode_within_limits`) and is padded to that
-    bucket's lengths, so every batch has one of ``num_buckets`` shapes: XLA
-    compiles the step at most that many times. With one bucket the element spec
-    is fully static (what a TPU needs).
+    `to_example`, then `batch_in_buckets` over `bucket_shapes`: each pair goes
+    to the first bucket it fits (pairs that fit none must have been dropped,
+    e.g. by `encode_within_limits`) and is padded to that bucket's lengths, so
+    every batch has one of ``num_buckets`` shapes: XLA compiles the step at most
+    that many times. With one bucket the element spec is fully static (what a
+    TPU needs).
 
     Args:
         ids: unbatched ``(source_ids, target_ids)`` int32 vectors, no ``<s>``/``</s>``.
@@ -404,15 +546,17 @@ def batch_by_length(
         drop_remainder: drop each bucket's last partial batch (training).
 
     Returns:
-        `tf.data.Dataset` of ``({"source": (B, T), "target_in": (B, S)}, target_out (B, S))``.
+        `tf.data.Dataset` of ``({"source": (B, T), "target_in": (B, S)},
+        target_out (B, S))``.
     """
     shapes = bucket_shapes(max_source_length, max_target_length, num_buckets)
     if batch_tokens is not None:
-        if batch_tokens < max(max_source_length, max_target_length) * batch_multiple:
+        longest = max(max_source_length, max_target_length)
+        if batch_tokens < longest * batch_multiple:
             raise ValueError(
                 "batch_tokens must hold at least one pair of the longest bucket per "
-                f"replica ({max(max_source_length, max_target_length) * batch_multiple}"
-                f" tokens). Received: batch_tokens={batch_tokens}"
+                f"replica ({longest * batch_multiple} tokens). "
+                f"Received: batch_tokens={batch_tokens}"
             )
         sizes = [
             batch_tokens // max(s, t) // batch_multiple * batch_multiple
@@ -420,52 +564,16 @@ def batch_by_length(
         ]
     else:
         sizes = [batch_size] * num_buckets
-    source_limits = tf.constant([s for s, _ in shapes], tf.int32)
-    target_limits = tf.constant([t for _, t in shapes], tf.int32)
-
-    def to_example(source, target):
-        target_in = tf.concat([tf.constant([START_ID], tf.int32), target], axis=0)
-        target_out = tf.concat([target, tf.constant([END_ID], tf.int32)], axis=0)
-        fits = (tf.size(source) <= source_limits) & (
-            tf.size(target_in) <= target_limits
-        )
-        bucket = tf.cast(tf.argmax(tf.cast(fits, tf.int32)), tf.int32)
-        source_length = source_limits[bucket]
-        target_length = target_limits[bucket]
-        source = tf.pad(source, [[0, source_length - tf.size(source)]])
-        target_in = tf.pad(target_in, [[0, target_length - tf.size(target_in)]])
-        target_out = tf.pad(target_out, [[0, target_length - tf.size(target_out)]])
-        return bucket, ({"source": source, "target_in": target_in}, target_out)
-
     examples = ids.map(
         to_example, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True
     )
-    if num_buckets == 1:
-        source_length, target_length = shapes[0]
-
-        def static(bucket, example):
-            inputs, target_out = example
-            return (
-                {
-                    "source": tf.ensure_shape(inputs["source"], [source_length]),
-                    "target_in": tf.ensure_shape(inputs["target_in"], [target_length]),
-                },
-                tf.ensure_shape(target_out, [target_length]),
-            )
-
-        return examples.map(static).batch(sizes[0], drop_remainder=drop_remainder)
-    size_table = tf.constant(sizes, tf.int64)
-    return examples.group_by_window(
-        key_func=lambda bucket, example: tf.cast(bucket, tf.int64),
-        reduce_func=lambda key, window: window.map(lambda b, e: e).batch(
-            size_table[key], drop_remainder=drop_remainder
-        ),
-        window_size_func=lambda key: size_table[key],
+    return batch_in_buckets(
+        examples, shapes, sizes, pad_to_limits=True, drop_remainder=drop_remainder
     )
 
 
 def real_token_share(dataset: tf.data.Dataset, batches: int) -> float:
-    """Share of real (non-padding) positions in the first ``batches`` batches, both sides."""
+    """Share of real (non-padding) ids, source and target_out, in `batches` batches."""
     real = total = 0
     for inputs, target_out in dataset.take(batches).as_numpy_iterator():
         for array in (inputs["source"], target_out):

@@ -1,3 +1,4 @@
+import inspect
 import re
 
 import keras
@@ -66,7 +67,7 @@ def test_docstring_documents_every_argument():
 
 
 def test_book_example_eager_and_functional():
-    """d2l 11.5: num_hiddens, num_heads = 100, 5; X ones (2, 4, 100); valid_lens [3, 2]."""
+    """d2l 11.5: num_hiddens, num_heads = 100, 5; X ones (2, 4, 100), lens [3, 2]."""
     num_hiddens, num_heads = 100, 5
     attention = MultiHeadSelfAttention(num_hiddens, num_heads, 0.5)
     batch_size, num_queries, valid_lens = 2, 4, np.array([3, 2])
@@ -213,7 +214,7 @@ def test_fully_masked_rows_give_zeros_not_nan(dtype):
 
 
 def test_mixed_precision_within_stated_tolerance_of_float32():
-    """float16 within 2e-3, bfloat16 within 2e-2 (absolute) of float32 for unit-scale inputs."""
+    """float16 within 2e-3, bfloat16 within 2e-2 (absolute) of float32, unit-scale X."""
     ref = MultiHeadSelfAttention(16, 4)
     expected = ops.convert_to_numpy(ref(X, valid_lens=np.array([5, 2])))
     for policy, atol in (("mixed_float16", 2e-3), ("mixed_bfloat16", 2e-2)):
@@ -250,7 +251,10 @@ def test_symbolic_scores_shape_with_unknown_length():
     [
         (
             {"num_hiddens": 10, "num_heads": 3},
-            "num_hiddens must be divisible by num_heads. Received: num_hiddens=10, num_heads=3",
+            (
+                "num_hiddens must be divisible by num_heads. "
+                "Received: num_hiddens=10, num_heads=3"
+            ),
         ),
         ({"num_hiddens": 0, "num_heads": 1}, "num_hiddens=0"),
         ({"num_hiddens": 8, "num_heads": -2}, "num_heads=-2"),
@@ -270,7 +274,7 @@ def test_bad_valid_lens_rank():
 
 
 def test_projection_kernels_are_drawn_independently():
-    """A shared initializer instance would make the output kernel a copy of Q/K/V's first values."""
+    """A shared initializer would make the output kernel a copy of Q/K/V's values."""
     layer = MultiHeadSelfAttention(16, 4)
     layer(X)
     qkv = ops.convert_to_numpy(layer.query_key_value_dense.kernel).ravel()
@@ -357,3 +361,119 @@ def test_out_of_range_and_nan_lengths_have_a_defined_result():
     weights = ops.convert_to_numpy(jitted(X, np.array([np.nan, 2.0**40], "float32")))
     assert np.all(weights[0] == 0)
     np.testing.assert_allclose(weights[1].sum(-1), 1.0, atol=1e-6)
+
+
+# Every constructor argument, and the size derived from two of them.
+OPTIONS = [
+    name
+    for name in inspect.signature(MultiHeadSelfAttention.__init__).parameters
+    if name not in ("self", "kwargs")
+] + ["head_size"]
+
+
+@pytest.mark.parametrize("name", OPTIONS)
+def test_options_are_read_only_after_construction(name):
+    layer = MultiHeadSelfAttention(12, 3, dropout=0.1, seed=4)
+    before = layer.get_config()
+    with pytest.raises(AttributeError, match=f"{name} is fixed at construction"):
+        setattr(layer, name, 3)
+    assert layer.get_config() == before
+    assert (layer.num_heads, layer.head_size) == (3, 4)
+    # The message's recipe is how to change one: a new layer from the config.
+    changed = MultiHeadSelfAttention.from_config({**before, "num_heads": 2})
+    assert (changed.num_heads, changed.head_size) == (2, 6)
+
+
+def test_every_option_is_a_read_only_property_and_in_the_config():
+    config = MultiHeadSelfAttention(12, 3).get_config()
+    for name in OPTIONS:
+        attribute = inspect.getattr_static(MultiHeadSelfAttention, name)
+        assert isinstance(attribute, property), name
+        assert name in config or name == "head_size", name
+
+
+def _copy(layer_cls, source, **kwargs):
+    layer = layer_cls(12, 3, **kwargs)
+    layer(X)
+    layer.set_weights(source.get_weights())
+    return layer
+
+
+def test_a_subclass_overrides_the_logits_alone():
+    """Zero logits: every kept key weighs the same, queries without keys stay 0."""
+
+    class Uniform(MultiHeadSelfAttention):
+        def attention_logits(self, query, key):
+            logits = super().attention_logits(query, key)
+            return ops.zeros_like(logits)
+
+    base = MultiHeadSelfAttention(12, 3)
+    base(X)
+    layer = _copy(Uniform, base)
+    lens = np.array([0, 3], "int32")
+    out, w = layer(X, valid_lens=lens, return_attention_scores=True)
+    w = ops.convert_to_numpy(w)
+    assert np.all(w[0] == 0)
+    np.testing.assert_allclose(w[1, :, :, :3], 1 / 3, atol=1e-7)
+    assert np.all(w[1, :, :, 3:] == 0)
+    # The output is the mean of the kept values through the output projection.
+    qkv_kernel, out_kernel = (ops.convert_to_numpy(v) for v in base.get_weights())
+    values = (X[1] @ qkv_kernel).reshape(5, 3, 3, 4)[:, 2]  # (T, H, D)
+    expected = np.broadcast_to(values[:3].mean(0).reshape(-1), (5, 12)) @ out_kernel
+    np.testing.assert_allclose(ops.convert_to_numpy(out)[1], expected, atol=1e-5)
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(out)[0], 0.0, atol=0
+    )  # no key, no bias: zeros
+
+
+def test_a_subclass_overrides_the_mask_alone():
+    class AlwaysCausal(MultiHeadSelfAttention):
+        def compute_attention_mask(self, inputs, **kwargs):
+            kwargs["use_causal_mask"] = True
+            return super().compute_attention_mask(inputs, **kwargs)
+
+    base = MultiHeadSelfAttention(12, 3)
+    base(X)
+    layer = _copy(AlwaysCausal, base)
+    lens = np.array([4, 2], "int32")
+    np.testing.assert_array_equal(
+        ops.convert_to_numpy(layer(X, valid_lens=lens)),
+        ops.convert_to_numpy(base(X, valid_lens=lens, use_causal_mask=True)),
+    )
+
+
+def test_queries_without_keys_give_zeros_whatever_the_weights_step_does():
+    """A query with no key gets zeros in `compute_attention`, not in the softmax."""
+
+    class Unmasked(MultiHeadSelfAttention):
+        def attention_weights(self, logits, attention_mask=None):
+            return super().attention_weights(logits, None)  # ignores the mask
+
+    base = MultiHeadSelfAttention(12, 3)
+    base(X)
+    layer = _copy(Unmasked, base)
+    lens = np.array([0, 2], "int32")
+    out, w = layer(X, valid_lens=lens, return_attention_scores=True)
+    assert np.all(ops.convert_to_numpy(w)[0] == 0)
+    assert np.all(ops.convert_to_numpy(out)[0] == 0)
+    full_out, full_w = base(X, return_attention_scores=True)
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(w)[1], ops.convert_to_numpy(full_w)[1], atol=1e-7
+    )
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(out)[1], ops.convert_to_numpy(full_out)[1], atol=1e-6
+    )
+
+
+def test_a_subclass_overrides_how_the_weights_are_applied():
+    class NoDropoutOnValues(MultiHeadSelfAttention):
+        def attend(self, weights, value, training=None):
+            return super().attend(weights, value, training=False)
+
+    base = MultiHeadSelfAttention(12, 3, dropout=0.5, seed=1)
+    base(X)
+    layer = _copy(NoDropoutOnValues, base, dropout=0.5, seed=1)
+    np.testing.assert_array_equal(
+        ops.convert_to_numpy(layer(X, training=True)),
+        ops.convert_to_numpy(base(X, training=False)),
+    )

@@ -4,7 +4,14 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_selfattn.text.dataset import encode_pairs, make_dataset
+from keras_selfattn.text.dataset import (
+    batch_in_buckets,
+    encode_pairs,
+    encode_within_limits,
+    fits_limits,
+    make_dataset,
+    to_example,
+)
 from keras_selfattn.text.pair_tokenizer import PairTokenizer
 from keras_selfattn.text.tokenizers import TokenizerConfig
 from keras_selfattn.text.vocab import END_ID, PAD_ID, START_ID
@@ -198,3 +205,82 @@ def test_encode_pairs_and_argument_checks(tokenizer):
         make_dataset(PAIRS, tokenizer, bucket_boundaries=[5, 3])
     with pytest.raises(ValueError, match="no sentence pairs"):
         make_dataset([], tokenizer)
+
+
+def test_to_example_adds_start_and_end_and_fits_limits_counts_them():
+    inputs, target_out = to_example(tf.constant([9, 8, 7]), tf.constant([5, 6]))
+    assert inputs["source"].numpy().tolist() == [9, 8, 7]
+    assert inputs["target_in"].numpy().tolist() == [START_ID, 5, 6]
+    assert target_out.numpy().tolist() == [5, 6, END_ID]
+    # A target of n ids fits max_target_length n + 1: the example's length.
+    assert fits_limits(3, 2, 3, 3) and not fits_limits(3, 3, 3, 3)
+    assert not fits_limits(4, 2, 3, 3) and fits_limits(99, 99, None, None)
+    lengths = tf.constant([1, 2, 3])
+    np.testing.assert_array_equal(
+        fits_limits(lengths, lengths, 3, 3).numpy(), [True, True, False]
+    )
+
+
+def test_make_dataset_and_the_streamed_stages_keep_the_same_examples(tokenizer):
+    """Both pipelines: one length rule, one `to_example`: the same pairs, same ids."""
+    limits = {"max_source_length": 5, "max_target_length": 4}
+    batches = _batches(
+        make_dataset(PAIRS, tokenizer, batch_size=100, shuffle=False, **limits)
+    )
+    pairs = tf.data.Dataset.from_tensor_slices(
+        ([s for s, _ in PAIRS], [t for _, t in PAIRS])
+    )
+    streamed = list(
+        encode_within_limits(pairs, tokenizer, encode_batch_size=7, **limits)
+        .map(to_example)
+        .as_numpy_iterator()
+    )
+    ((source, target_in, target_out),) = batches
+    assert len(streamed) == len(source) > 0
+    for row, (inputs, out) in enumerate(streamed):
+        for batch, unpadded in (
+            (source, inputs["source"]),
+            (target_in, inputs["target_in"]),
+            (target_out, out),
+        ):
+            assert batch[row, : len(unpadded)].tolist() == unpadded.tolist()
+            assert not batch[row, len(unpadded) :].any()
+
+
+def _examples(lengths):
+    return tf.data.Dataset.from_tensor_slices(lengths).map(
+        lambda n: to_example(tf.range(1, n[0] + 1), tf.range(4, n[1] + 4))
+    )
+
+
+def test_batch_in_buckets_pads_to_the_limits_or_to_the_longest():
+    lengths = [[1, 1], [3, 1], [2, 4], [6, 2], [1, 1], [2, 2]]
+    shapes = {
+        pad: [
+            (inputs["source"].shape, target_out.shape)
+            for inputs, target_out in batch_in_buckets(
+                _examples(lengths), limits, [2, 2, 2], pad_to_limits=pad
+            ).as_numpy_iterator()
+        ]
+        for pad, limits in (
+            (False, [(2, 3), (4, 5), (None, None)]),
+            (True, [(2, 3), (4, 5), (6, 5)]),
+        )
+    }
+    # A bucket's batch leaves when the bucket is full (bucket 1 at the third
+    # pair, bucket 0 at the fifth); the partial ones at the end, by bucket.
+    assert shapes[False] == [((2, 3), (2, 5)), ((2, 1), (2, 2)), ((1, 2), (1, 3)),
+                             ((1, 6), (1, 3))]  # fmt: skip
+    assert shapes[True] == [((2, 4), (2, 5)), ((2, 2), (2, 3)), ((1, 2), (1, 3)),
+                            ((1, 6), (1, 5))]  # fmt: skip
+    static = batch_in_buckets(
+        _examples(lengths), [(6, 5)], [4], pad_to_limits=True, drop_remainder=True
+    )
+    assert static.element_spec[0]["source"].shape.as_list() == [4, 6]
+    assert static.element_spec[1].shape.as_list() == [4, 5]
+    with pytest.raises(ValueError, match="one entry per bucket"):
+        batch_in_buckets(_examples(lengths), [(2, 3), (None, None)], [2])
+    with pytest.raises(ValueError, match="needs every bucket's limits"):
+        batch_in_buckets(
+            _examples(lengths), [(2, 3), (None, 4)], [2, 2], pad_to_limits=True
+        )
