@@ -20,7 +20,10 @@ def test_seq2seq_weights_equal_a_manual_computation_and_skip_padding():
     # Encoder block 0 by hand: its attention on the embedded, positioned source,
     # masked by valid lengths (another route than the Keras mask the model uses).
     embedded = model.position(model.source_embedding(SOURCE), training=False)
-    _, expected = model.encoder_blocks[0].attention(
+    block = model.encoder_blocks[0]
+    if block.norm_first:  # pre-layer-norm blocks attend over the normalized input
+        embedded = block.attention_norm(embedded)
+    _, expected = block.attention(
         ops.convert_to_numpy(embedded), valid_lens=lengths, return_attention_scores=True
     )
     np.testing.assert_allclose(
