@@ -145,6 +145,23 @@ def _unknown_layer_argument(run):
             archive.writestr(name, data)
 
 
+def _gzip_pairs(count=400, keep=None, flip=None):
+    """Gzipped pair lines, cut to ``keep`` of their bytes or with byte ``flip`` inverted."""
+    import gzip
+
+    data = bytearray(
+        gzip.compress(
+            "".join(
+                f"{i} juillet 19{i % 90 + 10}\tJuly {i}\n" for i in range(count)
+            ).encode(),
+            mtime=0,
+        )
+    )
+    if flip is not None:
+        data[flip] ^= 0xFF
+    return bytes(data if keep is None else data[: int(len(data) * keep)])
+
+
 def _lines(count):
     return lambda result: result.stdout.count("\n") == count
 
@@ -194,6 +211,58 @@ CASES = [
             f"{w.root}/run",
         ],
         mentions=("latin1.tsv",),
+    ),
+    *[
+        Case(
+            f"train --data a .gz file cut at {keep:.0%} (a download cut short)",
+            lambda w, keep=keep: [
+                *TRAIN,
+                *TINY_RUN_ARGS,
+                "--data",
+                w.file("cut.tsv.gz", _gzip_pairs(keep=keep)),
+                "--out",
+                f"{w.root}/run",
+            ],
+            mentions=("cut.tsv.gz", "truncated", "lines"),
+        )
+        for keep in (0.3, 0.97)
+    ],
+    Case(
+        "train --data a .gz file whose CRC is wrong",
+        lambda w: [
+            *TRAIN,
+            *TINY_RUN_ARGS,
+            "--data",
+            w.file("crc.tsv.gz", _gzip_pairs(flip=-8)),
+            "--out",
+            f"{w.root}/run",
+        ],
+        mentions=("crc.tsv.gz", "corrupt", "incorrect data check"),
+    ),
+    Case(
+        "train --valid-data a cut .gz file",
+        lambda w: [
+            *TRAIN,
+            *TINY_RUN_ARGS,
+            "--data",
+            w.file("pairs.tsv.gz", _gzip_pairs()),
+            "--valid-data",
+            w.file("valid.tsv.gz", _gzip_pairs(keep=0.5)),
+            "--out",
+            f"{w.root}/run",
+        ],
+        mentions=("valid.tsv.gz", "truncated"),
+    ),
+    Case(
+        "build-vocab --data a cut .gz file",
+        lambda w: [
+            "build-vocab",
+            "--data",
+            w.file("cut.tsv.gz", _gzip_pairs(keep=0.5)),
+            "--out",
+            f"{w.root}/vocab",
+        ],
+        mentions=("cut.tsv.gz", "truncated"),
     ),
     Case(
         "train --data a name that is not UTF-8 (argv bytes)",

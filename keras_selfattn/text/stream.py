@@ -8,6 +8,9 @@ nothing, a missing or empty file, or a directory. `pair_stream` reads them with
 parses every line inside the graph with the rules of `corpus.read_pairs`: UTF-8
 (a byte-order mark allowed on line 1), ``\\n`` or ``\\r\\n`` ends, blank lines
 skipped, ``source<TAB>target`` with further columns ignored, both sides stripped.
+A ``.gz`` file is decompressed once when it is resolved
+(`compressed.check_compressed_file`): TensorFlow's reader ends a truncated file
+without an error.
 
 Malformed lines (no tab, an empty side, bytes that are not UTF-8) follow one of two
 policies: by default the stream fails with ``FILE:LINE: what is wrong: 'the line'``
@@ -22,6 +25,8 @@ import re
 from collections.abc import Sequence
 
 import tensorflow as tf
+
+from keras_selfattn.text.compressed import check_compressed_file
 
 __all__ = [
     "StreamCounters",
@@ -40,7 +45,8 @@ def resolve_data_files(data: str | os.PathLike | Sequence[str | os.PathLike]) ->
     """The files named by ``data``: one file or glob pattern, or a list of them.
 
     Every pattern must match at least one file; directories and empty files are
-    refused. The result is sorted within each pattern and free of duplicates.
+    refused, and so is a truncated or corrupt ``.gz`` file (each is decompressed
+    once, `compressed.check_compressed_file`). The result is sorted within each pattern and free of duplicates.
 
     Args:
         data: a path or glob (``shards/*.tsv.gz``), or a sequence of them.
@@ -51,6 +57,7 @@ def resolve_data_files(data: str | os.PathLike | Sequence[str | os.PathLike]) ->
     Raises:
         FileNotFoundError: a pattern matches nothing.
         ValueError: ``data`` is empty, a match is a directory or an empty file.
+        compressed.CompressedFileError: a ``.gz`` match is truncated or corrupt.
 
     Example:
 
@@ -91,6 +98,8 @@ def resolve_data_files(data: str | os.PathLike | Sequence[str | os.PathLike]) ->
                 )
             if name not in files:
                 files.append(name)
+    for name in files:
+        check_compressed_file(name)
     return files
 
 
