@@ -4,7 +4,9 @@ A run directory is **new** (missing or empty), **interrupted** (``config.json``
 and ``backup/``: the same call resumes it), **finished** (``training.json`` says
 so, written before the backups are removed) or **foreign** (anything else, such
 as a user's own ``model.keras``). `train` refuses a finished or foreign
-directory unless ``overwrite=True``, which empties it first.
+directory unless ``overwrite=True``, which empties it first. The lock file of a
+running `train` (``train.lock``, `run_lock`) is not part of any state and is
+never removed here.
 """
 
 import json
@@ -13,9 +15,11 @@ import pathlib
 import shutil
 
 from keras_selfattn.training.distributed import all_workers_values
+from keras_selfattn.training.run_lock import LOCK_FILE
 
 __all__ = [
     "FINISHED_FILE",
+    "LOCK_FILE",
     "claim_run_dir",
     "finish_run",
     "mark_finished",
@@ -30,7 +34,9 @@ _BACKUP_DIR = "backup"
 def run_dir_state(run_dir) -> str:
     """``"new"``, ``"interrupted"``, ``"finished"`` or ``"foreign"``."""
     run_dir = pathlib.Path(run_dir)
-    if not run_dir.exists() or not any(run_dir.iterdir()):
+    if not run_dir.exists() or not any(
+        child.name != LOCK_FILE for child in run_dir.iterdir()
+    ):
         return "new"
     if (run_dir / FINISHED_FILE).exists():
         return "finished"
@@ -74,6 +80,8 @@ def claim_run_dir(run_dir, *, overwrite=False):
                 "--overwrite (overwrite=True) to replace it"
             )
         for child in run_dir.iterdir():
+            if child.name == LOCK_FILE:
+                continue  # held by this process (run_lock), or by nobody
             if child.is_dir() and not child.is_symlink():
                 shutil.rmtree(child)
             else:

@@ -42,7 +42,8 @@ from keras_selfattn.training.resume import (
 from keras_selfattn.training.run_batches import (
     make_training_datasets,
 )
-from keras_selfattn.training.run_dir import claim_run_dir, finish_run
+from keras_selfattn.training.run_dir import finish_run
+from keras_selfattn.training.run_lock import hold_and_claim_run_dir
 from keras_selfattn.training.run_tokenizer import load_or_learn_tokenizer
 from keras_selfattn.training.run_tokenizer import (
     tokenizer_configs as _tokenizer_configs,  # noqa: F401  (benchmarks import it from here)
@@ -176,8 +177,11 @@ def train(
             f"batch_size is the global batch and must split evenly across the {replicas} replicas. "
             f"Received: batch_size={train_config.batch_size}"
         )
-    state, created = (
-        claim_run_dir(run_dir, overwrite=overwrite) if role.is_chief else (None, False)
+    # The chief holds the run directory's lock (run_lock.py) before writing anything.
+    state, created, lock = (
+        hold_and_claim_run_dir(run_dir, overwrite=overwrite)
+        if role.is_chief
+        else (None, False, None)
     )
     run_dir = pathlib.Path(run_dir)
     backup_root = run_dir / BACKUP_DIR
@@ -220,6 +224,8 @@ def train(
     finally:
         if not role.is_chief:
             shutil.rmtree(work_dir, ignore_errors=True)
+        if lock is not None:
+            lock.release()
 
 
 def _train(
