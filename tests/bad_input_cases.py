@@ -145,21 +145,29 @@ def _unknown_layer_argument(run):
             archive.writestr(name, data)
 
 
+def _pair_lines(count=400, third_column_at=()):
+    """``count`` short pair lines; those numbered in ``third_column_at`` (from 1) get a
+    tab inside their target, as Multi30k's train.de line 7366 has."""
+    return "".join(
+        f"{i} juillet 19{i % 90 + 10}\t"
+        + ('"July\t' if i + 1 in third_column_at else "July ")
+        + f"{i}\n"
+        for i in range(count)
+    ).encode()
+
+
 def _gzip_pairs(count=400, keep=None, flip=None):
     """Gzipped pair lines, cut to ``keep`` of their bytes or with byte ``flip`` inverted."""
     import gzip
 
-    data = bytearray(
-        gzip.compress(
-            "".join(
-                f"{i} juillet 19{i % 90 + 10}\tJuly {i}\n" for i in range(count)
-            ).encode(),
-            mtime=0,
-        )
-    )
+    data = bytearray(gzip.compress(_pair_lines(count), mtime=0))
     if flip is not None:
         data[flip] ^= 0xFF
     return bytes(data if keep is None else data[: int(len(data) * keep)])
+
+
+def _says(*words):
+    return lambda result: all(word in result.stdout for word in words)
 
 
 def _lines(count):
@@ -263,6 +271,71 @@ CASES = [
             f"{w.root}/vocab",
         ],
         mentions=("cut.tsv.gz", "truncated"),
+    ),
+    Case(
+        "train --data with a tab inside a target (three columns)",
+        lambda w: [
+            *TRAIN,
+            *TINY_RUN_ARGS,
+            "--data",
+            w.file("cols.tsv", _pair_lines(third_column_at=(7, 366))),
+            "--out",
+            f"{w.root}/run",
+        ],
+        expect=SENSIBLE,
+        check=_says(
+            "2 lines had more than two tab-separated columns; columns after the "
+            "second were ignored"
+        ),
+        slow=True,
+    ),
+    Case(
+        "train --strict-columns, a tab inside a target",
+        lambda w: [
+            *TRAIN,
+            *TINY_RUN_ARGS,
+            "--strict-columns",
+            "--data",
+            w.file("cols.tsv", _pair_lines(third_column_at=(366,))),
+            "--out",
+            f"{w.root}/run",
+        ],
+        mentions=("cols.tsv:366: more than two tab-separated columns",),
+    ),
+    Case(
+        "build-vocab --data with a tab inside a target",
+        lambda w: [
+            "build-vocab",
+            "--data",
+            w.file("cols.tsv", _pair_lines(third_column_at=(7,))),
+            "--out",
+            f"{w.root}/vocab",
+        ],
+        expect=SENSIBLE,
+        check=_says("1 line had more than two tab-separated columns"),
+    ),
+    Case(
+        "build-vocab --data a line without a tab",
+        lambda w: [
+            "build-vocab",
+            "--data",
+            w.file("bad.tsv", b"un\tone\ndeux sans tab\n"),
+            "--out",
+            f"{w.root}/vocab",
+        ],
+        mentions=("bad.tsv:2: no tab character",),
+    ),
+    Case(
+        "build-vocab --strict-columns, a tab inside a target",
+        lambda w: [
+            "build-vocab",
+            "--strict-columns",
+            "--data",
+            w.file("cols.tsv", _pair_lines(third_column_at=(7,))),
+            "--out",
+            f"{w.root}/vocab",
+        ],
+        mentions=("cols.tsv:7: more than two tab-separated columns",),
     ),
     Case(
         "train --data a name that is not UTF-8 (argv bytes)",

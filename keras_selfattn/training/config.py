@@ -73,6 +73,9 @@ class TrainConfig:
             training pairs (``build-vocab`` likewise).
         skip_malformed: skip malformed lines (and report their count) instead of
             failing with ``FILE:LINE: what is wrong``.
+        strict_columns: a line with more than two tab-separated columns is
+            malformed (by default its columns after the second are ignored and
+            such lines are counted, reported at the end).
     """
 
     epochs: int = 20
@@ -104,6 +107,7 @@ class TrainConfig:
     max_test_pairs: int = 5000
     vocab_sample_lines: int = 1_000_000
     skip_malformed: bool = False
+    strict_columns: bool = False
 
     # The allowed values of the text fields (also the CLI's ``choices``).
     CHOICES: ClassVar[dict] = {
@@ -122,6 +126,7 @@ class TrainConfig:
         "tokenizer_ops",
         "vocab_sample_lines",
         "skip_malformed",
+        "strict_columns",
     )
 
     def __post_init__(self):

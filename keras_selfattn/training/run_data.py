@@ -80,7 +80,11 @@ class RunData:
 
 def _read_bounded(patterns, limit, train_config):
     files = stream.resolve_data_files(patterns)
-    pairs = stream.pair_stream(files, skip_malformed=train_config.skip_malformed)
+    pairs = stream.pair_stream(
+        files,
+        skip_malformed=train_config.skip_malformed,
+        strict_columns=train_config.strict_columns,
+    )
     result = [
         (s.decode("utf-8"), t.decode("utf-8"))
         for s, t in pairs.take(limit).as_numpy_iterator()
@@ -89,17 +93,23 @@ def _read_bounded(patterns, limit, train_config):
 
 
 def _base_stream(files, train_config, *, repeat=False, counters=None):
-    pairs = stream.pair_stream(
-        files,
-        skip_malformed=train_config.skip_malformed,
-        counters=counters,
-        repeat=repeat and not train_config.max_pairs,
-        seed=train_config.seed,
-    )
-    if train_config.max_pairs:
-        pairs = pairs.take(train_config.max_pairs)
-        if repeat:
-            pairs = pairs.repeat()
+    def read(counters, repeat):
+        return stream.pair_stream(
+            files,
+            skip_malformed=train_config.skip_malformed,
+            strict_columns=train_config.strict_columns,
+            counters=counters,
+            repeat=repeat,
+            seed=train_config.seed,
+        )
+
+    if not train_config.max_pairs:
+        return read(counters, repeat)
+    pairs = read(counters, False).take(train_config.max_pairs)
+    if repeat:  # the passes after the first count nothing again
+        pairs = pairs.concatenate(
+            read(None, False).take(train_config.max_pairs).repeat()
+        )
     return pairs
 
 

@@ -357,6 +357,7 @@ def _train(
             "pairs_read": counts["pairs"],
             "dropped_for_length": counts["too_long"],
             "malformed_lines_skipped": counts["malformed"],
+            "lines_with_extra_columns": counts["extra_columns"],
             "best_val_loss": evaluation.best,
         }
         finish_run(work_dir, backup_dir, summary, strategy, role)
@@ -364,6 +365,8 @@ def _train(
             print(run_batches.length_report(counts, model_config))
             if train_config.skip_malformed:
                 print(f"{counts['malformed']} malformed lines skipped")
+            if counts["extra_columns"]:
+                print(text.stream.extra_columns_report(counts["extra_columns"]))
         # The best checkpoint is the result.
         model = keras.saving.load_model(work_dir / MODEL_FILE)
     return TrainResult(
