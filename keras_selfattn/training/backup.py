@@ -32,6 +32,7 @@ __all__ = [
     "backed_up_epochs",
     "input_checkpoint",
     "read_backup",
+    "remove_backup",
     "restore_backup",
     "restore_seed_states",
     "seed_states",
@@ -192,10 +193,13 @@ class WorkerBackup(keras.callbacks.Callback):
             self.directory / _STATE.format(done),
         )
         for old in backed_up_epochs(self.directory)[: -self.keep]:
-            for name in (
-                _STATE.format(old),
-                _WEIGHTS.format(old),
-            ):  # the JSON first: the epoch stops counting
-                (self.directory / name).unlink(missing_ok=True)
-            for path in self.directory.glob(_INPUT.format(old) + "*"):
-                path.unlink(missing_ok=True)
+            remove_backup(self.directory, old)
+
+
+def remove_backup(directory, epoch):
+    """Removes the backup of ``epoch`` (its JSON first: the epoch stops counting)."""
+    directory = pathlib.Path(directory)
+    for name in (_STATE.format(epoch), _WEIGHTS.format(epoch)):
+        (directory / name).unlink(missing_ok=True)
+    for path in directory.glob(_INPUT.format(epoch) + "*"):
+        path.unlink(missing_ok=True)

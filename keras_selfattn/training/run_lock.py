@@ -134,8 +134,15 @@ def _read_holder(fd):
         return "a process that has not written its name yet"
 
 
-def hold_and_claim_run_dir(run_dir, *, overwrite=False):
+def hold_and_claim_run_dir(run_dir, *, overwrite=False, reopen=None):
     """Makes ``run_dir``, takes its lock, then claims it (`run_dir.claim_run_dir`).
+
+    Args:
+        run_dir: the run directory.
+        overwrite: empty a finished or foreign directory instead of refusing.
+        reopen: called with ``run_dir`` (holding the lock) when it holds a
+            finished run and ``overwrite`` is false: it turns the run back into
+            an interrupted one or raises (`continuation.reopen_finished_run`).
 
     Returns:
         ``(state, created, lock)``: the run directory's state before (see
@@ -146,7 +153,10 @@ def hold_and_claim_run_dir(run_dir, *, overwrite=False):
         RunDirBusy: another process holds the lock.
         ValueError: a remote path, or what `claim_run_dir` refuses.
     """
-    from keras_selfattn.training.run_dir import claim_run_dir  # imports TensorFlow
+    from keras_selfattn.training.run_dir import (  # imports TensorFlow
+        claim_run_dir,
+        run_dir_state,
+    )
 
     if _REMOTE.match(str(run_dir)):
         raise ValueError(
@@ -161,6 +171,8 @@ def hold_and_claim_run_dir(run_dir, *, overwrite=False):
     path.mkdir(parents=True, exist_ok=True)
     lock = RunLock.acquire(path)
     try:
+        if reopen and not overwrite and run_dir_state(path) == "finished":
+            reopen(path)
         state, _ = claim_run_dir(path, overwrite=overwrite)
     except BaseException:
         if created:

@@ -1,6 +1,7 @@
 """`train`: sentence pairs in, a run directory with a trained model out."""
 
 import dataclasses
+import functools
 import json
 import pathlib
 import shutil
@@ -27,6 +28,7 @@ from keras_selfattn.training.config import (
     same_training,
     save_run_config,
 )
+from keras_selfattn.training.continuation import reopen_finished_run
 from keras_selfattn.training.distributed import (
     lost_peers_are_errors,
     worker_role,
@@ -177,9 +179,19 @@ def train(
             f"batch_size is the global batch and must split evenly across the {replicas} replicas. "
             f"Received: batch_size={train_config.batch_size}"
         )
-    # The chief holds the run directory's lock (run_lock.py) before writing anything.
+    # The chief holds the run directory's lock (run_lock.py) before writing anything;
+    # a finished run that this call only trains longer continues (continuation.py).
+    reopen = functools.partial(
+        reopen_finished_run,
+        model_config=model_config,
+        train_config=train_config,
+        data=data,
+        valid_data=valid_data,
+        test_data=test_data,
+        verbose=bool(verbose),
+    )
     state, created, lock = (
-        hold_and_claim_run_dir(run_dir, overwrite=overwrite)
+        hold_and_claim_run_dir(run_dir, overwrite=overwrite, reopen=reopen)
         if role.is_chief
         else (None, False, None)
     )
