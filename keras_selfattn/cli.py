@@ -12,7 +12,8 @@ Never a traceback: bad input (a missing or unreadable file, a malformed TSV or
 ``config.json``, a bad option value) prints one line ``keras-selfattn: error: ...``
 naming the file or argument and exits with status 2; anything else is reported in
 one line as an internal error (exit status 70), and ``--debug`` shows its
-traceback. TensorFlow's C++ log lines are silenced unless ``--verbose`` or
+traceback. A ``train`` whose model does not translate at its last validation
+(the health check of `training.watch`) exits with status 3. TensorFlow's C++ log lines are silenced unless ``--verbose`` or
 ``--debug`` is given, whatever ``TF_CPP_MIN_LOG_LEVEL`` says.
 """
 
@@ -32,10 +33,14 @@ import zipfile
 
 from keras_selfattn.models.config import ModelConfig
 from keras_selfattn.training.config import TrainConfig
+from keras_selfattn.training.presets import PRESETS, preset_configs
 
 USAGE_ERROR = 2  # bad input: one line naming the file or argument
 # A bug (sysexits' EX_SOFTWARE): one line; --debug shows the traceback.
 INTERNAL_ERROR = 70
+# train finished, but at its last validation the model did not translate (its
+# output ignored the source, or was one sentence for every input).
+EXIT_NOT_TRANSLATING = 3
 INTERRUPTED = 130
 _LONGEST_MESSAGE = 1000  # characters of an error message kept on its one line
 
@@ -286,6 +291,14 @@ def build_parser():
         "--out",
         required=True,
         help="run directory to write (an interrupted run resumes) (required)",
+    )
+    train.add_argument(
+        "--preset",
+        choices=sorted(PRESETS),
+        default=None,
+        help="start from a named recipe for real text (every setting in "
+        "keras_selfattn.training.presets; README: Training on real text); the "
+        "flags given override it (default: none, the defaults shown below)",
     )
     _add_config_arguments(train, ModelConfig, "model")
     _add_config_arguments(train, TrainConfig, "training", skip=("split",))
@@ -596,8 +609,11 @@ def _check_arguments(args):
     _decode_arguments(args)
     _check_argument_paths(args)
     if args.command == "train":
-        args.model_config = _config_from_args(ModelConfig, args)
-        args.train_config = _config_from_args(TrainConfig, args)
+        model_base, train_base = (
+            preset_configs(args.preset) if args.preset else (None, None)
+        )
+        args.model_config = _config_from_args(ModelConfig, args, model_base)
+        args.train_config = _config_from_args(TrainConfig, args, train_base)
 
 
 def _run(args):
@@ -636,6 +652,15 @@ def _run(args):
             return 0
         report(result)
         print(f"run directory: {result.run_dir}")
+        health = result.summary.get("health")
+        if health and not health["ok"]:
+            print(
+                "keras-selfattn: error: at the last validation the model was not "
+                f"translating: {'; '.join(health['problems'])}. The run is kept in "
+                f"{result.run_dir}; see README: Training on real text",
+                file=sys.stderr,
+            )
+            return EXIT_NOT_TRANSLATING
         return 0
 
     if args.command == "build-vocab":

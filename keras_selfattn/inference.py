@@ -239,7 +239,8 @@ def evaluate(translator, pairs, beam_size=1, data=None):
     Returns:
         dict: ``chrf`` and ``bleu`` (sacrebleu corpus scores, 0-100),
         ``exact_match`` (share of translations equal to their reference, as
-        strings), ``count`` (pairs), ``short_references`` (references with fewer
+        strings), ``count`` (pairs), ``distinct_translations`` (how many
+        different translations), ``short_references`` (references with fewer
         than 4 BLEU tokens), ``data``, ``beam_size``, ``signatures`` (sacrebleu's,
         per metric) and ``examples`` (the first few source / reference /
         translation).
@@ -261,6 +262,7 @@ def evaluate(translator, pairs, beam_size=1, data=None):
         "bleu": float(bleu_score),
         "exact_match": float(np.mean([h == r for h, r in zip(hypotheses, references)])),
         "count": len(pairs),
+        "distinct_translations": len(set(hypotheses)),
         "short_references": int(short),
         "data": None if data is None else str(data),
         "beam_size": beam_size,

@@ -80,6 +80,9 @@ _OPTIONS = (
     "kernel_initializer",
     "recurrent_initializer",
     "seed",
+    "attentional_output",
+    "residual",
+    "layer_norm",
 )  # the constructor arguments the cell and the decoder share
 
 
@@ -93,6 +96,9 @@ def _set_options(
     kernel_initializer,
     recurrent_initializer,
     seed,
+    attentional_output=False,
+    residual=False,
+    layer_norm=False,
 ):
     """Checks the shared constructor arguments (Keras' error form) and sets them on ``layer``."""
     layer.units = check_positive_int("units", units)
@@ -103,6 +109,16 @@ def _set_options(
     layer.kernel_initializer = keras.initializers.get(kernel_initializer)
     layer.recurrent_initializer = keras.initializers.get(recurrent_initializer)
     layer.seed = check_seed(seed)
+    for name, value in (
+        ("attentional_output", attentional_output),
+        ("residual", residual),
+        ("layer_norm", layer_norm),
+    ):
+        if not isinstance(value, bool):
+            raise ValueError(
+                f"{name} must be True or False. Received: {name}={value!r}"
+            )
+        setattr(layer, name, value)
 
 
 def _options_config(layer):
@@ -168,6 +184,17 @@ class BahdanauDecoderCell(keras.layers.Layer):
         kernel_initializer: initializer of the input kernels and the attention.
         recurrent_initializer: initializer of the recurrent kernels.
         seed: optional int, seed of the dropout.
+        attentional_output: bool. When True, `decoder_output` turns a
+            step's output ``h_t`` into ``tanh(W_c [h_t; c_t])``, with ``c_t``
+            the context ``h_t`` attends to (Luong et al. 2015's attentional
+            vector, a form of Bahdanau's deep output), followed by dropout;
+            `BahdanauDecoder` and `Seq2Seq.decode_step` apply it, ``call``
+            does not (its output stays the recurrent state the next step
+            needs). It gives the output layer a direct view of the source.
+        residual: bool, add the input of every layer above the first to its
+            output (residual stacking, RNMT+). No effect with one layer.
+        layer_norm: bool, layer-normalize the input of every layer above the
+            first (RNMT+). No effect with one layer.
         **kwargs: base layer arguments (``name``, ``dtype`` ...).
 
     Call arguments:
@@ -214,6 +241,9 @@ class BahdanauDecoderCell(keras.layers.Layer):
         kernel_initializer="glorot_uniform",
         recurrent_initializer="orthogonal",
         seed=None,
+        attentional_output=False,
+        residual=False,
+        layer_norm=False,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -227,6 +257,9 @@ class BahdanauDecoderCell(keras.layers.Layer):
             kernel_initializer,
             recurrent_initializer,
             seed,
+            attentional_output,
+            residual,
+            layer_norm,
         )
         self._memory_dim = None
         # A step's input may carry a Keras mask (see compute_mask): no warning.
@@ -258,6 +291,25 @@ class BahdanauDecoderCell(keras.layers.Layer):
         ]
         self.dropout_layer = keras.layers.Dropout(
             self.dropout, seed=self.seed, dtype=self.dtype_policy, name="dropout"
+        )
+        # The input of every layer above the first: normalized (layer_norm) and
+        # added back to that layer's output (residual), as RNMT+ stacks its layers.
+        self.layer_norms = [
+            keras.layers.LayerNormalization(
+                epsilon=1e-5, dtype=self.dtype_policy, name=f"layer_norm_{i}"
+            )
+            for i in range(1, self.num_layers if layer_norm else 1)
+        ]
+        self.output_projection = (
+            keras.layers.Dense(
+                self.units,
+                activation="tanh",
+                kernel_initializer=clone_initializer(self.kernel_initializer),
+                dtype=self.dtype_policy,
+                name="attentional_output",
+            )
+            if attentional_output
+            else None
         )
 
     # ----------------------------------------------------------------- layout
@@ -301,9 +353,20 @@ class BahdanauDecoderCell(keras.layers.Layer):
         ]
 
     def top_hidden_state(self, states):
-        """The top layer's hidden state ``h`` (B, units): the next step's attention query."""
+        """The last step's output (B, units): the next step's attention query.
+
+        The top layer's hidden state ``h``; with ``residual`` stacking, the sum
+        of every layer's ``h`` (what the residual stream carried out of the step).
+        """
         recurrent = self.unpack_states(states).recurrent
-        return recurrent[-2 if self.rnn_type == "lstm" else -1]
+        per_layer = 2 if self.rnn_type == "lstm" else 1
+        hidden = recurrent[::per_layer]  # h of every layer (LSTM: h, c per layer)
+        if not self.residual:
+            return hidden[-1]
+        output = hidden[0]
+        for h in hidden[1:]:
+            output = output + h
+        return output
 
     def attention_weights(self, states, queries=None, training=None):
         """The attention weights over the memory, without running a step.
@@ -396,6 +459,10 @@ class BahdanauDecoderCell(keras.layers.Layer):
         input_dim = inputs_shape[-1] + self._memory_dim
         for i, rnn_cell in enumerate(self.rnn_cells):
             rnn_cell.build((batch, input_dim if i == 0 else self.units))
+        for norm in self.layer_norms:
+            norm.build((batch, self.units))
+        if self.output_projection is not None:
+            self.output_projection.build((batch, self.units + self._memory_dim))
         self.dropout_layer.build((batch, self.units))
 
     # ----------------------------------------------------------------- states
@@ -499,12 +566,49 @@ class BahdanauDecoderCell(keras.layers.Layer):
         per_layer = 2 if self.rnn_type == "lstm" else 1
         new_recurrent = []
         for i, rnn_cell in enumerate(self.rnn_cells):
+            layer_input = x
+            if i > 0 and self.layer_norms:
+                layer_input = self.layer_norms[i - 1](layer_input)
             if i > 0 and parts.dropout_masks:
-                x = x * ops.cast(parts.dropout_masks[i - 1], x.dtype)
+                layer_input = layer_input * ops.cast(
+                    parts.dropout_masks[i - 1], x.dtype
+                )
             layer_states = parts.recurrent[i * per_layer : (i + 1) * per_layer]
-            x, layer_new = rnn_cell(x, layer_states, training=training)
+            output, layer_new = rnn_cell(layer_input, layer_states, training=training)
+            x = x + output if i > 0 and self.residual else output
             new_recurrent.extend(layer_new)
         return x, self.pack_states(parts._replace(recurrent=new_recurrent))
+
+    def decoder_output(self, hidden, states, training=None):
+        """The attentional vector ``tanh(W_c [h_t; c_t])`` (Luong et al. 2015, eq. 5).
+
+        ``c_t`` is the context that the query ``h_t`` attends to (the same
+        attention the next step uses), so the output sees the source directly,
+        not only through the recurrent state. Without ``attentional_output``
+        the output is ``hidden`` itself.
+
+        Args:
+            hidden: (B, units) a step's output, or (B, S, units) a sequence's.
+            states: the states list (for the memory, its keys and its mask).
+            training: bool, passed to the attention and the dropout.
+
+        Returns:
+            A tensor of the shape of ``hidden``.
+        """
+        if self.output_projection is None:
+            return hidden
+        parts = self.unpack_states(states)
+        context, _ = self.attention(
+            hidden,
+            parts.memory,
+            projected_keys=parts.projected_keys,
+            keys_mask=ops.cast(parts.memory_mask, "bool"),
+            training=training,
+        )
+        output = self.output_projection(
+            ops.concatenate([hidden, ops.cast(context, hidden.dtype)], axis=-1)
+        )
+        return self.dropout_layer(output, training=training)
 
     def compute_mask(self, inputs, mask=None):
         # A step's input may carry the Keras mask of the training embedding
@@ -564,6 +668,10 @@ class BahdanauDecoder(keras.layers.Layer):
         kernel_initializer: initializer of the input kernels and the attention.
         recurrent_initializer: initializer of the recurrent kernels.
         seed: optional int, seed of the dropout.
+        attentional_output: bool, the output is ``tanh(W_c [h_t; c_t])``
+            (see `BahdanauDecoderCell`) instead of ``h_t``.
+        residual: bool, residual connections between stacked layers.
+        layer_norm: bool, layer-normalized inputs of stacked layers.
         unroll: ``"auto"`` (default), True or False. True runs the steps as an
             unrolled Python loop, False as ``keras.layers.RNN``'s symbolic loop.
             ``"auto"`` unrolls in training calls (``training=True``) whose target
@@ -593,7 +701,9 @@ class BahdanauDecoder(keras.layers.Layer):
         training: bool, passed to the sublayers.
 
     Returns:
-        ``H`` (B, S, units); with ``return_attention_scores`` a tuple ``(H, A)``,
+        ``H`` (B, S, units), the top hidden states (or, with
+        ``attentional_output``, the attentional vectors); with
+        ``return_attention_scores`` a tuple ``(H, A)``,
         A (B, S, T); with ``return_state`` ``(H, states)`` or ``(H, A, states)``,
         states a list of ``cell.num_recurrent_states`` tensors (B, units).
         In the compute dtype.
@@ -630,6 +740,9 @@ class BahdanauDecoder(keras.layers.Layer):
         kernel_initializer="glorot_uniform",
         recurrent_initializer="orthogonal",
         seed=None,
+        attentional_output=False,
+        residual=False,
+        layer_norm=False,
         unroll="auto",
         **kwargs,
     ):
@@ -644,6 +757,9 @@ class BahdanauDecoder(keras.layers.Layer):
             kernel_initializer,
             recurrent_initializer,
             seed,
+            attentional_output,
+            residual,
+            layer_norm,
         )
         if not (isinstance(unroll, bool) or unroll == "auto"):
             raise ValueError(
@@ -662,6 +778,9 @@ class BahdanauDecoder(keras.layers.Layer):
             kernel_initializer=self.kernel_initializer,
             recurrent_initializer=self.recurrent_initializer,
             seed=self.seed,
+            attentional_output=self.attentional_output,
+            residual=self.residual,
+            layer_norm=self.layer_norm,
             dtype=self.dtype_policy,
             name="cell",
         )
@@ -732,7 +851,7 @@ class BahdanauDecoder(keras.layers.Layer):
             # come first (its symbolic shapes of the memory states are not the
             # memory's: read only these).
             hidden, final_recurrent = outputs[0], list(outputs[1 : 1 + num_recurrent])
-        results = [hidden]
+        results = [cell.decoder_output(hidden, states, training=training)]
         if return_attention_scores:
             # The query of step s is the top state after step s - 1 (the initial
             # top state for s = 0): recompute all the weights in one call.
@@ -743,7 +862,7 @@ class BahdanauDecoder(keras.layers.Layer):
             results.append(cell.attention_weights(states, queries, training=training))
         if return_state:
             results.append(list(final_recurrent))
-        return hidden if len(results) == 1 else tuple(results)
+        return results[0] if len(results) == 1 else tuple(results)
 
     def compute_output_shape(self, inputs_shape, memory_shape):
         """The shape of ``H``, the output of a call without return_* flags."""

@@ -44,6 +44,11 @@ class ModelConfig:
             2021). The last two add nothing to the embeddings.
         max_relative_position: with ``position="relative"``, offsets beyond this
             share one embedding.
+        attentional_output: the decoder's output is Luong's attentional vector
+            ``tanh(W [h_t; c_t])`` (the recurrent state and the attention context
+            it reads), so the output layer sees the source directly.
+        decoder_residual: residual connections between stacked decoder layers.
+        decoder_layer_norm: layer-normalized inputs of stacked decoder layers.
     """
 
     num_hiddens: int = 128
@@ -51,7 +56,7 @@ class ModelConfig:
     num_layers: int = 2
     ffn_hiddens: int = 256
     dropout: float = 0.1
-    norm_first: bool = False
+    norm_first: bool = True
     decoder_units: int = 128
     decoder_layers: int = 1
     rnn_type: str = "gru"
@@ -61,12 +66,24 @@ class ModelConfig:
     max_target_len: int = 32
     position: str = "sinusoidal"
     max_relative_position: int = 16
+    attentional_output: bool = True
+    decoder_residual: bool = True
+    decoder_layer_norm: bool = True
 
     # The allowed values of the text fields (also the CLI's ``choices``).
     CHOICES: ClassVar[dict] = {
         "rnn_type": RNN_TYPES,
         "attention_score": SCORES,
         "position": POSITIONS,
+    }
+
+    # Fields added after runs were first saved, with the value that gives the
+    # architecture those runs had: a config.json or .keras file without the
+    # field loads as it was trained.
+    ADDED_LATER: ClassVar[dict] = {
+        "attentional_output": False,
+        "decoder_residual": False,
+        "decoder_layer_norm": False,
     }
 
     def to_json(self):
@@ -77,10 +94,11 @@ class ModelConfig:
         """A `ModelConfig` from a dict (``config.json``'s ``"model"``).
 
         Unknown keys are refused (the error names ``source``); a missing key takes
-        its default, so configurations saved before a field existed still load.
+        its default, so configurations saved before a field existed still load
+        (a field in ``ADDED_LATER`` takes the value that rebuilds what they were).
         """
         check_known_keys(cls, values, source)
-        return cls(**values)
+        return cls(**{**cls.ADDED_LATER, **values})
 
     def __post_init__(self):
         check_field_types(self)

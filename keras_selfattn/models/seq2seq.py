@@ -187,6 +187,9 @@ class Seq2Seq(keras.Model):
             attention_score=config.attention_score,
             dropout=config.dropout,
             seed=layer_seed(100),
+            attentional_output=config.attentional_output,
+            residual=config.decoder_residual,
+            layer_norm=config.decoder_layer_norm,
             name="decoder",
             dtype=policy,
         )
@@ -296,7 +299,9 @@ class Seq2Seq(keras.Model):
             next token, and the states list for the next step.
         """
         embedded = self.target_embedding(ops.convert_to_tensor(token_ids, "int32"))
-        output, states = self.decoder.cell(embedded, decoder_state, training=training)
+        cell = self.decoder.cell
+        output, states = cell(embedded, decoder_state, training=training)
+        output = cell.decoder_output(output, states, training=training)
         logits = ops.cast(self.logits_dense(output), "float32")
         return logits, [ops.convert_to_tensor(s) for s in states]
 

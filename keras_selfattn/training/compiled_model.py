@@ -9,7 +9,7 @@ from keras_selfattn.models import MaskedAccuracy, build_seq2seq, masked_loss
 from keras_selfattn.training.loss_scale import SyncedLossScaleOptimizer
 from keras_selfattn.training.per_replica_xla import use_per_replica_xla
 
-__all__ = ["build_and_compile", "dtype_policy"]
+__all__ = ["InverseSquareRootSchedule", "build_and_compile", "dtype_policy"]
 
 
 @contextlib.contextmanager
@@ -30,13 +30,44 @@ def dtype_policy(name):
         keras.config.set_dtype_policy(previous)
 
 
+@keras.saving.register_keras_serializable(package="keras_selfattn")
+class InverseSquareRootSchedule(keras.optimizers.schedules.LearningRateSchedule):
+    """Linear warm-up to ``peak``, then ``peak * sqrt(warmup_steps / step)``.
+
+    The Transformer's schedule (Vaswani et al. 2017, eq. 3) written with its peak
+    learning rate instead of ``d_model ** -0.5``: step ``warmup_steps`` has
+    ``peak``, step ``4 * warmup_steps`` half of it. It does not depend on the
+    length of the run.
+
+    Args:
+        peak: the learning rate at the end of the warm-up.
+        warmup_steps: steps of the linear warm-up (0: none; then ``peak`` at step
+            1, decaying as ``1 / sqrt(step)``).
+    """
+
+    def __init__(self, peak, warmup_steps):
+        self.peak = float(peak)
+        self.warmup_steps = int(warmup_steps)
+
+    def __call__(self, step):
+        step = keras.ops.cast(step, "float32") + 1.0  # Keras counts from 0
+        warmup = float(max(1, self.warmup_steps))
+        return self.peak * keras.ops.minimum(
+            step / warmup, keras.ops.sqrt(warmup / keras.ops.maximum(step, warmup))
+        )
+
+    def get_config(self):
+        return {"peak": self.peak, "warmup_steps": self.warmup_steps}
+
+
 def build_and_compile(
     tokenizer, model_config, train_config, strategy, steps_per_epoch, total_steps=None
 ):
     """The compiled model of `train`; call it in ``strategy.scope()`` under the run's dtype policy.
 
-    Adam with warm-up and cosine decay over ``total_steps`` (default:
-    ``steps_per_epoch * epochs``); with ``mixed_float16`` a
+    Adam with warm-up, then (``train_config.lr_schedule``) inverse square root
+    decay or cosine decay over ``total_steps`` (default: ``steps_per_epoch *
+    epochs``); with ``mixed_float16`` a
     `SyncedLossScaleOptimizer` around it. XLA (``train_config.jit_compile``): Keras
     compiles the whole step on one replica; with several replicas each replica's
     forward and backward pass is compiled (`use_per_replica_xla`), because Keras'
@@ -50,17 +81,22 @@ def build_and_compile(
         model_config,
         seed=train_config.seed,
     )
-    schedule = keras.optimizers.schedules.CosineDecay(
-        initial_learning_rate=0.0,
-        decay_steps=max(
-            1,
-            (total_steps or steps_per_epoch * train_config.epochs)
-            - train_config.warmup_steps,
-        ),
-        warmup_target=train_config.learning_rate,
-        warmup_steps=train_config.warmup_steps,
-        alpha=0.05,
-    )
+    if train_config.lr_schedule == "inverse_sqrt":
+        schedule = InverseSquareRootSchedule(
+            train_config.learning_rate, train_config.warmup_steps
+        )
+    else:
+        schedule = keras.optimizers.schedules.CosineDecay(
+            initial_learning_rate=0.0,
+            decay_steps=max(
+                1,
+                (total_steps or steps_per_epoch * train_config.epochs)
+                - train_config.warmup_steps,
+            ),
+            warmup_target=train_config.learning_rate,
+            warmup_steps=train_config.warmup_steps,
+            alpha=0.05,
+        )
     optimizer = keras.optimizers.Adam(schedule, clipnorm=train_config.clipnorm or None)
     if train_config.mixed_precision == "mixed_float16":
         # float16 gradients underflow without loss scaling; bfloat16 has float32's

@@ -76,6 +76,18 @@ class TrainConfig:
         strict_columns: a line with more than two tab-separated columns is
             malformed (by default its columns after the second are ignored and
             such lines are counted, reported at the end).
+        lr_schedule: ``"inverse_sqrt"`` (linear warm-up, then ``peak *
+            sqrt(warmup_steps / step)``, the Transformer's; it does not depend on
+            the run's length, so a run continued further keeps its schedule) or
+            ``"cosine"`` (warm-up, then cosine decay to 5% at the last step).
+        best_by: what the best model and early stopping follow: ``"chrf"`` or
+            ``"bleu"`` of greedy translations of the validation sample, or the
+            validation ``"loss"``.
+        validation_translations: validation pairs translated (greedy) at every
+            validation for chrF, BLEU, three examples and the health check
+            (0: none; then best_by must be "loss").
+        log_every: steps between two progress lines (loss, target tokens/s,
+            ETA) when the output is not a terminal (0: none).
     """
 
     epochs: int = 20
@@ -108,6 +120,10 @@ class TrainConfig:
     vocab_sample_lines: int = 1_000_000
     skip_malformed: bool = False
     strict_columns: bool = False
+    lr_schedule: str = "inverse_sqrt"
+    best_by: str = "chrf"
+    validation_translations: int = 500
+    log_every: int = 100
 
     # The allowed values of the text fields (also the CLI's ``choices``).
     CHOICES: ClassVar[dict] = {
@@ -116,6 +132,16 @@ class TrainConfig:
         "source_tokenizer": ("word", "char", "subword"),
         "target_tokenizer": ("word", "char", "subword"),
         "tokenizer_ops": ("tensorflow_text", "core"),
+        "lr_schedule": ("inverse_sqrt", "cosine"),
+        "best_by": ("chrf", "bleu", "loss"),
+    }
+
+    # Fields added after runs were first saved, with the value that trains the way
+    # those runs did (a config.json without the field resumes unchanged).
+    ADDED_LATER: ClassVar[dict] = {
+        "lr_schedule": "cosine",
+        "best_by": "loss",
+        "validation_translations": 0,
     }
 
     # The fields `workflows.build_vocab` uses (the ``build-vocab`` command's options).
@@ -153,12 +179,20 @@ class TrainConfig:
             "clipnorm",
             "max_validation_pairs",
             "max_test_pairs",
+            "validation_translations",
+            "log_every",
         ):
             check_range(self, name, minimum=0)
         for name in ("learning_rate", "worker_timeout"):
             check_range(self, name, above=0)
         check_range(self, "label_smoothing", minimum=0, below=1)
         check_range(self, "seed", minimum=0, maximum=2**32 - 1)  # NumPy's seed range
+        if self.best_by != "loss" and not self.validation_translations:
+            raise ValueError(
+                f"best_by={self.best_by!r} scores the translations of the validation "
+                "sample: set validation_translations > 0, or best_by='loss'. "
+                f"Received: best_by={self.best_by!r}, validation_translations=0"
+            )
         if (
             len(self.split) != 3
             or not all(
@@ -174,7 +208,7 @@ class TrainConfig:
 
 
 # Where a run trains, not what it computes: a run may resume under other values.
-PLACEMENT_FIELDS = ("strategy", "tpu", "worker_timeout")
+PLACEMENT_FIELDS = ("strategy", "tpu", "worker_timeout", "log_every")
 
 
 def same_training(first: "TrainConfig", second: "TrainConfig"):
@@ -223,7 +257,7 @@ def load_run_config(path):
     for key, cls in (("model", ModelConfig), ("train", TrainConfig)):
         check_known_keys(cls, payload[key], f'{path} "{key}"')
         try:
-            configs.append(cls(**payload[key]))
+            configs.append(cls(**{**getattr(cls, "ADDED_LATER", {}), **payload[key]}))
         except ValueError as error:
             raise ValueError(f'{path} "{key}": {error}') from None
     return tuple(configs)

@@ -15,7 +15,9 @@ reading again what was already trained on.
 
 import dataclasses
 import math
+import os
 import pathlib
+import sys
 import time
 
 import keras
@@ -24,6 +26,8 @@ import tensorflow as tf
 from keras_selfattn.training.backup import replace_atomically
 
 __all__ = [
+    "HistoryLog",
+    "ProgressLog",
     "ResumableInput",
     "StepEvaluation",
     "StepPlan",
@@ -113,17 +117,26 @@ class StopAtStep(keras.callbacks.Callback):
 
 
 class StepEvaluation(keras.callbacks.Callback):
-    """Validation on the plan's cadence, the best model kept, early stopping, the log line.
+    """Validation on the plan's cadence, the best model kept, early stopping, the log.
+
+    Every validation computes the validation loss and, with a ``watch`` (a
+    `watch.ValidationWatch`), the chrF/BLEU of greedy translations of a bounded
+    sample, three examples and the health check; all go into the logs
+    (``history.csv``) and, when ``verbose``, the log lines. The best model and
+    early stopping follow ``best_by``.
 
     Args:
         plan: the `StepPlan`.
         validation: the validation dataset (known cardinality).
         model_path: where the best model is written (atomically).
-        patience: validations without a better ``val_loss`` before stopping.
-        best: the best ``val_loss`` so far (resuming).
+        patience: validations without a better ``best_by`` score before stopping.
+        best: the best ``best_by`` score so far (resuming).
         wait: validations since the best (resuming).
         counters: `text.stream.StreamCounters` of the training stream (tokens/s).
-        verbose: print one line per validation.
+        verbose: print the lines of each validation.
+        watch: a `watch.ValidationWatch`, or None (loss only).
+        best_by: ``"loss"`` (lowest validation loss), ``"chrf"`` or ``"bleu"``
+            (highest score of the watch's translations; needs ``watch``).
     """
 
     def __init__(
@@ -136,8 +149,14 @@ class StepEvaluation(keras.callbacks.Callback):
         wait=0,
         counters=None,
         verbose=True,
+        watch=None,
+        best_by="loss",
     ):
         super().__init__()
+        if best_by not in ("loss", "chrf", "bleu"):
+            raise ValueError(
+                f"best_by must be 'loss', 'chrf' or 'bleu'. Received: best_by={best_by!r}"
+            )
         self.plan = plan
         self.validation = validation
         self.model_path = pathlib.Path(model_path)
@@ -146,8 +165,38 @@ class StepEvaluation(keras.callbacks.Callback):
         self.wait = wait
         self.counters = counters
         self.verbose = verbose
+        self.watch = watch
+        self.best_by = best_by if watch is not None else "loss"
+        self.health = None
+        self.examples = {}  # the last validation's examples (history.csv columns)
         self.tokens_per_second = None
         self._mark = None
+
+    def _improved(self, value):
+        if self.best is None:
+            return True
+        return value < self.best if self.best_by == "loss" else value > self.best
+
+    def _watch(self, logs):
+        """Translations, scores and the health check into ``logs``; the log lines."""
+        scores, self.examples, self.health = self.watch(self.model)
+        logs.update(scores)
+        lines = [
+            f"  chrF {scores['val_chrf']:.2f}  BLEU {scores['val_bleu']:.2f}"
+            f"  distinct {scores['val_distinct']:.2f}"
+            f"  source dependence {scores['val_source_dependence']:.3f}"
+            f"  ({len(self.watch.pairs)} validation pairs, greedy)"
+        ]
+        return lines + [f"  {example}" for example in self.examples.values()]
+
+    def _alarm(self, step):
+        if self.health is not None and not self.health.ok:
+            print(
+                f"keras-selfattn: warning: step {step}: the model is not translating: "
+                + "; ".join(self.health.problems),
+                file=sys.stderr,
+                flush=True,
+            )
 
     def _tokens(self):
         return int(self.counters.target_tokens.numpy()) if self.counters else 0
@@ -161,7 +210,12 @@ class StepEvaluation(keras.callbacks.Callback):
         periods_done = epoch + 1
         step = self.plan.step_after(periods_done)
         if not self.plan.evaluates(periods_done):
-            logs["val_loss"] = float("nan")
+            logs["val_loss"] = logs["cpu_seconds"] = float("nan")
+            for key in self.watch.log_keys() if self.watch else ():
+                logs[key] = float("nan")
+            self.examples = (
+                dict.fromkeys(self.watch.example_keys(), "") if self.watch else {}
+            )
             return
         now, tokens = time.perf_counter(), self._tokens()
         if self._mark and now > self._mark[0]:
@@ -169,10 +223,14 @@ class StepEvaluation(keras.callbacks.Callback):
         results = self.model.evaluate(self.validation, verbose=0, return_dict=True)
         for name, value in results.items():
             logs["val_" + name] = value
+        times = os.times()
+        logs["cpu_seconds"] = times.user + times.system  # this process, so far
         val_loss = float(results["loss"])
-        improved = self.best is None or val_loss < self.best
+        watch_lines = self._watch(logs) if self.watch is not None else []
+        value = val_loss if self.best_by == "loss" else logs["val_" + self.best_by]
+        improved = self._improved(value)
         if improved:
-            self.best, self.wait = val_loss, 0
+            self.best, self.wait = value, 0
             save_model_atomically(self.model, self.model_path)
         else:
             self.wait += 1
@@ -186,10 +244,78 @@ class StepEvaluation(keras.callbacks.Callback):
             )
             print(
                 f"step {step}/{self.plan.total_steps}  loss {float(logs.get('loss', 'nan')):.4f}"
-                f"  val_loss {val_loss:.4f}{' (best)' if improved else ''}{speed}",
+                f"  val_loss {val_loss:.4f}{speed}  {logs['cpu_seconds']:,.0f} CPU-s"
+                + (f"  best by {self.best_by}" if improved else ""),
                 flush=True,
             )
+            for line in watch_lines:
+                print(line, flush=True)
+        self._alarm(step)
         self._mark = (time.perf_counter(), self._tokens())
+
+
+class HistoryLog(keras.callbacks.CSVLogger):
+    """``history.csv``: Keras' logs of every period and the validation examples.
+
+    The examples (text) stay out of Keras' logs, which Keras averages.
+
+    Args:
+        path: the CSV file (appended to: a resumed run continues it).
+        evaluation: the run's `StepEvaluation`.
+    """
+
+    def __init__(self, path, evaluation):
+        super().__init__(str(path), append=True)
+        self.evaluation = evaluation
+
+    def on_epoch_end(self, epoch, logs=None):
+        super().on_epoch_end(epoch, {**(logs or {}), **self.evaluation.examples})
+
+
+class ProgressLog(keras.callbacks.Callback):
+    """A progress line every ``every`` steps: loss, target tokens/s and the ETA.
+
+    For logs that are not a terminal (a batch job, ``nohup``, a notebook cell's
+    file), where Keras' progress bar prints nothing until a period ends.
+
+    Args:
+        every: steps between two lines.
+        total_steps: the run's last step.
+        step: the step the run starts from (resuming).
+        counters: `text.stream.StreamCounters` of the training stream.
+    """
+
+    def __init__(self, every, total_steps, step=0, counters=None):
+        super().__init__()
+        self.every = every
+        self.total_steps = total_steps
+        self.step = step
+        self.counters = counters
+        self._start = self._mark = None
+
+    def _tokens(self):
+        return int(self.counters.target_tokens.numpy()) if self.counters else 0
+
+    def on_train_begin(self, logs=None):
+        self._start = self._mark = (time.perf_counter(), self.step, self._tokens())
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.step += 1
+        if self.step % self.every or self.step >= self.total_steps:
+            return
+        now, tokens = time.perf_counter(), self._tokens()
+        elapsed = now - self._mark[0]
+        speed = (tokens - self._mark[2]) / elapsed if elapsed > 0 else 0.0
+        per_step = (now - self._start[0]) / max(1, self.step - self._start[1])
+        eta = int(per_step * (self.total_steps - self.step))
+        loss = float((logs or {}).get("loss", float("nan")))
+        print(
+            f"step {self.step}/{self.total_steps}  loss {loss:.4f}"
+            f"  {speed:,.0f} target tokens/s"
+            f"  ETA {eta // 3600}:{eta % 3600 // 60:02d}:{eta % 60:02d}",
+            flush=True,
+        )
+        self._mark = (now, self.step, tokens)
 
 
 class ResumableInput:

@@ -51,11 +51,14 @@ from keras_selfattn.training.run_tokenizer import (
     tokenizer_configs as _tokenizer_configs,  # noqa: F401  (benchmarks import it from here)
 )
 from keras_selfattn.training.step_loop import (
+    HistoryLog,
+    ProgressLog,
     StepEvaluation,
     StopAtStep,
     plan_steps,
 )
 from keras_selfattn.training.strategy import get_strategy
+from keras_selfattn.training.watch import ValidationWatch
 
 MODEL_FILE = "model.keras"
 CONFIG_FILE = "config.json"
@@ -333,6 +336,16 @@ def _train(
                 else {}
             )
         stopper = StopAtStep(plan.total_steps, plan.step_after(initial_epoch))
+        watch = (
+            ValidationWatch(
+                run_data.validation,
+                tokenizer,
+                model_config,
+                sample_size=train_config.validation_translations,
+            )
+            if train_config.validation_translations and not tpu
+            else None
+        )
         evaluation = StepEvaluation(
             plan,
             valid_ds,
@@ -342,11 +355,26 @@ def _train(
             wait=state.get("wait", 0),
             counters=counters,
             verbose=bool(verbose) and role.is_chief,
+            watch=watch,
+            best_by=train_config.best_by,
+        )
+        progress = (
+            [
+                ProgressLog(
+                    train_config.log_every,
+                    plan.total_steps,
+                    step=plan.step_after(initial_epoch),
+                    counters=counters,
+                )
+            ]
+            if train_config.log_every and verbose == 2 and role.is_chief
+            else []
         )
         fit_callbacks = [
             stopper,
+            *progress,
             evaluation,
-            keras.callbacks.CSVLogger(str(work_dir / HISTORY_FILE), append=True),
+            HistoryLog(work_dir / HISTORY_FILE, evaluation),
             # After the callbacks above: a backup of period N means they finished it.
             WorkerBackup(
                 backup_dir, plan=plan, evaluation=evaluation, resumable=resumable
@@ -370,7 +398,11 @@ def _train(
             "dropped_for_length": counts["too_long"],
             "malformed_lines_skipped": counts["malformed"],
             "lines_with_extra_columns": counts["extra_columns"],
-            "best_val_loss": evaluation.best,
+            "best_by": evaluation.best_by,
+            "best": evaluation.best,
+            "health": None
+            if evaluation.health is None
+            else evaluation.health.to_dict(),
         }
         finish_run(work_dir, backup_dir, summary, strategy, role)
         if verbose and role.is_chief:
