@@ -12,9 +12,10 @@ What may differ: ``train_steps`` and ``epochs`` (the new total must be larger
 than the steps trained), ``eval_every`` and ``save_every`` as long as the new
 plan's period still ends where the backup was taken, and where the run trains
 (`config.PLACEMENT_FIELDS`). Anything else (a model setting, another data
-file, another seed...) is refused, naming it. The learning-rate schedule follows
-the new total from the step reached (as OpenNMT-tf does when ``max_step``
-grows): the warm-up is not repeated and the decay stretches to the new end.
+file, another seed...) is refused, naming it. The optimizer's step count
+continues (no second warm-up); ``lr_schedule="inverse_sqrt"`` does not depend
+on the run's length, ``"cosine"`` stretches its decay to the new end from the
+step reached (as OpenNMT-tf does when ``max_step`` grows).
 
 A run that stopped early (no better validation loss for ``patience``
 validations) is not continued: it would stop again at its next validation.

@@ -4,6 +4,7 @@ import csv
 import dataclasses
 import json
 
+import numpy as np
 import pytest
 
 from keras_selfattn import text
@@ -11,7 +12,7 @@ from keras_selfattn.training import train
 from keras_selfattn.training.backup import backed_up_epochs, read_backup
 from keras_selfattn.training.config import load_run_config
 from tests.bad_input_cases import TINY_RUN_ARGS, run_in_process
-from tests.training.test_train import TINY_MODEL, tiny_train_config
+from tests.training.test_train import TINY_MODEL, tiny_train_config, weights
 
 pytestmark = pytest.mark.slow
 
@@ -69,10 +70,24 @@ def test_a_finished_run_trains_longer_and_keeps_what_it_had(tmp_path, data, caps
     assert backed_up_epochs(run / "backup" / "worker-0") == [3]
     assert read_backup(run / "backup" / "worker-0", 3)["step"] == 12
     assert load_run_config(run / "config.json")[1] == tiny_train_config(train_steps=12)
-    best = json.loads((run / "training.json").read_text())["best_val_loss"]
-    assert (
-        best <= finished["best_val_loss"]
-    )  # the best model is replaced only by a better one
+    # The learning rate does not depend on the run's length (inverse square
+    # root), so 8 steps continued to 12 are the 12 steps of one run: the same
+    # weights, optimizer state, dropout masks and batches.
+    assert tiny_train_config().lr_schedule == "inverse_sqrt"
+    reference = tmp_path / "reference"
+    train(
+        str(data), reference, TINY_MODEL, tiny_train_config(train_steps=12), verbose=0
+    )
+    assert _rows(reference) == after
+    for got, expected in zip(weights(run), weights(reference), strict=True):
+        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+    # The best model is replaced only by a better one.
+    now = json.loads((run / "training.json").read_text())
+    assert now["best_by"] == finished["best_by"]
+    if finished["best_by"] == "loss":
+        assert now["best"] <= finished["best"]
+    else:  # chrF or BLEU: higher is better
+        assert now["best"] >= finished["best"]
 
 
 def test_the_command_continues_a_finished_run_by_epochs(tmp_path, data):
