@@ -28,6 +28,11 @@ def _rows(run):
         return list(csv.reader(handle))
 
 
+def _column(rows, name):
+    index = rows[0].index(name)
+    return [float(row[index]) for row in rows[1:]]
+
+
 def test_a_finished_run_trains_longer_and_keeps_what_it_had(tmp_path, data, capsys):
     run = tmp_path / "run"
     train(str(data), run, TINY_MODEL, tiny_train_config(train_steps=8), verbose=0)
@@ -78,7 +83,10 @@ def test_a_finished_run_trains_longer_and_keeps_what_it_had(tmp_path, data, caps
     train(
         str(data), reference, TINY_MODEL, tiny_train_config(train_steps=12), verbose=0
     )
-    assert _rows(reference) == after
+    for name in ("epoch", "loss", "val_loss"):  # (not the timings)
+        np.testing.assert_allclose(
+            _column(_rows(reference), name), _column(after, name), rtol=1e-5
+        )
     for got, expected in zip(weights(run), weights(reference), strict=True):
         np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
     # The best model is replaced only by a better one.
