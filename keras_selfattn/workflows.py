@@ -68,14 +68,28 @@ def build_vocab(data, out_dir, train_config=None, *, overwrite=False, verbose=Tr
             f"{out_dir} already holds vocabularies; choose another directory or pass "
             "--overwrite (overwrite=True)"
         )
-    pairs = stream.pair_stream(
-        stream.resolve_data_files(data), skip_malformed=train_config.skip_malformed
-    )
-    tokenizer = learn_vocab.learn_pair_tokenizer(
-        pairs,
-        *tokenizer_configs(train_config),
-        sample_lines=train_config.vocab_sample_lines,
-    )
+    files = stream.resolve_data_files(data)
+
+    def read(counters=None):
+        return stream.pair_stream(
+            files,
+            skip_malformed=train_config.skip_malformed,
+            strict_columns=train_config.strict_columns,
+            counters=counters,
+        )
+
+    pairs = read()
+    try:
+        tokenizer = learn_vocab.learn_pair_tokenizer(
+            pairs,
+            *tokenizer_configs(train_config),
+            sample_lines=train_config.vocab_sample_lines,
+        )
+    except Exception as error:  # a malformed line: FILE:LINE, as train says it
+        malformed = stream.malformed_line_error(error)
+        if malformed is None:
+            raise
+        raise malformed from None
     tokenizer.save(out_dir)
     if verbose:
         print(
@@ -83,6 +97,14 @@ def build_vocab(data, out_dir, train_config=None, *, overwrite=False, verbose=Tr
             f"target {tokenizer.target_vocab_size} (from at most "
             f"{train_config.vocab_sample_lines} pairs)"
         )
+        # Learning reads the stream three times; one more pass counts each line once.
+        counters = stream.StreamCounters.create()
+        read(counters).take(train_config.vocab_sample_lines).reduce(0, lambda n, _: n)
+        counts = counters.values()
+        if train_config.skip_malformed:
+            print(f"{counts['malformed']} malformed lines skipped")
+        if counts["extra_columns"]:
+            print(stream.extra_columns_report(counts["extra_columns"]))
     return tokenizer
 
 

@@ -14,7 +14,13 @@ Outcome classes:
 - ``unclear error``: exit status 2 without naming the file or argument;
 - ``internal error``: exit status 70 (reported as a bug, one line);
 - ``traceback``: a Python traceback reached the user;
-- ``crash``: the process died from a signal (subprocess runs only).
+- ``crash``: the process died from a signal (subprocess runs only);
+- ``skipped``: the case cannot be set up here (e.g. mounting a small file
+  system needs root); the tests skip it.
+
+Operator cases (a second launch, a stale lock, SIGTERM, a full disk) set up
+their fault in ``argv`` (a lock-holding process, a killed run, a small tmpfs)
+and register its undoing in ``Workspace.cleanups``.
 """
 
 import contextlib
@@ -26,6 +32,7 @@ import pathlib
 import shutil
 import subprocess
 import sys
+import time
 import traceback
 import zipfile
 
@@ -36,7 +43,9 @@ UNCLEAR = "unclear error"
 INTERNAL = "internal error"
 TRACEBACK = "traceback"
 CRASH = "crash"
-OUTCOMES = (CLEAR, SENSIBLE, WRONG, UNCLEAR, INTERNAL, TRACEBACK, CRASH)
+SKIPPED = "skipped"
+OUTCOMES = (CLEAR, SENSIBLE, WRONG, UNCLEAR, INTERNAL, TRACEBACK, CRASH, SKIPPED)
+REPO = pathlib.Path(__file__).resolve().parents[1]
 
 # `train` options of the tiny run the cases that need one share.
 TINY_RUN_ARGS = [
@@ -85,6 +94,7 @@ class Workspace:
 
     root: pathlib.Path
     run: pathlib.Path | None = None
+    cleanups: list = dataclasses.field(default_factory=list)  # run after the case
 
     def file(self, name, content=b"un\tone\ndeux\ttwo\n"):
         path = self.root / name
@@ -98,6 +108,77 @@ class Workspace:
         shutil.copytree(self.run, copy)
         change(copy)
         return str(copy)
+
+
+class Skip(Exception):
+    """A case that cannot be set up on this machine (the message says why)."""
+
+
+def _env():
+    return dict(os.environ, PYTHONPATH=str(REPO))
+
+
+# Holds the run-directory lock of argv[1] until its stdin closes (no TensorFlow).
+_LOCK_HOLDER = (
+    "import sys\n"
+    "from keras_selfattn.training.run_lock import RunLock\n"
+    "lock = RunLock.acquire(sys.argv[1])\n"
+    "print('held', flush=True)\n"
+    "sys.stdin.read()\n"
+)
+
+
+def _lock_held(w, run_dir, *, killed=False):
+    """``run_dir`` (made) with its lock held by another process, or left by one SIGKILLed."""
+    pathlib.Path(run_dir).mkdir(parents=True, exist_ok=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _LOCK_HOLDER, str(run_dir)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        env=_env(),
+    )
+    assert holder.stdout.readline() == b"held\n"
+    if killed:
+        holder.kill()
+    w.cleanups.append(lambda: (holder.kill(), holder.wait()))
+    return str(run_dir)
+
+
+def _small_disk(w, size="64k"):
+    """A folder on a tmpfs of ``size`` (needs root), unmounted after the case."""
+    folder = w.root / "small-disk"
+    folder.mkdir()
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode:
+        raise Skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+    w.cleanups.append(lambda: subprocess.run(["umount", str(folder)], check=False))
+    return folder
+
+
+def _terminated_mid_training(w, argv):
+    """Runs ``argv`` in a process, SIGTERMs it after its first backup; returns ``argv``."""
+    run = pathlib.Path(argv[argv.index("--out") + 1])
+    process = subprocess.Popen(
+        [sys.executable, "-m", "keras_selfattn", *argv],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=_env(),
+    )
+    first_backup = run / "backup" / "worker-0" / "epoch-00001.json"
+    while not first_backup.exists():
+        if process.poll() is not None:
+            raise RuntimeError(process.stderr.read().decode()[-3000:])
+        time.sleep(0.05)
+    process.terminate()
+    _, err = process.communicate(timeout=300)
+    (w.root / "terminated.txt").write_text(f"{process.returncode}\n{err.decode()}")
+    assert not (run / "training.json").exists(), "finished before SIGTERM"
+    return argv
 
 
 @dataclasses.dataclass
@@ -151,11 +232,40 @@ def _unknown_layer_argument(run):
             archive.writestr(name, data)
 
 
+def _pair_lines(count=400, third_column_at=()):
+    """``count`` short pair lines; those numbered in ``third_column_at`` (from 1) get a
+    tab inside their target, as Multi30k's train.de line 7366 has."""
+    return "".join(
+        f"{i} juillet 19{i % 90 + 10}\t"
+        + ('"July\t' if i + 1 in third_column_at else "July ")
+        + f"{i}\n"
+        for i in range(count)
+    ).encode()
+
+
+def _gzip_pairs(count=400, keep=None, flip=None):
+    """Gzipped pair lines, cut to ``keep`` of their bytes or with byte ``flip`` inverted."""
+    import gzip
+
+    data = bytearray(gzip.compress(_pair_lines(count), mtime=0))
+    if flip is not None:
+        data[flip] ^= 0xFF
+    return bytes(data if keep is None else data[: int(len(data) * keep)])
+
+
+def _says(*words):
+    return lambda result: all(word in result.stdout for word in words)
+
+
 def _lines(count):
     return lambda result: result.stdout.count("\n") == count
 
 
 TRAIN = ["train", "--epochs", "1"]
+# No translation health check (exit status 3 when a model does not translate,
+# as a tiny run of a few steps does not): these cases are about other things.
+HEALTH_CHECK_OFF = ["--validation-translations", "0", "--best-by", "loss"]
+TRAIN_TINY = [*TRAIN, *TINY_RUN_ARGS, *HEALTH_CHECK_OFF]
 
 CASES = [
     # --data
@@ -200,6 +310,122 @@ CASES = [
             f"{w.root}/run",
         ],
         mentions=("latin1.tsv",),
+    ),
+    *[
+        Case(
+            f"train --data a .gz file cut at {keep:.0%} (a download cut short)",
+            lambda w, keep=keep: [
+                *TRAIN,
+                *TINY_RUN_ARGS,
+                "--data",
+                w.file("cut.tsv.gz", _gzip_pairs(keep=keep)),
+                "--out",
+                f"{w.root}/run",
+            ],
+            mentions=("cut.tsv.gz", "truncated", "lines"),
+        )
+        for keep in (0.3, 0.97)
+    ],
+    Case(
+        "train --data a .gz file whose CRC is wrong",
+        lambda w: [
+            *TRAIN,
+            *TINY_RUN_ARGS,
+            "--data",
+            w.file("crc.tsv.gz", _gzip_pairs(flip=-8)),
+            "--out",
+            f"{w.root}/run",
+        ],
+        mentions=("crc.tsv.gz", "corrupt", "incorrect data check"),
+    ),
+    Case(
+        "train --valid-data a cut .gz file",
+        lambda w: [
+            *TRAIN,
+            *TINY_RUN_ARGS,
+            "--data",
+            w.file("pairs.tsv.gz", _gzip_pairs()),
+            "--valid-data",
+            w.file("valid.tsv.gz", _gzip_pairs(keep=0.5)),
+            "--out",
+            f"{w.root}/run",
+        ],
+        mentions=("valid.tsv.gz", "truncated"),
+    ),
+    Case(
+        "build-vocab --data a cut .gz file",
+        lambda w: [
+            "build-vocab",
+            "--data",
+            w.file("cut.tsv.gz", _gzip_pairs(keep=0.5)),
+            "--out",
+            f"{w.root}/vocab",
+        ],
+        mentions=("cut.tsv.gz", "truncated"),
+    ),
+    Case(
+        "train --data with a tab inside a target (three columns)",
+        lambda w: [
+            *TRAIN_TINY,
+            "--data",
+            w.file("cols.tsv", _pair_lines(third_column_at=(7, 366))),
+            "--out",
+            f"{w.root}/run",
+        ],
+        expect=SENSIBLE,
+        check=_says(
+            "2 lines had more than two tab-separated columns; columns after the "
+            "second were ignored"
+        ),
+        slow=True,
+    ),
+    Case(
+        "train --strict-columns, a tab inside a target",
+        lambda w: [
+            *TRAIN,
+            *TINY_RUN_ARGS,
+            "--strict-columns",
+            "--data",
+            w.file("cols.tsv", _pair_lines(third_column_at=(366,))),
+            "--out",
+            f"{w.root}/run",
+        ],
+        mentions=("cols.tsv:366: more than two tab-separated columns",),
+    ),
+    Case(
+        "build-vocab --data with a tab inside a target",
+        lambda w: [
+            "build-vocab",
+            "--data",
+            w.file("cols.tsv", _pair_lines(third_column_at=(7,))),
+            "--out",
+            f"{w.root}/vocab",
+        ],
+        expect=SENSIBLE,
+        check=_says("1 line had more than two tab-separated columns"),
+    ),
+    Case(
+        "build-vocab --data a line without a tab",
+        lambda w: [
+            "build-vocab",
+            "--data",
+            w.file("bad.tsv", b"un\tone\ndeux sans tab\n"),
+            "--out",
+            f"{w.root}/vocab",
+        ],
+        mentions=("bad.tsv:2: no tab character",),
+    ),
+    Case(
+        "build-vocab --strict-columns, a tab inside a target",
+        lambda w: [
+            "build-vocab",
+            "--strict-columns",
+            "--data",
+            w.file("cols.tsv", _pair_lines(third_column_at=(7,))),
+            "--out",
+            f"{w.root}/vocab",
+        ],
+        mentions=("cols.tsv:7: more than two tab-separated columns",),
     ),
     Case(
         "train --data a name that is not UTF-8 (argv bytes)",
@@ -437,6 +663,76 @@ CASES = [
 ]
 
 
+SMALL_TRAIN = [*TRAIN_TINY, "--train-steps", "40", "--eval-every", "5"]
+
+CASES += [
+    # operators: concurrent launches, stale locks, signals, remote paths, a full disk
+    Case(
+        "train on a run directory another train holds (a second launch)",
+        lambda w: [
+            *SMALL_TRAIN,
+            "--data",
+            w.file("pairs.tsv", _pair_lines()),
+            "--out",
+            _lock_held(w, w.root / "run"),
+        ],
+        mentions=(f"{{{len(SMALL_TRAIN) + 3}}}", "in use by another train", "host"),
+    ),
+    Case(
+        "train on a run directory whose train was SIGKILLed (a stale lock)",
+        lambda w: [
+            *SMALL_TRAIN,
+            "--data",
+            w.file("pairs.tsv", _pair_lines()),
+            "--out",
+            _lock_held(w, w.root / "run", killed=True),
+        ],
+        expect=SENSIBLE,
+        check=_says("run directory:"),
+        slow=True,
+    ),
+    Case(
+        "train SIGTERMed mid-training, then the same command",
+        lambda w: _terminated_mid_training(
+            w,
+            [
+                *SMALL_TRAIN,
+                "--data",
+                w.file("pairs.tsv", _pair_lines()),
+                "--out",
+                str(w.root / "run"),
+            ],
+        ),
+        expect=SENSIBLE,
+        check=_says("run directory:"),
+        slow=True,
+    ),
+    Case(
+        "train --out gs://bucket/run (a remote run directory)",
+        lambda w: [
+            *TRAIN,
+            "--data",
+            w.file("pairs.tsv", _pair_lines()),
+            "--out",
+            "gs://bucket/run",
+        ],
+        mentions=("gs://bucket/run", "local path"),
+    ),
+    Case(
+        "train --out on a disk that fills up (a 64 KiB tmpfs)",
+        lambda w: [
+            *TRAIN_TINY,
+            "--data",
+            w.file("pairs.tsv", _pair_lines()),
+            "--out",
+            str(_small_disk(w) / "run"),
+        ],
+        mentions=("small-disk/run/", "No space left on device"),
+        slow=True,
+    ),
+]
+
+
 def classify(case, argv, result):
     """The outcome class of ``result`` for ``case`` (see the module docstring)."""
     if isinstance(result.status, int) and result.status < 0:
@@ -499,7 +795,14 @@ def run_in_subprocess(argv, stdin=b"", env=None):
 
 
 def run_case(case, workspace, runner=run_in_process):
-    """Runs one case; returns (outcome class, argv, Result)."""
-    argv = case.argv(workspace)
-    result = runner(argv, stdin=case.stdin)
+    """Runs one case; returns (outcome class, argv, Result) (``skipped``: argv None)."""
+    try:
+        try:
+            argv = case.argv(workspace)
+        except Skip as skip:
+            return SKIPPED, None, Result(None, "", str(skip))
+        result = runner(argv, stdin=case.stdin)
+    finally:
+        for cleanup in reversed(workspace.cleanups):
+            cleanup()
     return classify(case, argv, result), argv, result

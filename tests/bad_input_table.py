@@ -87,6 +87,8 @@ def main(argv=None):
             print(f"{case.name}: {outcome}", file=sys.stderr, flush=True)
             last = (result.stderr.strip().splitlines() or [""])[-1]
             shown = last if result.status != 0 else f"exit 0: {result.stdout[:60]!r}"
+            if outcome == "skipped":
+                shown = f"(not run: {last})"
             shown = shown.replace(str(root), "$TMP").replace("|", "\\|")[:160]
             rows.append((number, case.name, case.expect, outcome, f"`{shown}`"))
 

@@ -17,7 +17,7 @@ import pytest
 from keras_selfattn import cli
 from keras_selfattn.models.config import ModelConfig
 from keras_selfattn.training.config import TrainConfig, load_run_config
-from tests.bad_input_cases import CASES, CLEAR, Workspace, run_case
+from tests.bad_input_cases import CASES, CLEAR, SKIPPED, Workspace, run_case
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 HEAVY = ("tensorflow", "keras", "jax", "tensorflow_text")
@@ -173,13 +173,15 @@ def test_progress_lines(monkeypatch):
 
 
 def test_tensorflow_log_level(monkeypatch):
-    """Silenced by default; the user's own TF_CPP_MIN_LOG_LEVEL wins."""
+    """Silenced whatever the user set (issue 19: TF 2.21 prints at import under
+    every level); only --verbose/--debug, which skip this call, leave it alone."""
     monkeypatch.delenv("TF_CPP_MIN_LOG_LEVEL", raising=False)
     cli._quiet_tensorflow()
     assert os.environ["TF_CPP_MIN_LOG_LEVEL"] == "3"
-    monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "0")
-    cli._quiet_tensorflow()
-    assert os.environ["TF_CPP_MIN_LOG_LEVEL"] == "0"
+    for level in ("0", "1", "2", "3"):
+        monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", level)
+        cli._quiet_tensorflow()
+        assert os.environ["TF_CPP_MIN_LOG_LEVEL"] == "3"
 
 
 def test_native_log_lines_are_dropped_and_the_rest_kept(capfd):
@@ -279,6 +281,8 @@ def _param(case):
 def test_bad_input_case(case, tmp_path):
     """Each case of tests/bad_input_cases.py without a trained run ends as expected."""
     outcome, argv, result = run_case(case, Workspace(tmp_path))
+    if outcome == SKIPPED:
+        pytest.skip(result.stderr)
     assert outcome == case.expect, (argv, result)
     if outcome == CLEAR:  # one line, no traceback
         assert result.stderr.count("\n") == 1, result.stderr

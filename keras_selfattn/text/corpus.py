@@ -10,6 +10,7 @@ Empty lines are skipped; surrounding whitespace of each side is removed.
 import gzip
 import os
 import pathlib
+import zlib
 from collections.abc import Callable, Iterable, Sequence
 from typing import NamedTuple
 
@@ -74,7 +75,7 @@ def read_pairs(
     opener = gzip.open if path.suffix == ".gz" else open
     pairs: list[Pair] = []
     with opener(path, "rb") as f:
-        for line_number, raw in enumerate(f, start=1):
+        for line_number, raw in _lines_of(f, path):
             try:
                 line = raw.decode("utf-8-sig" if line_number == 1 else "utf-8")
             except UnicodeDecodeError as error:
@@ -109,6 +110,19 @@ def read_pairs(
             "or skipped lines); expected lines of 'source<TAB>target'"
         )
     return pairs
+
+
+def _lines_of(handle, path):
+    """``(number, line)`` of an open file; a cut or corrupt gzip file raises naming it."""
+    line_number = 0
+    try:
+        for line_number, raw in enumerate(handle, start=1):
+            yield line_number, raw
+    except (EOFError, gzip.BadGzipFile, zlib.error) as error:
+        raise ValueError(
+            f"{path}: the gzip file is truncated or corrupt ({error}) after "
+            f"{line_number:,} lines; replace the file (check with: gzip -t FILE)"
+        ) from None
 
 
 def write_pairs(path: str | os.PathLike, pairs: Iterable[Pair]) -> pathlib.Path:

@@ -8,23 +8,33 @@ nothing, a missing or empty file, or a directory. `pair_stream` reads them with
 parses every line inside the graph with the rules of `corpus.read_pairs`: UTF-8
 (a byte-order mark allowed on line 1), ``\\n`` or ``\\r\\n`` ends, blank lines
 skipped, ``source<TAB>target`` with further columns ignored, both sides stripped.
+A ``.gz`` file is decompressed once when it is resolved
+(`compressed.check_compressed_file`): TensorFlow's reader ends a truncated file
+without an error.
 
 Malformed lines (no tab, an empty side, bytes that are not UTF-8) follow one of two
 policies: by default the stream fails with ``FILE:LINE: what is wrong: 'the line'``
 (`malformed_line_error` turns TensorFlow's error into that `ValueError`); with
 ``skip_malformed=True`` they are dropped and counted in a `StreamCounters`
-variable, reported at the end of a run.
+variable, reported at the end of a run. A line with more than two columns (a
+tab inside the target, as on line 7366 of Multi30k's ``train.de``) keeps its
+first two and is counted (``extra_columns``); with ``strict_columns=True`` it is
+malformed instead.
 """
 
 import dataclasses
+import functools
 import os
 import re
 from collections.abc import Sequence
 
 import tensorflow as tf
 
+from keras_selfattn.text.compressed import check_compressed_file
+
 __all__ = [
     "StreamCounters",
+    "extra_columns_report",
     "malformed_line_error",
     "pair_stream",
     "resolve_data_files",
@@ -40,7 +50,8 @@ def resolve_data_files(data: str | os.PathLike | Sequence[str | os.PathLike]) ->
     """The files named by ``data``: one file or glob pattern, or a list of them.
 
     Every pattern must match at least one file; directories and empty files are
-    refused. The result is sorted within each pattern and free of duplicates.
+    refused, and so is a truncated or corrupt ``.gz`` file (each is decompressed
+    once, `compressed.check_compressed_file`). The result is sorted within each pattern and free of duplicates.
 
     Args:
         data: a path or glob (``shards/*.tsv.gz``), or a sequence of them.
@@ -51,6 +62,7 @@ def resolve_data_files(data: str | os.PathLike | Sequence[str | os.PathLike]) ->
     Raises:
         FileNotFoundError: a pattern matches nothing.
         ValueError: ``data`` is empty, a match is a directory or an empty file.
+        compressed.CompressedFileError: a ``.gz`` match is truncated or corrupt.
 
     Example:
 
@@ -91,6 +103,8 @@ def resolve_data_files(data: str | os.PathLike | Sequence[str | os.PathLike]) ->
                 )
             if name not in files:
                 files.append(name)
+    for name in files:
+        check_compressed_file(name)
     return files
 
 
@@ -103,16 +117,19 @@ class StreamCounters:
         pairs: pairs that reached the length check.
         too_long: pairs dropped for being longer than the model's limits.
         target_tokens: real target tokens (with ``</s>``) of the batches made.
+        extra_columns: lines read with more than two tab-separated columns
+            (columns after the second ignored; ``strict_columns=False`` only).
     """
 
     malformed: tf.Variable
     pairs: tf.Variable
     too_long: tf.Variable
     target_tokens: tf.Variable
+    extra_columns: tf.Variable
 
     @classmethod
     def create(cls):
-        """Four fresh counters at 0, on the host."""
+        """Fresh counters at 0, on the host."""
         with tf.device("/CPU:0"):
             return cls(
                 *(
@@ -142,8 +159,11 @@ def _file_lines(name):
     )
 
 
-def _parse(names, numbers, lines):
-    """Vectorized parse of a batch of lines: (source, target, blank, problem)."""
+def _parse(names, numbers, lines, strict_columns=False):
+    """Vectorized parse of a batch of lines: (source, target, blank, problem, message, extra).
+
+    ``extra``: the line has more than two columns (and is otherwise well formed).
+    """
     has_bom = (numbers == 1) & tf.equal(tf.strings.substr(lines, 0, 3), _BOM)
     lines = tf.where(
         has_bom,
@@ -161,6 +181,7 @@ def _parse(names, numbers, lines):
     blank = valid_utf8 & tf.equal(tf.strings.strip(safe), "")
     columns = tf.strings.split(safe, "\t")
     has_tab = columns.row_lengths() >= 2
+    too_many = columns.row_lengths() > 2
     padded = columns.to_tensor(default_value="", shape=[None, 2])
     source = tf.strings.strip(padded[:, 0])
     target = tf.strings.strip(padded[:, 1])
@@ -176,7 +197,17 @@ def _parse(names, numbers, lines):
                 tf.where(
                     tf.equal(target, ""),
                     "empty target (the text after the first tab)",
-                    "",
+                    tf.where(
+                        too_many & strict_columns,
+                        tf.strings.join(
+                            [
+                                "more than two tab-separated columns (",
+                                tf.strings.as_string(columns.row_lengths()),
+                                "); expected 'source<TAB>target' (strict_columns)",
+                            ]
+                        ),
+                        "",
+                    ),
                 ),
             ),
         ),
@@ -186,13 +217,15 @@ def _parse(names, numbers, lines):
     message = tf.strings.join(
         [names, ":", tf.strings.as_string(numbers), ": ", problem, ": '", shown, "'"]
     )
-    return source, target, blank, problem, message
+    extra = too_many & ~blank & tf.equal(problem, "")
+    return source, target, blank, problem, message, extra
 
 
 def pair_stream(
     files: Sequence[str],
     *,
     skip_malformed: bool = False,
+    strict_columns: bool = False,
     counters: StreamCounters | None = None,
     repeat: bool = False,
     seed: int | None = None,
@@ -202,13 +235,17 @@ def pair_stream(
 
     Files are interleaved (``cycle_length`` open at once, one line from each in
     turn; deterministic). With ``repeat=True`` the files are read again and again,
-    their order reshuffled each pass from ``seed`` when there are several.
+    their order reshuffled each pass from ``seed`` when there are several (with
+    ``counters``, the first pass from ``seed``, the next ones from ``seed + 1``).
 
     Args:
         files: file names (`resolve_data_files`).
         skip_malformed: drop malformed lines (counted in ``counters.malformed``)
             instead of failing on the first one.
-        counters: where to count skipped lines (default: not counted).
+        strict_columns: a line with more than two columns is malformed (by
+            default its first two are kept, counted in ``counters.extra_columns``).
+        counters: where to count skipped lines and lines with extra columns
+            (default: not counted); with ``repeat``, only the first pass counts.
         repeat: read the files forever.
         seed: file-order shuffle seed for ``repeat`` (None: file order).
         cycle_length: files read in parallel.
@@ -227,44 +264,79 @@ def pair_stream(
     files = [os.fspath(f) for f in files]
     if not files:
         raise ValueError("pair_stream: no files given")
-    names = tf.data.Dataset.from_tensor_slices(files)
-    if repeat and seed is not None and len(files) > 1:
-        names = names.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
     parallel = {"num_parallel_calls": tf.data.AUTOTUNE, "deterministic": True}
-    lines = names.interleave(
-        _file_lines,
-        cycle_length=max(1, min(cycle_length, len(files))),
-        block_length=1,
-        **(parallel if len(files) > 1 else {}),
-    )
 
-    def check(names, numbers, lines):
-        source, target, blank, problem, message = _parse(names, numbers, lines)
-        bad = tf.not_equal(problem, "")
-        if skip_malformed:
-            if counters is not None:
-                counters.malformed.assign_add(tf.reduce_sum(tf.cast(bad, tf.int64)))
-        else:
-            first_bad = tf.gather(
-                tf.concat([message, [""]], 0),
-                tf.argmax(tf.concat([tf.cast(bad, tf.int32), [1]], 0)),
-            )
-            assertion = tf.debugging.Assert(
-                ~tf.reduce_any(bad), [tf.strings.join([_MARK, first_bad])]
-            )
-            with tf.control_dependencies([assertion]):
-                source = tf.identity(source)
-        keep = ~blank & ~bad
-        return tf.boolean_mask(source, keep), tf.boolean_mask(target, keep)
+    def one_pass(names, counters):
+        lines = names.interleave(
+            _file_lines,
+            cycle_length=max(1, min(cycle_length, len(files))),
+            block_length=1,
+            **(parallel if len(files) > 1 else {}),
+        )
+        check = functools.partial(
+            _check,
+            strict_columns=strict_columns,
+            skip_malformed=skip_malformed,
+            counters=counters,
+        )
+        return (
+            lines.batch(_PARSE_BATCH)
+            .map(check, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+            .unbatch()
+        )
 
-    pairs = (
-        lines.batch(_PARSE_BATCH)
-        .map(check, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-        .unbatch()
-    )
+    def file_names(seed):
+        names = tf.data.Dataset.from_tensor_slices(files)
+        if repeat and seed is not None and len(files) > 1:
+            names = names.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
+        return names
+
+    if not repeat:
+        return one_pass(file_names(seed), counters)
     # Repeated whole: each pass reads every file once (under FILE auto-sharding,
     # every file of this worker) before the next pass begins.
-    return pairs.repeat() if repeat else pairs
+    if counters is None:
+        return one_pass(file_names(seed), None).repeat()
+    # Lines are counted once: the first pass counts, the passes after it (their
+    # file order drawn from seed + 1) read the same lines again.
+    rest_seed = None if seed is None else seed + 1
+    return one_pass(file_names(seed), counters).concatenate(
+        one_pass(file_names(rest_seed), None).repeat()
+    )
+
+
+def _check(names, numbers, lines, *, strict_columns, skip_malformed, counters):
+    """Parses a batch of lines; counts, skips or fails on the malformed ones."""
+    source, target, blank, problem, message, extra = _parse(
+        names, numbers, lines, strict_columns
+    )
+    bad = tf.not_equal(problem, "")
+    if counters is not None:
+        counters.extra_columns.assign_add(tf.reduce_sum(tf.cast(extra, tf.int64)))
+    if skip_malformed:
+        if counters is not None:
+            counters.malformed.assign_add(tf.reduce_sum(tf.cast(bad, tf.int64)))
+    else:
+        first_bad = tf.gather(
+            tf.concat([message, [""]], 0),
+            tf.argmax(tf.concat([tf.cast(bad, tf.int32), [1]], 0)),
+        )
+        assertion = tf.debugging.Assert(
+            ~tf.reduce_any(bad), [tf.strings.join([_MARK, first_bad])]
+        )
+        with tf.control_dependencies([assertion]):
+            source = tf.identity(source)
+    keep = ~blank & ~bad
+    return tf.boolean_mask(source, keep), tf.boolean_mask(target, keep)
+
+
+def extra_columns_report(count):
+    """The end-of-run line about lines with more than two columns (``--strict-columns``)."""
+    lines = "1 line" if count == 1 else f"{count} lines"
+    return (
+        f"{lines} had more than two tab-separated columns; columns after the second "
+        "were ignored (--strict-columns makes them errors)"
+    )
 
 
 def malformed_line_error(error: BaseException) -> ValueError | None:

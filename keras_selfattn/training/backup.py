@@ -32,6 +32,8 @@ __all__ = [
     "backed_up_epochs",
     "input_checkpoint",
     "read_backup",
+    "remove_backup",
+    "replace_atomically",
     "restore_backup",
     "restore_seed_states",
     "seed_states",
@@ -117,11 +119,27 @@ def input_checkpoint(directory, epoch):
     return pathlib.Path(directory) / state["input"] if state.get("input") else None
 
 
-def _replace_atomically(write, path):
-    """Runs ``write(tmp_path)`` then renames the file to ``path`` (same directory: atomic)."""
+def replace_atomically(write, path):
+    """Runs ``write(tmp_path)`` then renames the file to ``path`` (same directory: atomic).
+
+    A failed write leaves ``path`` as it was and removes the partial file; an
+    `OSError` that names no file (h5py's and Keras' "No space left on device")
+    is raised again naming ``path``.
+    """
+    path = pathlib.Path(path)
     tmp = path.with_name("tmp-" + path.name)
-    write(tmp)
+    try:
+        write(tmp)
+    except OSError as error:
+        tmp.unlink(missing_ok=True)
+        if error.filename is None and error.errno is not None:
+            raise OSError(error.errno, os.strerror(error.errno), str(path)) from error
+        raise
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     os.replace(tmp, path)
+    return path
 
 
 class WorkerBackup(keras.callbacks.Callback):
@@ -170,7 +188,7 @@ class WorkerBackup(keras.callbacks.Callback):
         if self.plan is not None and not self.plan.backs_up(done):
             return
         self.directory.mkdir(parents=True, exist_ok=True)
-        _replace_atomically(
+        replace_atomically(
             lambda tmp: self.model.save_weights(tmp, overwrite=True),
             self.directory / _WEIGHTS.format(done),
         )
@@ -187,15 +205,18 @@ class WorkerBackup(keras.callbacks.Callback):
             "seed_states": seed_states(self.model),
             "input": input_prefix,
         }
-        _replace_atomically(
+        replace_atomically(
             lambda tmp: tmp.write_text(json.dumps(state) + "\n", encoding="utf-8"),
             self.directory / _STATE.format(done),
         )
         for old in backed_up_epochs(self.directory)[: -self.keep]:
-            for name in (
-                _STATE.format(old),
-                _WEIGHTS.format(old),
-            ):  # the JSON first: the epoch stops counting
-                (self.directory / name).unlink(missing_ok=True)
-            for path in self.directory.glob(_INPUT.format(old) + "*"):
-                path.unlink(missing_ok=True)
+            remove_backup(self.directory, old)
+
+
+def remove_backup(directory, epoch):
+    """Removes the backup of ``epoch`` (its JSON first: the epoch stops counting)."""
+    directory = pathlib.Path(directory)
+    for name in (_STATE.format(epoch), _WEIGHTS.format(epoch)):
+        (directory / name).unlink(missing_ok=True)
+    for path in directory.glob(_INPUT.format(epoch) + "*"):
+        path.unlink(missing_ok=True)

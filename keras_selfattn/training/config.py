@@ -73,6 +73,9 @@ class TrainConfig:
             training pairs (``build-vocab`` likewise).
         skip_malformed: skip malformed lines (and report their count) instead of
             failing with ``FILE:LINE: what is wrong``.
+        strict_columns: a line with more than two tab-separated columns is
+            malformed (by default its columns after the second are ignored and
+            such lines are counted, reported at the end).
         lr_schedule: ``"inverse_sqrt"`` (linear warm-up, then ``peak *
             sqrt(warmup_steps / step)``, the Transformer's; it does not depend on
             the run's length, so a run continued further keeps its schedule) or
@@ -116,6 +119,7 @@ class TrainConfig:
     max_test_pairs: int = 5000
     vocab_sample_lines: int = 1_000_000
     skip_malformed: bool = False
+    strict_columns: bool = False
     lr_schedule: str = "inverse_sqrt"
     best_by: str = "chrf"
     validation_translations: int = 500
@@ -148,6 +152,7 @@ class TrainConfig:
         "tokenizer_ops",
         "vocab_sample_lines",
         "skip_malformed",
+        "strict_columns",
     )
 
     def __post_init__(self):

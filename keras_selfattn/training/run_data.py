@@ -30,6 +30,7 @@ __all__ = [
     "PAIRS_FILE",
     "SPLITS_DIR",
     "RunData",
+    "data_fingerprint",
     "prepare_run_data",
     "training_pairs",
 ]
@@ -80,7 +81,11 @@ class RunData:
 
 def _read_bounded(patterns, limit, train_config):
     files = stream.resolve_data_files(patterns)
-    pairs = stream.pair_stream(files, skip_malformed=train_config.skip_malformed)
+    pairs = stream.pair_stream(
+        files,
+        skip_malformed=train_config.skip_malformed,
+        strict_columns=train_config.strict_columns,
+    )
     result = [
         (s.decode("utf-8"), t.decode("utf-8"))
         for s, t in pairs.take(limit).as_numpy_iterator()
@@ -89,18 +94,52 @@ def _read_bounded(patterns, limit, train_config):
 
 
 def _base_stream(files, train_config, *, repeat=False, counters=None):
-    pairs = stream.pair_stream(
-        files,
-        skip_malformed=train_config.skip_malformed,
-        counters=counters,
-        repeat=repeat and not train_config.max_pairs,
-        seed=train_config.seed,
-    )
-    if train_config.max_pairs:
-        pairs = pairs.take(train_config.max_pairs)
-        if repeat:
-            pairs = pairs.repeat()
+    def read(counters, repeat):
+        return stream.pair_stream(
+            files,
+            skip_malformed=train_config.skip_malformed,
+            strict_columns=train_config.strict_columns,
+            counters=counters,
+            repeat=repeat,
+            seed=train_config.seed,
+        )
+
+    if not train_config.max_pairs:
+        return read(counters, repeat)
+    pairs = read(counters, False).take(train_config.max_pairs)
+    if repeat:  # the passes after the first count nothing again
+        pairs = pairs.concatenate(
+            read(None, False).take(train_config.max_pairs).repeat()
+        )
     return pairs
+
+
+def data_fingerprint(data, train_config, *, valid_data=None, test_data=None):
+    """``(files, fingerprint)``: the files of ``data`` and what ``data.json`` records of them.
+
+    ``data`` is file pattern(s); the fingerprint holds every file of ``data``,
+    ``valid_data`` and ``test_data`` (`file_fingerprint`) and the data settings.
+    """
+    files = stream.resolve_data_files(data)
+    settings = {
+        "seed": train_config.seed,
+        "split": list(train_config.split),
+        "max_pairs": train_config.max_pairs,
+        "max_validation_pairs": train_config.max_validation_pairs,
+        "max_test_pairs": train_config.max_test_pairs,
+        "skip_malformed": train_config.skip_malformed,
+    }
+    fingerprint = {
+        "data": [file_fingerprint(f) for f in files],
+        "settings": settings,
+    }
+    if valid_data is not None:
+        valid_files = stream.resolve_data_files(valid_data)
+        fingerprint["valid_data"] = [file_fingerprint(f) for f in valid_files]
+    if test_data is not None:
+        test_files = stream.resolve_data_files(test_data)
+        fingerprint["test_data"] = [file_fingerprint(f) for f in test_files]
+    return files, fingerprint
 
 
 def prepare_run_data(data, run_dir, train_config, *, valid_data=None, test_data=None):
@@ -126,26 +165,9 @@ def prepare_run_data(data, run_dir, train_config, *, valid_data=None, test_data=
         data and not isinstance(data[0], (str, os.PathLike))
     ):
         data = str(_write_given_pairs(data, run_dir / PAIRS_FILE))
-    files = stream.resolve_data_files(data)
-    settings = {
-        "seed": train_config.seed,
-        "split": list(train_config.split),
-        "max_pairs": train_config.max_pairs,
-        "max_validation_pairs": train_config.max_validation_pairs,
-        "max_test_pairs": train_config.max_test_pairs,
-        "skip_malformed": train_config.skip_malformed,
-    }
-    fingerprint = {
-        "data": [file_fingerprint(f) for f in files],
-        "settings": settings,
-    }
-    if valid_data is not None:
-        valid_files = stream.resolve_data_files(valid_data)
-        fingerprint["valid_data"] = [file_fingerprint(f) for f in valid_files]
-    if test_data is not None:
-        test_files = stream.resolve_data_files(test_data)
-        fingerprint["test_data"] = [file_fingerprint(f) for f in test_files]
-
+    files, fingerprint = data_fingerprint(
+        data, train_config, valid_data=valid_data, test_data=test_data
+    )
     record_path = run_dir / DATA_FILE
     split_dir = run_dir / SPLITS_DIR
     if record_path.exists():

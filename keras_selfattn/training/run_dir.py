@@ -2,9 +2,11 @@
 
 A run directory is **new** (missing or empty), **interrupted** (``config.json``
 and ``backup/``: the same call resumes it), **finished** (``training.json`` says
-so, written before the backups are removed) or **foreign** (anything else, such
+so; its newest backup is kept, to continue it) or **foreign** (anything else, such
 as a user's own ``model.keras``). `train` refuses a finished or foreign
-directory unless ``overwrite=True``, which empties it first.
+directory unless ``overwrite=True``, which empties it first. The lock file of a
+running `train` (``train.lock``, `run_lock`) is not part of any state and is
+never removed here.
 """
 
 import json
@@ -12,12 +14,16 @@ import os
 import pathlib
 import shutil
 
+from keras_selfattn.training.backup import backed_up_epochs, remove_backup
 from keras_selfattn.training.distributed import all_workers_values
+from keras_selfattn.training.run_lock import LOCK_FILE
 
 __all__ = [
     "FINISHED_FILE",
+    "LOCK_FILE",
     "claim_run_dir",
     "finish_run",
+    "keep_newest_backup",
     "mark_finished",
     "run_dir_state",
 ]
@@ -30,7 +36,9 @@ _BACKUP_DIR = "backup"
 def run_dir_state(run_dir) -> str:
     """``"new"``, ``"interrupted"``, ``"finished"`` or ``"foreign"``."""
     run_dir = pathlib.Path(run_dir)
-    if not run_dir.exists() or not any(run_dir.iterdir()):
+    if not run_dir.exists() or not any(
+        child.name != LOCK_FILE for child in run_dir.iterdir()
+    ):
         return "new"
     if (run_dir / FINISHED_FILE).exists():
         return "finished"
@@ -74,6 +82,8 @@ def claim_run_dir(run_dir, *, overwrite=False):
                 "--overwrite (overwrite=True) to replace it"
             )
         for child in run_dir.iterdir():
+            if child.name == LOCK_FILE:
+                continue  # held by this process (run_lock), or by nobody
             if child.is_dir() and not child.is_symlink():
                 shutil.rmtree(child)
             else:
@@ -96,16 +106,20 @@ def mark_finished(run_dir, summary):
 
 
 def finish_run(work_dir, backup_dir, summary, strategy, role):
-    """Marks the run finished (the chief), then removes every worker's backups.
+    """Marks the run finished (the chief), then keeps only each worker's newest backup.
 
     In this order: a kill in between leaves a finished run, never a run that
-    would train again from scratch.
+    would train again from scratch. The newest backup (weights, optimizer,
+    step, input position) stays: the same `train` with a larger
+    ``train_steps`` or ``epochs`` continues from it (`continuation`).
     """
     if role.is_chief:
         mark_finished(work_dir, summary)
-    shutil.rmtree(backup_dir, ignore_errors=True)
-    all_workers_values(strategy, 0, role)  # a barrier: every worker removed its own
-    try:
-        pathlib.Path(backup_dir).parent.rmdir()
-    except OSError:
-        pass  # another worker's backups are still there, or it is gone already
+    keep_newest_backup(backup_dir)
+    all_workers_values(strategy, 0, role)  # a barrier: every worker pruned its own
+
+
+def keep_newest_backup(backup_dir):
+    """Removes every backup in ``backup_dir`` but the newest complete one."""
+    for epoch in backed_up_epochs(backup_dir)[:-1]:
+        remove_backup(backup_dir, epoch)

@@ -23,6 +23,8 @@ import time
 import keras
 import tensorflow as tf
 
+from keras_selfattn.training.backup import replace_atomically
+
 __all__ = [
     "HistoryLog",
     "ProgressLog",
@@ -91,12 +93,9 @@ def plan_steps(train_config, train_pairs: int | None) -> StepPlan:
 
 
 def save_model_atomically(model, path):
-    """``model.save`` to a temporary file beside ``path``, then renamed onto it."""
-    path = pathlib.Path(path)
-    tmp = path.with_name("tmp-" + path.name)
-    model.save(tmp)
-    os.replace(tmp, path)
-    return path
+    """``model.save`` to a temporary file beside ``path``, then renamed onto it
+    (`backup.replace_atomically`: a failed save names ``path``)."""
+    return replace_atomically(model.save, path)
 
 
 class StopAtStep(keras.callbacks.Callback):

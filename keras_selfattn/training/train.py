@@ -1,6 +1,7 @@
 """`train`: sentence pairs in, a run directory with a trained model out."""
 
 import dataclasses
+import functools
 import json
 import pathlib
 import shutil
@@ -27,6 +28,7 @@ from keras_selfattn.training.config import (
     same_training,
     save_run_config,
 )
+from keras_selfattn.training.continuation import reopen_finished_run
 from keras_selfattn.training.distributed import (
     lost_peers_are_errors,
     worker_role,
@@ -42,7 +44,8 @@ from keras_selfattn.training.resume import (
 from keras_selfattn.training.run_batches import (
     make_training_datasets,
 )
-from keras_selfattn.training.run_dir import claim_run_dir, finish_run
+from keras_selfattn.training.run_dir import finish_run
+from keras_selfattn.training.run_lock import hold_and_claim_run_dir
 from keras_selfattn.training.run_tokenizer import load_or_learn_tokenizer
 from keras_selfattn.training.run_tokenizer import (
     tokenizer_configs as _tokenizer_configs,  # noqa: F401  (benchmarks import it from here)
@@ -179,8 +182,21 @@ def train(
             f"batch_size is the global batch and must split evenly across the {replicas} replicas. "
             f"Received: batch_size={train_config.batch_size}"
         )
-    state, created = (
-        claim_run_dir(run_dir, overwrite=overwrite) if role.is_chief else (None, False)
+    # The chief holds the run directory's lock (run_lock.py) before writing anything;
+    # a finished run that this call only trains longer continues (continuation.py).
+    reopen = functools.partial(
+        reopen_finished_run,
+        model_config=model_config,
+        train_config=train_config,
+        data=data,
+        valid_data=valid_data,
+        test_data=test_data,
+        verbose=bool(verbose),
+    )
+    state, created, lock = (
+        hold_and_claim_run_dir(run_dir, overwrite=overwrite, reopen=reopen)
+        if role.is_chief
+        else (None, False, None)
     )
     run_dir = pathlib.Path(run_dir)
     backup_root = run_dir / BACKUP_DIR
@@ -223,6 +239,8 @@ def train(
     finally:
         if not role.is_chief:
             shutil.rmtree(work_dir, ignore_errors=True)
+        if lock is not None:
+            lock.release()
 
 
 def _train(
@@ -379,6 +397,7 @@ def _train(
             "pairs_read": counts["pairs"],
             "dropped_for_length": counts["too_long"],
             "malformed_lines_skipped": counts["malformed"],
+            "lines_with_extra_columns": counts["extra_columns"],
             "best_by": evaluation.best_by,
             "best": evaluation.best,
             "health": None
@@ -390,6 +409,8 @@ def _train(
             print(run_batches.length_report(counts, model_config))
             if train_config.skip_malformed:
                 print(f"{counts['malformed']} malformed lines skipped")
+            if counts["extra_columns"]:
+                print(text.stream.extra_columns_report(counts["extra_columns"]))
         # The best checkpoint is the result.
         model = keras.saving.load_model(work_dir / MODEL_FILE)
     return TrainResult(

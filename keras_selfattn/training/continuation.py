@@ -1,0 +1,167 @@
+"""Continuing a finished run: the same `train` with a larger ``train_steps`` or ``epochs``.
+
+A finished run keeps its newest backup (`run_dir.finish_run`): the weights, the
+optimizer state (with its step count), the best validation loss, the early
+stopping count, the dropout seeds and the input position. `reopen_finished_run`
+checks that a new call only trains longer, then turns the finished run back
+into an interrupted one, which `train` resumes as it resumes any other: from
+that backup, keeping ``model.keras`` (the best model so far, replaced only by a
+better one) and ``history.csv`` (new rows appended).
+
+What may differ: ``train_steps`` and ``epochs`` (the new total must be larger
+than the steps trained), ``eval_every`` and ``save_every`` as long as the new
+plan's period still ends where the backup was taken, and where the run trains
+(`config.PLACEMENT_FIELDS`). Anything else (a model setting, another data
+file, another seed...) is refused, naming it. The optimizer's step count
+continues (no second warm-up); ``lr_schedule="inverse_sqrt"`` does not depend
+on the run's length, ``"cosine"`` stretches its decay to the new end from the
+step reached (as OpenNMT-tf does when ``max_step`` grows).
+
+A run that stopped early (no better validation loss for ``patience``
+validations) is not continued: it would stop again at its next validation.
+"""
+
+import dataclasses
+import json
+import os
+import pathlib
+
+from keras_selfattn.training.backup import backed_up_epochs, read_backup
+from keras_selfattn.training.config import (
+    PLACEMENT_FIELDS,
+    load_run_config,
+    save_run_config,
+)
+from keras_selfattn.training.run_dir import FINISHED_FILE
+
+__all__ = ["MAY_GROW", "reopen_finished_run"]
+
+# The training fields a continuation may change (with the plan's period kept).
+MAY_GROW = ("epochs", "train_steps", "eval_every", "save_every")
+_CONFIG_FILE = "config.json"
+_DATA_FILE = "data.json"
+_CHIEF_BACKUP = pathlib.Path("backup", "worker-0")
+
+
+def _changes(saved, current, skip=()):
+    saved, current = dataclasses.asdict(saved), dataclasses.asdict(current)
+    return [
+        f"{name} {saved[name]!r} -> {current[name]!r}"
+        for name in saved
+        if name not in skip and saved[name] != current.get(name)
+    ]
+
+
+def reopen_finished_run(
+    run_dir,
+    model_config,
+    train_config,
+    *,
+    data=None,
+    valid_data=None,
+    test_data=None,
+    verbose=True,
+):
+    """Turns the finished run in ``run_dir`` back into an interrupted one, to train longer.
+
+    Args:
+        run_dir: a finished run directory (`run_dir.run_dir_state`).
+        model_config: the `ModelConfig` of the new call.
+        train_config: the `TrainConfig` of the new call.
+        data: the data of the new call, as `train` takes it (file pattern(s),
+            None for the bundled corpus; pairs given as a list are not checked
+            here, `train` still checks them).
+        valid_data: the validation file pattern(s) of the new call.
+        test_data: the test file pattern(s) of the new call.
+        verbose: print the one line saying that the run continues.
+
+    Returns:
+        That line.
+
+    Raises:
+        ValueError: the run cannot be continued by this call (the message says
+            why: nothing to train, another setting, other data, an early stop,
+            no backup kept).
+    """
+    from keras_selfattn.training import run_data as run_data_lib
+    from keras_selfattn.training.step_loop import plan_steps
+
+    run_dir = pathlib.Path(run_dir)
+    refuse = (
+        f"{run_dir} holds a finished run; choose another run directory, or pass "
+        "--overwrite (overwrite=True) to replace it"
+    )
+    backup_dir = run_dir / _CHIEF_BACKUP
+    epochs = backed_up_epochs(backup_dir)
+    if not epochs:
+        raise ValueError(
+            f"{refuse} (it kept no backup to continue from: it finished before "
+            "runs kept their last backup)"
+        )
+    saved_model, saved_train = load_run_config(run_dir / _CONFIG_FILE)
+    changed = _changes(saved_model, model_config) + _changes(
+        saved_train, train_config, skip=MAY_GROW + PLACEMENT_FIELDS
+    )
+    if changed:
+        raise ValueError(
+            f"{refuse}; only a larger --train-steps or --epochs continues it, and this "
+            f"call changes {', '.join(changed)}"
+        )
+    record = json.loads((run_dir / _DATA_FILE).read_text(encoding="utf-8"))
+    if data is None:
+        from keras_selfattn import text
+
+        data = text.bundled_dates_path()
+    given_pairs = not isinstance(data, (str, os.PathLike)) and (
+        data and not isinstance(data[0], (str, os.PathLike))
+    )
+    if not given_pairs:
+        _, fingerprint = run_data_lib.data_fingerprint(
+            data, train_config, valid_data=valid_data, test_data=test_data
+        )
+        change = run_data_lib.describe_data_change(record["fingerprint"], fingerprint)
+        if change:
+            raise ValueError(f"{refuse}; it cannot continue on other data: {change}")
+    summary = json.loads((run_dir / FINISHED_FILE).read_text(encoding="utf-8"))
+    done = summary["steps"]
+    new_plan = plan_steps(train_config, record["train_pairs"])
+    if new_plan.total_steps <= done:
+        raise ValueError(
+            f"{refuse}, or continue it with a larger --train-steps or --epochs (it "
+            f"trained {done} steps; this call asks for {new_plan.total_steps})"
+        )
+    epoch = epochs[-1]
+    state = read_backup(backup_dir, epoch)
+    # The last step is always backed up: a run that went on past its last
+    # backup, or whose backup counts `patience` validations without progress,
+    # stopped early.
+    if state.get("step") != done or state.get("wait", 0) >= max(
+        saved_train.patience, 1
+    ):
+        raise ValueError(
+            f"{refuse}: it stopped early, after {done} steps, with no better "
+            f"validation loss for {saved_train.patience} validations; training "
+            "longer would stop again"
+        )
+    if new_plan.step_after(epoch) != done:
+        old_plan = plan_steps(saved_train, record["train_pairs"])
+        raise ValueError(
+            f"{refuse}; its last backup (step {done}) does not end a period of this "
+            f"call's plan (validation every {new_plan.eval_every} steps, backups "
+            f"every {new_plan.save_every}): pass --eval-every {old_plan.eval_every} "
+            f"--save-every {old_plan.save_every} as the finished run had them"
+        )
+    # The new configuration first, then the finished mark goes: killed in
+    # between, the same call finds a finished run with its own settings and
+    # continues it all the same.
+    tmp = run_dir / f"tmp-{_CONFIG_FILE}"
+    save_run_config(tmp, model_config, train_config)
+    os.replace(tmp, run_dir / _CONFIG_FILE)
+    (run_dir / FINISHED_FILE).unlink()
+    line = (
+        f"continuing the finished run in {run_dir} from step {done} to step "
+        f"{new_plan.total_steps} (its best model and history are kept)"
+    )
+    if verbose:
+        print(line)
+    return line

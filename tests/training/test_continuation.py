@@ -1,0 +1,126 @@
+"""Continuing a finished run with a larger train_steps or epochs; anything else still refused."""
+
+import csv
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+
+from keras_selfattn import text
+from keras_selfattn.training import train
+from keras_selfattn.training.backup import backed_up_epochs, read_backup
+from keras_selfattn.training.config import load_run_config
+from tests.bad_input_cases import HEALTH_CHECK_OFF, TINY_RUN_ARGS, run_in_process
+from tests.training.test_train import TINY_MODEL, tiny_train_config, weights
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    path = tmp_path_factory.mktemp("data") / "pairs.tsv"
+    return text.write_pairs(path, text.load_bundled_dates()[:300])
+
+
+def _rows(run):
+    with open(run / "history.csv", newline="", encoding="utf-8") as handle:
+        return list(csv.reader(handle))
+
+
+def _column(rows, name):
+    index = rows[0].index(name)
+    return [float(row[index]) for row in rows[1:]]
+
+
+def test_a_finished_run_trains_longer_and_keeps_what_it_had(tmp_path, data, capsys):
+    run = tmp_path / "run"
+    train(str(data), run, TINY_MODEL, tiny_train_config(train_steps=8), verbose=0)
+    before = _rows(run)
+    assert [row[0] for row in before] == ["epoch", "0", "1"]
+    assert backed_up_epochs(run / "backup" / "worker-0") == [2]
+    finished = json.loads((run / "training.json").read_text())
+
+    def refused(match, model=TINY_MODEL, data=data, **changes):
+        with pytest.raises(ValueError, match=match):
+            train(str(data), run, model, tiny_train_config(**changes), verbose=0)
+        assert json.loads((run / "training.json").read_text()) == finished
+        assert _rows(run) == before
+
+    refused(r"holds a finished run.*larger --train-steps.*asks for 8", train_steps=8)
+    refused(r"asks for 6", train_steps=6)
+    refused(
+        r"changes num_hiddens 16 -> 32",
+        model=dataclasses.replace(TINY_MODEL, num_hiddens=32),
+        train_steps=12,
+    )
+    refused(r"changes learning_rate 0.002 -> 0.001", learning_rate=1e-3, train_steps=12)
+    other = text.write_pairs(tmp_path / "other.tsv", text.load_bundled_dates()[:310])
+    refused(r"cannot continue on other data: --data file", data=other, train_steps=12)
+    # The period must end where the backup was taken: 8 steps by 3 do not.
+    refused(r"pass --eval-every 4 --save-every 4", train_steps=12, eval_every=3)
+
+    capsys.readouterr()
+    result = train(
+        str(data), run, TINY_MODEL, tiny_train_config(train_steps=12), verbose=2
+    )
+    out = capsys.readouterr().out
+    assert out.count("continuing the finished run") == 1
+    assert f"continuing the finished run in {run} from step 8 to step 12" in out
+    after = _rows(run)
+    assert after[: len(before)] == before  # the history kept, not trained again
+    assert [row[0] for row in after] == ["epoch", "0", "1", "2"]
+    assert len(result.history["loss"]) == 1  # only the new period trained
+    assert json.loads((run / "training.json").read_text())["steps"] == 12
+    assert backed_up_epochs(run / "backup" / "worker-0") == [3]
+    assert read_backup(run / "backup" / "worker-0", 3)["step"] == 12
+    assert load_run_config(run / "config.json")[1] == tiny_train_config(train_steps=12)
+    # The learning rate does not depend on the run's length (inverse square
+    # root), so 8 steps continued to 12 are the 12 steps of one run: the same
+    # weights, optimizer state, dropout masks and batches.
+    assert tiny_train_config().lr_schedule == "inverse_sqrt"
+    reference = tmp_path / "reference"
+    train(
+        str(data), reference, TINY_MODEL, tiny_train_config(train_steps=12), verbose=0
+    )
+    for name in ("epoch", "loss", "val_loss"):  # (not the timings)
+        np.testing.assert_allclose(
+            _column(_rows(reference), name), _column(after, name), rtol=1e-5
+        )
+    for got, expected in zip(weights(run), weights(reference), strict=True):
+        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+    # The best model is replaced only by a better one.
+    now = json.loads((run / "training.json").read_text())
+    assert now["best_by"] == finished["best_by"]
+    if finished["best_by"] == "loss":
+        assert now["best"] <= finished["best"]
+    else:  # chrF or BLEU: higher is better
+        assert now["best"] >= finished["best"]
+
+
+def test_the_command_continues_a_finished_run_by_epochs(tmp_path, data):
+    argv = [
+        "train",
+        "--data",
+        str(data),
+        "--out",
+        str(tmp_path / "run"),
+        *TINY_RUN_ARGS,
+        *HEALTH_CHECK_OFF,
+    ]
+    first = run_in_process([*argv, "--epochs", "1"])
+    assert first.status == 0, first.stderr
+    steps = json.loads((tmp_path / "run" / "training.json").read_text())["steps"]
+    same = run_in_process([*argv, "--epochs", "1"])
+    assert same.status == 2 and "holds a finished run" in same.stderr, same
+    longer = run_in_process([*argv, "--epochs", "2"])
+    assert longer.status == 0, longer.stderr
+    lines = [line for line in longer.stdout.splitlines() if "continuing" in line]
+    expected = (
+        f"continuing the finished run in {tmp_path / 'run'} from step {steps} to "
+        f"step {2 * steps} (its best model and history are kept)"
+    )
+    assert lines == [expected]
+    assert json.loads((tmp_path / "run" / "training.json").read_text())["steps"] == (
+        2 * steps
+    )
