@@ -48,6 +48,7 @@ OUTCOMES = (CLEAR, SENSIBLE, WRONG, UNCLEAR, INTERNAL, TRACEBACK, CRASH, SKIPPED
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
 # `train` options of the tiny run the cases that need one share.
+HEALTH_CHECK_OFF = ["--validation-translations", "0", "--best-by", "loss"]
 TINY_RUN_ARGS = [
     "--num-hiddens",
     "16",
@@ -72,10 +73,7 @@ TINY_RUN_ARGS = [
     "--no-jit-compile",  # XLA's compile time would dominate this tiny run
     # A few steps do not make a translator: no translations at each validation
     # (and no health check failing the run); tests/test_cli_watch.py covers them.
-    "--validation-translations",
-    "0",
-    "--best-by",
-    "loss",
+    *HEALTH_CHECK_OFF,
 ]
 
 NOT_UTF8 = os.fsdecode(b"caf\xe9.tsv")  # how Python hands such argv bytes over
@@ -264,8 +262,7 @@ def _lines(count):
 TRAIN = ["train", "--epochs", "1"]
 # No translation health check (exit status 3 when a model does not translate,
 # as a tiny run of a few steps does not): these cases are about other things.
-HEALTH_CHECK_OFF = ["--validation-translations", "0", "--best-by", "loss"]
-TRAIN_TINY = [*TRAIN, *TINY_RUN_ARGS, *HEALTH_CHECK_OFF]
+TRAIN_TINY = [*TRAIN, *TINY_RUN_ARGS]
 
 CASES = [
     # --data

@@ -14,7 +14,7 @@ import time
 import pytest
 
 from keras_selfattn import text
-from tests.bad_input_cases import HEALTH_CHECK_OFF, TINY_RUN_ARGS, run_in_process
+from tests.bad_input_cases import TINY_RUN_ARGS, run_in_process
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
@@ -24,7 +24,7 @@ def test_two_trains_at_once_on_one_directory(tmp_path):
     """The second `train` exits 2 naming the first; the first finishes untouched."""
     data = text.write_pairs(tmp_path / "pairs.tsv", text.load_bundled_dates()[:300])
     argv = ["train", "--data", str(data), "--out", str(tmp_path / "run")]
-    argv += ["--epochs", "3", *TINY_RUN_ARGS, *HEALTH_CHECK_OFF]
+    argv += ["--epochs", "3", *TINY_RUN_ARGS]
     first = subprocess.Popen(
         [sys.executable, "-m", "keras_selfattn", *argv],
         stdout=subprocess.PIPE,

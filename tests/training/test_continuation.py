@@ -11,7 +11,7 @@ from keras_selfattn import text
 from keras_selfattn.training import train
 from keras_selfattn.training.backup import backed_up_epochs, read_backup
 from keras_selfattn.training.config import load_run_config
-from tests.bad_input_cases import HEALTH_CHECK_OFF, TINY_RUN_ARGS, run_in_process
+from tests.bad_input_cases import TINY_RUN_ARGS, run_in_process
 from tests.training.test_train import TINY_MODEL, tiny_train_config, weights
 
 pytestmark = pytest.mark.slow
@@ -106,7 +106,6 @@ def test_the_command_continues_a_finished_run_by_epochs(tmp_path, data):
         "--out",
         str(tmp_path / "run"),
         *TINY_RUN_ARGS,
-        *HEALTH_CHECK_OFF,
     ]
     first = run_in_process([*argv, "--epochs", "1"])
     assert first.status == 0, first.stderr
