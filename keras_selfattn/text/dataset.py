@@ -36,13 +36,14 @@ __all__ = [
 
 _TOO_LONG = ("filter", "truncate")
 _NO_LIMIT = 2**31 - 1  # a bucket limit that every length fits
-_PADDING = (
-    {
-        "source": tf.constant(PAD_ID, tf.int32),
-        "target_in": tf.constant(PAD_ID, tf.int32),
-    },
-    tf.constant(PAD_ID, tf.int32),
-)
+
+
+def _padding():
+    """The padding values of a batch. A function, not a module constant: a tensor
+    made at import would start TensorFlow's runtime before a multi-worker strategy
+    can configure its collectives ("must be configured at program startup")."""
+    pad = tf.constant(PAD_ID, tf.int32)
+    return ({"source": pad, "target_in": pad}, pad)
 
 
 def _pairs_to_strings(data):
@@ -213,7 +214,7 @@ def batch_in_buckets(
         return examples.padded_batch(
             batch_sizes[0],
             padded_shapes=_padded_shapes(*limits),
-            padding_values=_PADDING,
+            padding_values=_padding(),
             drop_remainder=drop_remainder,
         )
     return _grouped_batches(
@@ -247,7 +248,7 @@ def _grouped_batches(
         return window.padded_batch(
             size_table[key],
             padded_shapes=shapes,
-            padding_values=_PADDING,
+            padding_values=_padding(),
             drop_remainder=drop_remainder,
         )
 
