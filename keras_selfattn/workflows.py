@@ -50,7 +50,7 @@ def build_vocab(data, out_dir, train_config=None, *, overwrite=False, verbose=Tr
         out_dir: the directory to write.
         train_config: a `TrainConfig` (only its ``VOCAB_FIELDS`` matter).
         overwrite: replace vocabularies already in ``out_dir``.
-        verbose: print the sizes.
+        verbose: print each side's size and how long learning it took.
 
     Returns:
         The `text.PairTokenizer`.
@@ -71,10 +71,23 @@ def build_vocab(data, out_dir, train_config=None, *, overwrite=False, verbose=Tr
     pairs = stream.pair_stream(
         stream.resolve_data_files(data), skip_malformed=train_config.skip_malformed
     )
+
+    def learned(side, tokenizer, seconds):
+        if verbose:
+            how = tokenizer.config.kind
+            if tokenizer.config.sentencepiece_model is not None:
+                how = f"sentencepiece model {tokenizer.config.sentencepiece_model}"
+            print(
+                f"{side} vocabulary: {tokenizer.vocab_size} tokens ({how}) in "
+                f"{seconds:.1f} s",
+                flush=True,
+            )
+
     tokenizer = learn_vocab.learn_pair_tokenizer(
         pairs,
         *tokenizer_configs(train_config),
         sample_lines=train_config.vocab_sample_lines,
+        on_learned=learned,
     )
     tokenizer.save(out_dir)
     if verbose:
