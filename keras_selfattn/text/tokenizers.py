@@ -75,6 +75,7 @@ built with (`PairTokenizer` saves them together).
 
 import collections
 import dataclasses
+import hashlib
 from collections.abc import Iterable
 from typing import Any
 
@@ -446,8 +447,15 @@ class Tokenizer(tf.Module):
             )
         self._sentencepiece_model = sentencepiece_model
         if sentencepiece_model is not None:
+            # A name of its own for each model: tensorflow-text 2.21 names the
+            # model's resource op after it, and two SentencepieceTokenizers of the
+            # same name in one SavedModel come back from loading (both loaders)
+            # sharing ONE model (the source's pieces decoded as the target's).
+            digest = hashlib.sha256(sentencepiece_model).hexdigest()[:16]
             self._sentencepiece = _tf_text().SentencepieceTokenizer(
-                model=sentencepiece_model, out_type=tf.int32
+                model=sentencepiece_model,
+                out_type=tf.int32,
+                name=f"sentencepiece_{digest}",
             )
 
     @property

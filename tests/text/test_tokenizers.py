@@ -443,18 +443,34 @@ def test_sentencepiece_runs_in_tf_data_and_tf_function(german_sentencepiece):
 
 
 @pytest.mark.slow
-def test_sentencepiece_tokenizer_serves_under_session_loader(
+def test_sentencepiece_tokenizers_serve_under_both_loaders(
     tmp_path, german_sentencepiece
 ):
-    """The model travels inside the SavedModel; the session loader runs it."""
-    tokenizer = german_sentencepiece
+    """The models travel inside the SavedModel; two of them stay two models.
+
+    tensorflow-text 2.21 names each model's resource op after the tokenizer's
+    name; two SentencepieceTokenizers of one name came back from loading sharing
+    one model (a source and a target model: the target decoded with the source's
+    pieces). Each Tokenizer names its model after the model's digest.
+    """
+    target = german_sentencepiece
+    source = build_tokenizer(
+        [f"zug {n} fährt ab." for n in range(100)],
+        TokenizerConfig(kind="sentencepiece", max_vocab_size=40),
+    )
+    probe = GERMAN[:3]
 
     def serve(text):
-        ids = tokenizer.encode(text).to_tensor()
-        return {"ids": ids, "text": tokenizer.decode(ids)}
+        ids = target.encode(text).to_tensor()
+        return {
+            "text": target.decode(ids),
+            "source_ids": source.encode(text).to_tensor(),
+            "target_ids": ids,
+        }
 
     archive = keras.export.ExportArchive()
-    archive.track(tokenizer)
+    archive.track(source)
+    archive.track(target)
     archive.add_endpoint(
         "serving_default",
         serve,
@@ -462,21 +478,34 @@ def test_sentencepiece_tokenizer_serves_under_session_loader(
     )
     export_dir = str(tmp_path / "saved")
     archive.write_out(export_dir, verbose=False)
+    expected = {
+        "text": probe,
+        "source_ids": source.encode(tf.constant(probe)).to_tensor().numpy().tolist(),
+        "target_ids": target.encode(tf.constant(probe)).to_tensor().numpy().tolist(),
+    }
+    assert expected["source_ids"] != expected["target_ids"]
     script = textwrap.dedent(
         f"""
         import json
         import tensorflow as tf
         import tensorflow_text  # noqa: F401  (registers the SentencePiece ops)
-        tf.compat.v1.disable_eager_execution()
+
+        def plain(outputs):
+            return {{
+                k: [t.decode("utf-8") for t in v.tolist()] if k == "text" else v.tolist()
+                for k, v in outputs.items()
+            }}
+
+        loaded = tf.saved_model.load({export_dir!r})
+        tf2 = loaded.signatures["serving_default"](text=tf.constant({probe!r}))
+        tf2 = plain({{k: v.numpy() for k, v in tf2.items()}})
         with tf.compat.v1.Session(graph=tf.Graph()) as session:
             loader = tf.compat.v1.saved_model.loader
             meta = loader.load(session, ["serve"], {export_dir!r})
             signature = meta.signature_def["serving_default"]
-            out = session.run(
-                signature.outputs["text"].name,
-                {{signature.inputs["text"].name: {GERMAN[:3]!r}}},
-            )
-        print(json.dumps([t.decode("utf-8") for t in out.tolist()]))
+            fetch = {{k: v.name for k, v in signature.outputs.items()}}
+            out = session.run(fetch, {{signature.inputs["text"].name: {probe!r}}})
+        print(json.dumps({{"tf2": tf2, "session": plain(out)}}))
         """
     )
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
@@ -489,4 +518,6 @@ def test_sentencepiece_tokenizer_serves_under_session_loader(
         timeout=120,
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    assert json.loads(result.stdout.strip().splitlines()[-1]) == GERMAN[:3]
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report["tf2"] == expected
+    assert report["session"] == expected
