@@ -50,7 +50,8 @@ def build_vocab(data, out_dir, train_config=None, *, overwrite=False, verbose=Tr
         out_dir: the directory to write.
         train_config: a `TrainConfig` (only its ``VOCAB_FIELDS`` matter).
         overwrite: replace vocabularies already in ``out_dir``.
-        verbose: print each side's size and how long learning it took.
+        verbose: print each side's size and how long learning it took (wall
+            and CPU time).
 
     Returns:
         The `text.PairTokenizer`.
@@ -72,14 +73,14 @@ def build_vocab(data, out_dir, train_config=None, *, overwrite=False, verbose=Tr
         stream.resolve_data_files(data), skip_malformed=train_config.skip_malformed
     )
 
-    def learned(side, tokenizer, seconds):
+    def learned(side, tokenizer, seconds, cpu_seconds):
         if verbose:
             how = tokenizer.config.kind
             if tokenizer.config.sentencepiece_model is not None:
                 how = f"sentencepiece model {tokenizer.config.sentencepiece_model}"
             print(
                 f"{side} vocabulary: {tokenizer.vocab_size} tokens ({how}) in "
-                f"{seconds:.1f} s",
+                f"{seconds:.1f} s (CPU {cpu_seconds:.1f} s)",
                 flush=True,
             )
 

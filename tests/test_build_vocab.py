@@ -84,10 +84,12 @@ def test_build_vocab_sentencepiece(tmp_path, capsys):
     assert code == 0
     # How long each side took to learn.
     assert re.search(
-        r"source vocabulary: \d+ tokens \(sentencepiece\) in [\d.]+ s", printed
+        r"source vocabulary: \d+ tokens \(sentencepiece\) in [\d.]+ s \(CPU [\d.]+ s\)",
+        printed,
     )
     assert re.search(
-        r"target vocabulary: \d+ tokens \(sentencepiece\) in [\d.]+ s", printed
+        r"target vocabulary: \d+ tokens \(sentencepiece\) in [\d.]+ s \(CPU [\d.]+ s\)",
+        printed,
     )
     loaded = text.PairTokenizer.load(out)
     assert (out / "source.spm.model").is_file() and (out / "target.spm.model").is_file()
@@ -136,3 +138,30 @@ def test_build_vocab_sentencepiece(tmp_path, capsys):
         capsys.readouterr().err
     )
     assert not (tmp_path / "v3").exists()
+
+
+def test_train_vocab_and_a_named_model_must_agree(tmp_path):
+    """`train --vocab DIR` with ``--*-sentencepiece-model``: the same model, or an error."""
+    from keras_selfattn.training.run_tokenizer import load_or_learn_tokenizer
+
+    data = _german_pairs(tmp_path)
+    both = TrainConfig(
+        source_tokenizer="sentencepiece", target_tokenizer="sentencepiece"
+    )
+    vocab = tmp_path / "vocab"
+    build_vocab(str(data), vocab, both, verbose=False)
+    loaded = load_or_learn_tokenizer(vocab, tmp_path / "run1", False, None, both)
+    assert (tmp_path / "run1" / "target.spm.model").read_bytes() == (
+        loaded.target.sentencepiece_model
+    )
+    # The vocabulary's own target model, named: fine.
+    same = TrainConfig(
+        **{**vars(both), "target_sentencepiece_model": str(vocab / "target.spm.model")}
+    )
+    load_or_learn_tokenizer(vocab, tmp_path / "run2", False, None, same)
+    # Another model: refused, naming the option.
+    other = TrainConfig(
+        **{**vars(both), "target_sentencepiece_model": str(vocab / "source.spm.model")}
+    )
+    with pytest.raises(ValueError, match="--target-sentencepiece-model"):
+        load_or_learn_tokenizer(vocab, tmp_path / "run3", False, None, other)

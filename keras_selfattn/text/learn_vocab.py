@@ -27,7 +27,7 @@ def learn_pair_tokenizer(
     target_config: TokenizerConfig,
     *,
     sample_lines: int | None = DEFAULT_VOCAB_SAMPLE_LINES,
-    on_learned: Callable[[str, "Tokenizer", float], None] | None = None,
+    on_learned: Callable[[str, "Tokenizer", float, float], None] | None = None,
 ) -> PairTokenizer:
     """Learns both vocabularies from (a bounded sample of) a stream of pairs.
 
@@ -37,9 +37,10 @@ def learn_pair_tokenizer(
         source_config: the source `TokenizerConfig`.
         target_config: the target `TokenizerConfig`.
         sample_lines: learn from the first this many pairs (None: all).
-        on_learned: called as ``on_learned(side, tokenizer, seconds)`` once each
-            side's tokenizer is learned ("source", then "target"; ``seconds``: the
-            wall time of reading the sample and learning that side).
+        on_learned: called as ``on_learned(side, tokenizer, seconds,
+            cpu_seconds)`` once each side's tokenizer is learned ("source", then
+            "target"; the wall time and the CPU time of this process, all its
+            threads, of reading the sample and learning that side).
 
     Returns:
         A `PairTokenizer`.
@@ -70,11 +71,16 @@ def learn_pair_tokenizer(
         ("source", source_config, 0),
         ("target", target_config, 1),
     ):
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         tokenizer = build_tokenizer(
             pairs.map(lambda *pair, column=column: pair[column]), config, name=side
         )
         if on_learned is not None:
-            on_learned(side, tokenizer, time.perf_counter() - start)
+            on_learned(
+                side,
+                tokenizer,
+                time.perf_counter() - start,
+                time.process_time() - cpu_start,
+            )
         tokenizers.append(tokenizer)
     return PairTokenizer(*tokenizers)

@@ -56,6 +56,15 @@ def load_or_learn_tokenizer(vocab, work_dir, resuming, run_data, train_config):
                         f"{getattr(config, name)!r}, but this run asks for "
                         f"{getattr(expected, name)!r}; pass the same tokenizer options"
                     )
+            model_file = expected.sentencepiece_model
+            if model_file is not None and read_sentencepiece_model(
+                model_file, f"--{side}-sentencepiece-model"
+            ) != (getattr(tokenizer, side).sentencepiece_model):
+                raise ValueError(
+                    f"The {side} vocabulary in {vocab} is not the SentencePiece model "
+                    f"{model_file} that this run names (--{side}-sentencepiece-"
+                    "model); pass one or the other"
+                )
     else:
         tokenizer = learn_pair_tokenizer(
             run_data_lib.training_pairs(run_data, train_config),
