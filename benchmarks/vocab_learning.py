@@ -110,13 +110,18 @@ def run_build_vocab(data, kind, sample_lines, timeout):
         }
 
 
-def main():
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--corpus",
         action="append",
-        required=True,
+        default=[],
         help="NAME=PATH of a pair file; repeat",
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="a smoke run: 300 generated pairs (make_big_corpus.py), no --corpus",
     )
     parser.add_argument(
         "--kinds", nargs="+", default=["sentencepiece", "subword"], help="tokenizers"
@@ -125,8 +130,35 @@ def main():
     parser.add_argument("--timeout", type=int, default=4 * 3600)
     parser.add_argument("--epoch-tokens-per-s", type=float, default=1100.0)
     parser.add_argument("--tokens-per-pair", type=float, default=13.0)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory() as scratch:
+        if args.quick:
+            sys.path.insert(0, str(REPO / "benchmarks"))
+            from make_big_corpus import write_corpus
 
+            path = write_corpus(pathlib.Path(scratch) / "quick.tsv", 300)
+            args.corpus = [f"quick={path}"]
+        if not args.corpus:
+            parser.error("give --corpus NAME=PATH (or --quick)")
+        rows = _measure(args)
+    print()
+    print(
+        "| corpus | pairs learned from | kind | source: wall / CPU s (tokens) "
+        "| target: wall / CPU s (tokens) | whole command: wall / CPU s "
+        "| peak RSS (GiB) | one epoch (est., wall) | command CPU / epoch |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
+    print("\n".join(rows))
+    print(f"command: {_command_line(argv)}")
+
+
+def _command_line(argv):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    return " ".join([".venv/bin/python", "benchmarks/vocab_learning.py", *argv])
+
+
+def _measure(args):
+    """One table row per (corpus, kind)."""
     rows = []
     for corpus in args.corpus:
         name, _, path = corpus.partition("=")
@@ -151,14 +183,7 @@ def main():
                     f"| {result['cpu'] / epoch:.3f} |"
                 )
             print(rows[-1], flush=True)
-    print()
-    print(
-        "| corpus | pairs learned from | kind | source: wall / CPU s (tokens) "
-        "| target: wall / CPU s (tokens) | whole command: wall / CPU s "
-        "| peak RSS (GiB) | one epoch (est., wall) | command CPU / epoch |"
-    )
-    print("|---|---|---|---|---|---|---|---|---|")
-    print("\n".join(rows))
+    return rows
 
 
 if __name__ == "__main__":
