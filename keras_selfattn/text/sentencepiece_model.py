@@ -69,9 +69,10 @@ def _check_loadable(model: bytes, where: str) -> None:
     try:
         processor.LoadFromSerializedProto(model)
     except (RuntimeError, OSError, TypeError) as error:
-        raise ValueError(
-            f"{where}: not a SentencePiece model ({str(error).strip()})"
-        ) from None
+        detail = str(error).strip()
+        if "ParseFromArray" in detail:  # sentencepiece's words for "not a proto"
+            detail = "it does not parse as a serialized ModelProto"
+        raise ValueError(f"{where}: not a SentencePiece model ({detail})") from None
 
 
 def train_sentencepiece_model(
