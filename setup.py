@@ -51,6 +51,9 @@ setup(
         "packaging>=22",
         "sacrebleu>=2.0,<3",
         "babel>=2.12.1",
+        # SentencePiece models are learned with it (the "sentencepiece" tokenizer;
+        # tensorflow-text applies them in the graph).
+        "sentencepiece>=0.2",
     ],
     extras_require={
         "plots": ["matplotlib>=3.8"],

@@ -608,6 +608,12 @@ def _check_arguments(args):
     """What can be checked before TensorFlow loads (so that these errors answer at once)."""
     _decode_arguments(args)
     _check_argument_paths(args)
+    for side in ("source", "target"):  # a SentencePiece model: before any data is read
+        path = getattr(args, f"{side}_sentencepiece_model", None)
+        if path is not None:
+            from keras_selfattn.text.sentencepiece_model import read_sentencepiece_model
+
+            read_sentencepiece_model(path, f"--{side}-sentencepiece-model")
     if args.command == "train":
         model_base, train_base = (
             preset_configs(args.preset) if args.preset else (None, None)

@@ -50,7 +50,8 @@ def build_vocab(data, out_dir, train_config=None, *, overwrite=False, verbose=Tr
         out_dir: the directory to write.
         train_config: a `TrainConfig` (only its ``VOCAB_FIELDS`` matter).
         overwrite: replace vocabularies already in ``out_dir``.
-        verbose: print the sizes.
+        verbose: print each side's size and how long learning it took (wall
+            and CPU time).
 
     Returns:
         The `text.PairTokenizer`.
@@ -78,12 +79,24 @@ def build_vocab(data, out_dir, train_config=None, *, overwrite=False, verbose=Tr
             counters=counters,
         )
 
+    def learned(side, tokenizer, seconds, cpu_seconds):
+        if verbose:
+            how = tokenizer.config.kind
+            if tokenizer.config.sentencepiece_model is not None:
+                how = f"sentencepiece model {tokenizer.config.sentencepiece_model}"
+            print(
+                f"{side} vocabulary: {tokenizer.vocab_size} tokens ({how}) in "
+                f"{seconds:.1f} s (CPU {cpu_seconds:.1f} s)",
+                flush=True,
+            )
+
     pairs = read()
     try:
         tokenizer = learn_vocab.learn_pair_tokenizer(
             pairs,
             *tokenizer_configs(train_config),
             sample_lines=train_config.vocab_sample_lines,
+            on_learned=learned,
         )
     except Exception as error:  # a malformed line: FILE:LINE, as train says it
         malformed = stream.malformed_line_error(error)

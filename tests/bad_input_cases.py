@@ -657,6 +657,29 @@ CASES = [
         mentions=("plain-file",),
         needs_run=True,
     ),
+    # SentencePiece models given by the user
+    *[
+        Case(
+            f"{command} --source-sentencepiece-model {what}",
+            lambda w, command=command, name=name, content=content: [
+                *([command] if command == "build-vocab" else TRAIN),
+                "--data",
+                w.file("pairs.tsv"),
+                "--out",
+                f"{w.root}/out",
+                "--source-tokenizer",
+                "sentencepiece",
+                "--source-sentencepiece-model",
+                f"{w.root}/{name}" if content is None else w.file(name, content),
+            ],
+            mentions=("--source-sentencepiece-model", name),
+        )
+        for command in ("train", "build-vocab")
+        for what, name, content in [
+            ("a missing file", "missing.model", None),
+            ("a file that is not a model", "text.model", b"not a model\n"),
+        ]
+    ],
 ]
 
 

@@ -20,6 +20,7 @@ SCRIPTS = (
     "decoding_latency",
     "attention_scaling",
     "training_throughput",
+    "vocab_learning",
 )
 
 

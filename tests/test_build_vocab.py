@@ -1,6 +1,9 @@
 """``keras-selfattn build-vocab``: what it writes is what a run directory holds, from the stream."""
 
+import re
+
 import pytest
+import tensorflow as tf
 
 from keras_selfattn import text
 from keras_selfattn.cli import main
@@ -49,3 +52,116 @@ def test_build_vocab_writes_a_run_directory_tokenizer(tmp_path, capsys):
     assert text.PairTokenizer.load(out).source_vocab_size <= loaded.source_vocab_size
     with pytest.raises(FileNotFoundError, match="nothing"):
         build_vocab(str(tmp_path / "nothing*.tsv"), tmp_path / "v2")
+
+
+def _german_pairs(tmp_path):
+    from tests.text.german_sentences import GERMAN
+
+    pairs = [
+        (f"The sentence number {n} is here.", GERMAN[n % len(GERMAN)])
+        for n in range(120)
+    ]
+    return text.write_pairs(tmp_path / "pairs.tsv", pairs)
+
+
+def test_build_vocab_sentencepiece(tmp_path, capsys):
+    data = _german_pairs(tmp_path)
+    out = tmp_path / "vocab"
+    code = main(
+        [
+            "build-vocab",
+            "--data",
+            str(data),
+            "--out",
+            str(out),
+            "--source-tokenizer",
+            "sentencepiece",
+            "--target-tokenizer",
+            "sentencepiece",
+        ]
+    )
+    printed = capsys.readouterr().out
+    assert code == 0
+    # How long each side took to learn.
+    assert re.search(
+        r"source vocabulary: \d+ tokens \(sentencepiece\) in [\d.]+ s \(CPU [\d.]+ s\)",
+        printed,
+    )
+    assert re.search(
+        r"target vocabulary: \d+ tokens \(sentencepiece\) in [\d.]+ s \(CPU [\d.]+ s\)",
+        printed,
+    )
+    loaded = text.PairTokenizer.load(out)
+    assert (out / "source.spm.model").is_file() and (out / "target.spm.model").is_file()
+    assert loaded.source.config.kind == loaded.target.config.kind == "sentencepiece"
+    assert loaded.source.vocabulary.tokens[:4] == ["<pad>", "<unk>", "<s>", "</s>"]
+    targets = [target for _, target in text.read_pairs(data)[:5]]
+    decoded = loaded.target.decode(loaded.target.encode(tf.constant(targets)))
+    assert [t.decode() for t in decoded.numpy()] == targets
+
+    # The target side from the source's model file, given by the user: read, not learned.
+    code = main(
+        [
+            "build-vocab",
+            "--data",
+            str(data),
+            "--out",
+            str(tmp_path / "given"),
+            "--target-tokenizer",
+            "sentencepiece",
+            "--target-sentencepiece-model",
+            str(out / "source.spm.model"),
+        ]
+    )
+    assert code == 0 and "sentencepiece model" in capsys.readouterr().out
+    given = text.PairTokenizer.load(tmp_path / "given")
+    assert given.target.sentencepiece_model == loaded.source.sentencepiece_model
+
+    # A missing model: exit 2, one line naming the option and the path.
+    missing = tmp_path / "missing.model"
+    with pytest.raises(SystemExit) as exited:
+        main(
+            [
+                "build-vocab",
+                "--data",
+                str(data),
+                "--out",
+                str(tmp_path / "v3"),
+                "--source-tokenizer",
+                "sentencepiece",
+                "--source-sentencepiece-model",
+                str(missing),
+            ]
+        )
+    assert exited.value.code == 2
+    assert f"--source-sentencepiece-model {missing}: no such file" in (
+        capsys.readouterr().err
+    )
+    assert not (tmp_path / "v3").exists()
+
+
+def test_train_vocab_and_a_named_model_must_agree(tmp_path):
+    """`train --vocab DIR` with ``--*-sentencepiece-model``: the same model, or an error."""
+    from keras_selfattn.training.run_tokenizer import load_or_learn_tokenizer
+
+    data = _german_pairs(tmp_path)
+    both = TrainConfig(
+        source_tokenizer="sentencepiece", target_tokenizer="sentencepiece"
+    )
+    vocab = tmp_path / "vocab"
+    build_vocab(str(data), vocab, both, verbose=False)
+    loaded = load_or_learn_tokenizer(vocab, tmp_path / "run1", False, None, both)
+    assert (tmp_path / "run1" / "target.spm.model").read_bytes() == (
+        loaded.target.sentencepiece_model
+    )
+    # The vocabulary's own target model, named: fine.
+    same = TrainConfig(
+        **{**vars(both), "target_sentencepiece_model": str(vocab / "target.spm.model")}
+    )
+    load_or_learn_tokenizer(vocab, tmp_path / "run2", False, None, same)
+    # Another model: refused, naming the option.
+    other = TrainConfig(
+        **{**vars(both), "target_sentencepiece_model": str(vocab / "source.spm.model")}
+    )
+    with pytest.raises(ValueError, match="--target-sentencepiece-model"):
+        load_or_learn_tokenizer(vocab, tmp_path / "run3", False, None, other)

@@ -3,14 +3,18 @@
 `learn_pair_tokenizer` counts the tokens of the first ``sample_lines`` pairs of a
 ``(source, target)`` `tf.data` stream (tokenization inside ``tf.data``, counts in
 a `collections.Counter` of token types) and builds the source and target
-tokenizers from the counts with `build_tokenizer`. What it writes
-(`PairTokenizer.save`) is what a run directory holds.
+tokenizers from the counts with `build_tokenizer` ("sentencepiece": SentencePiece
+learns from the normalized lines, holding at most a bounded sample of them).
+What it writes (`PairTokenizer.save`) is what a run directory holds.
 """
+
+import time
+from collections.abc import Callable
 
 import tensorflow as tf
 
 from keras_selfattn.text.pair_tokenizer import PairTokenizer
-from keras_selfattn.text.tokenizers import TokenizerConfig, build_tokenizer
+from keras_selfattn.text.tokenizers import Tokenizer, TokenizerConfig, build_tokenizer
 
 __all__ = ["DEFAULT_VOCAB_SAMPLE_LINES", "learn_pair_tokenizer"]
 
@@ -23,6 +27,7 @@ def learn_pair_tokenizer(
     target_config: TokenizerConfig,
     *,
     sample_lines: int | None = DEFAULT_VOCAB_SAMPLE_LINES,
+    on_learned: Callable[[str, "Tokenizer", float, float], None] | None = None,
 ) -> PairTokenizer:
     """Learns both vocabularies from (a bounded sample of) a stream of pairs.
 
@@ -32,6 +37,10 @@ def learn_pair_tokenizer(
         source_config: the source `TokenizerConfig`.
         target_config: the target `TokenizerConfig`.
         sample_lines: learn from the first this many pairs (None: all).
+        on_learned: called as ``on_learned(side, tokenizer, seconds,
+            cpu_seconds)`` once each side's tokenizer is learned ("source", then
+            "target"; the wall time and the CPU time of this process, all its
+            threads, of reading the sample and learning that side).
 
     Returns:
         A `PairTokenizer`.
@@ -57,7 +66,21 @@ def learn_pair_tokenizer(
         pairs = pairs.take(sample_lines)
     if not any(True for _ in pairs.take(1)):
         raise ValueError("No sentence pairs to learn the vocabularies from")
-    return PairTokenizer(
-        build_tokenizer(pairs.map(lambda s, t: s), source_config, name="source"),
-        build_tokenizer(pairs.map(lambda s, t: t), target_config, name="target"),
-    )
+    tokenizers = []
+    for side, config, column in (
+        ("source", source_config, 0),
+        ("target", target_config, 1),
+    ):
+        start, cpu_start = time.perf_counter(), time.process_time()
+        tokenizer = build_tokenizer(
+            pairs.map(lambda *pair, column=column: pair[column]), config, name=side
+        )
+        if on_learned is not None:
+            on_learned(
+                side,
+                tokenizer,
+                time.perf_counter() - start,
+                time.process_time() - cpu_start,
+            )
+        tokenizers.append(tokenizer)
+    return PairTokenizer(*tokenizers)

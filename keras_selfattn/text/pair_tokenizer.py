@@ -3,6 +3,9 @@
 A run directory holds three files written by `PairTokenizer.save`:
 
 - ``source_vocab.txt``, ``target_vocab.txt``: one token a line, in id order;
+- ``source.spm.model``, ``target.spm.model``: a "sentencepiece" side's
+  SentencePiece model (the bytes the tokenizer holds; its pieces are the
+  vocabulary file's tokens), recorded as ``"sentencepiece_model_file"``;
 - ``tokenizer.json``: each side's `TokenizerConfig` (kind, ops, normalization...)
   and vocabulary size, e.g.
   ``{"format": "keras_selfattn.text.PairTokenizer", "version": 2,
@@ -25,10 +28,12 @@ from collections.abc import Sequence
 
 import tensorflow as tf
 
+from keras_selfattn.text.sentencepiece_model import canonical_sentencepiece_model
 from keras_selfattn.text.tokenizers import Tokenizer, TokenizerConfig, build_tokenizer
 from keras_selfattn.text.vocab import Vocabulary
 
 __all__ = [
+    "SENTENCEPIECE_MODEL_FILES",
     "SOURCE_VOCAB_FILE",
     "TARGET_VOCAB_FILE",
     "TOKENIZER_CONFIG_FILE",
@@ -37,6 +42,7 @@ __all__ = [
 
 SOURCE_VOCAB_FILE = "source_vocab.txt"
 TARGET_VOCAB_FILE = "target_vocab.txt"
+SENTENCEPIECE_MODEL_FILES = {"source": "source.spm.model", "target": "target.spm.model"}
 TOKENIZER_CONFIG_FILE = "tokenizer.json"
 _FORMAT = "keras_selfattn.text.PairTokenizer"
 _VERSION = 2
@@ -137,20 +143,22 @@ class PairTokenizer(tf.Module):
 
     def config(self) -> dict:
         """The JSON-ready description written to ``tokenizer.json``."""
-        return {
-            "format": _FORMAT,
-            "version": _VERSION,
-            "source": {
-                **self.source.config.to_dict(),
-                "vocab_file": SOURCE_VOCAB_FILE,
-                "vocab_size": self.source.vocab_size,
-            },
-            "target": {
-                **self.target.config.to_dict(),
-                "vocab_file": TARGET_VOCAB_FILE,
-                "vocab_size": self.target.vocab_size,
-            },
-        }
+        config = {"format": _FORMAT, "version": _VERSION}
+        for side, vocab_file in (
+            ("source", SOURCE_VOCAB_FILE),
+            ("target", TARGET_VOCAB_FILE),
+        ):
+            tokenizer = getattr(self, side)
+            config[side] = {
+                **tokenizer.config.to_dict(),
+                "vocab_file": vocab_file,
+                "vocab_size": tokenizer.vocab_size,
+            }
+            if tokenizer.sentencepiece_model is not None:
+                config[side]["sentencepiece_model_file"] = SENTENCEPIECE_MODEL_FILES[
+                    side
+                ]
+        return config
 
     def save(self, directory: str | os.PathLike) -> pathlib.Path:
         """Writes the vocabularies and ``tokenizer.json`` into `directory`.
@@ -165,6 +173,10 @@ class PairTokenizer(tf.Module):
         directory.mkdir(parents=True, exist_ok=True)
         self.source.vocabulary.save(directory / SOURCE_VOCAB_FILE)
         self.target.vocabulary.save(directory / TARGET_VOCAB_FILE)
+        for side, model_file in SENTENCEPIECE_MODEL_FILES.items():
+            model = getattr(self, side).sentencepiece_model
+            if model is not None:
+                (directory / model_file).write_bytes(model)
         (directory / TOKENIZER_CONFIG_FILE).write_text(
             json.dumps(self.config(), indent=2, ensure_ascii=False) + "\n",
             encoding="utf-8",
@@ -182,9 +194,11 @@ class PairTokenizer(tf.Module):
             A `PairTokenizer` giving the same ids as the one saved.
 
         Raises:
-            FileNotFoundError: ``tokenizer.json`` or a vocabulary file is missing.
-            ValueError: the JSON is not a PairTokenizer description, or a
-                vocabulary's size differs from the one recorded.
+            FileNotFoundError: ``tokenizer.json``, a vocabulary file or a
+                SentencePiece model file is missing.
+            ValueError: the JSON is not a PairTokenizer description, a
+                vocabulary's size differs from the one recorded, or a SentencePiece
+                model is not one, or does not match its vocabulary.
         """
         directory = pathlib.Path(directory)
         config_path = directory / TOKENIZER_CONFIG_FILE
@@ -217,13 +231,35 @@ class PairTokenizer(tf.Module):
             side_config = dict(config[side])
             vocab_file = side_config.pop("vocab_file")
             vocab_size = side_config.pop("vocab_size")
+            model_file = side_config.pop("sentencepiece_model_file", None)
             vocabulary = Vocabulary.load(directory / vocab_file)
             if vocabulary.size != vocab_size:
                 raise ValueError(
                     f"{directory / vocab_file}: {vocabulary.size} tokens, but "
                     f"{config_path} records vocab_size={vocab_size}"
                 )
-            tokenizers.append(
-                Tokenizer(TokenizerConfig.from_dict(side_config), vocabulary, name=side)
-            )
+            tokenizer_config = TokenizerConfig.from_dict(side_config)
+            if tokenizer_config.kind == "sentencepiece":
+                model_path = directory / (model_file or SENTENCEPIECE_MODEL_FILES[side])
+                if not model_path.is_file():
+                    raise FileNotFoundError(
+                        f"SentencePiece model file not found: {model_path} (the "
+                        f"{side} tokenizer of {config_path} needs it)"
+                    )
+                model = canonical_sentencepiece_model(
+                    model_path.read_bytes(), str(model_path)
+                )
+                try:
+                    tokenizers.append(
+                        Tokenizer(
+                            tokenizer_config,
+                            vocabulary,
+                            name=side,
+                            sentencepiece_model=model,
+                        )
+                    )
+                except ValueError as error:
+                    raise ValueError(f"{model_path}: {error}") from None
+                continue
+            tokenizers.append(Tokenizer(tokenizer_config, vocabulary, name=side))
         return cls(*tokenizers)

@@ -14,6 +14,12 @@ Kinds (`TokenizerConfig.kind`):
   joins with "".
 - ``"subword"``: WordPiece pieces of the words above, suffix pieces marked ``##``;
   the vocabulary is learned from the training data.
+- ``"sentencepiece"``: the pieces of a SentencePiece model (tensorflow_text's
+  `SentencepieceTokenizer`, in-graph both ways) applied to the normalized text;
+  the model is learned from the training data (`sentencepiece_model` module) or
+  is the user's own ``.model`` (``TokenizerConfig.sentencepiece_model``). Its
+  pieces, in id order, are the vocabulary: ids 0-3 are the reserved tokens. No
+  joiner marks: SentencePiece writes spaces as "\u2581" inside its pieces.
 
 Spacing is recorded in the tokens, so detokenization gives the text back as
 written. A token that was glued to the one before it in the text (no space
@@ -50,13 +56,18 @@ Word split
 Char split (both): `tf.strings.unicode_split`.
 Subword split
     tensorflow_text: `tensorflow_text.FastWordpieceTokenizer`. core: not available.
+SentencePiece, both ways
+    tensorflow_text: `tensorflow_text.SentencepieceTokenizer` (ops ``SentencepieceOp``,
+    ``SentencepieceTokenizeOp``, ``SentencepieceDetokenizeOp``). core: not available.
 Token <-> id (both): `tf.lookup.StaticHashTable`.
-Decode, ids -> text (both, every kind, subwords included): core ops only
-    (`tf.cumsum`, `tf.ragged.boolean_mask`, the tables, `tf.strings.reduce_join`,
-    `tf.strings.regex_replace`).
+Decode, ids -> text (both, every kind but "sentencepiece", subwords included):
+    core ops only (`tf.cumsum`, `tf.ragged.boolean_mask`, the tables,
+    `tf.strings.reduce_join`, `tf.strings.regex_replace`); "sentencepiece"
+    detokenizes with ``SentencepieceDetokenizeOp``.
 
 So a model whose source tokenizer uses ``ops="core"`` (kind "word" or "char")
-exports a graph with core TensorFlow ops only; decoding is core for every kind.
+exports a graph with core TensorFlow ops only; decoding is core for every kind
+but "sentencepiece".
 The two options differ only on text that NFKC or full case folding changes (e.g.
 "ﬁ", "ß", full-width letters); a vocabulary must be used with the options it was
 built with (`PairTokenizer` saves them together).
@@ -64,11 +75,13 @@ built with (`PairTokenizer` saves them together).
 
 import collections
 import dataclasses
+import hashlib
 from collections.abc import Iterable
 from typing import Any
 
 import tensorflow as tf
 
+from keras_selfattn.text import sentencepiece_model as sentencepiece_lib
 from keras_selfattn.text import vocab as vocab_lib
 from keras_selfattn.text.vocab import END_ID, PAD_ID, START_ID, Vocabulary
 
@@ -85,7 +98,7 @@ __all__ = [
     "split_text",
 ]
 
-KINDS = ("word", "char", "subword")
+KINDS = ("word", "char", "subword", "sentencepiece")
 OPS = ("tensorflow_text", "core")
 _NORMALIZATION_FORMS = ("NFKC", "NFC", "NFKD", "NFD")
 SUFFIX_INDICATOR = "##"
@@ -116,18 +129,28 @@ class TokenizerConfig:
     Saved as JSON beside the vocabulary (`to_dict` / `from_dict`).
 
     Args:
-        kind: "word", "char" or "subword" (see the module docstring).
+        kind: "word", "char", "subword" or "sentencepiece" (see the module
+            docstring).
         ops: "tensorflow_text" or "core" (core TensorFlow ops only: no Unicode
-            normalization, `tf.strings.lower` instead of case folding; no subwords).
+            normalization, `tf.strings.lower` instead of case folding; no subwords,
+            no SentencePiece).
         lowercase: case-fold ("tensorflow_text") or lowercase ("core") the text.
         normalization: Unicode normalization form, "NFKC", "NFC", "NFKD", "NFD" or
             "none". `None` picks the default: "NFKC" for "tensorflow_text", "none"
             for "core".
-        split_digits: "word"/"subword": make every decimal digit its own token.
+        split_digits: "word"/"subword": make every decimal digit its own token;
+            "sentencepiece": a learned model makes every digit its own piece.
         max_vocab_size: vocabulary size limit, reserved tokens included. `None`:
-            no limit for "word"/"char"; 8000 (the learner's target) for "subword".
+            no limit for "word"/"char"; 8000 (the learner's target) for "subword"
+            and "sentencepiece" (a soft limit there: a small corpus gets fewer).
         min_count: "word"/"char": tokens seen fewer times in the training data
-            are left out of the vocabulary; "subword": least count of a piece.
+            are left out of the vocabulary; "subword": least count of a piece;
+            "sentencepiece": unused.
+        sentencepiece_model: "sentencepiece": the path of the user's own ``.model``
+            file to use instead of learning one (see
+            `keras_selfattn.text.sentencepiece_model.read_sentencepiece_model`);
+            None: learn one. Recorded for provenance: a saved tokenizer keeps the
+            model's bytes, not the path.
 
     Example:
 
@@ -142,6 +165,7 @@ class TokenizerConfig:
     split_digits: bool = False
     max_vocab_size: int | None = None
     min_count: int = 1
+    sentencepiece_model: str | None = None
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -174,6 +198,18 @@ class TokenizerConfig:
                 "kind='subword' needs tensorflow_text's FastWordpieceTokenizer. Use "
                 "ops='tensorflow_text', or kind='word' or 'char' with ops='core'. "
                 "Received: kind='subword', ops='core'"
+            )
+        if self.ops == "core" and self.kind == "sentencepiece":
+            raise ValueError(
+                "kind='sentencepiece' needs tensorflow_text's SentencepieceTokenizer. "
+                "Use ops='tensorflow_text', or kind='word' or 'char' with ops='core'. "
+                "Received: kind='sentencepiece', ops='core'"
+            )
+        if self.sentencepiece_model is not None and self.kind != "sentencepiece":
+            raise ValueError(
+                "sentencepiece_model (a SentencePiece .model file) needs "
+                f"kind='sentencepiece'. Received: kind={self.kind!r}, "
+                f"sentencepiece_model={self.sentencepiece_model!r}"
             )
         if self.max_vocab_size is not None and self.max_vocab_size < len(
             vocab_lib.RESERVED_TOKENS
@@ -348,8 +384,13 @@ class Tokenizer(tf.Module):
     Args:
         config: a `TokenizerConfig`.
         vocabulary: a `Vocabulary` (for "subword", a WordPiece vocabulary whose
-            suffix pieces start with "##").
+            suffix pieces start with "##"; for "sentencepiece", the model's pieces
+            in id order, or None to take them from the model).
         name: optional `tf.Module` name.
+        sentencepiece_model: "sentencepiece" only: the serialized SentencePiece
+            model (bytes of a ``.model`` file) with the reserved pieces at ids 0-3
+            (`keras_selfattn.text.sentencepiece_model`; a user's model with other
+            special ids is rewritten so by `read_sentencepiece_model`).
 
     Example:
 
@@ -359,12 +400,34 @@ class Tokenizer(tf.Module):
     array([b'hello <unk> moon!'], dtype=object)
     """
 
-    def __init__(self, config: TokenizerConfig, vocabulary: Vocabulary, name=None):
+    def __init__(
+        self,
+        config: TokenizerConfig,
+        vocabulary: Vocabulary | None,
+        name=None,
+        *,
+        sentencepiece_model: bytes | None = None,
+    ):
         super().__init__(name=name)
         if not isinstance(config, TokenizerConfig):
             raise TypeError(
                 f"config must be a TokenizerConfig. Received: {type(config).__name__}"
             )
+        if (config.kind == "sentencepiece") != (sentencepiece_model is not None):
+            raise ValueError(
+                "sentencepiece_model (the model's bytes) is needed by, and only by, "
+                f"kind='sentencepiece'. Received: kind={config.kind!r}, "
+                f"sentencepiece_model={'given' if sentencepiece_model else None}"
+            )
+        if sentencepiece_model is not None:
+            pieces = sentencepiece_lib.sentencepiece_pieces(sentencepiece_model)
+            if vocabulary is None:
+                vocabulary = Vocabulary(pieces)
+            elif vocabulary.tokens != pieces:
+                raise ValueError(
+                    f"The vocabulary ({vocabulary.size} tokens) is not the "
+                    f"SentencePiece model's pieces ({len(pieces)}) in id order"
+                )
         if not isinstance(vocabulary, Vocabulary):
             raise TypeError(
                 "vocabulary must be a Vocabulary. "
@@ -382,11 +445,28 @@ class Tokenizer(tf.Module):
                 no_pretokenization=True,
                 support_detokenization=False,
             )
+        self._sentencepiece_model = sentencepiece_model
+        if sentencepiece_model is not None:
+            # A name of its own for each model: tensorflow-text 2.21 names the
+            # model's resource op after it, and two SentencepieceTokenizers of the
+            # same name in one SavedModel come back from loading (both loaders)
+            # sharing ONE model (the source's pieces decoded as the target's).
+            digest = hashlib.sha256(sentencepiece_model).hexdigest()[:16]
+            self._sentencepiece = _tf_text().SentencepieceTokenizer(
+                model=sentencepiece_model,
+                out_type=tf.int32,
+                name=f"sentencepiece_{digest}",
+            )
 
     @property
     def config(self) -> TokenizerConfig:
         """The `TokenizerConfig`."""
         return self._config
+
+    @property
+    def sentencepiece_model(self) -> bytes | None:
+        """The serialized SentencePiece model ("sentencepiece"), else None."""
+        return self._sentencepiece_model
 
     @property
     def vocab_size(self) -> int:
@@ -414,6 +494,8 @@ class Tokenizer(tf.Module):
         """
         if self._config.kind == "subword":
             return self.vocabulary.id_to_token(self._encode_int64(texts))
+        if self._config.kind == "sentencepiece":
+            return self.vocabulary.id_to_token(self.encode(texts))
         return split_text(texts, self._config)
 
     def _encode_int64(self, texts):
@@ -441,12 +523,15 @@ class Tokenizer(tf.Module):
             if isinstance(ids, tf.RaggedTensor):
                 return tf.ragged.map_flat_values(tf.cast, ids, tf.int32)
             return tf.cast(ids, tf.int32)
+        if self._config.kind == "sentencepiece":
+            return self._sentencepiece.tokenize(self.normalize(texts))
         return self.vocabulary.token_to_id(split_text(texts, self._config))
 
     def detokenize(self, tokens):
         """String tokens -> text, the inverse of `tokenize` (core TensorFlow ops).
 
-        "char": the tokens joined with "". "word"/"subword": joined with one
+        "sentencepiece": the pieces' ids detokenized by SentencePiece (its op,
+        not core). "char": the tokens joined with "". "word"/"subword": joined with one
         space; then ("subword") each ``##`` piece glued to the piece before it;
         then each token that starts with `JOINER` glued to the token before it
         (the space and the mark deleted). A `JOINER` followed by a space or the
@@ -464,6 +549,8 @@ class Tokenizer(tf.Module):
         >>> tok.detokenize(tok.tokenize(tf.constant(["Hello, world!"]))).numpy()
         array([b'Hello, world!'], dtype=object)
         """
+        if self._config.kind == "sentencepiece":
+            return self._sentencepiece.detokenize(self.vocabulary.token_to_id(tokens))
         if self._config.kind == "char":
             return tf.strings.reduce_join(tokens, axis=-1, separator="")
         text = tf.strings.reduce_join(tokens, axis=-1, separator=" ")
@@ -474,7 +561,9 @@ class Tokenizer(tf.Module):
     def decode(self, ids):
         """Ids -> text: stops at the first `END_ID`, drops `PAD_ID` and `START_ID`.
 
-        Core TensorFlow ops only, for every kind. Unknown ids decode to "<unk>".
+        Core TensorFlow ops only, for every kind but "sentencepiece" (which
+        detokenizes with SentencePiece's op). Unknown ids decode to "<unk>"
+        ("sentencepiece": to SentencePiece's " \u2047 ").
 
         Args:
             ids: integer Tensor (batch, length) or (length,), or a RaggedTensor
@@ -500,6 +589,10 @@ class Tokenizer(tf.Module):
             tf.cumsum(tf.cast(tf.equal(ids, END_ID), tf.int32), axis=-1), 0
         )
         keep = before_end & tf.not_equal(ids, PAD_ID) & tf.not_equal(ids, START_ID)
+        if self._config.kind == "sentencepiece":
+            kept = tf.cast(tf.ragged.boolean_mask(ids, keep), tf.int32)
+            text = self._sentencepiece.detokenize(kept)
+            return text[0] if scalar else text
         text = self.detokenize(
             self.vocabulary.id_to_token(tf.ragged.boolean_mask(ids, keep))
         )
@@ -518,6 +611,18 @@ def _string_batches(texts, batch_size=1024) -> tf.data.Dataset:
         texts = list(texts)
         texts = tf.constant(texts, dtype=tf.string, shape=[len(texts)])
     return tf.data.Dataset.from_tensor_slices(texts).batch(batch_size)
+
+
+def _normalized_sentences(texts, config: TokenizerConfig):
+    """Yields `normalize_text` of each text as `str` (normalized inside ``tf.data``)."""
+    dataset = _string_batches(texts).map(
+        lambda batch: normalize_text(batch, config),
+        num_parallel_calls=tf.data.AUTOTUNE,
+        deterministic=True,
+    )
+    for batch in dataset.as_numpy_iterator():
+        for text in batch.tolist():
+            yield text.decode("utf-8")
 
 
 def count_tokens(texts: Iterable[str], config: TokenizerConfig) -> collections.Counter:
@@ -550,6 +655,11 @@ def build_tokenizer(
     "word"/"char": tokens by frequency (`build_vocabulary` with
     `config.max_vocab_size`, `config.min_count`). "subword": a WordPiece vocabulary
     of about `config.max_vocab_size` (default 8000) learned from word counts.
+    "sentencepiece": the user's model when `config.sentencepiece_model` names one
+    (``texts`` is then not read), else a unigram model of about
+    `config.max_vocab_size` (default 8000) pieces learned from the normalized
+    texts (`sentencepiece_model.train_sentencepiece_model`; at most
+    `sentencepiece_model.DEFAULT_INPUT_SENTENCE_SIZE` of them are held).
 
     Args:
         texts: training strings: list, NumPy array, 1-D Tensor, or a
@@ -567,6 +677,19 @@ def build_tokenizer(
     ['le', 'chat', 'chien']
     """
     config = config or TokenizerConfig()
+    if config.kind == "sentencepiece":
+        if config.sentencepiece_model is not None:
+            model = sentencepiece_lib.read_sentencepiece_model(
+                config.sentencepiece_model, "sentencepiece_model"
+            )
+        else:
+            model = sentencepiece_lib.train_sentencepiece_model(
+                _normalized_sentences(texts, config),
+                config.max_vocab_size
+                or sentencepiece_lib.DEFAULT_SENTENCEPIECE_VOCAB_SIZE,
+                split_digits=config.split_digits,
+            )
+        return Tokenizer(config, None, name=name, sentencepiece_model=model)
     counts = count_tokens(texts, config)
     if config.kind == "subword":
         vocabulary = vocab_lib.learn_wordpiece_vocabulary(

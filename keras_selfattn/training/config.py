@@ -32,8 +32,15 @@ class TrainConfig:
         seed: seeds the split, the shuffling, the initial weights and the dropouts:
             the same seed on the same machine gives the same weights.
         split: train / validation / test fractions of the pairs.
-        source_tokenizer: ``"word"``, ``"char"`` or ``"subword"``.
-        target_tokenizer: ``"word"``, ``"char"`` or ``"subword"``.
+        source_tokenizer: ``"word"``, ``"char"``, ``"subword"`` (WordPiece) or
+            ``"sentencepiece"`` (a unigram model learned from the data, or the
+            one given by ``source_sentencepiece_model``).
+        target_tokenizer: ``"word"``, ``"char"``, ``"subword"`` or
+            ``"sentencepiece"`` (likewise, ``target_sentencepiece_model``).
+        source_sentencepiece_model: a SentencePiece ``.model`` file to use for
+            the source instead of learning one (needs ``source_tokenizer=
+            "sentencepiece"``; special ids other than ours are remapped).
+        target_sentencepiece_model: the same for the target.
         split_digits: make every digit its own source token.
         tokenizer_ops: ``"tensorflow_text"`` or ``"core"`` (core TF ops only).
         patience: epochs without a better validation loss before stopping.
@@ -100,6 +107,8 @@ class TrainConfig:
     split: tuple = (0.8, 0.1, 0.1)
     source_tokenizer: str = "word"
     target_tokenizer: str = "word"
+    source_sentencepiece_model: str | None = None
+    target_sentencepiece_model: str | None = None
     split_digits: bool = True
     tokenizer_ops: str = "tensorflow_text"
     patience: int = 4
@@ -129,8 +138,8 @@ class TrainConfig:
     CHOICES: ClassVar[dict] = {
         "mixed_precision": ("float32", "mixed_float16", "mixed_bfloat16"),
         "strategy": STRATEGIES,
-        "source_tokenizer": ("word", "char", "subword"),
-        "target_tokenizer": ("word", "char", "subword"),
+        "source_tokenizer": ("word", "char", "subword", "sentencepiece"),
+        "target_tokenizer": ("word", "char", "subword", "sentencepiece"),
         "tokenizer_ops": ("tensorflow_text", "core"),
         "lr_schedule": ("inverse_sqrt", "cosine"),
         "best_by": ("chrf", "bleu", "loss"),
@@ -148,6 +157,8 @@ class TrainConfig:
     VOCAB_FIELDS: ClassVar[tuple] = (
         "source_tokenizer",
         "target_tokenizer",
+        "source_sentencepiece_model",
+        "target_sentencepiece_model",
         "split_digits",
         "tokenizer_ops",
         "vocab_sample_lines",
@@ -187,6 +198,15 @@ class TrainConfig:
             check_range(self, name, above=0)
         check_range(self, "label_smoothing", minimum=0, below=1)
         check_range(self, "seed", minimum=0, maximum=2**32 - 1)  # NumPy's seed range
+        for side in ("source", "target"):
+            model = getattr(self, f"{side}_sentencepiece_model")
+            kind = getattr(self, f"{side}_tokenizer")
+            if model is not None and kind != "sentencepiece":
+                raise ValueError(
+                    f"{side}_sentencepiece_model is a SentencePiece model for "
+                    f"{side}_tokenizer='sentencepiece'. Received: {side}_tokenizer="
+                    f"{kind!r}, {side}_sentencepiece_model={model!r}"
+                )
         if self.best_by != "loss" and not self.validation_translations:
             raise ValueError(
                 f"best_by={self.best_by!r} scores the translations of the validation "

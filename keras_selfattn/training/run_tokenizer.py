@@ -2,28 +2,33 @@
 
 from keras_selfattn import text
 from keras_selfattn.text.learn_vocab import learn_pair_tokenizer
+from keras_selfattn.text.sentencepiece_model import read_sentencepiece_model
 from keras_selfattn.training import run_data as run_data_lib
 
 __all__ = ["load_or_learn_tokenizer", "tokenizer_configs"]
 
 
 def tokenizer_configs(train_config):
-    """The source and target `TokenizerConfig` of a `TrainConfig`."""
+    """The source and target `TokenizerConfig` of a `TrainConfig`.
 
-    def config(kind, split_digits, make=text.TokenizerConfig):
+    A SentencePiece model file a side names is read here first, so that a
+    missing or broken file fails before any data is read, with the option and
+    the path in the message.
+    """
+
+    def config(side, make=text.TokenizerConfig):
+        model = getattr(train_config, f"{side}_sentencepiece_model")
+        if model is not None:
+            read_sentencepiece_model(model, f"--{side}-sentencepiece-model")
         return make(
-            kind=kind, ops=train_config.tokenizer_ops, split_digits=split_digits
+            kind=getattr(train_config, f"{side}_tokenizer"),
+            ops=train_config.tokenizer_ops,
+            split_digits=train_config.split_digits,
+            sentencepiece_model=model,
         )
 
-    return (
-        config(train_config.source_tokenizer, train_config.split_digits),
-        # The target keeps its case and Unicode form: text comes back as written.
-        config(
-            train_config.target_tokenizer,
-            train_config.split_digits,
-            text.TokenizerConfig.for_target,
-        ),
-    )
+    # The target keeps its case and Unicode form: text comes back as written.
+    return config("source"), config("target", text.TokenizerConfig.for_target)
 
 
 def load_or_learn_tokenizer(vocab, work_dir, resuming, run_data, train_config):
@@ -51,6 +56,15 @@ def load_or_learn_tokenizer(vocab, work_dir, resuming, run_data, train_config):
                         f"{getattr(config, name)!r}, but this run asks for "
                         f"{getattr(expected, name)!r}; pass the same tokenizer options"
                     )
+            model_file = expected.sentencepiece_model
+            if model_file is not None and read_sentencepiece_model(
+                model_file, f"--{side}-sentencepiece-model"
+            ) != (getattr(tokenizer, side).sentencepiece_model):
+                raise ValueError(
+                    f"The {side} vocabulary in {vocab} is not the SentencePiece model "
+                    f"{model_file} that this run names (--{side}-sentencepiece-"
+                    "model); pass one or the other"
+                )
     else:
         tokenizer = learn_pair_tokenizer(
             run_data_lib.training_pairs(run_data, train_config),

@@ -23,6 +23,16 @@ def core_run_dir(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def sentencepiece_run_dir(tmp_path_factory):
+    """A run whose two sides are SentencePiece models learned from its training pairs."""
+    return train_tiny(
+        tmp_path_factory.mktemp("sentencepiece_run"),
+        "tensorflow_text",
+        ("sentencepiece", "sentencepiece"),
+    )
+
+
+@pytest.fixture(scope="session")
 def text_export(text_run_dir, tmp_path_factory):
     """BASE/1 of the tensorflow-text run."""
     base = tmp_path_factory.mktemp("exports") / "translator"

@@ -88,6 +88,16 @@ def test_audit_sorts_ops(registry):
     assert newer.ok and newer.tensorflow_text == ["TFText>RoundRobinTrim"]
 
 
+def test_sentencepiece_ops_are_linked_by_every_checked_serving(registry):
+    ops = ["SentencepieceOp", "SentencepieceTokenizeOp", "SentencepieceDetokenizeOp"]
+    for serving_version in (None, "2.12", "2.20"):
+        result = audit.audit_ops(
+            ["MatMul", *ops], serving_version=serving_version, registry=registry
+        )
+        assert result.ok and result.tensorflow_text == sorted(ops)
+        assert "tensorflow-text ops (linked by stock TF Serving" in result.summary()
+
+
 def test_core_only_audit(registry):
     result = audit.audit_ops(
         ["MatMul", "StringLower", "LookupTableFindV2"], registry=registry

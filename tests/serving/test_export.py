@@ -155,6 +155,45 @@ def test_core_export_loads_without_tensorflow_text(
     assert report["tf2"]["serving_default"]["translation"] == expected
 
 
+@pytest.mark.slow
+def test_sentencepiece_export_serves_translate_text(sentencepiece_run_dir, tmp_path):
+    """SentencePiece in and out of the graph: served text equals `translate` text."""
+    held_out = text.read_pairs(
+        pathlib.Path(sentencepiece_run_dir) / "splits" / "test.tsv"
+    )
+    sample_texts = [source for source, _ in held_out[:16]] + [
+        "",
+        "   ",
+        "qwxz vbnmk Ω",  # unknown pieces
+        "Mercredi 14 JUILLET 1989 à midi, le quatorzième jour du mois",  # too long
+        "ｆｕｌｌ-width ２０２０",  # NFKC and case folding before SentencePiece
+    ]
+    version_dir = serving.export_run(sentencepiece_run_dir, tmp_path / "translator")
+    op_audit = audit.audit_saved_model(version_dir)
+    assert op_audit.ok
+    assert {"SentencepieceOp", "SentencepieceTokenizeOp"} <= set(
+        op_audit.tensorflow_text
+    )
+    assert "SentencepieceDetokenizeOp" in op_audit.tensorflow_text
+    report = load_in_fresh_process(version_dir, sample_texts, tmp_path)
+    assert not [m for m in report["modules"] if m.startswith("keras_selfattn")]
+    translator = Translator.load(sentencepiece_run_dir)
+    assert translator.tokenizer.target.config.kind == "sentencepiece"
+    greedy = translator.translate(sample_texts)
+    beam = translator.translate(sample_texts, beam_size=BEAM_SIZE)
+    expected = [t.text for t in greedy]
+    assert len(set(expected)) > 3, "the fixture model should tell sentences apart"
+    for loader in ("tf2", "session"):
+        assert report[loader]["serving_default"]["translation"] == expected, loader
+        np.testing.assert_allclose(
+            report[loader]["serving_default"]["score"],
+            [t.score for t in greedy],
+            atol=1e-4,
+        )
+        nbest = report[loader]["translate_nbest"]["translations"]
+        assert [row[0] for row in nbest] == [t.text for t in beam], loader
+
+
 def test_next_version_ignores_what_tf_serving_ignores(tmp_path):
     assert publishing.next_version(tmp_path / "missing") == 1
     for name in ("1", "3", "10", ".export-tmp-abc", "7-old", "notes"):

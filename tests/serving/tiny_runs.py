@@ -21,7 +21,9 @@ NUM_PAIRS = 600
 BEAM_SIZE = serving.DEFAULT_BEAM_SIZE
 
 
-def train_tiny(run_dir, tokenizer_ops):
+def train_tiny(run_dir, tokenizer_ops, tokenizers=("word", "char"), **options):
+    """A tiny run; ``tokenizers``: the source and target kinds; ``options``: more
+    `TrainConfig` fields."""
     config = TrainConfig(
         epochs=6,
         batch_size=32,
@@ -29,12 +31,13 @@ def train_tiny(run_dir, tokenizer_ops):
         warmup_steps=5,
         patience=100,
         jit_compile=False,
-        source_tokenizer="word",
-        target_tokenizer="char",
+        source_tokenizer=tokenizers[0],
+        target_tokenizer=tokenizers[1],
         split_digits=True,
         tokenizer_ops=tokenizer_ops,
         validation_translations=0,  # no translations at each validation
         best_by="loss",
+        **options,
     )
     return train(
         text.load_bundled_dates()[:NUM_PAIRS], run_dir, TINY_MODEL, config, verbose=0

@@ -11,6 +11,7 @@ MODULES = [
     "keras_selfattn.text.dataset",
     "keras_selfattn.text.dates",
     "keras_selfattn.text.pair_tokenizer",
+    "keras_selfattn.text.sentencepiece_model",
     "keras_selfattn.text.tokenizers",
     "keras_selfattn.text.vocab",
 ]

@@ -6,12 +6,14 @@ import pytest
 import tensorflow as tf
 
 from keras_selfattn.text.pair_tokenizer import (
+    SENTENCEPIECE_MODEL_FILES,
     SOURCE_VOCAB_FILE,
     TARGET_VOCAB_FILE,
     TOKENIZER_CONFIG_FILE,
     PairTokenizer,
 )
 from keras_selfattn.text.tokenizers import TokenizerConfig, build_tokenizer
+from tests.text.german_sentences import GERMAN
 
 PAIRS = [
     ("Le chat dort.", "The cat sleeps."),
@@ -138,3 +140,45 @@ def test_pair_tokenizer_tables_travel_in_a_saved_model(tmp_path):
         loaded.encode(probe).numpy().tolist()
         == tokenizer.source.encode(probe).to_tensor().numpy().tolist()
     )
+
+
+def test_sentencepiece_sides_save_their_models(tmp_path):
+    pairs = [(f"Le chat numéro {n} dort.", GERMAN[n % len(GERMAN)]) for n in range(60)]
+    tokenizer = PairTokenizer.build(
+        pairs,
+        TokenizerConfig(kind="sentencepiece", max_vocab_size=120),
+        TokenizerConfig.for_target(kind="sentencepiece", max_vocab_size=300),
+    )
+    run = tokenizer.save(tmp_path / "run")
+    assert sorted(p.name for p in run.iterdir()) == sorted(
+        [SOURCE_VOCAB_FILE, TARGET_VOCAB_FILE, TOKENIZER_CONFIG_FILE]
+        + list(SENTENCEPIECE_MODEL_FILES.values())
+    )
+    config = json.loads((run / TOKENIZER_CONFIG_FILE).read_text("utf-8"))
+    for side in ("source", "target"):
+        assert config[side]["kind"] == "sentencepiece"
+        assert config[side]["sentencepiece_model_file"] == f"{side}.spm.model"
+        assert (run / f"{side}.spm.model").read_bytes() == getattr(
+            tokenizer, side
+        ).sentencepiece_model
+    loaded = PairTokenizer.load(run)
+    probe = tf.constant([s for s, _ in pairs[:3]] + GERMAN[:3] + ["Unbekannt: Ω"])
+    for side in ("source", "target"):
+        before, after = getattr(tokenizer, side), getattr(loaded, side)
+        assert after.config == before.config
+        assert after.vocabulary.tokens == before.vocabulary.tokens
+        assert after.encode(probe).to_list() == before.encode(probe).to_list()
+    assert [
+        t.decode()
+        for t in loaded.target.decode(
+            loaded.target.encode(tf.constant(GERMAN[:3]))
+        ).numpy()
+    ] == GERMAN[:3]
+
+    # A missing or broken model file is named.
+    (run / "target.spm.model").write_bytes(b"broken")
+    with pytest.raises(ValueError, match="target.spm.model: not a SentencePiece model"):
+        PairTokenizer.load(run)
+    (run / "target.spm.model").unlink()
+    with pytest.raises(FileNotFoundError, match="SentencePiece model file not found"):
+        PairTokenizer.load(run)

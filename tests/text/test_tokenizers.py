@@ -1,5 +1,6 @@
 """Tokenizers: normalization, round trips per kind and ops, graphs and SavedModels."""
 
+import json
 import os
 import subprocess
 import sys
@@ -20,6 +21,7 @@ from keras_selfattn.text.tokenizers import (
     split_text,
 )
 from keras_selfattn.text.vocab import END_ID, PAD_ID, START_ID, UNK_ID, build_vocabulary
+from tests.text.german_sentences import GERMAN
 
 TEXTS = [
     "Hello,  World! It's 5 o'clock.",
@@ -347,3 +349,175 @@ def test_round_trip_property(config, texts):
     if not config.lowercase and config.normalization == "none":
         assert _strings(normalized) == [" ".join(t.split()) for t in texts]
     assert _strings(normalize_text(normalized, config)) == _strings(normalized)
+
+
+# SentencePiece ---------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def german_sentencepiece():
+    """A target-side SentencePiece tokenizer learned from German sentences."""
+    return build_tokenizer(
+        GERMAN, TokenizerConfig.for_target("sentencepiece", max_vocab_size=300)
+    )
+
+
+def test_sentencepiece_round_trip_on_german(german_sentencepiece):
+    tokenizer = german_sentencepiece
+    texts = tf.constant(GERMAN)
+    ids = tokenizer.encode(texts)
+    assert isinstance(ids, tf.RaggedTensor) and ids.dtype == tf.int32
+    assert UNK_ID not in ids.flat_values.numpy().tolist()
+    # The target config gives the text back as written.
+    assert _strings(tokenizer.decode(ids)) == GERMAN
+    assert _strings(tokenizer.detokenize(tokenizer.tokenize(texts))) == GERMAN
+    # Unseen sentences over the same characters, whitespace runs collapsed.
+    unseen = ["Der  Hund fährt\tBoot über den Fluss.", "Ein Mädchen liest 42 Bücher."]
+    assert _strings(tokenizer.decode(tokenizer.encode(tf.constant(unseen)))) == [
+        "Der Hund fährt Boot über den Fluss.",
+        "Ein Mädchen liest 42 Bücher.",
+    ]
+    single = tokenizer.encode(tf.constant(GERMAN[0]))
+    assert single.shape.rank == 1
+    assert tokenizer.decode(single).numpy().decode() == GERMAN[0]
+
+
+def test_sentencepiece_reserved_ids(german_sentencepiece):
+    tokenizer = german_sentencepiece
+    vocabulary = tokenizer.vocabulary
+    assert vocabulary.tokens[:4] == ["<pad>", "<unk>", "<s>", "</s>"]
+    assert vocabulary.token_to_id(
+        tf.constant(["<pad>", "<unk>", "<s>", "</s>"])
+    ).numpy().tolist() == [PAD_ID, UNK_ID, START_ID, END_ID]
+    # The vocabulary is the model's pieces in id order: the pieces `tokenize`
+    # gives are the vocabulary's tokens of `encode`'s ids.
+    texts = tf.constant(GERMAN[:3])
+    assert (
+        vocabulary.token_to_id(tokenizer.tokenize(texts)).to_list()
+        == tokenizer.encode(texts).to_list()
+    )
+    ids = tokenizer.encode(texts).flat_values.numpy().tolist()
+    assert not {PAD_ID, START_ID, END_ID} & set(ids)
+    # An unknown character becomes <unk>; decode shows SentencePiece's surface.
+    unknown = tokenizer.encode(tf.constant("Ein Ω.")).numpy().tolist()
+    assert UNK_ID in unknown
+    assert "\u2047" in tokenizer.decode(unknown).numpy().decode()
+
+
+def test_sentencepiece_decode_stops_at_end_and_drops_padding_and_start(
+    german_sentencepiece,
+):
+    tokenizer = german_sentencepiece
+    ids = tokenizer.encode(tf.constant(GERMAN[:2])).to_list()
+    rows = [
+        [START_ID] + ids[0] + [END_ID] + ids[1],  # after </s>: ignored
+        ids[1] + [PAD_ID, PAD_ID],
+    ]
+    width = max(len(r) for r in rows)
+    padded = tf.constant([r + [PAD_ID] * (width - len(r)) for r in rows])
+    assert _strings(tokenizer.decode(padded)) == [GERMAN[0], GERMAN[1]]
+
+
+def test_sentencepiece_source_side_normalizes_first():
+    tokenizer = build_tokenizer(
+        GERMAN, TokenizerConfig(kind="sentencepiece", max_vocab_size=300)
+    )
+    assert tokenizer.config.lowercase
+    texts = tf.constant(["ＥＩＮ  Hund.", GERMAN[1]])
+    assert _strings(tokenizer.decode(tokenizer.encode(texts))) == _strings(
+        tokenizer.normalize(texts)
+    )
+    assert _strings(tokenizer.normalize(texts))[0] == "ein hund."
+
+
+def test_sentencepiece_runs_in_tf_data_and_tf_function(german_sentencepiece):
+    tokenizer = german_sentencepiece
+    dataset = tf.data.Dataset.from_tensor_slices(GERMAN).batch(8).map(tokenizer.encode)
+    eager = tokenizer.encode(tf.constant(GERMAN)).to_list()
+    assert [row for batch in dataset for row in batch.to_list()] == eager
+    decode = tf.function(
+        tokenizer.decode, input_signature=[tf.TensorSpec([None, None], tf.int32)]
+    )
+    padded = tokenizer.encode(tf.constant(GERMAN)).to_tensor()
+    assert _strings(decode(padded)) == GERMAN
+
+
+@pytest.mark.slow
+def test_sentencepiece_tokenizers_serve_under_both_loaders(
+    tmp_path, german_sentencepiece
+):
+    """The models travel inside the SavedModel; two of them stay two models.
+
+    tensorflow-text 2.21 names each model's resource op after the tokenizer's
+    name; two SentencepieceTokenizers of one name came back from loading sharing
+    one model (a source and a target model: the target decoded with the source's
+    pieces). Each Tokenizer names its model after the model's digest.
+    """
+    target = german_sentencepiece
+    source = build_tokenizer(
+        [f"zug {n} fährt ab." for n in range(100)],
+        TokenizerConfig(kind="sentencepiece", max_vocab_size=40),
+    )
+    probe = GERMAN[:3]
+
+    def serve(text):
+        ids = target.encode(text).to_tensor()
+        return {
+            "text": target.decode(ids),
+            "source_ids": source.encode(text).to_tensor(),
+            "target_ids": ids,
+        }
+
+    archive = keras.export.ExportArchive()
+    archive.track(source)
+    archive.track(target)
+    archive.add_endpoint(
+        "serving_default",
+        serve,
+        input_signature=[tf.TensorSpec([None], tf.string, name="text")],
+    )
+    export_dir = str(tmp_path / "saved")
+    archive.write_out(export_dir, verbose=False)
+    expected = {
+        "text": probe,
+        "source_ids": source.encode(tf.constant(probe)).to_tensor().numpy().tolist(),
+        "target_ids": target.encode(tf.constant(probe)).to_tensor().numpy().tolist(),
+    }
+    assert expected["source_ids"] != expected["target_ids"]
+    script = textwrap.dedent(
+        f"""
+        import json
+        import tensorflow as tf
+        import tensorflow_text  # noqa: F401  (registers the SentencePiece ops)
+
+        def plain(outputs):
+            return {{
+                k: [t.decode("utf-8") for t in v.tolist()] if k == "text" else v.tolist()
+                for k, v in outputs.items()
+            }}
+
+        loaded = tf.saved_model.load({export_dir!r})
+        tf2 = loaded.signatures["serving_default"](text=tf.constant({probe!r}))
+        tf2 = plain({{k: v.numpy() for k, v in tf2.items()}})
+        with tf.compat.v1.Session(graph=tf.Graph()) as session:
+            loader = tf.compat.v1.saved_model.loader
+            meta = loader.load(session, ["serve"], {export_dir!r})
+            signature = meta.signature_def["serving_default"]
+            fetch = {{k: v.name for k, v in signature.outputs.items()}}
+            out = session.run(fetch, {{signature.inputs["text"].name: {probe!r}}})
+        print(json.dumps({{"tf2": tf2, "session": plain(out)}}))
+        """
+    )
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report["tf2"] == expected
+    assert report["session"] == expected
