@@ -136,8 +136,9 @@ def _lock_held(w, run_dir, *, killed=False):
         env=_env(),
     )
     assert holder.stdout.readline() == b"held\n"
-    if killed:
+    if killed:  # SIGKILL, and wait until it is gone (its lock goes with it)
         holder.kill()
+        holder.wait()
     w.cleanups.append(lambda: (holder.kill(), holder.wait()))
     return str(run_dir)
 

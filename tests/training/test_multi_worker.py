@@ -95,7 +95,9 @@ def chief_history(run_dir):
     with open(run_dir / "history.csv", newline="") as handle:
         rows = list(csv.DictReader(handle))
     history = {
-        key: [float(row[key]) for row in rows] for key in rows[0] if key != "epoch"
+        key: [float(row[key]) for row in rows]
+        for key in rows[0]
+        if key != "epoch" and not key.startswith("val_example_")  # text columns
     }
     return history, [int(row["epoch"]) for row in rows]
 

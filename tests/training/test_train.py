@@ -1,5 +1,6 @@
 """train(): the run directory, training by steps, exact resume, run-directory rules, bad input."""
 
+import csv
 import json
 import os
 import signal
@@ -187,7 +188,7 @@ def test_an_interrupted_run_resumes_exactly(tmp_path, data, uninterrupted):
         train(str(data), run, TINY_MODEL, config, verbose=0, callbacks=[Crash()])
     result = train(str(data), run, TINY_MODEL, config, verbose=0)
     assert result.history.get("loss", []) == []  # nothing trained twice
-    history = [row.split(",")[0] for row in (run / "history.csv").read_text().split()]
+    history = [row[0] for row in csv.reader(open(run / "history.csv", newline=""))]
     assert history == ["epoch", "0", "1", "2"]  # every period once
     assert json.loads((run / "training.json").read_text())["steps"] == 12
     for got, expected in zip(weights(run), weights(reference.run_dir), strict=True):
@@ -226,7 +227,7 @@ def test_a_run_killed_mid_training_resumes_by_step(tmp_path, data, uninterrupted
     )
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert json.loads((run / "training.json").read_text())["steps"] == 12
-    history = [row.split(",")[0] for row in (run / "history.csv").read_text().split()]
+    history = [row[0] for row in csv.reader(open(run / "history.csv", newline=""))]
     assert history == ["epoch", "0", "1", "2"]
     for got, expected in zip(weights(run), weights(reference.run_dir), strict=True):
         np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
