@@ -62,6 +62,13 @@ TINY_ARGS = [
 WORKER = REPO / "tests" / "training" / "train_worker.py"
 
 
+def history_epochs(run):
+    """The first column of history.csv, header included (a CSV: its text columns hold
+    spaces and commas)."""
+    with open(run / "history.csv", newline="", encoding="utf-8") as handle:
+        return [row[0] for row in csv.reader(handle)]
+
+
 def tiny_train_config(**overrides):
     # XLA is covered by tests/models and the CLI tests; here compiling would dominate.
     values = {
@@ -188,7 +195,7 @@ def test_an_interrupted_run_resumes_exactly(tmp_path, data, uninterrupted):
         train(str(data), run, TINY_MODEL, config, verbose=0, callbacks=[Crash()])
     result = train(str(data), run, TINY_MODEL, config, verbose=0)
     assert result.history.get("loss", []) == []  # nothing trained twice
-    history = [row[0] for row in csv.reader(open(run / "history.csv", newline=""))]
+    history = history_epochs(run)
     assert history == ["epoch", "0", "1", "2"]  # every period once
     assert json.loads((run / "training.json").read_text())["steps"] == 12
     for got, expected in zip(weights(run), weights(reference.run_dir), strict=True):
@@ -227,7 +234,7 @@ def test_a_run_killed_mid_training_resumes_by_step(tmp_path, data, uninterrupted
     )
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert json.loads((run / "training.json").read_text())["steps"] == 12
-    history = [row[0] for row in csv.reader(open(run / "history.csv", newline=""))]
+    history = history_epochs(run)
     assert history == ["epoch", "0", "1", "2"]
     for got, expected in zip(weights(run), weights(reference.run_dir), strict=True):
         np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
