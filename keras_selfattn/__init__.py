@@ -45,3 +45,4 @@ __getattr__, __dir__ = lazy_package(
 if "keras" in sys.modules:  # no start-up cost left to save: register for load_model now
     importlib.import_module("keras_selfattn.models.seq2seq")  # and the layers
     importlib.import_module("keras_selfattn.models.losses")  # a compiled model's loss
+    importlib.import_module("keras_selfattn.models.schedules")  # and its schedule

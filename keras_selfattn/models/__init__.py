@@ -8,6 +8,7 @@ from keras_selfattn._lazy import lazy_package
 
 __all__ = [
     "DecoderBridge",
+    "InverseSquareRootSchedule",
     "MaskedAccuracy",
     "MaskedCrossEntropy",
     "ModelConfig",
@@ -29,9 +30,17 @@ __getattr__, __dir__ = lazy_package(
         "MaskedAccuracy": "keras_selfattn.models.losses",
         "MaskedCrossEntropy": "keras_selfattn.models.losses",
         "masked_loss": "keras_selfattn.models.losses",
+        "InverseSquareRootSchedule": "keras_selfattn.models.schedules",
         "Seq2Seq": "keras_selfattn.models.seq2seq",
         "build_seq2seq": "keras_selfattn.models.seq2seq",
         "attention_weights_model": "keras_selfattn.models.attention_weights",
     },
-    submodules=("attention_weights", "blocks", "config", "losses", "seq2seq"),
+    submodules=(
+        "attention_weights",
+        "blocks",
+        "config",
+        "losses",
+        "schedules",
+        "seq2seq",
+    ),
 )

@@ -6,10 +6,11 @@ import keras
 import tensorflow as tf
 
 from keras_selfattn.models import MaskedAccuracy, build_seq2seq, masked_loss
+from keras_selfattn.models.schedules import InverseSquareRootSchedule
 from keras_selfattn.training.loss_scale import SyncedLossScaleOptimizer
 from keras_selfattn.training.per_replica_xla import use_per_replica_xla
 
-__all__ = ["InverseSquareRootSchedule", "build_and_compile", "dtype_policy"]
+__all__ = ["build_and_compile", "dtype_policy"]
 
 
 @contextlib.contextmanager
@@ -28,36 +29,6 @@ def dtype_policy(name):
         yield
     finally:
         keras.config.set_dtype_policy(previous)
-
-
-@keras.saving.register_keras_serializable(package="keras_selfattn")
-class InverseSquareRootSchedule(keras.optimizers.schedules.LearningRateSchedule):
-    """Linear warm-up to ``peak``, then ``peak * sqrt(warmup_steps / step)``.
-
-    The Transformer's schedule (Vaswani et al. 2017, eq. 3) written with its peak
-    learning rate instead of ``d_model ** -0.5``: step ``warmup_steps`` has
-    ``peak``, step ``4 * warmup_steps`` half of it. It does not depend on the
-    length of the run.
-
-    Args:
-        peak: the learning rate at the end of the warm-up.
-        warmup_steps: steps of the linear warm-up (0: none; then ``peak`` at step
-            1, decaying as ``1 / sqrt(step)``).
-    """
-
-    def __init__(self, peak, warmup_steps):
-        self.peak = float(peak)
-        self.warmup_steps = int(warmup_steps)
-
-    def __call__(self, step):
-        step = keras.ops.cast(step, "float32") + 1.0  # Keras counts from 0
-        warmup = float(max(1, self.warmup_steps))
-        return self.peak * keras.ops.minimum(
-            step / warmup, keras.ops.sqrt(warmup / keras.ops.maximum(step, warmup))
-        )
-
-    def get_config(self):
-        return {"peak": self.peak, "warmup_steps": self.warmup_steps}
 
 
 def build_and_compile(

@@ -1,13 +1,17 @@
 """The validation watch: scores of translations, and the health check catching a
 collapsed encoder provoked on purpose."""
 
+import os
+import pathlib
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 from keras import ops
 
 from keras_selfattn import text
-from keras_selfattn.models import build_seq2seq
-from keras_selfattn.training.compiled_model import InverseSquareRootSchedule
+from keras_selfattn.models import InverseSquareRootSchedule, build_seq2seq
 from keras_selfattn.training.step_loop import StepEvaluation, StepPlan
 from keras_selfattn.training.watch import (
     DISTINCT_FLOOR,
@@ -28,6 +32,7 @@ TINY = {
     "dropout": 0.0,
 }
 PAIRS = text.load_bundled_dates()[:40]
+REPO = pathlib.Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -201,3 +206,36 @@ def test_inverse_square_root_schedule_follows_its_formula():
     assert float(schedule(399)) == pytest.approx(5e-4)  # 4x the warm-up: half
     clone = InverseSquareRootSchedule.from_config(schedule.get_config())
     assert float(clone(1234)) == float(schedule(1234))
+
+
+@pytest.mark.slow
+def test_a_compiled_model_with_the_schedule_loads_in_a_fresh_process(
+    tokenizer, tmp_path
+):
+    """The documented contract: ``import keras, keras_selfattn`` before load_model."""
+    import keras
+
+    from keras_selfattn.models import masked_loss
+
+    model = tiny_model(tokenizer)
+    model.compile(
+        optimizer=keras.optimizers.Adam(InverseSquareRootSchedule(1e-3, 10)),
+        loss=masked_loss(label_smoothing=0.1),
+    )
+    path = tmp_path / "model.keras"
+    model.save(path)
+    script = (
+        "import sys, keras, keras_selfattn\n"
+        "m = keras.saving.load_model(sys.argv[1])\n"
+        "print(m.optimizer.get_config()[\"learning_rate\"][\"class_name\"])\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(path)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().endswith("InverseSquareRootSchedule")
