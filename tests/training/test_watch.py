@@ -227,7 +227,7 @@ def test_a_compiled_model_with_the_schedule_loads_in_a_fresh_process(
     script = (
         "import sys, keras, keras_selfattn\n"
         "m = keras.saving.load_model(sys.argv[1])\n"
-        "print(m.optimizer.get_config()[\"learning_rate\"][\"class_name\"])\n"
+        'print(m.optimizer.get_config()["learning_rate"]["class_name"])\n'
     )
     done = subprocess.run(
         [sys.executable, "-c", script, str(path)],
