@@ -95,13 +95,17 @@ def train(args):
 
 def reported_models(run_dir, snaps, budgets):
     """(budget in CPU-min, history row, snapshot) for each budget reached."""
-    rows = [r for r in history_rows(run_dir) if r.get("cpu_seconds") not in ("", "nan")]
+    validations = [  # (history row number, row) of the periods that validated
+        (number, row)
+        for number, row in enumerate(history_rows(run_dir), start=1)
+        if row.get("cpu_seconds") not in ("", "nan")
+    ]
     chosen = []
     for budget in budgets:
         within = [
-            (i + 1, row)
-            for i, row in enumerate(history_rows(run_dir))
-            if row in rows and float(row["cpu_seconds"]) <= budget * 60
+            (number, row)
+            for number, row in validations
+            if float(row["cpu_seconds"]) <= budget * 60
         ]
         if not within:
             continue

@@ -92,6 +92,11 @@ def plan_steps(train_config, train_pairs: int | None) -> StepPlan:
     )
 
 
+def target_tokens(counters):
+    """Target tokens the training stream has read so far (0 without counters)."""
+    return int(counters.target_tokens.numpy()) if counters else 0
+
+
 def save_model_atomically(model, path):
     """``model.save`` to a temporary file beside ``path``, then renamed onto it
     (`backup.replace_atomically`: a failed save names ``path``)."""
@@ -199,7 +204,7 @@ class StepEvaluation(keras.callbacks.Callback):
             )
 
     def _tokens(self):
-        return int(self.counters.target_tokens.numpy()) if self.counters else 0
+        return target_tokens(self.counters)
 
     def on_epoch_begin(self, epoch, logs=None):
         if self._mark is None:
@@ -294,7 +299,7 @@ class ProgressLog(keras.callbacks.Callback):
         self._start = self._mark = None
 
     def _tokens(self):
-        return int(self.counters.target_tokens.numpy()) if self.counters else 0
+        return target_tokens(self.counters)
 
     def on_train_begin(self, logs=None):
         self._start = self._mark = (time.perf_counter(), self.step, self._tokens())
