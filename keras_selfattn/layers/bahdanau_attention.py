@@ -37,6 +37,15 @@ class BahdanauAttention(keras.layers.Layer):
     * ``"general"`` (Luong et al. 2015): ``e_t = q^T W k_t`` with ``W`` (Dk -> Dq),
       the weight ``general_kernel``.
 
+    Multi-head additive attention (``heads > 1``, RNMT+, Chen et al. 2018): the
+    ``units`` features of the additive score are split into ``heads`` groups of
+    ``units / heads``; group ``h`` scores with its slice of ``w_v``, so every head
+    has its own weights ``a^h`` over the keys (one softmax per head), and head
+    ``h`` reads its slice of the value features (``Dv / heads`` of them). The
+    heads' contexts, concatenated, are the context (size ``Dv``, as with one
+    head); the returned weights are the heads' mean. ``heads=1`` is the
+    single-head score above, weight for weight.
+
     The key side of every score is a projection of the keys alone (``W_k k``,
     ``W k`` or ``k`` itself), so a decoder that attends to the same keys at every
     step computes it once with ``project_keys(keys)`` and passes it back as
@@ -61,6 +70,9 @@ class BahdanauAttention(keras.layers.Layer):
         dropout: float in [0, 1), dropout rate on the attention weights.
         kernel_initializer: initializer of the projection kernels.
         seed: optional int, seed of the dropout.
+        heads: positive int, attention heads of the additive score (default 1);
+            must divide ``units`` and the value size. Only ``score="additive"``
+            has heads.
         **kwargs: base layer arguments (``name``, ``dtype`` ...).
 
     Call arguments:
@@ -78,7 +90,8 @@ class BahdanauAttention(keras.layers.Layer):
     Returns:
         A tuple ``(context, weights)``: context (B, Dv) and weights (B, T) for a
         (B, Dq) query; context (B, S, Dv) and weights (B, S, T) for (B, S, Dq)
-        queries. Both in the compute dtype.
+        queries. Both in the compute dtype. With ``heads > 1`` the weights are
+        the mean of the heads' weights.
 
     Example:
 
@@ -102,6 +115,8 @@ class BahdanauAttention(keras.layers.Layer):
           Learning to Align and Translate. https://arxiv.org/abs/1409.0473
         - Luong, Pham, Manning, 2015. Effective Approaches to Attention-based
           Neural Machine Translation. https://arxiv.org/abs/1508.04025
+        - Chen et al., 2018. The Best of Both Worlds: Combining Recent Advances
+          in Neural Machine Translation. https://arxiv.org/abs/1804.09849
     """
 
     def __init__(
@@ -111,10 +126,17 @@ class BahdanauAttention(keras.layers.Layer):
         dropout=0.0,
         kernel_initializer="glorot_uniform",
         seed=None,
+        heads=1,
         **kwargs,
     ):
         super().__init__(**kwargs)
         check_choice("score", score, SCORES)
+        heads = check_positive_int("heads", heads)
+        if heads > 1 and score != "additive":
+            raise ValueError(
+                "heads > 1 needs score='additive'. "
+                f"Received: heads={heads}, score={score!r}"
+            )
         if units is not None or score == "additive":
             if units is None:
                 raise ValueError(
@@ -122,7 +144,13 @@ class BahdanauAttention(keras.layers.Layer):
                     "score='additive'). Received: units=None"
                 )
             units = check_positive_int("units", units)
+        if units is not None and units % heads:
+            raise ValueError(
+                "units must be divisible by heads. "
+                f"Received: units={units}, heads={heads}"
+            )
         self.units = units
+        self.heads = heads
         self.score = score
         self.dropout = check_rate("dropout", dropout)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
@@ -171,6 +199,12 @@ class BahdanauAttention(keras.layers.Layer):
                 "The last axis of query and keys must be known. Received: "
                 f"query_shape={query_shape}, keys_shape={keys_shape}"
             )
+        values_shape = keys_shape if values_shape is None else tuple(values_shape)
+        if values_shape[-1] is not None and values_shape[-1] % self.heads:
+            raise ValueError(
+                f"The value size must be divisible by heads={self.heads}. "
+                f"Received: values_shape={values_shape}"
+            )
         if self.score == "additive":
             self.query_dense.build(query_shape)
             self.key_dense.build(keys_shape)
@@ -188,7 +222,17 @@ class BahdanauAttention(keras.layers.Layer):
                 f"score={self.score!r} needs queries and keys of the same size. "
                 f"Received: query_shape={query_shape}, keys_shape={keys_shape}"
             )
-        self.dropout_layer.build(query_shape[:-1] + (keys_shape[1],))
+        self.dropout_layer.build(query_shape[:-1] + (self.heads, keys_shape[1]))
+
+    def projected_key_size(self, query_dim, key_dim):
+        """The feature size of ``project_keys(keys)`` for these query and key sizes.
+
+        ``units`` (additive), ``query_dim`` (general: ``W`` maps keys to the
+        queries' size) or ``key_dim`` (the dot scores use the keys as they are).
+        """
+        if self.score == "additive":
+            return self.units
+        return query_dim if self.score == "general" else key_dim
 
     def project_keys(self, keys):
         """The key side of the score, computed once per key sequence.
@@ -214,7 +258,9 @@ class BahdanauAttention(keras.layers.Layer):
         return keys
 
     def _logits(self, query, projected_keys):
-        """(B, Dq) or (B, S, Dq) queries and projected keys (B, T, .) -> (B, S, T) scores.
+        """(B, Dq) or (B, S, Dq) queries, projected keys (B, T, .) -> (B, S, H, T).
+
+        ``H`` is ``heads`` (1 for every score but a multi-head additive one).
 
         A single (B, Dq) query is projected as a 2-D matrix product, and the score
         vector ``v`` is applied as one 2-D matrix product over the flattened
@@ -237,16 +283,24 @@ class BahdanauAttention(keras.layers.Layer):
                     + ops.expand_dims(projected_keys, 1)
                 )  # (B, S, T, units)
             v = ops.cast(self.score_dense.kernel, features.dtype)  # (units, 1)
-            scores = ops.matmul(ops.reshape(features, (-1, self.units)), v)
             num_queries = 1 if len(query.shape) == 2 else ops.shape(query)[1]
-            return ops.reshape(scores, (batch, num_queries, num_keys))
+            if self.heads == 1:
+                scores = ops.matmul(ops.reshape(features, (-1, self.units)), v)
+            else:  # head h: its slice of the features times its slice of v
+                weighted = ops.reshape(features, (-1, self.units)) * ops.reshape(
+                    v, (1, self.units)
+                )
+                per_head = (-1, self.heads, self.units // self.heads)
+                scores = ops.sum(ops.reshape(weighted, per_head), axis=-1)
+            scores = ops.reshape(scores, (batch, num_queries, num_keys, self.heads))
+            return ops.transpose(scores, (0, 1, 3, 2))
         queries = ops.expand_dims(query, 1) if len(query.shape) == 2 else query
         logits = ops.matmul(queries, ops.transpose(projected_keys, (0, 2, 1)))
         if self.score == "scaled_dot":
             logits = logits / ops.cast(
                 math.sqrt(projected_keys.shape[-1]), logits.dtype
             )
-        return logits
+        return ops.expand_dims(logits, 2)
 
     def call(
         self,
@@ -279,19 +333,34 @@ class BahdanauAttention(keras.layers.Layer):
         if keys_mask is not None:
             keys_mask = ops.expand_dims(ops.cast(keys_mask, "bool"), 1)  # (B, 1, T)
         mask = combine_masks(length_mask, keys_mask)
+        if mask is not None:
+            mask = ops.expand_dims(mask, 2)  # (B, S or 1, 1, T): every head
 
         # float32 softmax; a query with every key masked gets zero weights (and a
         # zero context).
         weights = masked_softmax(logits, mask)
-        weights = ops.cast(weights, self.compute_dtype)  # (B, S, T)
+        weights = ops.cast(weights, self.compute_dtype)  # (B, S, H, T)
         dropped = self.dropout_layer(weights, training=training)
-        context = ops.matmul(
-            dropped, ops.cast(values, self.compute_dtype)
-        )  # (B, S, Dv)
+        context = self._context(dropped, ops.cast(values, self.compute_dtype))
+        weights = ops.squeeze(weights, 2) if self.heads == 1 else ops.mean(weights, 2)
         if single_query:
             context = ops.squeeze(context, 1)
             weights = ops.squeeze(weights, 1)
         return context, weights
+
+    def _context(self, weights, values):
+        """Weights (B, S, H, T) and values (B, T, Dv) -> context (B, S, Dv)."""
+        if self.heads == 1:
+            return ops.matmul(ops.squeeze(weights, 2), values)
+        batch, num_keys = ops.shape(values)[0], ops.shape(values)[1]
+        head_dim = values.shape[-1] // self.heads
+        values = ops.reshape(values, (batch, num_keys, self.heads, head_dim))
+        context = ops.matmul(
+            ops.transpose(weights, (0, 2, 1, 3)),  # (B, H, S, T)
+            ops.transpose(values, (0, 2, 1, 3)),  # (B, H, T, Dv / H)
+        )  # (B, H, S, Dv / H)
+        context = ops.transpose(context, (0, 2, 1, 3))
+        return ops.reshape(context, (batch, -1, self.heads * head_dim))
 
     def compute_output_shape(self, query_shape, keys_shape, values_shape=None):
         query_shape, keys_shape = tuple(query_shape), tuple(keys_shape)
@@ -322,6 +391,7 @@ class BahdanauAttention(keras.layers.Layer):
             {
                 "units": self.units,
                 "score": self.score,
+                "heads": self.heads,
                 "dropout": self.dropout,
                 "kernel_initializer": keras.initializers.serialize(
                     self.kernel_initializer

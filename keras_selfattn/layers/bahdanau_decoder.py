@@ -31,15 +31,6 @@ from keras_selfattn.layers.masking import (
 MAX_AUTO_UNROLL = 32  # the longest target BahdanauDecoder(unroll="auto") unrolls
 
 
-def recurrent_state_count(rnn_type, num_layers):
-    """How many recurrent states a decoder of ``num_layers`` ``rnn_type`` layers has.
-
-    One ``h`` per GRU layer, ``h`` and ``c`` per LSTM layer. The one place this is
-    counted: the cell, the decoder and `build_seq2seq`'s bridge all ask here.
-    """
-    return num_layers * (2 if rnn_type == "lstm" else 1)
-
-
 def _check_memory_shape(memory_shape):
     memory_shape = tuple(memory_shape)
     if len(memory_shape) != 3 or memory_shape[-1] is None:
@@ -72,55 +63,23 @@ Attributes:
 """
 
 
-_OPTIONS = (
+# The constructor arguments of the cell; `BahdanauDecoder` takes the same ones,
+# hands them to its cell and reads them back from it (as keras.layers.GRU does
+# with its GRUCell): the cell is their one home.
+CELL_OPTIONS = (
     "units",
     "rnn_type",
     "num_layers",
     "dropout",
     "attention_score",
+    "attention_heads",
     "kernel_initializer",
     "recurrent_initializer",
     "seed",
     "attentional_output",
     "residual",
     "layer_norm",
-)  # the constructor arguments the cell and the decoder share
-
-
-def _set_options(
-    layer,
-    units,
-    rnn_type,
-    num_layers,
-    dropout,
-    attention_score,
-    kernel_initializer,
-    recurrent_initializer,
-    seed,
-    attentional_output=False,
-    residual=False,
-    layer_norm=False,
-):
-    """Checks the shared constructor arguments (Keras' error form) and sets them on ``layer``."""
-    layer.units = check_positive_int("units", units)
-    layer.rnn_type = check_choice("rnn_type", rnn_type, RNN_TYPES)
-    layer.num_layers = check_positive_int("num_layers", num_layers)
-    layer.dropout = check_rate("dropout", dropout)
-    layer.attention_score = check_choice("attention_score", attention_score, SCORES)
-    layer.kernel_initializer = keras.initializers.get(kernel_initializer)
-    layer.recurrent_initializer = keras.initializers.get(recurrent_initializer)
-    layer.seed = check_seed(seed)
-    layer.attentional_output = check_bool("attentional_output", attentional_output)
-    layer.residual = check_bool("residual", residual)
-    layer.layer_norm = check_bool("layer_norm", layer_norm)
-
-
-def _options_config(layer):
-    """The shared constructor arguments of ``layer``, serialized for ``get_config``."""
-    config = {name: getattr(layer, name) for name in _OPTIONS}
-    for name in ("kernel_initializer", "recurrent_initializer"):
-        config[name] = keras.initializers.serialize(config[name])
-    return config
+)
 
 
 @keras.saving.register_keras_serializable(package="keras_selfattn")
@@ -149,11 +108,12 @@ class BahdanauDecoderCell(keras.layers.Layer):
     projects the keys once. Callers never index it: ``unpack_states(states)``
     names its parts (a `DecoderCellStates`), ``pack_states(parts)`` makes the list
     again, and ``top_hidden_state(states)`` / ``attention_weights(states)`` give
-    the query and the attention weights of the next step. ``state_size`` lists, for each state, its size per
-    batch row and time step: ``units`` for the recurrent states and the dropout
-    masks, ``Dm``, ``Dp`` and 1 for the memory, its projection and its mask.
-    (``keras.layers.RNN`` wants ints there; its symbolic shapes for the three
-    memory states are therefore (B, size), not (B, T, size): read only the
+    the query and the attention weights of the next step. ``state_size`` lists,
+    for each state, its size per batch row and time step: ``units`` for the
+    recurrent states and the dropout masks, ``Dm``, ``Dp`` and 1 for the memory,
+    its projection and its mask. (``keras.layers.RNN`` wants ints there; its
+    symbolic shapes for the three memory states are therefore (B, size), not
+    (B, T, size): read only the
     recurrent states from an RNN's returned states.) The memory sizes are known
     once the cell is built or ``get_initial_state_for_memory`` has run.
 
@@ -175,6 +135,9 @@ class BahdanauDecoderCell(keras.layers.Layer):
         attention_score: score of the attention, as
             ``BahdanauAttention(score=...)``: ``"additive"`` (default), ``"dot"``,
             ``"general"`` or ``"scaled_dot"`` (the dot scores need Dm == units).
+        attention_heads: positive int, heads of the additive attention (RNMT+'s
+            multi-head additive attention, ``BahdanauAttention(heads=...)``);
+            must divide ``units`` and the memory size. Default 1.
         kernel_initializer: initializer of the input kernels and the attention.
         recurrent_initializer: initializer of the recurrent kernels.
         seed: optional int, seed of the dropout.
@@ -238,23 +201,22 @@ class BahdanauDecoderCell(keras.layers.Layer):
         attentional_output=False,
         residual=False,
         layer_norm=False,
+        attention_heads=1,
         **kwargs,
     ):
         super().__init__(**kwargs)
-        _set_options(
-            self,
-            units,
-            rnn_type,
-            num_layers,
-            dropout,
-            attention_score,
-            kernel_initializer,
-            recurrent_initializer,
-            seed,
-            attentional_output,
-            residual,
-            layer_norm,
-        )
+        self.units = check_positive_int("units", units)
+        self.rnn_type = check_choice("rnn_type", rnn_type, RNN_TYPES)
+        self.num_layers = check_positive_int("num_layers", num_layers)
+        self.dropout = check_rate("dropout", dropout)
+        self.attention_score = check_choice("attention_score", attention_score, SCORES)
+        self.attention_heads = check_positive_int("attention_heads", attention_heads)
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.recurrent_initializer = keras.initializers.get(recurrent_initializer)
+        self.seed = check_seed(seed)
+        self.attentional_output = check_bool("attentional_output", attentional_output)
+        self.residual = check_bool("residual", residual)
+        self.layer_norm = check_bool("layer_norm", layer_norm)
         self._memory_dim = None
         # A step's input may carry a Keras mask (see compute_mask): no warning.
         self.supports_masking = True
@@ -266,6 +228,7 @@ class BahdanauDecoderCell(keras.layers.Layer):
         self.attention = BahdanauAttention(
             units=self.units,
             score=attention_score,
+            heads=self.attention_heads,
             kernel_initializer=clone_initializer(self.kernel_initializer),
             dtype=self.dtype_policy,
             name="attention",
@@ -307,10 +270,22 @@ class BahdanauDecoderCell(keras.layers.Layer):
         )
 
     # ----------------------------------------------------------------- layout
+    def options_config(self):
+        """The constructor arguments (`CELL_OPTIONS`), serialized for get_config."""
+        config = {name: getattr(self, name) for name in CELL_OPTIONS}
+        for name in ("kernel_initializer", "recurrent_initializer"):
+            config[name] = keras.initializers.serialize(config[name])
+        return config
+
+    @property
+    def states_per_layer(self):
+        """Recurrent states of one layer: ``h`` (GRU, 1) or ``h, c`` (LSTM, 2)."""
+        return 2 if self.rnn_type == "lstm" else 1
+
     @property
     def num_recurrent_states(self):
         """Number of recurrent states: num_layers (GRU) or 2 * num_layers (LSTM)."""
-        return recurrent_state_count(self.rnn_type, self.num_layers)
+        return self.num_layers * self.states_per_layer
 
     @property
     def num_dropout_masks(self):
@@ -353,8 +328,7 @@ class BahdanauDecoderCell(keras.layers.Layer):
         of every layer's ``h`` (what the residual stream carried out of the step).
         """
         recurrent = self.unpack_states(states).recurrent
-        per_layer = 2 if self.rnn_type == "lstm" else 1
-        hidden = recurrent[::per_layer]  # h of every layer (LSTM: h, c per layer)
+        hidden = recurrent[:: self.states_per_layer]  # h of every layer
         if not self.residual:
             return hidden[-1]
         output = hidden[0]
@@ -389,35 +363,38 @@ class BahdanauDecoderCell(keras.layers.Layer):
                 "feature size: call get_initial_state_for_memory(memory) or build "
                 "the cell (build(inputs_shape, states_shape)) first."
             )
-        return (
-            [self.units] * self.num_recurrent_states
-            + [self._memory_dim, self._key_dim, 1]
-            + [self.units] * self.num_dropout_masks
+        return self._layout(
+            self.units,
+            self._memory_dim,
+            self.attention.projected_key_size(self.units, self._memory_dim),
+            1,
         )
 
     @property
     def output_size(self):
         return self.units
 
-    @property
-    def _key_dim(self):
-        return (
-            self._memory_dim
-            if self.attention_score in ("dot", "scaled_dot")
-            else self.units
+    def _layout(self, unit, memory, projected_keys, memory_mask):
+        """The states list with ``unit`` in every recurrent and dropout-mask slot."""
+        return self.pack_states(
+            DecoderCellStates(
+                recurrent=[unit] * self.num_recurrent_states,
+                memory=memory,
+                projected_keys=projected_keys,
+                memory_mask=memory_mask,
+                dropout_masks=[unit] * self.num_dropout_masks,
+            )
         )
 
     def states_shape(self, memory_shape):
         """The shapes of the states list for a memory of shape (B, T, Dm)."""
         batch, length, memory_dim = _check_memory_shape(memory_shape)
-        key_dim = (
-            memory_dim if self.attention_score in ("dot", "scaled_dot") else self.units
-        )
-        unit_shape = (batch, self.units)
-        return (
-            [unit_shape] * self.num_recurrent_states
-            + [(batch, length, memory_dim), (batch, length, key_dim), (batch, length)]
-            + [unit_shape] * self.num_dropout_masks
+        key_dim = self.attention.projected_key_size(self.units, memory_dim)
+        return self._layout(
+            (batch, self.units),
+            (batch, length, memory_dim),
+            (batch, length, key_dim),
+            (batch, length),
         )
 
     # ------------------------------------------------------------------ build
@@ -510,7 +487,9 @@ class BahdanauDecoderCell(keras.layers.Layer):
             )
             for _ in range(self.num_dropout_masks)
         ]
-        return recurrent + [memory, projected_keys, mask] + dropout_masks
+        return self.pack_states(
+            DecoderCellStates(recurrent, memory, projected_keys, mask, dropout_masks)
+        )
 
     def _initial_recurrent_states(self, initial_state, batch, dtype):
         count = self.num_recurrent_states
@@ -519,7 +498,7 @@ class BahdanauDecoderCell(keras.layers.Layer):
         if not isinstance(initial_state, (list, tuple)):
             initial_state = [initial_state]
         if len(initial_state) != count:
-            layout = "h" if self.rnn_type == "gru" else "h, c"
+            layout = "h, c" if self.states_per_layer == 2 else "h"
             raise ValueError(
                 f"initial_state must be a list of {count} tensors ({layout} for each "
                 f"of the {self.num_layers} layers, bottom first). "
@@ -557,7 +536,7 @@ class BahdanauDecoderCell(keras.layers.Layer):
             training=training,
         )
         x = ops.concatenate([inputs, ops.cast(context, inputs.dtype)], axis=-1)
-        per_layer = 2 if self.rnn_type == "lstm" else 1
+        per_layer = self.states_per_layer
         new_recurrent = []
         for i, rnn_cell in enumerate(self.rnn_cells):
             layer_input = x
@@ -625,7 +604,7 @@ class BahdanauDecoderCell(keras.layers.Layer):
 
     def get_config(self):
         config = super().get_config()
-        config.update(_options_config(self))
+        config.update(self.options_config())
         return config
 
 
@@ -659,6 +638,8 @@ class BahdanauDecoder(keras.layers.Layer):
             sequence, see ``BahdanauDecoderCell``).
         attention_score: ``"additive"`` (default), ``"dot"``, ``"general"`` or
             ``"scaled_dot"``.
+        attention_heads: positive int, heads of the additive attention (see
+            `BahdanauDecoderCell`). Default 1.
         kernel_initializer: initializer of the input kernels and the attention.
         recurrent_initializer: initializer of the recurrent kernels.
         seed: optional int, seed of the dropout.
@@ -737,24 +718,11 @@ class BahdanauDecoder(keras.layers.Layer):
         attentional_output=False,
         residual=False,
         layer_norm=False,
+        attention_heads=1,
         unroll="auto",
         **kwargs,
     ):
         super().__init__(**kwargs)
-        _set_options(
-            self,
-            units,
-            rnn_type,
-            num_layers,
-            dropout,
-            attention_score,
-            kernel_initializer,
-            recurrent_initializer,
-            seed,
-            attentional_output,
-            residual,
-            layer_norm,
-        )
         if not (isinstance(unroll, bool) or unroll == "auto"):
             raise ValueError(
                 f"unroll must be 'auto', True or False. Received: unroll={unroll!r}"
@@ -762,19 +730,22 @@ class BahdanauDecoder(keras.layers.Layer):
         self.unroll = unroll
         self.supports_masking = True
         # The cell exists from here on, as keras.layers.GRU's does (for
-        # step-by-step decoding); build() builds it.
+        # step-by-step decoding); it checks and keeps the options, which this
+        # layer reads back from it (see the properties below the class).
+        # build() builds it.
         self.cell = BahdanauDecoderCell(
-            self.units,
-            rnn_type=self.rnn_type,
-            num_layers=self.num_layers,
-            dropout=self.dropout,
-            attention_score=self.attention_score,
-            kernel_initializer=self.kernel_initializer,
-            recurrent_initializer=self.recurrent_initializer,
-            seed=self.seed,
-            attentional_output=self.attentional_output,
-            residual=self.residual,
-            layer_norm=self.layer_norm,
+            units,
+            rnn_type=rnn_type,
+            num_layers=num_layers,
+            dropout=dropout,
+            attention_score=attention_score,
+            kernel_initializer=kernel_initializer,
+            recurrent_initializer=recurrent_initializer,
+            seed=seed,
+            attentional_output=attentional_output,
+            residual=residual,
+            layer_norm=layer_norm,
+            attention_heads=attention_heads,
             dtype=self.dtype_policy,
             name="cell",
         )
@@ -891,5 +862,17 @@ class BahdanauDecoder(keras.layers.Layer):
 
     def get_config(self):
         config = super().get_config()
-        config.update(_options_config(self), unroll=self.unroll)
+        config.update(self.cell.options_config(), unroll=self.unroll)
         return config
+
+
+def _cell_option(name):
+    return property(
+        lambda self: getattr(self.cell, name),
+        doc=f"The cell's ``{name}`` (read-only; see `BahdanauDecoderCell`).",
+    )
+
+
+for _name in CELL_OPTIONS:
+    setattr(BahdanauDecoder, _name, _cell_option(_name))
+del _name

@@ -56,12 +56,89 @@ class ScaledTokenEmbedding(keras.layers.Layer):
 
 
 @keras.saving.register_keras_serializable(package="keras_selfattn")
+class TiedEmbedding(keras.layers.Layer):
+    """A target embedding that is also the output layer (tied weights).
+
+    Called on token ids it looks them up, ``E[ids]`` (id 0 is padding and gives
+    a Keras mask); called with ``reverse=True`` on vectors ``h`` (B, ..., D) it
+    gives the float32 logits ``h E^T + b`` over the vocabulary. One matrix
+    serves both ends of the decoder (Press & Wolf 2017; Inan et al. 2017), so a
+    rare token's output row learns from its input uses too, and the vocabulary
+    matrix is stored once.
+
+    Args:
+        vocab_size: int, number of token ids.
+        output_dim: int, the embedding width; the vectors given to the reverse
+            call must have this size.
+        **kwargs: base layer arguments.
+
+    References:
+        - Press & Wolf, 2017. Using the Output Embedding to Improve Language
+          Models. https://arxiv.org/abs/1608.05859
+    """
+
+    def __init__(self, vocab_size, output_dim, **kwargs):
+        super().__init__(**kwargs)
+        self.vocab_size = check_positive_int("vocab_size", vocab_size)
+        self.output_dim = check_positive_int("output_dim", output_dim)
+        self.supports_masking = True
+
+    def build(self, inputs_shape=None):
+        self.embeddings = self.add_weight(
+            shape=(self.vocab_size, self.output_dim),
+            initializer="uniform",  # keras.layers.Embedding's
+            name="embeddings",
+        )
+        self.bias = self.add_weight(
+            shape=(self.vocab_size,), initializer="zeros", name="bias"
+        )
+        self.built = True
+
+    def call(self, inputs, reverse=False):
+        if not reverse:
+            return ops.take(
+                ops.cast(self.embeddings, self.compute_dtype),
+                ops.cast(inputs, "int32"),
+                axis=0,
+            )
+        if inputs.shape[-1] != self.output_dim:
+            raise ValueError(
+                f"reverse=True needs vectors of size output_dim={self.output_dim}. "
+                f"Received: inputs.shape={tuple(inputs.shape)}"
+            )
+        logits = ops.matmul(
+            ops.cast(inputs, "float32"),
+            ops.transpose(ops.cast(self.embeddings, "float32")),
+        )
+        return logits + ops.cast(self.bias, "float32")
+
+    def compute_mask(self, inputs, mask=None):
+        # Token ids are masked at padding; the reverse call's vectors are not.
+        if "int" in str(getattr(inputs, "dtype", "")):
+            return ops.not_equal(inputs, 0)
+        return None
+
+    def compute_output_spec(self, inputs, reverse=False):
+        if reverse:
+            shape = tuple(inputs.shape)[:-1] + (self.vocab_size,)
+            return keras.KerasTensor(shape, dtype="float32")
+        shape = tuple(inputs.shape) + (self.output_dim,)
+        return keras.KerasTensor(shape, dtype=self.compute_dtype)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"vocab_size": self.vocab_size, "output_dim": self.output_dim})
+        return config
+
+
+@keras.saving.register_keras_serializable(package="keras_selfattn")
 class TransformerEncoderBlock(keras.layers.Layer):
     """Self-attention, then a position-wise feed-forward network, each with a residual.
 
     Post-layer-norm (``norm_first=False``, the original Transformer and d2l 11.7):
     ``y = LN(x + Drop(MHSA(x)))``, ``out = LN(y + Drop(FFN(y)))``. Pre-layer-norm
-    (``norm_first=True``): ``y = x + Drop(MHSA(LN(x)))``, ``out = y + Drop(FFN(LN(y)))``.
+    (``norm_first=True``): ``y = x + Drop(MHSA(LN(x)))``,
+    ``out = y + Drop(FFN(LN(y)))``.
     Padding keys are hidden through the Keras mask, which passes through.
 
     Args:

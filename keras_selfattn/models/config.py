@@ -49,6 +49,12 @@ class ModelConfig:
             it reads), so the output layer sees the source directly.
         decoder_residual: residual connections between stacked decoder layers.
         decoder_layer_norm: layer-normalized inputs of stacked decoder layers.
+        attention_heads: heads of the decoder's additive attention (RNMT+'s
+            multi-head additive attention); divides ``decoder_units`` and
+            ``num_hiddens``.
+        tie_embeddings: the target embedding is also the output layer (one
+            matrix, Press & Wolf 2017); needs ``embedding_dim ==
+            decoder_units``.
     """
 
     num_hiddens: int = 128
@@ -69,6 +75,8 @@ class ModelConfig:
     attentional_output: bool = True
     decoder_residual: bool = True
     decoder_layer_norm: bool = True
+    attention_heads: int = 1
+    tie_embeddings: bool = False
 
     # The allowed values of the text fields (also the CLI's ``choices``).
     CHOICES: ClassVar[dict] = {
@@ -113,12 +121,25 @@ class ModelConfig:
             "max_source_len",
             "max_target_len",
             "max_relative_position",
+            "attention_heads",
         ):
             check_range(self, name, minimum=1)
         check_range(self, "num_layers", minimum=0)
         check_range(self, "dropout", minimum=0, below=1)
-        if self.num_hiddens % self.num_heads:
+        self._check_divisible("decoder_units", "attention_heads")
+        self._check_divisible("num_hiddens", "attention_heads")
+        if self.tie_embeddings and self.embedding_dim != self.decoder_units:
             raise ValueError(
-                "num_hiddens must be divisible by num_heads. "
-                f"Received: num_hiddens={self.num_hiddens}, num_heads={self.num_heads}"
+                "tie_embeddings needs embedding_dim == decoder_units (the decoder's "
+                "outputs are scored against the embeddings). Received: "
+                f"embedding_dim={self.embedding_dim}, "
+                f"decoder_units={self.decoder_units}"
+            )
+        self._check_divisible("num_hiddens", "num_heads")
+
+    def _check_divisible(self, name, by):
+        if getattr(self, name) % getattr(self, by):
+            raise ValueError(
+                f"{name} must be divisible by {by}. Received: "
+                f"{name}={getattr(self, name)}, {by}={getattr(self, by)}"
             )

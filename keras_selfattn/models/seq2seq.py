@@ -22,6 +22,7 @@ from keras_selfattn.layers.arguments import check_seed
 from keras_selfattn.models.blocks import (
     DecoderBridge,
     ScaledTokenEmbedding,
+    TiedEmbedding,
     TransformerEncoderBlock,
 )
 from keras_selfattn.models.config import ModelConfig
@@ -54,7 +55,9 @@ class Seq2Seq(keras.Model):
     offsets instead. Bridge: the masked mean of the encoder output, one
     ``Dense(tanh)`` per decoder state, is the decoder's initial state. Decoder:
     target embedding -> ``BahdanauDecoder`` attending over the encoder output with
-    the encoder's padding mask -> ``Dense(target_vocab_size)`` logits in float32.
+    the encoder's padding mask -> ``Dense(target_vocab_size)`` logits in float32
+    (with ``config.tie_embeddings``, the target embedding's own matrix instead:
+    `TiedEmbedding`).
 
     The model is built with the functional API inside its constructor, so it
     is a functional model with inputs ``{"source": (B, T) int32, "target_in":
@@ -190,6 +193,7 @@ class Seq2Seq(keras.Model):
             attentional_output=config.attentional_output,
             residual=config.decoder_residual,
             layer_norm=config.decoder_layer_norm,
+            attention_heads=config.attention_heads,
             name="decoder",
             dtype=policy,
         )
@@ -199,16 +203,25 @@ class Seq2Seq(keras.Model):
             name="bridge",
             dtype=policy,
         )
-        self.target_embedding = keras.layers.Embedding(
-            target_vocab_size,
-            config.embedding_dim,
-            mask_zero=True,
-            name="target_embedding",
-            dtype=policy,
-        )
-        self.logits_dense = keras.layers.Dense(
-            target_vocab_size, dtype="float32", name="logits"
-        )
+        if config.tie_embeddings:
+            self.target_embedding = TiedEmbedding(
+                target_vocab_size,
+                config.embedding_dim,
+                name="target_embedding",
+                dtype=policy,
+            )
+            self.logits_dense = None
+        else:
+            self.target_embedding = keras.layers.Embedding(
+                target_vocab_size,
+                config.embedding_dim,
+                mask_zero=True,
+                name="target_embedding",
+                dtype=policy,
+            )
+            self.logits_dense = keras.layers.Dense(
+                target_vocab_size, dtype="float32", name="logits"
+            )
 
         # === Functional model ===
         source = keras.Input(shape=(None,), dtype="int32", name="source")
@@ -218,7 +231,7 @@ class Seq2Seq(keras.Model):
         hidden = self.decoder(
             self.target_embedding(target_in), memory, initial_state=initial_state
         )
-        logits = self.logits_dense(hidden)
+        logits = self._logits(hidden)
         kwargs.setdefault("name", "seq2seq")
         super().__init__(
             inputs={"source": source, "target_in": target_in},
@@ -232,6 +245,12 @@ class Seq2Seq(keras.Model):
         self.target_vocab_size = target_vocab_size
         self.model_config = config
         self.seed = seed
+
+    def _logits(self, hidden):
+        """Decoder outputs (..., decoder_units) -> float32 logits over the targets."""
+        if self.logits_dense is None:
+            return self.target_embedding(hidden, reverse=True)
+        return self.logits_dense(hidden)
 
     # ---------------------------------------------------------------- encoder
     def _encode(self, source_ids, training=None):
@@ -302,7 +321,7 @@ class Seq2Seq(keras.Model):
         cell = self.decoder.cell
         output, states = cell(embedded, decoder_state, training=training)
         output = cell.decoder_output(output, states, training=training)
-        logits = ops.cast(self.logits_dense(output), "float32")
+        logits = ops.cast(self._logits(output), "float32")
         return logits, [ops.convert_to_tensor(s) for s in states]
 
     def decoder_attention(self, decoder_state):
@@ -389,8 +408,9 @@ def build_seq2seq(
     Example:
 
     >>> import keras_selfattn
-    >>> model = keras_selfattn.build_seq2seq(100, 50, num_hiddens=32, num_heads=4,
-    ...                                      num_layers=1, ffn_hiddens=64, decoder_units=32)
+    >>> model = keras_selfattn.build_seq2seq(
+    ...     100, 50, num_hiddens=32, num_heads=4, num_layers=1, ffn_hiddens=64,
+    ...     decoder_units=32)
     >>> model.output.shape
     (None, None, 50)
     """

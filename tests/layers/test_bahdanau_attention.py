@@ -300,3 +300,101 @@ def test_dot_score_needs_equal_sizes():
         ValueError, match=r"score='dot' needs queries and keys of the same size"
     ):
         BahdanauAttention(score="dot")(QUERY, KEYS)
+
+
+# ------------------------------------------------------------ multi-head
+def numpy_multi_head_additive(layer, query, keys, values, mask):
+    """RNMT+'s multi-head additive attention written out head by head (float64).
+
+    Head h scores with features[h*d:(h+1)*d] . v[h*d:(h+1)*d] (d = units / heads),
+    normalizes over the keys on its own and reads values[..., h*dv:(h+1)*dv].
+    """
+    kq, kk, kv = (
+        ops.convert_to_numpy(getattr(layer, name).kernel).astype(np.float64)
+        for name in ("query_dense", "key_dense", "score_dense")
+    )
+    q = np.asarray(query, np.float64)[:, :, None, :]  # (B, S, 1, Dq)
+    k = np.asarray(keys, np.float64)[:, None, :, :]  # (B, 1, T, Dk)
+    v = np.asarray(values, np.float64)
+    features = np.tanh(q @ kq + k @ kk)  # (B, S, T, units)
+    d, dv = layer.units // layer.heads, v.shape[-1] // layer.heads
+    contexts, all_weights = [], []
+    for h in range(layer.heads):
+        e = features[..., h * d : (h + 1) * d] @ kv[h * d : (h + 1) * d, 0]
+        keep = np.broadcast_to(mask, e.shape)
+        w = np.where(
+            keep, np.exp(e - np.where(keep, e, -1e300).max(-1, keepdims=True)), 0
+        )
+        w = w / w.sum(-1, keepdims=True)
+        contexts.append(w @ v[..., h * dv : (h + 1) * dv])
+        all_weights.append(w)
+    return np.concatenate(contexts, -1), np.mean(all_weights, 0)
+
+
+def test_multi_head_additive_matches_numpy_head_by_head():
+    layer = BahdanauAttention(units=8, heads=4)
+    values = RNG.normal(size=(B, T, 12)).astype("float32")
+    valid_lens = np.array([2, 5])
+    context, weights = layer(QUERY, KEYS, values=values, valid_lens=valid_lens)
+    ref_context, ref_weights = numpy_multi_head_additive(
+        layer, QUERY, KEYS, values, lens_mask(valid_lens)
+    )
+    assert context.shape == (B, S, 12) and weights.shape == (B, S, T)
+    np.testing.assert_allclose(ops.convert_to_numpy(context), ref_context, atol=1e-5)
+    np.testing.assert_allclose(ops.convert_to_numpy(weights), ref_weights, atol=1e-5)
+    # The heads differ: one softmax per head, not one shared.
+    single = BahdanauAttention(units=8)
+    single(QUERY, KEYS, values=values)
+    single.set_weights(layer.get_weights())
+    one_head, _ = single(QUERY, KEYS, values=values, valid_lens=valid_lens)
+    assert not np.allclose(ops.convert_to_numpy(one_head), ref_context, atol=1e-3)
+
+
+def test_multi_head_single_query_equals_slice_of_many():
+    layer = BahdanauAttention(units=8, heads=2)
+    many, many_weights = layer(QUERY, KEYS, valid_lens=np.array([3, 5]))
+    one, one_weights = layer(QUERY[:, 1], KEYS, valid_lens=np.array([3, 5]))
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(one), ops.convert_to_numpy(many)[:, 1], atol=1e-6
+    )
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(one_weights),
+        ops.convert_to_numpy(many_weights)[:, 1],
+        atol=1e-6,
+    )
+
+
+@pytest.mark.slow
+def test_harness_multi_head_additive(tmp_path):
+    run_layer_test(
+        BahdanauAttention,
+        {"units": 8, "heads": 2, "dropout": 0.1, "seed": 3},
+        {"query": QUERY, "keys": KEYS, "values": VALUES[..., :6]},
+        expected_output_shapes=[(B, S, 6), (B, S, T)],
+        expected_num_trainable_weights=3,
+        tmp_path=tmp_path,
+    )
+
+
+@pytest.mark.parametrize(
+    "kwargs, pattern",
+    [
+        (
+            {"units": 8, "heads": 3},
+            r"units must be divisible by heads.*units=8, heads=3",
+        ),
+        (
+            {"units": 8, "heads": 0},
+            r"heads must be a positive integer.*Received: heads=0",
+        ),
+        ({"score": "dot", "heads": 2}, r"heads > 1 needs score='additive'.*heads=2"),
+    ],
+)
+def test_bad_heads_raise_value_error(kwargs, pattern):
+    with pytest.raises(ValueError, match=pattern):
+        BahdanauAttention(**kwargs)
+
+
+def test_value_size_must_divide_into_heads():
+    with pytest.raises(ValueError, match=r"divisible by heads=2.*values_shape=.*7"):
+        BahdanauAttention(units=8, heads=2)(QUERY, KEYS, values=VALUES)

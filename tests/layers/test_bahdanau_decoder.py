@@ -14,6 +14,7 @@ from keras_selfattn.layers import (
     BahdanauDecoder,
     BahdanauDecoderCell,
 )
+from keras_selfattn.layers.bahdanau_decoder import CELL_OPTIONS
 from tests.harness import check_docstring, run_layer_test
 from tests.layers.test_bahdanau_attention import numpy_attention, run_docstring_example
 
@@ -41,6 +42,10 @@ CONFIGS = [
     pytest.param(
         {"rnn_type": "lstm", "num_layers": 2, "attentional_output": True},
         id="lstm-2-attentional",
+    ),
+    pytest.param(
+        {"rnn_type": "gru", "num_layers": 1, "attention_heads": 2},
+        id="gru-1-two-heads",
     ),
 ]
 
@@ -143,7 +148,8 @@ def test_harness_cell(tmp_path):
 
 @pytest.mark.slow
 def test_harness_decoder_rnmt_options(tmp_path):
-    """Attentional output, residual and layer-normalized stacking, with dropout."""
+    """Attentional output, residual and layer-normalized stacking, two attention
+    heads, with dropout."""
     config = {"rnn_type": "gru", "num_layers": 2}
     run_layer_test(
         BahdanauDecoder,
@@ -154,6 +160,7 @@ def test_harness_decoder_rnmt_options(tmp_path):
             "attentional_output": True,
             "residual": True,
             "layer_norm": True,
+            "attention_heads": 2,
             **config,
         },
         {"inputs": TARGETS, "memory": MEMORY, "memory_valid_lens": VALID_LENS},
@@ -223,6 +230,23 @@ def test_rnmt_options_are_checked_and_serialized():
     assert clone.cell.attentional_output and not clone.cell.layer_norm
     # One layer: nothing to stack, so no layer norm weights are made.
     assert BahdanauDecoderCell(UNITS, layer_norm=True).layer_norms == []
+
+
+def test_the_cell_is_the_one_home_of_the_options():
+    """The decoder hands every option to its cell and reads it back (keras' GRU)."""
+    decoder = BahdanauDecoder(
+        UNITS, rnn_type="lstm", num_layers=2, attention_heads=2, residual=True
+    )
+    assert decoder.attention_heads == 2 and decoder.cell.attention.heads == 2
+    assert decoder.rnn_type == "lstm" and decoder.cell.states_per_layer == 2
+    config = decoder.get_config()
+    assert {k: config[k] for k in CELL_OPTIONS} == decoder.cell.options_config()
+    with pytest.raises(AttributeError):
+        decoder.units = 3  # read-only: a changed copy would disagree with the cell
+    with pytest.raises(ValueError, match=r"units must be divisible by heads"):
+        BahdanauDecoder(UNITS, attention_heads=3)
+    with pytest.raises(ValueError, match=r"Received: attention_heads=0"):
+        BahdanauDecoderCell(UNITS, attention_heads=0)
 
 
 @pytest.mark.parametrize("cls", [BahdanauDecoder, BahdanauDecoderCell])
@@ -577,7 +601,7 @@ def test_the_cell_exists_before_build_and_names_its_state_layout(config):
 
 
 def test_stepping_the_cell_on_a_masked_embedding_is_silent():
-    """The README pattern: the training Embedding(mask_zero=True), one step at a time."""
+    """The README pattern: the training Embedding(mask_zero=True), step by step."""
     import warnings
 
     embedding = keras.layers.Embedding(10, E, mask_zero=True)

@@ -1,4 +1,4 @@
-"""BahdanauDecoder(unroll=...): the unrolled and the symbolic loop give the same results."""
+"""BahdanauDecoder(unroll=...): the unrolled and the symbolic loops agree."""
 
 import keras
 import numpy as np

@@ -205,7 +205,12 @@ def test_bridge_is_the_masked_mean():
 
 # --------------------------------------------------- the decoding API (issue 14 §3)
 @pytest.mark.parametrize(
-    "options", [{}, {"rnn_type": "lstm", "decoder_layers": 2, "norm_first": True}]
+    "options",
+    [
+        {},
+        {"rnn_type": "lstm", "decoder_layers": 2, "norm_first": True},
+        {"attention_heads": 2, "tie_embeddings": True, "embedding_dim": 16},
+    ],
 )
 def test_decode_steps_equal_the_full_pass(options):
     model = tiny_model(**options)
@@ -303,7 +308,7 @@ def test_label_smoothing_against_a_hand_computation_and_keras():
 
 
 def test_masked_loss_compiles_both_ways_and_serializes(tmp_path):
-    """compile(loss=masked_loss) and compile(loss=masked_loss(...)); a .keras round trip."""
+    """compile(loss=masked_loss) and (loss=masked_loss(...)); a .keras round trip."""
     model = tiny_model()
     target_out = np.array([[4, 5, 6, 3], [7, 3, 0, 0]], "int32")
     inputs = {"source": SOURCE, "target_in": TARGET_IN}
@@ -323,3 +328,52 @@ def test_masked_loss_compiles_both_ways_and_serializes(tmp_path):
     np.testing.assert_allclose(
         loaded.evaluate(inputs, target_out, verbose=0), value, rtol=1e-6
     )
+
+
+# ------------------------------------------------ tied embeddings, heads
+def test_tied_embeddings_score_outputs_against_the_embedding_matrix(tmp_path):
+    model = tiny_model(tie_embeddings=True, embedding_dim=16)
+    names = [w.path for w in model.weights]
+    assert not any(name.startswith("logits") for name in names)
+    untied = tiny_model(embedding_dim=16)
+    # One matrix at both ends: V * D fewer weights (the bias stays).
+    assert untied.count_params() - model.count_params() == 10 * 16
+    table = ops.convert_to_numpy(model.target_embedding.embeddings)
+    bias = ops.convert_to_numpy(model.target_embedding.bias)
+    state = model.initial_decoder_state(SOURCE)
+    embedded = model.target_embedding(np.array([2, 2], "int32"))
+    np.testing.assert_allclose(ops.convert_to_numpy(embedded), table[[2, 2]])
+    cell = model.decoder.cell
+    output, states = cell(embedded, state)
+    hidden = ops.convert_to_numpy(cell.decoder_output(output, states))
+    logits, _ = model.decode_step(np.array([2, 2], "int32"), state)
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(logits), hidden @ table.T + bias, atol=1e-5
+    )
+    path = tmp_path / "tied.keras"
+    model.save(path)
+    loaded = keras.saving.load_model(path, safe_mode=True)
+    np.testing.assert_array_equal(predict(loaded), predict(model))
+
+
+def test_tied_embeddings_train_and_the_mask_stays_on_the_ids():
+    model = tiny_model(tie_embeddings=True, embedding_dim=16)
+    assert getattr(model.output, "_keras_mask", None) is None
+    model.compile(optimizer=keras.optimizers.Adam(1e-2), loss=masked_loss)
+    data = ({"source": SOURCE, "target_in": TARGET_IN}, np.roll(TARGET_IN, -1, 1))
+    before = model.evaluate(*data, verbose=0)
+    model.fit(*data, epochs=5, verbose=0)
+    assert model.evaluate(*data, verbose=0) < before
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        ({"tie_embeddings": True}, r"tie_embeddings needs embedding_dim == decoder"),
+        ({"attention_heads": 3}, r"decoder_units must be divisible by attention_h"),
+        ({"attention_heads": 0}, r"attention_heads"),
+    ],
+)
+def test_decoder_options_are_checked_in_the_config(overrides, message):
+    with pytest.raises(ValueError, match=message):
+        ModelConfig(**{**TINY, **overrides})
