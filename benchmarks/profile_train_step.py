@@ -1,6 +1,7 @@
 """Where the demo model's training step spends its time: the TF profiler, summarized.
 
-Run: .venv/bin/python benchmarks/profile_train_step.py [--no-xla] [--dropout R] [--top N] [--quick]
+Run: .venv/bin/python benchmarks/profile_train_step.py [--no-xla]
+         [--dropout R] [--top N] [--quick]
 
 Builds the demo model (``DEMO_MODEL_CONFIG``, batch 64, source 13 and target 11
 tokens, the demo's vocabulary sizes), runs a few ``train_on_batch`` steps under
@@ -56,7 +57,8 @@ _BOOKKEEPING = (
 
 
 def op_times(fn, steps):
-    """{op or thunk name: exclusive thread-milliseconds per step}, from a trace of ``steps`` calls."""
+    """{op or thunk name: exclusive thread-milliseconds per step}, from a trace of
+    ``steps`` calls."""
     import tensorflow as tf
     from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
@@ -158,8 +160,10 @@ def main(argv=None):
 
     print()
     print(
-        f"Demo model train step ({'XLA' if args.xla else 'graph mode, no XLA'}, dropout {config.dropout}, "
-        f"batch {shape[0]}, source {shape[1]}, target {shape[2]}), thread time per step by category:"
+        f"Demo model train step ({'XLA' if args.xla else 'graph mode, no XLA'}, "
+        f"dropout {config.dropout}, "
+        f"batch {shape[0]}, source {shape[1]}, target {shape[2]}), thread time per "
+        "step by category:"
     )
     print()
     _bench.print_table(

@@ -55,7 +55,8 @@ def _to_numpy(outputs):
 
 
 def _symbolic_input(name, array):
-    """A keras.Input with unknown batch; lengths unknown too (float: all but features)."""
+    """A keras.Input with unknown batch; lengths unknown too (float: all but
+    features)."""
     array = np.asarray(array)
     if np.issubdtype(array.dtype, np.floating):
         shape = (
@@ -168,7 +169,8 @@ for line in sys.stdin:
         data = np.load(data_path)
         model = keras.saving.load_model(model_path, safe_mode=True)
         inputs = {k: data[k] for k in data.files}
-        outs = keras.tree.flatten(model.predict(inputs, verbose=0))  # nested outputs come back flat
+        # Nested outputs come back flat.
+        outs = keras.tree.flatten(model.predict(inputs, verbose=0))
         np.savez(out_path, *[np.asarray(o, dtype="float32") for o in outs])
         print(json.dumps({"ok": True}), flush=True)
     except Exception:
@@ -306,7 +308,8 @@ def run_layer_test(
     if layer.trainable_weights:
         train_model = keras.Model(symbolic, _flatten(outputs)[0])
         target = np.zeros_like(eager[0])
-        # On JAX a step is always compiled in practice; its uncompiled path is slow and unused.
+        # On JAX a step is always compiled in practice; its uncompiled path is slow
+        # and unused.
         for jit in (True,) if keras.backend.backend() == "jax" else (False, True):
             before = [
                 w.numpy().copy() if hasattr(w, "numpy") else np.array(w)

@@ -38,7 +38,8 @@ class ServingStatus(Exception):
 
 
 def tensor_proto(array, dtype):
-    """numpy array -> TensorProto the way TF Serving writes outputs (repeated value fields)."""
+    """numpy array -> TensorProto the way TF Serving writes outputs (repeated value
+    fields)."""
     array = np.asarray(array)
     proto = tensor_pb2.TensorProto(
         dtype=dtype,
@@ -89,12 +90,14 @@ def _json_leaf(value, dtype):
         return value
     raise ServingStatus(
         grpc.StatusCode.INVALID_ARGUMENT,
-        f"JSON Value: {json.dumps(value)} is not of expected type: {tf.dtypes.as_dtype(dtype).name}",
+        f"JSON Value: {json.dumps(value)} is not of expected type: "
+        f"{tf.dtypes.as_dtype(dtype).name}",
     )
 
 
 def _json_to_tensor(value, dtype):
-    """A JSON value (scalar or nested lists) -> TensorProto of ``dtype``, dense shape checked."""
+    """A JSON value (scalar or nested lists) -> TensorProto of ``dtype``, dense shape
+    checked."""
     shape = _json_shape(value)
     flat = []
 
@@ -103,7 +106,8 @@ def _json_to_tensor(value, dtype):
             if level != len(shape):
                 raise ServingStatus(
                     grpc.StatusCode.INVALID_ARGUMENT,
-                    f"JSON Value: {json.dumps(item)} found at incorrect level: {level + 1}",
+                    f"JSON Value: {json.dumps(item)} found at incorrect level: "
+                    f"{level + 1}",
                 )
             flat.append(_json_leaf(item, dtype))
             return
@@ -159,13 +163,15 @@ def json_to_predict_request(body, input_dtypes, model_name, version):
         if not instances:
             raise ServingStatus(
                 grpc.StatusCode.INVALID_ARGUMENT,
-                f"JSON Value: {json.dumps(body, indent=4)} No values in 'instances' array",
+                f"JSON Value: {json.dumps(body, indent=4)} No values in 'instances' "
+                "array",
             )
         as_objects = isinstance(instances[0], dict) and not _is_b64(instances[0])
         if not as_objects and len(inputs) > 1:
             raise ServingStatus(
                 grpc.StatusCode.INVALID_ARGUMENT,
-                "instances is a plain list, but expecting list of objects as multiple input tensors "
+                "instances is a plain list, but expecting list of objects as multiple "
+                "input tensors "
                 "required as per tensorinfo_map",
             )
         columns = {name: [] for name in inputs}
@@ -187,7 +193,8 @@ def json_to_predict_request(body, input_dtypes, model_name, version):
                 if isinstance(item, dict) and not _is_b64(item):
                     raise ServingStatus(
                         grpc.StatusCode.INVALID_ARGUMENT,
-                        f"Expecting value/list but got object at item {index} of input list",
+                        f"Expecting value/list but got object at item {index} of input "
+                        "list",
                     )
                 columns[next(iter(inputs))].append(item)
         for name, column in columns.items():
@@ -204,7 +211,8 @@ def json_to_predict_request(body, input_dtypes, model_name, version):
             if len(inputs) > 1:
                 raise ServingStatus(
                     grpc.StatusCode.INVALID_ARGUMENT,
-                    "inputs is a plain value/list, but expecting an object as multiple input tensors "
+                    "inputs is a plain value/list, but expecting an object as multiple "
+                    "input tensors "
                     "required as per tensorinfo_map",
                 )
             value = {next(iter(inputs)): value}
