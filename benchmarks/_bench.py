@@ -153,8 +153,7 @@ def _read_status(field):
 
 
 def reset_peak_memory():
-    """Starts a new peak-memory measurement; returns the current resident memory
-    (bytes).
+    """Starts a new peak-memory measurement; returns the resident memory now (bytes).
 
     On Linux the peak resident set size (VmHWM) is reset to the current one by
     writing 5 to /proc/self/clear_refs, so that one process can measure the peak
@@ -170,8 +169,7 @@ def reset_peak_memory():
 
 
 def peak_memory_bytes():
-    """The peak resident memory since the last `reset_peak_memory` (or the process
-    start)."""
+    """The peak resident memory since the last `reset_peak_memory` (or the start)."""
     try:
         return _read_status("VmHWM")
     except OSError:

@@ -80,8 +80,7 @@ def measure(layer, length, backward, calls):
 
 
 def fit_max_length(points, budget_bytes):
-    """Longest T with a + b T + c T^2 <= budget, fitted (least squares) to (T, bytes)
-    points."""
+    """Longest T with a + b T + c T^2 <= budget, least-squares fitted to (T, bytes)."""
     import numpy as np
 
     lengths = np.array([t for t, _ in points], "float64")

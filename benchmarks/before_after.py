@@ -40,8 +40,7 @@ MODULES = {
 
 
 def load_old_modules(rev):
-    """{name: module} of the files at ``rev``, registered under another Keras package
-    name."""
+    """{name: module} of the files at ``rev``, registered under another package."""
     folder = tempfile.mkdtemp(prefix="before_after_")
     tag = "before_" + "".join(c if c.isalnum() else "_" for c in rev)
     for name, path in MODULES.items():

@@ -116,8 +116,7 @@ def decoder_steps(batch, mem_len, tgt_len, units, emb, mem_dim, jit_compile):
 def seq2seq_step(
     config, batch, src_len, tgt_len, src_vocab, tgt_vocab, jit_compile, policy="float32"
 ):
-    """(train_on_batch callable, number of real target tokens per batch) for the
-    model."""
+    """(train_on_batch callable, real target tokens per batch) for the model."""
     import numpy as np
     import tensorflow as tf
 

@@ -57,8 +57,7 @@ _BOOKKEEPING = (
 
 
 def op_times(fn, steps):
-    """{op or thunk name: exclusive thread-milliseconds per step}, from a trace of
-    ``steps`` calls."""
+    """{op or thunk name: exclusive thread-ms per step}, traced over ``steps`` calls."""
     import tensorflow as tf
     from tensorflow.tsl.profiler.protobuf import xplane_pb2
 

@@ -123,8 +123,7 @@ def predict(
     version=None,
     timeout=30.0,
 ):
-    """Translates ``texts``; returns one dict per sentence (e.g. ``{"translation",
-    "score"}``).
+    """Translates ``texts``: one dict per sentence (e.g. ``{"translation", "score"}``).
 
     Raises:
         grpc.RpcError: the server answered with an error (``.code()``, ``.details()``).

@@ -158,8 +158,7 @@ def predict(
     version=None,
     timeout=30.0,
 ):
-    """Translates ``texts``; returns one dict per sentence (e.g. ``{"translation",
-    "score"}``).
+    """Translates ``texts``: one dict per sentence (e.g. ``{"translation", "score"}``).
 
     Raises:
         ServingError: the server answered with an error (``.status``, ``.message``).
@@ -173,8 +172,7 @@ def predict(
 def model_status(
     host="localhost", port=8501, model="translator", version=None, timeout=10.0
 ):
-    """GET /v1/models/NAME: ``{"model_version_status": [{"version", "state",
-    "status"}]}``."""
+    """GET /v1/models/NAME: ``{"model_version_status": [{"version", "state", ...}]}``"""
     return _call(_model_url(host, port, model, version), timeout=timeout)
 
 

@@ -8,8 +8,7 @@ from keras_selfattn.layers.arguments import check_positive_int, check_rate, chec
 
 
 def _static_int(value):
-    """``value`` as a Python int when it is known now (int, NumPy, eager tensor), else
-    None."""
+    """``value`` as a Python int if known now (int, NumPy, eager tensor), else None."""
     if isinstance(value, bool):
         return None
     try:
@@ -113,8 +112,7 @@ class PositionalEncoding(keras.layers.Layer):
 
     @property
     def P(self):
-        """The (1, max_len, num_hiddens) float32 table, as in d2l's
-        ``PositionalEncoding.P``."""
+        """The (1, max_len, num_hiddens) float32 table (d2l's ``P``)."""
         return self._table_in("float32")[None]
 
     def _check_shape(self, input_shape, start=0):
