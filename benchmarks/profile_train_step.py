@@ -82,28 +82,34 @@ def op_times(fn, steps):
         for line in plane.lines:
             if line.name == "python" or line.name.startswith("TraceMe"):
                 continue
-            # Events nest on a line (an XLA call contains the thunks it runs): count
-            # each one's exclusive time, its duration less that of the events inside it.
             events = sorted(line.events, key=lambda e: (e.offset_ps, -e.duration_ps))
-            exclusive, stack = {}, []
-            for index, event in enumerate(events):
-                while (
-                    stack
-                    and events[stack[-1]].offset_ps + events[stack[-1]].duration_ps
-                    <= event.offset_ps
-                ):
-                    stack.pop()
-                if stack:
-                    exclusive[stack[-1]] -= (
-                        event.duration_ps
-                    )  # the parent loses this span
-                exclusive[index] = event.duration_ps
-                stack.append(index)
+            exclusive = _exclusive_durations(events)
             for index, event in enumerate(events):
                 name = plane.event_metadata[event.metadata_id].name
                 if not name.startswith(_BOOKKEEPING):
                     times[name] += max(exclusive[index], 0) / 1e9 / steps
     return times
+
+
+def _exclusive_durations(events):
+    """{index: exclusive picoseconds} of events sorted by start (longest first).
+
+    Events nest on a line (an XLA call contains the thunks it runs): each one's
+    exclusive time is its duration less that of the events inside it.
+    """
+    exclusive, stack = {}, []
+    for index, event in enumerate(events):
+        while (
+            stack
+            and events[stack[-1]].offset_ps + events[stack[-1]].duration_ps
+            <= event.offset_ps
+        ):
+            stack.pop()
+        if stack:
+            exclusive[stack[-1]] -= event.duration_ps  # the parent loses this span
+        exclusive[index] = event.duration_ps
+        stack.append(index)
+    return exclusive
 
 
 def main(argv=None):
