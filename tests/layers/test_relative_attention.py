@@ -57,35 +57,42 @@ def numpy_reference(layer, x, key_mask=None):
     H, D = layer.num_heads, layer.head_size
     kernel = _np(layer.query_key_value_dense.kernel).reshape(-1, 3, H, D)
     out_kernel = _np(layer.output_dense.kernel)
-    k = layer.max_relative_position
-    if k is not None:
-        table_k, table_v = _np(layer.relative_key), _np(layer.relative_value)
     z = np.zeros((B, T, H, D))
     weights = np.zeros((B, H, T, T))
     for b in range(B):
         for h in range(H):
-            q = x[b].astype(np.float64) @ kernel[:, 0, h]
-            kk = x[b].astype(np.float64) @ kernel[:, 1, h]
-            v = x[b].astype(np.float64) @ kernel[:, 2, h]
+            q, kk, v = (x[b].astype(np.float64) @ kernel[:, n, h] for n in range(3))
             if layer.use_rotary:
                 q, kk = rotate(q, np.arange(T)), rotate(kk, np.arange(T))
-            e = np.zeros((T, T))
-            for i in range(T):
-                for j in range(T):
-                    a_k = table_k[np.clip(j - i, -k, k) + k] if k is not None else 0.0
-                    e[i, j] = q[i] @ (kk[j] + a_k) / np.sqrt(D)
-            if key_mask is not None:
-                e = np.where(key_mask[b], e, -np.inf)
-            for i in range(T):
-                if not np.isfinite(e[i]).any():
-                    continue  # every key hidden: zero weights, zero context
-                alpha = np.exp(e[i] - e[i].max())
-                alpha /= alpha.sum()
-                weights[b, h, i] = alpha
-                for j in range(T):
-                    a_v = table_v[np.clip(j - i, -k, k) + k] if k is not None else 0.0
-                    z[b, i, h] += alpha[j] * (v[j] + a_v)
+            mask = None if key_mask is None else key_mask[b]
+            z[b, :, h], weights[b, h] = _reference_head(layer, q, kk, v, mask)
     return z.reshape(B, T, H * D) @ out_kernel, weights
+
+
+def _reference_head(layer, q, kk, v, key_mask):
+    """One head of `numpy_reference` on one sequence: z (T, D), alpha (T, T)."""
+    T, D = q.shape
+    k = layer.max_relative_position
+    if k is not None:
+        table_k, table_v = _np(layer.relative_key), _np(layer.relative_value)
+    e = np.zeros((T, T))
+    for i in range(T):
+        for j in range(T):
+            a_k = table_k[np.clip(j - i, -k, k) + k] if k is not None else 0.0
+            e[i, j] = q[i] @ (kk[j] + a_k) / np.sqrt(D)
+    if key_mask is not None:
+        e = np.where(key_mask, e, -np.inf)
+    z, weights = np.zeros((T, D)), np.zeros((T, T))
+    for i in range(T):
+        if not np.isfinite(e[i]).any():
+            continue  # every key hidden: zero weights, zero context
+        alpha = np.exp(e[i] - e[i].max())
+        alpha /= alpha.sum()
+        weights[i] = alpha
+        for j in range(T):
+            a_v = table_v[np.clip(j - i, -k, k) + k] if k is not None else 0.0
+            z[i] += alpha[j] * (v[j] + a_v)
+    return z, weights
 
 
 @pytest.mark.parametrize(
