@@ -193,13 +193,11 @@ def main(argv=None):
             continue
         print(
             f"{mode}: peak ~ {c * 1e6 / 2**20:.2f} MiB x (T/1000)^2 + "
-            f"{b * 1e3 / 2**20:.1f} MiB x (T/1000) "
-            f"+ {a / 2**20:.0f} MiB, i.e. {c / (HEADS * 4 * BATCH):.1f} float32 (B, H, "
-            "T, T) tensors alive "
-            f"at the peak -> the longest sequence whose peak plus this process's "
+            f"{b * 1e3 / 2**20:.1f} MiB x (T/1000) + {a / 2**20:.0f} MiB, i.e. "
+            f"{c / (HEADS * 4 * BATCH):.1f} float32 (B, H, T, T) tensors alive at the "
+            "peak -> the longest sequence whose peak plus this process's "
             f"{process_baseline / 2**20:.0f} MiB (TensorFlow, weights) stays under "
-            f"{BUDGET_GIB} GiB at batch "
-            f"{BATCH}, width {WIDTH}: **T = {longest}**"
+            f"{BUDGET_GIB} GiB at batch {BATCH}, width {WIDTH}: **T = {longest}**"
         )
     print()
     print(f"{_bench.environment_line()}")

@@ -190,9 +190,8 @@ def main(argv=None):
     print()
     print(
         f"Decoding {OUTPUT_TOKENS} tokens from {SOURCE_TOKENS}-token sources, demo "
-        "model, float32, "
-        "tf.function (graph, no XLA) unless eager; ratios to one teacher-forced "
-        "forward pass:"
+        "model, float32, tf.function (graph, no XLA) unless eager; ratios to one "
+        "teacher-forced forward pass:"
     )
     print()
     _bench.print_table(
@@ -212,8 +211,7 @@ def main(argv=None):
     print()
     print(
         "SavedModel (serving_default: text in, greedy, text out) under the session "
-        "loader, "
-        f"{serving_calls} calls per batch size, interleaved:"
+        f"loader, {serving_calls} calls per batch size, interleaved:"
     )
     print()
     _bench.print_table(

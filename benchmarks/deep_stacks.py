@@ -158,26 +158,23 @@ def main(argv=None):
     print()
     print(
         f"{args.steps} steps, batch {args.batch_size}, Adam lr {args.learning_rate:g} "
-        "constant (no warm-up, "
-        f"no clipping), dropout 0, seed {args.seed}. Gradient norms: global norm of "
-        "each encoder block's "
-        "weight gradients; 'first/last' is block 0 over the block next to the decoder."
+        f"constant (no warm-up, no clipping), dropout 0, seed {args.seed}. Gradient "
+        "norms: global norm of each encoder block's weight gradients; 'first/last' is "
+        "block 0 over the block next to the decoder."
     )
     print()
     print(
-        "| blocks | layer norm | loss at step 1 | loss, mean of last 10% | min loss "
-        "| grad norm at step 1, first/last block | mean grad norm over the run: first "
-        "block | last block "
-        "| first/last | time |"
+        "| blocks | layer norm | loss at step 1 | loss, mean of last 10% | min loss | "
+        "grad norm at step 1, first/last block | mean grad norm over the run: first "
+        "block | last block | first/last | time |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|")
     for (depth, norm_first), (losses, norms, wall) in results.items():
         mean = norms.mean(0)
         print(
             f"| {depth} | {'pre' if norm_first else 'post'} | {losses[0]:.3f} | "
-            f"{np.mean(losses[-tail:]):.3f} | "
-            f"{np.nanmin(losses):.3f} | {norms[0, 0] / norms[0, -1]:.2f} | "
-            f"{mean[0]:.4f} | {mean[-1]:.4f} | "
+            f"{np.mean(losses[-tail:]):.3f} | {np.nanmin(losses):.3f} | "
+            f"{norms[0, 0] / norms[0, -1]:.2f} | {mean[0]:.4f} | {mean[-1]:.4f} | "
             f"{mean[0] / mean[-1]:.2f} | {wall:.0f} s |"
         )
 

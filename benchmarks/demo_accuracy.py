@@ -45,8 +45,7 @@ def main(argv=None):
     for name, m in (("greedy", metrics["test"]), (f"beam {args.beam}", beam)):
         print(
             f"| {name} | {m['count']} | {100 * m['exact_match']:.2f}% | "
-            f"{m['bleu']:.2f} | {m['chrf']:.2f} "
-            f"| {epochs} | {wall:.0f} s |"
+            f"{m['bleu']:.2f} | {m['chrf']:.2f} | {epochs} | {wall:.0f} s |"
         )
 
 

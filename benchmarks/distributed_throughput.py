@@ -177,10 +177,9 @@ def main(argv=None):
     print()
     print(
         "Two replicas on two shared CPU cores prove that synchronous training works "
-        "(same weights as one "
-        "replica, see tests/training/test_mirrored.py), not that it is faster: both "
-        "replicas share the "
-        "same cores, and the all-reduce is pure overhead here."
+        "(same weights as one replica, see tests/training/test_mirrored.py), not that "
+        "it is faster: both replicas share the same cores, and the all-reduce is pure "
+        "overhead here."
     )
     print(
         f"median of {rounds} interleaved rounds of {steps} steps; "

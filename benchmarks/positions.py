@@ -90,9 +90,8 @@ def main(argv=None):
     longest = max(lengths)
     print(
         f"training on {len(short)} pairs with sources of "
-        f"{min(lengths)}-{args.short_max} tokens; "
-        f"length generalization on {len(long)} pairs of {args.short_max + 1}-{longest} "
-        "tokens"
+        f"{min(lengths)}-{args.short_max} tokens; length generalization on {len(long)} "
+        f"pairs of {args.short_max + 1}-{longest} tokens"
     )
 
     out = args.out or tempfile.mkdtemp(prefix="positions_")
@@ -148,23 +147,20 @@ def main(argv=None):
     )
     print(
         f"Budget: {args.epochs} epoch(s) on {len(short)} pairs with sources <= "
-        f"{args.short_max} tokens "
-        f"(80% train), seed {args.seed}, XLA, "
+        f"{args.short_max} tokens (80% train), seed {args.seed}, XLA, "
         f"max_relative_position={args.max_relative_position}."
     )
     print()
     print(
         "| position | parameters | val loss | held-out exact match | held-out BLEU | "
-        "longer: exact match "
-        "| longer: BLEU | longer: chrF | train time |"
+        "longer: exact match | longer: BLEU | longer: chrF | train time |"
     )
     print("|---|---|---|---|---|---|---|---|---|")
     for variant, params, val_loss, held_out, longer, wall in rows:
         print(
             f"| {variant} | {params:,} | {val_loss:.3f} | "
-            f"{100 * held_out['exact_match']:.1f}% | "
-            f"{held_out['bleu']:.1f} | {100 * longer['exact_match']:.1f}% | "
-            f"{longer['bleu']:.1f} | "
+            f"{100 * held_out['exact_match']:.1f}% | {held_out['bleu']:.1f} | "
+            f"{100 * longer['exact_match']:.1f}% | {longer['bleu']:.1f} | "
             f"{longer['chrf']:.1f} | {wall:.0f} s |"
         )
 

@@ -166,9 +166,8 @@ def main(argv=None):
     print()
     print(
         f"Demo model train step ({'XLA' if args.xla else 'graph mode, no XLA'}, "
-        f"dropout {config.dropout}, "
-        f"batch {shape[0]}, source {shape[1]}, target {shape[2]}), thread time per "
-        "step by category:"
+        f"dropout {config.dropout}, batch {shape[0]}, source {shape[1]}, target "
+        f"{shape[2]}), thread time per step by category:"
     )
     print()
     _bench.print_table(

@@ -291,9 +291,8 @@ def main():
             speed = result["target_tokens_per_step"] * args.steps / result["steps_s"]
             print(
                 f"| {name} | {label} | {result['first_step_s']:.0f} | "
-                f"{result['steps_s']:.1f} "
-                f"| {result['peak_rss_gib']:.2f} | {result['real_share']:.0%} | "
-                f"{speed:,.0f} |"
+                f"{result['steps_s']:.1f} | {result['peak_rss_gib']:.2f} | "
+                f"{result['real_share']:.0%} | {speed:,.0f} |"
             )
         print(
             f"| {name} | build-vocab | {built['seconds']:.0f} (whole command) | | "

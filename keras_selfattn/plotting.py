@@ -81,8 +81,7 @@ def plot_attention(weights, source_tokens, target_tokens, path, title=None):
         raise ValueError(
             "weights must have shape (len(target_tokens), len(source_tokens)). "
             f"Received: weights.shape={weights.shape}, {len(target_tokens)} target "
-            "tokens, "
-            f"{len(source_tokens)} source tokens"
+            f"tokens, {len(source_tokens)} source tokens"
         )
     source_tokens = [_shown(token) for token in source_tokens]
     target_tokens = [_shown(token) for token in target_tokens]

@@ -119,14 +119,12 @@ class PositionalEncoding(keras.layers.Layer):
         if len(input_shape) != 3:
             raise ValueError(
                 f"{type(self).__name__} expects inputs of shape (batch, T, "
-                "num_hiddens). "
-                f"Received: inputs.shape={tuple(input_shape)}"
+                f"num_hiddens). Received: inputs.shape={tuple(input_shape)}"
             )
         if input_shape[-1] is not None and input_shape[-1] != self.num_hiddens:
             raise ValueError(
-                "The last dimension of inputs must equal num_hiddens. "
-                f"Received: inputs.shape[-1]={input_shape[-1]}, "
-                f"num_hiddens={self.num_hiddens}"
+                "The last dimension of inputs must equal num_hiddens. Received: "
+                f"inputs.shape[-1]={input_shape[-1]}, num_hiddens={self.num_hiddens}"
             )
         if start is not None and start < 0:
             raise ValueError(
