@@ -113,7 +113,8 @@ def environment_line():
     except OSError:
         load = "load average n/a"
     return (
-        f"python {platform.python_version()}, tensorflow {tf.__version__}, keras {keras.__version__} "
+        f"python {platform.python_version()}, tensorflow {tf.__version__}, keras "
+        f"{keras.__version__} "
         f"({keras.backend.backend()} backend), {os.cpu_count()} CPU cores, {load}"
     )
 
@@ -152,7 +153,7 @@ def _read_status(field):
 
 
 def reset_peak_memory():
-    """Starts a new peak-memory measurement; returns the current resident memory (bytes).
+    """Starts a new peak-memory measurement; returns the resident memory now (bytes).
 
     On Linux the peak resident set size (VmHWM) is reset to the current one by
     writing 5 to /proc/self/clear_refs, so that one process can measure the peak
@@ -168,7 +169,7 @@ def reset_peak_memory():
 
 
 def peak_memory_bytes():
-    """The peak resident memory since the last `reset_peak_memory` (or the process start)."""
+    """The peak resident memory since the last `reset_peak_memory` (or the start)."""
     try:
         return _read_status("VmHWM")
     except OSError:

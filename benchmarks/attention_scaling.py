@@ -1,4 +1,6 @@
-"""MultiHeadSelfAttention time and peak memory from 128 to 8192 tokens (batch 1, width 256).
+"""MultiHeadSelfAttention time and peak memory from 128 to 8192 tokens.
+
+Batch 1, width 256.
 
 Run: .venv/bin/python benchmarks/attention_scaling.py [--quick] [--max-gib G]
 
@@ -78,7 +80,7 @@ def measure(layer, length, backward, calls):
 
 
 def fit_max_length(points, budget_bytes):
-    """Longest T with a + b T + c T^2 <= budget, fitted (least squares) to (T, bytes) points."""
+    """Longest T with a + b T + c T^2 <= budget, least-squares fitted to (T, bytes)."""
     import numpy as np
 
     lengths = np.array([t for t, _ in points], "float64")
@@ -160,7 +162,8 @@ def main(argv=None):
 
     print()
     print(
-        f"MultiHeadSelfAttention, batch {BATCH}, width {WIDTH}, {HEADS} heads, float32, tf.function (no XLA):"
+        f"MultiHeadSelfAttention, batch {BATCH}, width {WIDTH}, {HEADS} heads, "
+        "float32, tf.function (no XLA):"
     )
     print()
     _bench.print_table(
@@ -184,15 +187,17 @@ def main(argv=None):
         longest, (a, b, c) = fit_max_length(use, BUDGET_GIB * gib - process_baseline)
         if longest is None:
             print(
-                f"{mode}: memory does not grow quadratically over the measured lengths; no estimate"
+                f"{mode}: memory does not grow quadratically over the measured "
+                "lengths; no estimate"
             )
             continue
         print(
-            f"{mode}: peak ~ {c * 1e6 / 2**20:.2f} MiB x (T/1000)^2 + {b * 1e3 / 2**20:.1f} MiB x (T/1000) "
-            f"+ {a / 2**20:.0f} MiB, i.e. {c / (HEADS * 4 * BATCH):.1f} float32 (B, H, T, T) tensors alive "
-            f"at the peak -> the longest sequence whose peak plus this process's "
-            f"{process_baseline / 2**20:.0f} MiB (TensorFlow, weights) stays under {BUDGET_GIB} GiB at batch "
-            f"{BATCH}, width {WIDTH}: **T = {longest}**"
+            f"{mode}: peak ~ {c * 1e6 / 2**20:.2f} MiB x (T/1000)^2 + "
+            f"{b * 1e3 / 2**20:.1f} MiB x (T/1000) + {a / 2**20:.0f} MiB, i.e. "
+            f"{c / (HEADS * 4 * BATCH):.1f} float32 (B, H, T, T) tensors alive at the "
+            "peak -> the longest sequence whose peak plus this process's "
+            f"{process_baseline / 2**20:.0f} MiB (TensorFlow, weights) stays under "
+            f"{BUDGET_GIB} GiB at batch {BATCH}, width {WIDTH}: **T = {longest}**"
         )
     print()
     print(f"{_bench.environment_line()}")

@@ -1,6 +1,7 @@
 """MultiHeadSelfAttention vs keras.layers.MultiHeadAttention: forward + backward time.
 
-Run: .venv/bin/python benchmarks/attention_vs_keras.py [--quick] [--rounds N] [--no-mask-table]
+Run: .venv/bin/python benchmarks/attention_vs_keras.py [--quick]
+         [--rounds N] [--no-mask-table]
 
 Both layers get the same input X (batch, length, width), the same number of heads
 and the same key size (width / heads), no biases, no dropout, and compute
@@ -126,7 +127,8 @@ def main(argv=None):
     for masked, rows in tables.items():
         print()
         print(
-            f"MultiHeadSelfAttention vs keras.layers.MultiHeadAttention, forward + backward, "
+            "MultiHeadSelfAttention vs keras.layers.MultiHeadAttention, forward + "
+            "backward, "
             f"{num_heads} heads, float32, {'padding mask' if masked else 'no mask'}:"
         )
         print()

@@ -1,4 +1,4 @@
-"""The layers and the searches of the working tree vs those of an earlier commit, in one process.
+"""The layers and searches of the working tree vs an earlier commit, in one process.
 
 Run: .venv/bin/python benchmarks/before_after.py [--rev REV] [--quick] [--rounds N]
 
@@ -40,7 +40,7 @@ MODULES = {
 
 
 def load_old_modules(rev):
-    """{name: module} of the files at ``rev``, registered under another Keras package name."""
+    """{name: module} of the files at ``rev``, registered under another package."""
     folder = tempfile.mkdtemp(prefix="before_after_")
     tag = "before_" + "".join(c if c.isalnum() else "_" for c in rev)
     for name, path in MODULES.items():
@@ -154,7 +154,10 @@ def decoder_cases(old, quick):
     )
     for jit_compile in (False,) if quick else (False, True):
         yield (
-            f"BahdanauDecoder training step, B={batch}, T={mem_len}, S={tgt_len}, units={units}",
+            (
+                f"BahdanauDecoder training step, B={batch}, T={mem_len}, S={tgt_len}, "
+                f"units={units}"
+            ),
             "XLA" if jit_compile else "tf.function",
             {
                 side: gradient_step(

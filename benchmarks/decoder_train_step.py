@@ -1,4 +1,4 @@
-"""The Bahdanau decoder's teacher-forced training step vs the book's loop; seq2seq utilization.
+"""Bahdanau decoder teacher-forced training step vs the book's loop; utilization.
 
 Run: .venv/bin/python benchmarks/decoder_train_step.py [--quick] [--rounds N]
 
@@ -116,7 +116,7 @@ def decoder_steps(batch, mem_len, tgt_len, units, emb, mem_dim, jit_compile):
 def seq2seq_step(
     config, batch, src_len, tgt_len, src_vocab, tgt_vocab, jit_compile, policy="float32"
 ):
-    """(train_on_batch callable, number of real target tokens per batch) for the model."""
+    """(train_on_batch callable, real target tokens per batch) for the model."""
     import numpy as np
     import tensorflow as tf
 
@@ -204,7 +204,10 @@ def main(argv=None):
             samples = _bench.interleaved(steps, rounds, calls)
             rows.append(
                 [
-                    f"{label}: B={batch}, T={mem_len}, S={tgt_len}, units={units}, E={emb}, Dm={mem_dim}",
+                    (
+                        f"{label}: B={batch}, T={mem_len}, S={tgt_len}, units={units}, "
+                        f"E={emb}, Dm={mem_dim}"
+                    ),
                     "XLA" if jit_compile else "tf.function",
                     _bench.ms(_bench.median(samples["ours"])),
                     _bench.ms(_bench.median(samples["book"])),
@@ -254,7 +257,10 @@ def main(argv=None):
                 _bench.ms(_bench.median(samples["step"])),
                 f"{flops / 1e9:.3f}",
                 f"{flops / _bench.median(samples['step']) / 1e9:.1f}",
-                f"{2 * n**3 / _bench.median(samples['matmul']) / 1e9:.0f} (best {best_peak / 1e9:.0f})",
+                (
+                    f"{2 * n**3 / _bench.median(samples['matmul']) / 1e9:.0f} (best "
+                    f"{best_peak / 1e9:.0f})"
+                ),
                 f"**{100 * utilization:.1f}%**",
                 f"{100 * best_utilization:.1f}%",
             ]
@@ -262,7 +268,8 @@ def main(argv=None):
 
     print()
     print(
-        "BahdanauDecoder teacher-forced training step (forward + backward) vs the book's loop, float32:"
+        "BahdanauDecoder teacher-forced training step (forward + backward) vs the "
+        "book's loop, float32:"
     )
     print()
     _bench.print_table(
@@ -279,7 +286,8 @@ def main(argv=None):
     )
     print()
     print(
-        f"Whole seq2seq train step (train_on_batch: forward, loss, backward, Adam), demo model, "
+        "Whole seq2seq train step (train_on_batch: forward, loss, backward, Adam), "
+        "demo model, "
         f"batch {shape[0]}, source {shape[1]}, target {shape[2]} tokens, float32:"
     )
     print()
@@ -297,13 +305,16 @@ def main(argv=None):
     )
     print()
     print(
-        "Utilization: model FLOP/s over the float32 matmul FLOP/s measured in the same round. Under heavy"
+        "Utilization: model FLOP/s over the float32 matmul FLOP/s measured in the same "
+        "round. Under heavy"
     )
     print(
-        "load from other processes the big matmul suffers more than the small kernels of the step, which"
+        "load from other processes the big matmul suffers more than the small kernels "
+        "of the step, which"
     )
     print(
-        "inflates the per-round figure; the last column pairs the least disturbed samples of each."
+        "inflates the per-round figure; the last column pairs the least disturbed "
+        "samples of each."
     )
     print()
     print(f"median of {rounds} interleaved rounds; {_bench.environment_line()}")

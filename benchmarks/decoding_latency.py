@@ -1,6 +1,7 @@
-"""Decoding latency: greedy and beam search vs one teacher-forced forward pass; the SavedModel.
+"""Decoding latency: greedy and beam vs one teacher-forced pass; the SavedModel.
 
-Run: .venv/bin/python benchmarks/decoding_latency.py [--quick] [--rounds N] [--serving-calls N]
+Run: .venv/bin/python benchmarks/decoding_latency.py [--quick]
+         [--rounds N] [--serving-calls N]
 
 The demo model (untrained weights; the end id's logit is pushed down so that
 every search runs the full 30 steps), sources of 16 tokens, 30 output tokens,
@@ -188,8 +189,9 @@ def main(argv=None):
 
     print()
     print(
-        f"Decoding {OUTPUT_TOKENS} tokens from {SOURCE_TOKENS}-token sources, demo model, float32, "
-        "tf.function (graph, no XLA) unless eager; ratios to one teacher-forced forward pass:"
+        f"Decoding {OUTPUT_TOKENS} tokens from {SOURCE_TOKENS}-token sources, demo "
+        "model, float32, tf.function (graph, no XLA) unless eager; ratios to one "
+        "teacher-forced forward pass:"
     )
     print()
     _bench.print_table(
@@ -208,8 +210,8 @@ def main(argv=None):
     )
     print()
     print(
-        f"SavedModel (serving_default: text in, greedy, text out) under the session loader, "
-        f"{serving_calls} calls per batch size, interleaved:"
+        "SavedModel (serving_default: text in, greedy, text out) under the session "
+        f"loader, {serving_calls} calls per batch size, interleaved:"
     )
     print()
     _bench.print_table(

@@ -1,13 +1,14 @@
 """What goes wrong when many self-attention blocks are stacked: pre- vs post-layer-norm.
 
-Run: .venv/bin/python benchmarks/deep_stacks.py [--depths 2 6 12] [--steps 150] [--quick] [--png PATH]
+Run: .venv/bin/python benchmarks/deep_stacks.py [--depths 2 6 12]
+         [--steps 150] [--quick] [--png PATH]
 
 For every depth and both block types (`TransformerEncoderBlock(norm_first=...)`) the
 script builds `build_seq2seq` with the demo's widths, trains it for ``--steps``
 steps on the bundled dates corpus (same batches, same seed, Adam at a constant
-learning rate with NO warm-up, no gradient clipping; ``--jit`` for XLA) and records the training
-loss of every step and the gradient norm of every encoder block (the global norm
-of that block's weight gradients). Post-layer-norm stacks are known to need a
+learning rate with NO warm-up, no gradient clipping; ``--jit`` for XLA) and records the
+training loss of every step and the gradient norm of every encoder block (the global
+norm of that block's weight gradients). Post-layer-norm stacks are known to need a
 learning-rate warm-up because their gradients near the output are large at
 initialization (Xiong et al. 2020, "On Layer Normalization in the Transformer
 Architecture"); pre-layer-norm stacks are not. Prints a markdown table and saves
@@ -147,7 +148,8 @@ def main(argv=None):
             )
             results[depth, norm_first] = (losses, norms, time.perf_counter() - start)
             print(
-                f"depth {depth} {'pre' if norm_first else 'post'}-LN: loss {losses[0]:.3f} -> {losses[-1]:.3f}"
+                f"depth {depth} {'pre' if norm_first else 'post'}-LN: loss "
+                f"{losses[0]:.3f} -> {losses[-1]:.3f}"
                 f" ({results[depth, norm_first][2]:.0f} s)",
                 flush=True,
             )
@@ -155,22 +157,24 @@ def main(argv=None):
     tail = max(1, args.steps // 10)
     print()
     print(
-        f"{args.steps} steps, batch {args.batch_size}, Adam lr {args.learning_rate:g} constant (no warm-up, "
-        f"no clipping), dropout 0, seed {args.seed}. Gradient norms: global norm of each encoder block's "
-        "weight gradients; 'first/last' is block 0 over the block next to the decoder."
+        f"{args.steps} steps, batch {args.batch_size}, Adam lr {args.learning_rate:g} "
+        f"constant (no warm-up, no clipping), dropout 0, seed {args.seed}. Gradient "
+        "norms: global norm of each encoder block's weight gradients; 'first/last' is "
+        "block 0 over the block next to the decoder."
     )
     print()
     print(
-        "| blocks | layer norm | loss at step 1 | loss, mean of last 10% | min loss "
-        "| grad norm at step 1, first/last block | mean grad norm over the run: first block | last block "
-        "| first/last | time |"
+        "| blocks | layer norm | loss at step 1 | loss, mean of last 10% | min loss | "
+        "grad norm at step 1, first/last block | mean grad norm over the run: first "
+        "block | last block | first/last | time |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|")
     for (depth, norm_first), (losses, norms, wall) in results.items():
         mean = norms.mean(0)
         print(
-            f"| {depth} | {'pre' if norm_first else 'post'} | {losses[0]:.3f} | {np.mean(losses[-tail:]):.3f} | "
-            f"{np.nanmin(losses):.3f} | {norms[0, 0] / norms[0, -1]:.2f} | {mean[0]:.4f} | {mean[-1]:.4f} | "
+            f"| {depth} | {'pre' if norm_first else 'post'} | {losses[0]:.3f} | "
+            f"{np.mean(losses[-tail:]):.3f} | {np.nanmin(losses):.3f} | "
+            f"{norms[0, 0] / norms[0, -1]:.2f} | {mean[0]:.4f} | {mean[-1]:.4f} | "
             f"{mean[0] / mean[-1]:.2f} | {wall:.0f} s |"
         )
 

@@ -38,13 +38,14 @@ def main(argv=None):
     epochs = len(result.history["loss"])
     print()
     print(
-        "| decoding | held-out pairs | exact match | BLEU | chrF | epochs | wall time (train + eval) |"
+        "| decoding | held-out pairs | exact match | BLEU | chrF | epochs | wall time "
+        "(train + eval) |"
     )
     print("|---|---|---|---|---|---|---|")
     for name, m in (("greedy", metrics["test"]), (f"beam {args.beam}", beam)):
         print(
-            f"| {name} | {m['count']} | {100 * m['exact_match']:.2f}% | {m['bleu']:.2f} | {m['chrf']:.2f} "
-            f"| {epochs} | {wall:.0f} s |"
+            f"| {name} | {m['count']} | {100 * m['exact_match']:.2f}% | "
+            f"{m['bleu']:.2f} | {m['chrf']:.2f} | {epochs} | {wall:.0f} s |"
         )
 
 

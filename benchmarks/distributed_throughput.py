@@ -1,6 +1,7 @@
-"""Training steps per second on one replica and on two (MirroredStrategy over two logical CPUs).
+"""Training steps per second on one replica and on two (MirroredStrategy, 2 CPUs).
 
-Run: .venv/bin/python benchmarks/distributed_throughput.py [--quick] [--xla] [--rounds N]
+Run: .venv/bin/python benchmarks/distributed_throughput.py [--quick]
+         [--xla] [--rounds N]
 
 The CPU is split into two logical devices (`split_cpu`); the same global batch
 (the demo's 64 pairs, padded as `train` pads them) trains the demo model built
@@ -155,7 +156,8 @@ def main(argv=None):
         )
     print()
     print(
-        "Training steps per second, one replica vs two (MirroredStrategy over two logical CPU devices), "
+        "Training steps per second, one replica vs two (MirroredStrategy over two "
+        "logical CPU devices), "
         f"{'tiny model' if args.quick else 'the demo model'}, the same global batch:"
     )
     print()
@@ -174,12 +176,14 @@ def main(argv=None):
     )
     print()
     print(
-        "Two replicas on two shared CPU cores prove that synchronous training works (same weights as one "
-        "replica, see tests/training/test_mirrored.py), not that it is faster: both replicas share the "
-        "same cores, and the all-reduce is pure overhead here."
+        "Two replicas on two shared CPU cores prove that synchronous training works "
+        "(same weights as one replica, see tests/training/test_mirrored.py), not that "
+        "it is faster: both replicas share the same cores, and the all-reduce is pure "
+        "overhead here."
     )
     print(
-        f"median of {rounds} interleaved rounds of {steps} steps; {_bench.environment_line()}"
+        f"median of {rounds} interleaved rounds of {steps} steps; "
+        f"{_bench.environment_line()}"
     )
     print(f"command: {_bench.command_line(__file__, argv)}")
 

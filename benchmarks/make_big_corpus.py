@@ -1,4 +1,4 @@
-"""Writes a synthetic sentence-pair corpus of any size, with a realistic length distribution.
+"""Writes a synthetic sentence-pair corpus of any size, with realistic lengths.
 
 Sources are sentences of 2 to 80 words (log-normal lengths, median about 11,
 a long tail as in WMT/Tatoeba data), words drawn from a Zipf distribution over a
@@ -38,7 +38,8 @@ def _words(rng):
 
 
 def write_corpus(path, pairs, seed=0):
-    """Writes ``pairs`` lines of ``source<TAB>target`` to ``path`` (``.gz``: compressed)."""
+    """Writes ``pairs`` lines of ``source<TAB>target`` to ``path`` (``.gz``:
+    compressed)."""
     rng = np.random.default_rng(seed)
     source_words = _words(rng)
     target_words = _words(rng)

@@ -89,8 +89,9 @@ def main(argv=None):
     long = [p for p, n in zip(pairs, lengths) if n > args.short_max][: args.eval_pairs]
     longest = max(lengths)
     print(
-        f"training on {len(short)} pairs with sources of {min(lengths)}-{args.short_max} tokens; "
-        f"length generalization on {len(long)} pairs of {args.short_max + 1}-{longest} tokens"
+        f"training on {len(short)} pairs with sources of "
+        f"{min(lengths)}-{args.short_max} tokens; length generalization on {len(long)} "
+        f"pairs of {args.short_max + 1}-{longest} tokens"
     )
 
     out = args.out or tempfile.mkdtemp(prefix="positions_")
@@ -145,19 +146,21 @@ def main(argv=None):
         + " ".join(argv if argv is not None else sys.argv[1:])
     )
     print(
-        f"Budget: {args.epochs} epoch(s) on {len(short)} pairs with sources <= {args.short_max} tokens "
-        f"(80% train), seed {args.seed}, XLA, max_relative_position={args.max_relative_position}."
+        f"Budget: {args.epochs} epoch(s) on {len(short)} pairs with sources <= "
+        f"{args.short_max} tokens (80% train), seed {args.seed}, XLA, "
+        f"max_relative_position={args.max_relative_position}."
     )
     print()
     print(
-        "| position | parameters | val loss | held-out exact match | held-out BLEU | longer: exact match "
-        "| longer: BLEU | longer: chrF | train time |"
+        "| position | parameters | val loss | held-out exact match | held-out BLEU | "
+        "longer: exact match | longer: BLEU | longer: chrF | train time |"
     )
     print("|---|---|---|---|---|---|---|---|---|")
     for variant, params, val_loss, held_out, longer, wall in rows:
         print(
-            f"| {variant} | {params:,} | {val_loss:.3f} | {100 * held_out['exact_match']:.1f}% | "
-            f"{held_out['bleu']:.1f} | {100 * longer['exact_match']:.1f}% | {longer['bleu']:.1f} | "
+            f"| {variant} | {params:,} | {val_loss:.3f} | "
+            f"{100 * held_out['exact_match']:.1f}% | {held_out['bleu']:.1f} | "
+            f"{100 * longer['exact_match']:.1f}% | {longer['bleu']:.1f} | "
             f"{longer['chrf']:.1f} | {wall:.0f} s |"
         )
 

@@ -1,6 +1,7 @@
 """Where the demo model's training step spends its time: the TF profiler, summarized.
 
-Run: .venv/bin/python benchmarks/profile_train_step.py [--no-xla] [--dropout R] [--top N] [--quick]
+Run: .venv/bin/python benchmarks/profile_train_step.py [--no-xla]
+         [--dropout R] [--top N] [--quick]
 
 Builds the demo model (``DEMO_MODEL_CONFIG``, batch 64, source 13 and target 11
 tokens, the demo's vocabulary sizes), runs a few ``train_on_batch`` steps under
@@ -56,7 +57,7 @@ _BOOKKEEPING = (
 
 
 def op_times(fn, steps):
-    """{op or thunk name: exclusive thread-milliseconds per step}, from a trace of ``steps`` calls."""
+    """{op or thunk name: exclusive thread-ms per step}, traced over ``steps`` calls."""
     import tensorflow as tf
     from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
@@ -81,28 +82,34 @@ def op_times(fn, steps):
         for line in plane.lines:
             if line.name == "python" or line.name.startswith("TraceMe"):
                 continue
-            # Events nest on a line (an XLA call contains the thunks it runs): count
-            # each one's exclusive time, its duration less that of the events inside it.
             events = sorted(line.events, key=lambda e: (e.offset_ps, -e.duration_ps))
-            exclusive, stack = {}, []
-            for index, event in enumerate(events):
-                while (
-                    stack
-                    and events[stack[-1]].offset_ps + events[stack[-1]].duration_ps
-                    <= event.offset_ps
-                ):
-                    stack.pop()
-                if stack:
-                    exclusive[stack[-1]] -= (
-                        event.duration_ps
-                    )  # the parent loses this span
-                exclusive[index] = event.duration_ps
-                stack.append(index)
+            exclusive = _exclusive_durations(events)
             for index, event in enumerate(events):
                 name = plane.event_metadata[event.metadata_id].name
                 if not name.startswith(_BOOKKEEPING):
                     times[name] += max(exclusive[index], 0) / 1e9 / steps
     return times
+
+
+def _exclusive_durations(events):
+    """{index: exclusive picoseconds} of events sorted by start (longest first).
+
+    Events nest on a line (an XLA call contains the thunks it runs): each one's
+    exclusive time is its duration less that of the events inside it.
+    """
+    exclusive, stack = {}, []
+    for index, event in enumerate(events):
+        while (
+            stack
+            and events[stack[-1]].offset_ps + events[stack[-1]].duration_ps
+            <= event.offset_ps
+        ):
+            stack.pop()
+        if stack:
+            exclusive[stack[-1]] -= event.duration_ps  # the parent loses this span
+        exclusive[index] = event.duration_ps
+        stack.append(index)
+    return exclusive
 
 
 def main(argv=None):
@@ -158,8 +165,9 @@ def main(argv=None):
 
     print()
     print(
-        f"Demo model train step ({'XLA' if args.xla else 'graph mode, no XLA'}, dropout {config.dropout}, "
-        f"batch {shape[0]}, source {shape[1]}, target {shape[2]}), thread time per step by category:"
+        f"Demo model train step ({'XLA' if args.xla else 'graph mode, no XLA'}, "
+        f"dropout {config.dropout}, batch {shape[0]}, source {shape[1]}, target "
+        f"{shape[2]}), thread time per step by category:"
     )
     print()
     _bench.print_table(

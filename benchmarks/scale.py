@@ -1,4 +1,4 @@
-"""Time to the first step, time for N steps, peak memory and padding, at 300k and 3M pairs.
+"""Time to first step, time for N steps, peak memory, padding: 300k and 3M pairs.
 
 Runs each measurement in its own process (so the peak resident memory is that
 run's): for every corpus, ``build-vocab`` (new code), then ``train`` of the new
@@ -290,8 +290,9 @@ def main():
                 continue
             speed = result["target_tokens_per_step"] * args.steps / result["steps_s"]
             print(
-                f"| {name} | {label} | {result['first_step_s']:.0f} | {result['steps_s']:.1f} "
-                f"| {result['peak_rss_gib']:.2f} | {result['real_share']:.0%} | {speed:,.0f} |"
+                f"| {name} | {label} | {result['first_step_s']:.0f} | "
+                f"{result['steps_s']:.1f} | {result['peak_rss_gib']:.2f} | "
+                f"{result['real_share']:.0%} | {speed:,.0f} |"
             )
         print(
             f"| {name} | build-vocab | {built['seconds']:.0f} (whole command) | | "

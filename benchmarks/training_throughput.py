@@ -1,6 +1,7 @@
 """Training throughput of the demo model: float32 vs mixed_bfloat16, XLA on vs off.
 
-Run: .venv/bin/python benchmarks/training_throughput.py [--quick] [--rounds N] [--steps-per-round N]
+Run: .venv/bin/python benchmarks/training_throughput.py [--quick]
+         [--rounds N] [--steps-per-round N]
 
 The demo's model (``workflows.DEMO_MODEL_CONFIG``) and batches (8000 pairs of the
 bundled dates corpus through the training pipeline: the demo's tokenizers, batch
@@ -153,7 +154,8 @@ def main(argv=None):
 
     print()
     print(
-        f"Demo model training throughput (train_on_batch), batches of source {shape[0]}, "
+        "Demo model training throughput (train_on_batch), batches of source "
+        f"{shape[0]}, "
         f"target {shape[1]}, {tokens_per_step:.0f} target tokens per batch on average:"
     )
     print()
@@ -170,7 +172,8 @@ def main(argv=None):
     )
     print()
     print(
-        f"median of {rounds} interleaved rounds of {steps} steps; {_bench.environment_line()}"
+        f"median of {rounds} interleaved rounds of {steps} steps; "
+        f"{_bench.environment_line()}"
     )
     print(f"command: {_bench.command_line(__file__, argv)}")
 

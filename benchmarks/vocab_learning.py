@@ -1,4 +1,4 @@
-"""How long `keras-selfattn build-vocab` takes to learn vocabularies, per tokenizer kind.
+"""How long `keras-selfattn build-vocab` takes to learn vocabularies, per kind.
 
 Runs ``python -m keras_selfattn build-vocab`` once per (corpus, kind), each in its
 own process (so its peak RSS is that run's alone), both sides of the same kind,
@@ -28,7 +28,8 @@ import time
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 _SIDE = re.compile(
-    r"^(source|target) vocabulary: (\d+) tokens \(.*\) in ([\d.]+) s \(CPU ([\d.]+) s\)$"
+    r"^(source|target) vocabulary: (\d+) tokens \(.*\) in ([\d.]+) s \(CPU ([\d.]+) "
+    r"s\)$"
 )
 
 

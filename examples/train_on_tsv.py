@@ -77,7 +77,8 @@ def main(argv=None):
     )
     metrics = evaluate(translator, test[:500])
     print(
-        f"exact match {metrics['exact_match']:.3f}  BLEU {metrics['bleu']:.1f}  chrF {metrics['chrf']:.1f}"
+        f"exact match {metrics['exact_match']:.3f}  BLEU {metrics['bleu']:.1f}  chrF "
+        f"{metrics['chrf']:.1f}"
     )
     return metrics
 

@@ -1,7 +1,8 @@
-"""Translate with a trained run and draw its attention.
+r"""Translate with a trained run and draw its attention.
 
 Run after `./run.sh demo` (or `keras-selfattn train ... --out RUN_DIR`):
-    python examples/translate_and_plot.py --model runs/demo "14 juillet 1989" "3. Mai 2001"
+    python examples/translate_and_plot.py --model runs/demo \
+        "14 juillet 1989" "3. Mai 2001"
 """
 
 import argparse
@@ -29,7 +30,8 @@ def main(argv=None):
     out = pathlib.Path(args.out)
     for i, (best, seen) in enumerate(zip(beams, greedy)):
         print(
-            f"{best.source!r} -> {best.text!r} (beam {args.beam}, score {best.score:.3f})"
+            f"{best.source!r} -> {best.text!r} (beam {args.beam}, score "
+            f"{best.score:.3f})"
         )
         if seen.source_tokens:
             path = plotting.plot_attention(

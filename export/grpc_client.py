@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""Query a TensorFlow Serving translator over gRPC (tensorflow-serving-api).
+r"""Query a TensorFlow Serving translator over gRPC (tensorflow-serving-api).
 
     pip install tensorflow-serving-api     # brings grpcio and the protos
-    python export/grpc_client.py --host localhost --port 8500 "14 juillet 1989" "3 mars 2001"
+    python export/grpc_client.py --host localhost --port 8500 \
+        "14 juillet 1989" "3 mars 2001"
     python export/grpc_client.py --signature translate_nbest "14 juillet 1989"
     python export/grpc_client.py --metadata
 
@@ -122,7 +123,7 @@ def predict(
     version=None,
     timeout=30.0,
 ):
-    """Translates ``texts``; returns one dict per sentence (e.g. ``{"translation", "score"}``).
+    """Translates ``texts``: one dict per sentence (e.g. ``{"translation", "score"}``).
 
     Raises:
         grpc.RpcError: the server answered with an error (``.code()``, ``.details()``).
@@ -138,7 +139,8 @@ def predict(
 def model_metadata(
     host="localhost", port=8500, model="translator", version=None, timeout=10.0
 ):
-    """The served signatures: dict name -> {"inputs": {name: dtype}, "outputs": {...}}."""
+    """The served signatures: dict name -> {"inputs": {name: dtype}, "outputs":
+    {...}}."""
     from tensorflow.core.framework import types_pb2
     from tensorflow_serving.apis import get_model_metadata_pb2
 

@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
-"""Query a TensorFlow Serving translator over REST (standard library only).
+r"""Query a TensorFlow Serving translator over REST (standard library only).
 
-    python export/rest_client.py --host localhost --port 8501 "14 juillet 1989" "3 mars 2001"
-    python export/rest_client.py --format inputs --signature translate_nbest "14 juillet 1989"
-    python export/rest_client.py --status          # GET /v1/models/translator
-    python export/rest_client.py --metadata        # GET /v1/models/translator/metadata
+    python export/rest_client.py --host localhost --port 8501 \
+        "14 juillet 1989" "3 mars 2001"
+    python export/rest_client.py --format inputs --signature translate_nbest \
+        "14 juillet 1989"
+    python export/rest_client.py --status      # GET /v1/models/translator
+    python export/rest_client.py --metadata    # GET /v1/models/translator/metadata
 
 Prints one line per sentence: the translation, a tab, the score (for
 ``translate_nbest``: every hypothesis, best first, `` | ``-separated).
@@ -83,7 +85,8 @@ def build_request(texts, signature=None, request_format="instances", input_name=
         body = {"inputs": {input_name: values}}
     else:
         raise ValueError(
-            f"request_format must be 'instances' or 'inputs'. Received: {request_format!r}"
+            "request_format must be 'instances' or 'inputs'. Received: "
+            f"{request_format!r}"
         )
     if signature:
         body["signature_name"] = signature
@@ -155,7 +158,7 @@ def predict(
     version=None,
     timeout=30.0,
 ):
-    """Translates ``texts``; returns one dict per sentence (e.g. ``{"translation", "score"}``).
+    """Translates ``texts``: one dict per sentence (e.g. ``{"translation", "score"}``).
 
     Raises:
         ServingError: the server answered with an error (``.status``, ``.message``).
@@ -169,7 +172,7 @@ def predict(
 def model_status(
     host="localhost", port=8501, model="translator", version=None, timeout=10.0
 ):
-    """GET /v1/models/NAME: ``{"model_version_status": [{"version", "state", "status"}]}``."""
+    """GET /v1/models/NAME: ``{"model_version_status": [{"version", "state", ...}]}``"""
     return _call(_model_url(host, port, model, version), timeout=timeout)
 
 

@@ -22,7 +22,7 @@ def _pyplot():
 
 
 def plot_positional_encoding(path, num_hiddens=32, num_steps=60, columns=(6, 7, 8, 9)):
-    """Writes the figure of d2l section 11.6.3: columns of the sinusoidal table by position.
+    """Writes the figure of d2l section 11.6.3: sinusoidal table columns by position.
 
     Two panels: the chosen columns as curves over positions (the book's figure),
     and the whole ``num_steps x num_hiddens`` table as a heatmap.
@@ -62,7 +62,7 @@ def plot_positional_encoding(path, num_hiddens=32, num_steps=60, columns=(6, 7, 
 
 
 def plot_attention(weights, source_tokens, target_tokens, path, title=None):
-    """Writes a heatmap of one sentence's attention: target tokens (rows) x source tokens.
+    """Writes a heatmap of one sentence's attention: target (rows) x source tokens.
 
     Args:
         weights: array (S, T) of attention weights (rows sum to 1 over the source).
@@ -80,8 +80,8 @@ def plot_attention(weights, source_tokens, target_tokens, path, title=None):
     if weights.shape != (len(target_tokens), len(source_tokens)):
         raise ValueError(
             "weights must have shape (len(target_tokens), len(source_tokens)). "
-            f"Received: weights.shape={weights.shape}, {len(target_tokens)} target tokens, "
-            f"{len(source_tokens)} source tokens"
+            f"Received: weights.shape={weights.shape}, {len(target_tokens)} target "
+            f"tokens, {len(source_tokens)} source tokens"
         )
     source_tokens = [_shown(token) for token in source_tokens]
     target_tokens = [_shown(token) for token in target_tokens]
@@ -104,7 +104,7 @@ def plot_attention(weights, source_tokens, target_tokens, path, title=None):
 
 
 def plot_history(history, path):
-    """Writes training and validation loss and accuracy by epoch (a Keras History dict)."""
+    """Writes training and validation loss and accuracy by epoch (a History dict)."""
     plt = _pyplot()
     figure, axes = plt.subplots(1, 2, figsize=(9, 3.2))
     for axis, metric in zip(axes, ("loss", "accuracy")):

@@ -1,4 +1,5 @@
-"""Bad-input and fault cases of the ``keras-selfattn`` command, and how to classify them.
+"""Bad-input and fault cases of the ``keras-selfattn`` command, and how to classify
+them.
 
 One list, two users: ``tests/test_cli_bad_input.py`` (and, for the cases that need
 a trained run, ``tests/test_cli.py``) assert that every case ends in its expected
@@ -127,7 +128,8 @@ _LOCK_HOLDER = (
 
 
 def _lock_held(w, run_dir, *, killed=False):
-    """``run_dir`` (made) with its lock held by another process, or left by one SIGKILLed."""
+    """``run_dir`` (made) with its lock held by another process, or left by one
+    SIGKILLed."""
     pathlib.Path(run_dir).mkdir(parents=True, exist_ok=True)
     holder = subprocess.Popen(
         [sys.executable, "-c", _LOCK_HOLDER, str(run_dir)],
@@ -160,7 +162,8 @@ def _small_disk(w, size="64k"):
 
 
 def _terminated_mid_training(w, argv):
-    """Runs ``argv`` in a process, SIGTERMs it after its first backup; returns ``argv``."""
+    """Runs ``argv`` in a process, SIGTERMs it after its first backup; returns
+    ``argv``."""
     run = pathlib.Path(argv[argv.index("--out") + 1])
     process = subprocess.Popen(
         [sys.executable, "-m", "keras_selfattn", *argv],
@@ -243,7 +246,8 @@ def _pair_lines(count=400, third_column_at=()):
 
 
 def _gzip_pairs(count=400, keep=None, flip=None):
-    """Gzipped pair lines, cut to ``keep`` of their bytes or with byte ``flip`` inverted."""
+    """Gzipped pair lines, cut to ``keep`` of their bytes or with byte ``flip``
+    inverted."""
     import gzip
 
     data = bytearray(gzip.compress(_pair_lines(count), mtime=0))

@@ -55,7 +55,8 @@ def _to_numpy(outputs):
 
 
 def _symbolic_input(name, array):
-    """A keras.Input with unknown batch; lengths unknown too (float: all but features)."""
+    """A keras.Input with unknown batch; lengths unknown too (float: all but
+    features)."""
     array = np.asarray(array)
     if np.issubdtype(array.dtype, np.floating):
         shape = (
@@ -168,7 +169,8 @@ for line in sys.stdin:
         data = np.load(data_path)
         model = keras.saving.load_model(model_path, safe_mode=True)
         inputs = {k: data[k] for k in data.files}
-        outs = keras.tree.flatten(model.predict(inputs, verbose=0))  # nested outputs come back flat
+        # Nested outputs come back flat.
+        outs = keras.tree.flatten(model.predict(inputs, verbose=0))
         np.savez(out_path, *[np.asarray(o, dtype="float32") for o in outs])
         print(json.dumps({"ok": True}), flush=True)
     except Exception:
@@ -245,14 +247,7 @@ def run_layer_test(
     call_kwargs = dict(call_kwargs or {})
     names = list(inputs)
     first, rest = names[0], names[1:]
-    # Flat dict of arrays (what models and .npz files take), and how to regroup it.
-    arrays, groups = {}, {}
-    for k, v in inputs.items():
-        if isinstance(v, (list, tuple)):
-            groups[k] = [f"{k}_{i}" for i in range(len(v))]
-            arrays.update({n: np.asarray(a) for n, a in zip(groups[k], v)})
-        else:
-            arrays[k] = np.asarray(v)
+    arrays, groups = _flat_arrays(inputs)
 
     def call(layer, tensors, **extra):
         args = {
@@ -282,11 +277,7 @@ def run_layer_test(
         [o.shape for o in eager],
         expected_output_shapes,
     )
-    again = _to_numpy(call(layer, arrays, training=False))
-    for a, b in zip(eager, again):
-        np.testing.assert_array_equal(a, b)
-    for o in eager:
-        assert np.all(np.isfinite(o)), "non-finite output"
+    _check_same_and_finite(eager, _to_numpy(call(layer, arrays, training=False)))
 
     # 3. symbolic call inside a functional model, None batch and lengths.
     symbolic = {k: _symbolic_input(k, v) for k, v in arrays.items()}
@@ -305,26 +296,7 @@ def run_layer_test(
     # 4. fit steps (plain and XLA) move the weights; loss stays finite.
     if layer.trainable_weights:
         train_model = keras.Model(symbolic, _flatten(outputs)[0])
-        target = np.zeros_like(eager[0])
-        # On JAX a step is always compiled in practice; its uncompiled path is slow and unused.
-        for jit in (True,) if keras.backend.backend() == "jax" else (False, True):
-            before = [
-                w.numpy().copy() if hasattr(w, "numpy") else np.array(w)
-                for w in layer.trainable_weights
-            ]
-            train_model.compile(
-                optimizer=keras.optimizers.SGD(0.1), loss="mse", jit_compile=jit
-            )
-            history = train_model.fit(
-                arrays, target, epochs=1, batch_size=len(target), verbose=0
-            )
-            assert np.isfinite(history.history["loss"][0])
-            after = [
-                np.asarray(ops.convert_to_numpy(w)) for w in layer.trainable_weights
-            ]
-            assert any(not np.allclose(b, a) for b, a in zip(before, after)), (
-                "fit did not change the weights"
-            )
+        _check_fit_steps(layer, train_model, arrays, np.zeros_like(eager[0]))
         eager = _to_numpy(call(layer, arrays, training=False))
 
     # 5. .keras save, safe_mode load in a fresh process.
@@ -347,14 +319,65 @@ def run_layer_test(
         check_sublayer_dtype_policies(mixed, policy)
         mixed.set_weights(layer.get_weights())
         out = call(mixed, arrays, training=False)
-        first_out = _flatten(out)[0]
-        assert keras.backend.standardize_dtype(first_out.dtype) == compute, (
-            policy,
-            first_out.dtype,
-        )
         tolerance = mixed_precision_atol * (4 if compute == "bfloat16" else 1)
-        for m, e in zip(_to_numpy(out), eager):
-            assert np.all(np.isfinite(m)), f"non-finite output under {policy}"
-            np.testing.assert_allclose(m, e, atol=tolerance, rtol=0, err_msg=policy)
+        _check_mixed_outputs(out, eager, policy, compute, tolerance)
 
     return eager
+
+
+def _check_same_and_finite(eager, again):
+    """A second inference call gives the same outputs, all finite."""
+    for a, b in zip(eager, again):
+        np.testing.assert_array_equal(a, b)
+    for o in eager:
+        assert np.all(np.isfinite(o)), "non-finite output"
+
+
+def _flat_arrays(inputs):
+    """A flat dict of arrays (what models and .npz files take), and how to regroup it.
+
+    Returns:
+        ``(arrays, groups)``: ``groups[k]`` names the arrays of a list input ``k``.
+    """
+    arrays, groups = {}, {}
+    for k, v in inputs.items():
+        if isinstance(v, (list, tuple)):
+            groups[k] = [f"{k}_{i}" for i in range(len(v))]
+            arrays.update({n: np.asarray(a) for n, a in zip(groups[k], v)})
+        else:
+            arrays[k] = np.asarray(v)
+    return arrays, groups
+
+
+def _check_fit_steps(layer, train_model, arrays, target):
+    """One plain and one XLA fit step each move ``layer``'s weights, loss finite."""
+    # On JAX a step is always compiled in practice; its uncompiled path is slow
+    # and unused.
+    for jit in (True,) if keras.backend.backend() == "jax" else (False, True):
+        before = [
+            w.numpy().copy() if hasattr(w, "numpy") else np.array(w)
+            for w in layer.trainable_weights
+        ]
+        train_model.compile(
+            optimizer=keras.optimizers.SGD(0.1), loss="mse", jit_compile=jit
+        )
+        history = train_model.fit(
+            arrays, target, epochs=1, batch_size=len(target), verbose=0
+        )
+        assert np.isfinite(history.history["loss"][0])
+        after = [np.asarray(ops.convert_to_numpy(w)) for w in layer.trainable_weights]
+        assert any(not np.allclose(b, a) for b, a in zip(before, after)), (
+            "fit did not change the weights"
+        )
+
+
+def _check_mixed_outputs(out, eager, policy, compute, tolerance):
+    """The outputs under a mixed policy: its compute dtype, finite, close to float32."""
+    first_out = _flatten(out)[0]
+    assert keras.backend.standardize_dtype(first_out.dtype) == compute, (
+        policy,
+        first_out.dtype,
+    )
+    for m, e in zip(_to_numpy(out), eager):
+        assert np.all(np.isfinite(m)), f"non-finite output under {policy}"
+        np.testing.assert_allclose(m, e, atol=tolerance, rtol=0, err_msg=policy)

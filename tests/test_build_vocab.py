@@ -1,4 +1,5 @@
-"""``keras-selfattn build-vocab``: what it writes is what a run directory holds, from the stream."""
+"""``keras-selfattn build-vocab``: what it writes is what a run directory holds, from
+the stream."""
 
 import re
 
@@ -99,7 +100,8 @@ def test_build_vocab_sentencepiece(tmp_path, capsys):
     decoded = loaded.target.decode(loaded.target.encode(tf.constant(targets)))
     assert [t.decode() for t in decoded.numpy()] == targets
 
-    # The target side from the source's model file, given by the user: read, not learned.
+    # The target side from the source's model file, given by the user: read, not
+    # learned.
     code = main(
         [
             "build-vocab",
@@ -141,7 +143,8 @@ def test_build_vocab_sentencepiece(tmp_path, capsys):
 
 
 def test_train_vocab_and_a_named_model_must_agree(tmp_path):
-    """`train --vocab DIR` with ``--*-sentencepiece-model``: the same model, or an error."""
+    """`train --vocab DIR` with ``--*-sentencepiece-model``: the same model, or an
+    error."""
     from keras_selfattn.training.run_tokenizer import load_or_learn_tokenizer
 
     data = _german_pairs(tmp_path)

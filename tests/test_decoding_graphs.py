@@ -1,4 +1,5 @@
-"""The searches as graphs: eager calls reuse one cached graph; fixed shapes trace too."""
+"""The searches as graphs: eager calls reuse one cached graph; fixed shapes trace
+too."""
 
 import gc
 import weakref
@@ -28,7 +29,8 @@ def test_eager_calls_share_one_graph_per_setting():
 
 
 def test_searches_trace_with_a_fixed_batch_size():
-    """A tf.function traced on a concrete (B, T) input: the beam's gathered states keep (B*K, units)."""
+    """A tf.function traced on a concrete (B, T) input: the beam's gathered states keep
+    (B*K, units)."""
     model = tiny_model()
     source = tf.constant(SOURCE)
     beam = tf.function(lambda s: beam_search_decode(model, s, 3, 6)["ids"])(source)

@@ -18,7 +18,8 @@ LAYER_TEST_FILES = sorted((REPO / "tests" / "layers").glob("test_*.py"))
     importlib.util.find_spec("jax") is None, reason="jax is not installed"
 )
 def test_layer_tests_pass_under_jax():
-    """Every layer test file, in one process (one start of JAX and TensorFlow, not one a file)."""
+    """Every layer test file, in one process (one start of JAX and TensorFlow, not one a
+    file)."""
     env = dict(
         os.environ,
         KERAS_BACKEND="jax",

@@ -1,4 +1,5 @@
-"""setup.py declares ranges; constraints.txt and constraints-oldest.txt pin inside them."""
+"""setup.py declares ranges; constraints.txt and constraints-oldest.txt pin inside
+them."""
 
 import ast
 import pathlib

@@ -36,7 +36,7 @@ def _is_real(value):
 
 
 def check_positive_int(name, value, allow_none=False):
-    """``value`` as an ``int`` > 0 (or None when ``allow_none``); ValueError otherwise."""
+    """``value`` as an ``int`` > 0 (None too with ``allow_none``); else ValueError."""
     if value is None and allow_none:
         return None
     if not _is_integer(value) or value <= 0:

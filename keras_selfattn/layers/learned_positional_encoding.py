@@ -10,17 +10,17 @@ from keras_selfattn.layers.positional_encoding import PositionalEncoding
 class LearnedPositionalEncoding(PositionalEncoding):
     """Adds a trainable position table to a sequence, then applies dropout.
 
-    The call contract is `PositionalEncoding`'s: for inputs ``X`` of shape
-    ``(batch, T, num_hiddens)`` the layer returns ``dropout(X + P[:, start:start + T, :])``,
-    but ``P`` is a weight of shape ``(max_len, num_hiddens)`` (named
+    The call contract is `PositionalEncoding`'s: for inputs ``X`` of shape ``(batch, T,
+    num_hiddens)`` the layer returns ``dropout(X + P[:, start:start + T, :])``, but
+    ``P`` is a weight of shape ``(max_len, num_hiddens)`` (named
     ``position_embeddings``) learned with the rest of the model instead of the fixed
     sinusoidal table. It answers d2l exercise 11.6.2 ("can positional encodings be
-    learned?"). A row that no training sequence reached keeps its random initial
-    value, so the layer does not generalize to positions beyond the longest training
-    sequence (see ``benchmarks/positions.py``). ``start`` lets a decoder encode one
-    position at a time: position ``t`` alone equals row ``t`` of the full pass. The
-    table is stored in the variable dtype (float32 under mixed precision) and cast
-    once to the compute dtype; a Keras mask passes through unchanged.
+    learned?"). A row that no training sequence reached keeps its random initial value,
+    so the layer does not generalize to positions beyond the longest training sequence
+    (see ``benchmarks/positions.py``). ``start`` lets a decoder encode one position at a
+    time: position ``t`` alone equals row ``t`` of the full pass. The table is stored in
+    the variable dtype (float32 under mixed precision) and cast once to the compute
+    dtype; a Keras mask passes through unchanged.
 
     Args:
         num_hiddens: int, the feature size ``d``; the input's last dimension must

@@ -8,7 +8,7 @@ from keras_selfattn.layers.arguments import check_positive_int, check_rate, chec
 
 
 def _static_int(value):
-    """``value`` as a Python int when it is known now (int, NumPy, eager tensor), else None."""
+    """``value`` as a Python int if known now (int, NumPy, eager tensor), else None."""
     if isinstance(value, bool):
         return None
     try:
@@ -112,19 +112,19 @@ class PositionalEncoding(keras.layers.Layer):
 
     @property
     def P(self):
-        """The (1, max_len, num_hiddens) float32 table, as in d2l's ``PositionalEncoding.P``."""
+        """The (1, max_len, num_hiddens) float32 table (d2l's ``P``)."""
         return self._table_in("float32")[None]
 
     def _check_shape(self, input_shape, start=0):
         if len(input_shape) != 3:
             raise ValueError(
-                f"{type(self).__name__} expects inputs of shape (batch, T, num_hiddens). "
-                f"Received: inputs.shape={tuple(input_shape)}"
+                f"{type(self).__name__} expects inputs of shape (batch, T, "
+                f"num_hiddens). Received: inputs.shape={tuple(input_shape)}"
             )
         if input_shape[-1] is not None and input_shape[-1] != self.num_hiddens:
             raise ValueError(
-                "The last dimension of inputs must equal num_hiddens. "
-                f"Received: inputs.shape[-1]={input_shape[-1]}, num_hiddens={self.num_hiddens}"
+                "The last dimension of inputs must equal num_hiddens. Received: "
+                f"inputs.shape[-1]={input_shape[-1]}, num_hiddens={self.num_hiddens}"
             )
         if start is not None and start < 0:
             raise ValueError(

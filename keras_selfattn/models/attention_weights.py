@@ -81,13 +81,37 @@ def attention_weights_model(model):
     >>> float(weights["decoder"][0, :, 2].max())   # the padded source position
     0.0
     """
-    from keras_selfattn.layers import BahdanauAttention
-
     if not isinstance(model, keras.Model) or not hasattr(model, "operations"):
         raise ValueError(
-            f"attention_weights_model needs a functional keras.Model. Received: model={model!r}"
+            "attention_weights_model needs a functional keras.Model. Received: "
+            f"model={model!r}"
         )
     captured = {}
+    call_function = _capturing_call(captured)
+    try:
+        replayed = keras.models.clone_model(
+            model, clone_function=lambda layer: layer, call_function=call_function
+        )
+    except ValueError as error:
+        raise ValueError(
+            "attention_weights_model needs a functional keras.Model (built with "
+            f"keras.Input). Received: model={model.name!r} ({error})"
+        ) from error
+    if not captured:
+        raise ValueError(
+            "The model has no attention layer (none takes return_attention_scores, "
+            f"and no BahdanauAttention). Received: model={model.name!r}"
+        )
+    return keras.Model(replayed.input, dict(captured), name=f"{model.name}_attention")
+
+
+def _capturing_call(captured):
+    """A `clone_model` ``call_function`` that puts each layer's weights in ``captured``.
+
+    The layers are called as in the original graph; an attention layer's weights
+    go into ``captured[layer.name]``.
+    """
+    from keras_selfattn.layers import BahdanauAttention
 
     def call_function(layer, *args, **kwargs):
         if isinstance(layer, BahdanauAttention):
@@ -104,18 +128,4 @@ def attention_weights_model(model):
         rest = (outputs[0], *outputs[2:])  # the outputs of the original call
         return rest[0] if len(rest) == 1 else rest
 
-    try:
-        replayed = keras.models.clone_model(
-            model, clone_function=lambda layer: layer, call_function=call_function
-        )
-    except ValueError as error:
-        raise ValueError(
-            "attention_weights_model needs a functional keras.Model (built with "
-            f"keras.Input). Received: model={model.name!r} ({error})"
-        ) from error
-    if not captured:
-        raise ValueError(
-            "The model has no attention layer (none takes return_attention_scores, "
-            f"and no BahdanauAttention). Received: model={model.name!r}"
-        )
-    return keras.Model(replayed.input, dict(captured), name=f"{model.name}_attention")
+    return call_function

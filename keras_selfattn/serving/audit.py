@@ -1,9 +1,9 @@
 """Which ops a SavedModel needs, and whether a stock TF Serving build has them.
 
 TensorFlow Serving's ``tensorflow_model_server`` links core TensorFlow and, since
-TF Serving 2.x, the ops of tensorflow-text (``@org_tensorflow_text//tensorflow_text:ops_lib``
-in its model_servers BUILD), but a PINNED tensorflow-text, older than the one a
-user may have installed:
+TF Serving 2.x, the ops of tensorflow-text
+(``@org_tensorflow_text//tensorflow_text:ops_lib`` in its model_servers BUILD), but a
+PINNED tensorflow-text, older than the one a user may have installed:
 
 =====================  =======================
 TF Serving release     tensorflow-text linked
@@ -150,7 +150,9 @@ WARNED_IO_OPS = {
     "FixedLengthRecordReaderV2": _READS_FILE,
     "DecodeProtoV2": "may read a descriptor file named by its descriptor_source",
     "Print": "prints to the server's log",
-    "PrintV2": "prints to the server's log (or, with output_stream='file://...', to a file)",
+    "PrintV2": (
+        "prints to the server's log (or, with output_stream='file://...', to a file)"
+    ),
 }
 
 _TF_TEXT_2_20_0 = frozenset(
@@ -212,7 +214,7 @@ TF_TEXT_OPS = {
 
 
 def _release(version, name="serving_version"):
-    """``"2.19.1"`` -> ``(2, 19)`` (with `packaging.version`); a clear error otherwise."""
+    """``"2.19.1"`` -> ``(2, 19)`` (`packaging.version`); a clear error otherwise."""
     try:
         release = packaging_version.Version(str(version)).release
     except packaging_version.InvalidVersion:
@@ -294,7 +296,7 @@ def list_op_types(saved_model_dir):
 
 
 def _called_functions(node, library):
-    """Names of the library functions a node calls (``f``, ``body``, ``then_branch``...)."""
+    """The library functions a node calls (``f``, ``body``, ``then_branch``...)."""
     names = [node.op] if node.op in library else []
     for attr in node.attr.values():
         if attr.HasField("func"):
@@ -372,7 +374,7 @@ def list_run_op_types(saved_model_dir):
 
 
 def producer_version(saved_model_dir):
-    """The TensorFlow version that wrote a SavedModel (``"2.21.0"``), or None when unrecorded.
+    """The TensorFlow version that wrote a SavedModel (``"2.21.0"``); None if unknown.
 
     Args:
         saved_model_dir: a SavedModel directory, e.g. ``BASE/1``.
@@ -452,13 +454,14 @@ try:
 except ImportError:
     text_version, text_ops = None, []
 json.dump({"tensorflow": tf.__version__, "core": sorted(core),
-           "tensorflow_text": text_version, "tensorflow_text_ops": text_ops}, sys.stdout)
+           "tensorflow_text": text_version, "tensorflow_text_ops": text_ops},
+          sys.stdout)
 """
 
 
 @functools.cache
 def installed_op_registry(python=None):
-    """Lists the op registry of a fresh interpreter (so nothing this process imported counts).
+    """Lists a fresh interpreter's op registry (what this process imported aside).
 
     Args:
         python: the interpreter to ask (default: this one).
@@ -534,7 +537,8 @@ class OpAudit:
         if self.tensorflow_text:
             lines.append(
                 "tensorflow-text ops (linked by stock TF Serving; tensorflow-text "
-                f"{' and '.join(self.tf_text_versions)}): {', '.join(self.tensorflow_text)}"
+                f"{' and '.join(self.tf_text_versions)}): "
+                f"{', '.join(self.tensorflow_text)}"
             )
         else:
             lines.append(
@@ -548,7 +552,8 @@ class OpAudit:
         )
         if self.oldest_serving:
             lines.append(
-                f"exported by {exported}: loads on TF Serving {self.oldest_serving} or newer"
+                f"exported by {exported}: loads on TF Serving {self.oldest_serving} or "
+                "newer"
             )
         else:
             lines.append(
@@ -592,61 +597,18 @@ def audit_ops(
         versions = sorted(TF_TEXT_OPS)
     else:
         versions = [tf_text_version_for_serving(serving_version)]
-    linked = frozenset.intersection(*(TF_TEXT_OPS[v] for v in versions))
     op_types = sorted(set(op_types))
     run_op_types = set(op_types if run_op_types is None else run_op_types)
-    core, text, problems = [], [], {}
-    for op in op_types:
-        if op in PYTHON_BOUND_OPS:
-            problems[op] = (
-                "calls back into Python (tf.py_function / tf.numpy_function); a C++ server cannot run it"
-            )
-        elif op in registry.core:
-            core.append(op)
-        elif op in linked:
-            text.append(op)
-        elif (
-            any(op in TF_TEXT_OPS[v] for v in versions)
-            or op in registry.tensorflow_text
-        ):
-            missing = [v for v in versions if op not in TF_TEXT_OPS[v]]
-            problems[op] = (
-                f"tensorflow-text op missing from tensorflow-text {', '.join(missing)}, which "
-                + (
-                    "TF Serving up to 2.19 links"
-                    if "2.12.1" in missing
-                    else "stock TF Serving links"
-                )
-            )
-        else:
-            problems[op] = (
-                f"neither core TensorFlow {registry.tensorflow_version} nor tensorflow-text "
-                "(a custom op library?): stock TF Serving does not register it"
-            )
+    core, text, problems = _sort_ops(op_types, registry, versions)
     for op in sorted(run_op_types & set(REFUSED_IO_OPS)):
         problems[op] = (
-            f"I/O op refused: {REFUSED_IO_OPS[op]}; check-serving will not run this graph"
+            f"I/O op refused: {REFUSED_IO_OPS[op]}; "
+            "check-serving will not run this graph"
         )
     io_warnings = {
         op: WARNED_IO_OPS[op] for op in sorted(run_op_types & set(WARNED_IO_OPS))
     }
     oldest = oldest_serving_release(op_types, producer)
-    release_problems = []
-    if serving_version is not None:
-        if _release(serving_version) < (2, 0):
-            release_problems.append(
-                "TF Serving 1.x cannot load a TensorFlow 2 SavedModel's functions"
-            )
-        elif oldest is not None and _release(serving_version) < _release(oldest):
-            release_problems.append(
-                f"older than {oldest}, the oldest release that can load this model"
-                + (
-                    f" (exported by TensorFlow {producer}: an older TensorFlow may lack "
-                    "its ops or their attributes)"
-                    if producer
-                    else ""
-                )
-            )
     return OpAudit(
         op_types,
         core,
@@ -657,8 +619,62 @@ def audit_ops(
         producer=producer,
         oldest_serving=oldest,
         serving_version=None if serving_version is None else str(serving_version),
-        release_problems=release_problems,
+        release_problems=_release_problems(serving_version, oldest, producer),
     )
+
+
+def _sort_ops(op_types, registry, versions):
+    """(core ops, linked tensorflow-text ops, {op: why stock TF Serving lacks it})."""
+    linked = frozenset.intersection(*(TF_TEXT_OPS[v] for v in versions))
+    core, text, problems = [], [], {}
+    for op in op_types:
+        if op in PYTHON_BOUND_OPS:
+            problems[op] = (
+                "calls back into Python (tf.py_function / tf.numpy_function); "
+                "a C++ server cannot run it"
+            )
+        elif op in registry.core:
+            core.append(op)
+        elif op in linked:
+            text.append(op)
+        else:
+            problems[op] = _unlinked_op_problem(op, registry, versions)
+    return core, text, problems
+
+
+def _unlinked_op_problem(op, registry, versions):
+    """Why stock TF Serving (``versions``: its tensorflow-text pins) lacks ``op``."""
+    if any(op in TF_TEXT_OPS[v] for v in versions) or op in registry.tensorflow_text:
+        missing = [v for v in versions if op not in TF_TEXT_OPS[v]]
+        servers = "TF Serving up to 2.19" if "2.12.1" in missing else "stock TF Serving"
+        return (
+            f"tensorflow-text op missing from tensorflow-text {', '.join(missing)}, "
+            f"which {servers} links"
+        )
+    return (
+        f"neither core TensorFlow {registry.tensorflow_version} nor tensorflow-text "
+        "(a custom op library?): stock TF Serving does not register it"
+    )
+
+
+def _release_problems(serving_version, oldest, producer):
+    """Why TF Serving ``serving_version`` cannot load the model (none: empty)."""
+    if serving_version is None:
+        return []
+    if _release(serving_version) < (2, 0):
+        return ["TF Serving 1.x cannot load a TensorFlow 2 SavedModel's functions"]
+    if oldest is not None and _release(serving_version) < _release(oldest):
+        exporter = (
+            f" (exported by TensorFlow {producer}: an older TensorFlow may lack "
+            "its ops or their attributes)"
+            if producer
+            else ""
+        )
+        return [
+            f"older than {oldest}, the oldest release that can load this model"
+            + exporter
+        ]
+    return []
 
 
 def audit_saved_model(saved_model_dir, serving_version=None, registry=None):

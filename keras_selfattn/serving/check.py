@@ -99,7 +99,8 @@ class ServingCheck:
                 status = "ok " if rejected else "ERR"
                 shapes = f"rejected: {expected}" if rejected else shapes
             lines.append(
-                f"  {status} {result['signature']:<16} {result['name']:<14} {timing:>8}  {shapes}"
+                f"  {status} {result['signature']:<16} {result['name']:<14} "
+                f"{timing:>8}  {shapes}"
             )
         lines += [f"PROBLEM: {p}" for p in self.problems]
         lines.append(
@@ -111,7 +112,7 @@ class ServingCheck:
 
 
 def _signature_io(saved_model_dir):
-    """signature name -> ({input: dtype name}, {output: dtype name}, {input: rank or None})."""
+    """signature name -> ({input: dtype}, {output: dtype}, {input: rank or None})."""
     import tensorflow as tf
 
     from keras_selfattn.serving.audit import read_saved_model
@@ -136,27 +137,47 @@ def _signature_io(saved_model_dir):
     }
 
 
+def _encode(proto):
+    """A TensorProto as the base64 text the replay script reads."""
+    return base64.b64encode(proto.SerializeToString()).decode("ascii")
+
+
 def _requests(saved_model_dir, signatures):
-    """The warmup records, the bad-request batches and the malformed inputs, as replay requests."""
+    """The warmup records, bad-request batches and malformed inputs, as requests."""
+    return (
+        _warmup_requests(saved_model_dir)
+        + _bad_requests(signatures)
+        + _malformed_requests(signatures)
+    )
+
+
+def _warmup_requests(saved_model_dir):
+    """The warmup records of ``assets.extra/`` (none when the file is absent)."""
+    from keras_selfattn.serving import warmup
+
+    warmup_path = pathlib.Path(saved_model_dir) / warmup.WARMUP_FILE
+    if not warmup_path.is_file():
+        return []
+    requests = []
+    for i, log in enumerate(warmup.read_warmup_requests(warmup_path)):
+        request = log.predict_log.request
+        requests.append(
+            {
+                "name": f"warmup[{i}]",
+                "signature": request.model_spec.signature_name or "serving_default",
+                "inputs": {k: _encode(v) for k, v in request.inputs.items()},
+            }
+        )
+    return requests
+
+
+def _bad_requests(signatures):
+    """`warmup.bad_request_batches` on every signature that takes ``text`` only."""
     import tensorflow as tf
 
     from keras_selfattn.serving import warmup
 
-    def encode(proto):
-        return base64.b64encode(proto.SerializeToString()).decode("ascii")
-
     requests = []
-    warmup_path = pathlib.Path(saved_model_dir) / warmup.WARMUP_FILE
-    if warmup_path.is_file():
-        for i, log in enumerate(warmup.read_warmup_requests(warmup_path)):
-            request = log.predict_log.request
-            requests.append(
-                {
-                    "name": f"warmup[{i}]",
-                    "signature": request.model_spec.signature_name or "serving_default",
-                    "inputs": {k: encode(v) for k, v in request.inputs.items()},
-                }
-            )
     for signature, (inputs, _, _) in sorted(signatures.items()):
         if inputs != _TEXT_INPUT:
             continue
@@ -166,9 +187,19 @@ def _requests(saved_model_dir, signatures):
                 {
                     "name": name,
                     "signature": signature,
-                    "inputs": {"text": encode(proto)},
+                    "inputs": {"text": _encode(proto)},
                 }
             )
+    return requests
+
+
+def _malformed_requests(signatures):
+    """`warmup.malformed_inputs` on every signature: each must be rejected."""
+    import tensorflow as tf
+
+    from keras_selfattn.serving import warmup
+
+    requests = []
     for signature, (inputs, _, ranks) in sorted(signatures.items()):
         if not inputs or any(not ranks[k] for k in inputs):
             continue  # an input of unknown rank (or a scalar) declares no rank to break
@@ -187,7 +218,7 @@ def _requests(saved_model_dir, signatures):
                     "name": name,
                     "signature": signature,
                     "inputs": {
-                        k: encode(
+                        k: _encode(
                             tf.make_tensor_proto(m[name], dtype=tf.as_dtype(inputs[k]))
                         )
                         for k, m in malformed.items()
@@ -215,43 +246,50 @@ def _result_problems(result, request, signatures):
     where = f"{result['signature']}/{result['name']}"
     expected_error = request.get("expect")
     if expected_error:
-        if result["ok"]:
-            shapes = {k: v["shape"] for k, v in result["outputs"].items()}
-            message = (
-                f"{where}: answered {shapes} for a malformed request instead of "
-                f"{expected_error} (TF Serving passes unchecked shapes to the graph)"
-            )
-            return [message]
-        if not result["error"].startswith(expected_error):
-            return [f"{where}: expected {expected_error}, got {result['error']}"]
-        return []
+        return _rejection_problems(result, where, expected_error)
     if not result["ok"]:
         return [f"{where}: {result['error']}"]
-    problems = []
     expected = signatures[result["signature"]][1]
     batch = _batch_size(request)
+    problems = []
     for name, output in result["outputs"].items():
-        if output["dtype"] != expected.get(name):
-            problems.append(
-                f"{where}: output {name} is {output['dtype']}, the signature says {expected.get(name)}"
-            )
-        if batch is not None and (not output["shape"] or output["shape"][0] != batch):
-            problems.append(
-                f"{where}: output {name} has shape {output['shape']} for a batch of {batch}"
-            )
-        for value in output["values"]:
-            if isinstance(value, dict):
-                problems.append(
-                    f"{where}: output {name} holds bytes that are not UTF-8"
-                )
-                break
-            if output["dtype"] != "string" and isinstance(
-                value, str
-            ):  # "nan", "inf" from the replay
-                problems.append(
-                    f"{where}: output {name} holds a non-finite number ({value})"
-                )
-                break
+        problems += _output_problems(
+            f"{where}: output {name}", output, expected.get(name), batch
+        )
+    return problems
+
+
+def _rejection_problems(result, where, expected_error):
+    """What is wrong with the answer to a malformed request (it must be refused)."""
+    if result["ok"]:
+        shapes = {k: v["shape"] for k, v in result["outputs"].items()}
+        message = (
+            f"{where}: answered {shapes} for a malformed request instead of "
+            f"{expected_error} (TF Serving passes unchecked shapes to the graph)"
+        )
+        return [message]
+    if not result["error"].startswith(expected_error):
+        return [f"{where}: expected {expected_error}, got {result['error']}"]
+    return []
+
+
+def _output_problems(what, output, expected_dtype, batch):
+    """What is wrong with one output (``what``: "SIGNATURE/REQUEST: output NAME")."""
+    problems = []
+    if output["dtype"] != expected_dtype:
+        problems.append(
+            f"{what} is {output['dtype']}, the signature says {expected_dtype}"
+        )
+    if batch is not None and (not output["shape"] or output["shape"][0] != batch):
+        problems.append(f"{what} has shape {output['shape']} for a batch of {batch}")
+    for value in output["values"]:
+        if isinstance(value, dict):
+            problems.append(f"{what} holds bytes that are not UTF-8")
+            break
+        # The replay writes non-finite numbers as the strings "nan", "inf".
+        if output["dtype"] != "string" and isinstance(value, str):
+            problems.append(f"{what} holds a non-finite number ({value})")
+            break
     return problems
 
 
@@ -304,34 +342,70 @@ def check_serving(
     saved_model_dir = pathlib.Path(saved_model_dir)
     if not (saved_model_dir / "saved_model.pb").is_file():
         raise FileNotFoundError(
-            f"No saved_model.pb in {saved_model_dir}: give a version folder such as BASE/1"
+            f"No saved_model.pb in {saved_model_dir}: give a version folder such as "
+            "BASE/1"
         )
     audit_lib.read_saved_model(saved_model_dir)  # garbage: a ValueError, at once
     registry = audit_lib.installed_op_registry(python)
     op_audit = audit_lib.audit_saved_model(saved_model_dir, serving_version, registry)
     check = ServingCheck(saved_model_dir, op_audit)
-    check.problems += [
-        f"op {op}: {reason}" for op, reason in sorted(op_audit.problems.items())
-    ]
     signatures = _signature_io(saved_model_dir)
     check.signatures = {
         k: {"inputs": i, "outputs": o} for k, (i, o, _) in signatures.items()
     }
-    for name, (_, outputs, _) in signatures.items():
-        check.problems += [
-            f"{name}: output {o} ends in _bytes (TF Serving's REST API would base64 it)"
-            for o in outputs
-            if o.endswith("_bytes")
-        ]
-    check.problems += [
-        f"TF Serving {serving_version}: {reason}"
-        for reason in op_audit.release_problems
-    ]
+    check.problems += _static_problems(op_audit, signatures, serving_version)
     if not run or not op_audit.ok:
         return check  # a stock server would not load it, or it must not be run
 
     needs_text = bool(op_audit.tensorflow_text)
     requests = _requests(saved_model_dir, signatures)
+    report, failure = _replay(saved_model_dir, requests, needs_text, timeout, python)
+    if failure:
+        check.problems.append(failure)
+        return check
+    check.tensorflow_text_imported = report["tensorflow_text_imported"]
+    check.results = report["results"]
+    check.problems += _import_problems(report, needs_text)
+    for request, result in zip(requests, check.results):
+        result["expect"] = request.get("expect")
+        check.problems += _result_problems(result, request, signatures)
+    return check
+
+
+def _static_problems(op_audit, signatures, serving_version):
+    """What the audit and the signatures alone show, before anything runs."""
+    problems = [
+        f"op {op}: {reason}" for op, reason in sorted(op_audit.problems.items())
+    ]
+    for name, (_, outputs, _) in signatures.items():
+        problems += [
+            f"{name}: output {o} ends in _bytes (TF Serving's REST API would base64 it)"
+            for o in outputs
+            if o.endswith("_bytes")
+        ]
+    problems += [
+        f"TF Serving {serving_version}: {reason}"
+        for reason in op_audit.release_problems
+    ]
+    return problems
+
+
+def _import_problems(report, needs_text):
+    """What the replay process imported that it should not have."""
+    problems = []
+    if not needs_text and report["tensorflow_text_imported"]:
+        problems.append(
+            "tensorflow_text was imported although the graph has core ops only"
+        )
+    if report["keras_selfattn_imported"]:
+        problems.append(
+            "the replay imported keras_selfattn: the SavedModel must load without it"
+        )
+    return problems
+
+
+def _replay(saved_model_dir, requests, needs_text, timeout, python):
+    """Runs ``session_replay.py`` on ``requests``: (its report, None) or (None, why)."""
     with tempfile.TemporaryDirectory(prefix="check-serving-") as scratch:
         requests_path, results_path = (
             pathlib.Path(scratch, "requests.json"),
@@ -358,25 +432,9 @@ def check_serving(
                 check=False,
             )
         except subprocess.TimeoutExpired:
-            check.problems.append(
+            return None, (
                 f"the session-loader replay did not finish within {timeout} s (a hang?)"
             )
-            return check
         if done.returncode != 0 or not results_path.is_file():
-            check.problems.append(_replay_failure(done))
-            return check
-        report = json.loads(results_path.read_text(encoding="utf-8"))
-    check.tensorflow_text_imported = report["tensorflow_text_imported"]
-    check.results = report["results"]
-    if not needs_text and check.tensorflow_text_imported:
-        check.problems.append(
-            "tensorflow_text was imported although the graph has core ops only"
-        )
-    if report["keras_selfattn_imported"]:
-        check.problems.append(
-            "the replay imported keras_selfattn: the SavedModel must load without it"
-        )
-    for request, result in zip(requests, check.results):
-        result["expect"] = request.get("expect")
-        check.problems += _result_problems(result, request, signatures)
-    return check
+            return None, _replay_failure(done)
+        return json.loads(results_path.read_text(encoding="utf-8")), None

@@ -47,7 +47,7 @@ def export_translator(
     alpha=0.6,
     warmup_texts=None,
 ):
-    """Writes ``export_base/N/``: a SavedModel with warmup records, published atomically.
+    """Writes ``export_base/N/`` atomically: a SavedModel with its warmup records.
 
     Args:
         translator: a `keras_selfattn.inference.Translator`.
@@ -67,10 +67,6 @@ def export_translator(
     Raises:
         FileExistsError: ``version`` is given and ``export_base/version`` exists.
     """
-    import numpy as np
-
-    from keras_selfattn.decoding import START_ID
-
     if warmup_texts is None:
         warmup_texts = _vocabulary_sample(translator.tokenizer)
     version, automatic = publishing.resolve_version(export_base, version)
@@ -82,24 +78,33 @@ def export_translator(
         )
         archive.write_out(str(saved_model_dir), verbose=False)
         check_signatures(saved_model_dir)
-        texts = [
-            t.decode("utf-8", "replace") if isinstance(t, bytes) else str(t)
-            for t in warmup_texts
-        ]
-        source_ids = translator.encode_sources(texts[:1])[0].numpy()
-        target_in = np.full([len(source_ids), 1], START_ID, np.int32)  # first step
-        logs = warmup.warmup_requests_for_translation(
-            texts,
-            model_name,
-            signatures=(SERVING_SIGNATURE, NBEST_SIGNATURE),
-            token_ids=(
-                TOKEN_IDS_SIGNATURE,
-                {"source": source_ids, "target_in": target_in},
-            ),
-        )
-        warmup.write_warmup_requests(saved_model_dir, logs)
+        _write_warmup(saved_model_dir, translator, warmup_texts, model_name)
         # Publish the SavedModel folder itself; the rest of the staging folder goes.
         return publishing.publish(saved_model_dir, export_base, version, automatic)
+
+
+def _write_warmup(saved_model_dir, translator, warmup_texts, model_name):
+    """Writes the warmup records: each text signature, and one token-ids step."""
+    import numpy as np
+
+    from keras_selfattn.decoding import START_ID
+
+    texts = [
+        t.decode("utf-8", "replace") if isinstance(t, bytes) else str(t)
+        for t in warmup_texts
+    ]
+    source_ids = translator.encode_sources(texts[:1])[0].numpy()
+    target_in = np.full([len(source_ids), 1], START_ID, np.int32)  # first step
+    logs = warmup.warmup_requests_for_translation(
+        texts,
+        model_name,
+        signatures=(SERVING_SIGNATURE, NBEST_SIGNATURE),
+        token_ids=(
+            TOKEN_IDS_SIGNATURE,
+            {"source": source_ids, "target_in": target_in},
+        ),
+    )
+    warmup.write_warmup_requests(saved_model_dir, logs)
 
 
 def _vocabulary_sample(tokenizer):
@@ -157,7 +162,7 @@ def export_run(
     alpha=0.6,
     warmup_texts=None,
 ):
-    """Exports a trained run directory (``keras-selfattn export``) as ``export_base/N/``.
+    """Exports a run directory as ``export_base/N/`` (``keras-selfattn export``).
 
     Loads ``model.keras``, the vocabularies and ``config.json`` as
     `keras_selfattn.inference.Translator.load` does (so the SavedModel translates

@@ -1,4 +1,4 @@
-"""The instruction text printed after an export: a ``docker run`` line and ``curl`` requests."""
+"""What to run after an export: a ``docker run`` line and ``curl`` requests."""
 
 import json
 import pathlib
@@ -18,7 +18,7 @@ def serving_instructions(
     rest_port=8501,
     grpc_port=8500,
 ):
-    """The ``docker run`` line that serves ``export_base`` and ``curl`` lines that query it.
+    """The ``docker run`` line serving ``export_base`` and ``curl`` lines querying it.
 
     Args:
         export_base: the model's base folder (holding the version folders).
@@ -55,16 +55,18 @@ def serving_instructions(
         ensure_ascii=False,
     )
     url = f"http://localhost:{rest_port}/v1/models/{model_name}"
+    predict = f"curl -s -X POST {url}:predict -H 'Content-Type: application/json' -d"
     return "\n".join(
         [
             f"# serve (REST on port {rest_port}, gRPC on port {grpc_port}):",
             (
-                f"docker run -p {grpc_port}:8500 -p {rest_port}:8501 --mount {shlex.quote(mount)} "
+                f"docker run -p {grpc_port}:8500 -p {rest_port}:8501 "
+                f"--mount {shlex.quote(mount)} "
                 f"-e MODEL_NAME={shlex.quote(model_name)} -t tensorflow/serving"
             ),
             "# query:",
             f"curl -s {url}",
-            f"curl -s -X POST {url}:predict -H 'Content-Type: application/json' -d {shlex.quote(body)}",
-            f"curl -s -X POST {url}:predict -H 'Content-Type: application/json' -d {shlex.quote(nbest)}",
+            f"{predict} {shlex.quote(body)}",
+            f"{predict} {shlex.quote(nbest)}",
         ]
     )

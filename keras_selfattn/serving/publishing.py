@@ -1,4 +1,4 @@
-"""Publishing a version folder: version numbers, a staging folder, fsync, an atomic rename.
+"""Publishing a version folder: version numbers, staging folder, fsync, atomic rename.
 
 TF Serving watches a model's base folder and loads every purely numeric subfolder
 as a version. A version is written into a ``.export-tmp-*`` folder inside the base
@@ -26,7 +26,7 @@ TEMP_PREFIX = ".export-tmp-"
 
 
 def list_versions(export_base):
-    """The version numbers present in ``export_base`` (folders named by an integer), sorted.
+    """The sorted version numbers in ``export_base`` (folders named by an integer).
 
     Args:
         export_base: a model's base folder.
@@ -117,7 +117,7 @@ def staging_folder(export_base):
 
 
 def _fsync_tree(root):
-    """Flushes every file and folder under ``root`` to disk (the rename then publishes complete files)."""
+    """Flushes everything under ``root`` to disk (the rename publishes whole files)."""
     for folder, _, files in os.walk(root):
         for name in files:
             with open(os.path.join(folder, name), "rb") as handle:

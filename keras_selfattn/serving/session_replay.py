@@ -1,4 +1,4 @@
-"""Replays Predict requests against a SavedModel under the session-based loader.
+r"""Replays Predict requests against a SavedModel under the session-based loader.
 
 Run as a SCRIPT in a fresh interpreter (``python .../session_replay.py ...``), never
 imported by the package: it imports TensorFlow and, only when asked,
@@ -12,7 +12,8 @@ placeholder; TF Serving's C++ server does not, see tensorflow/serving#1436).
 Before each request it prints ``replaying: SIGNATURE/NAME`` on stderr, so a crash
 names the request that caused it.
 
-    python .../session_replay.py SAVED_MODEL_DIR REQUESTS.json RESULTS.json [--tensorflow-text]
+    python .../session_replay.py SAVED_MODEL_DIR REQUESTS.json RESULTS.json \
+        [--tensorflow-text]
 
 REQUESTS.json: ``[{"name": str, "signature": str, "inputs": {input name:
 base64 of a serialized TensorProto}}]``. RESULTS.json: ``{"tensorflow_text_imported":
@@ -88,6 +89,72 @@ def run_unchecked(session, fetch, feed):
     }
 
 
+def _dtype_name(dtype):
+    import tensorflow as tf
+
+    return tf.dtypes.as_dtype(dtype).name
+
+
+def _signature_dtypes(signature_defs):
+    """signature name -> {"inputs": {name: dtype}, "outputs": {name: dtype}}."""
+    return {
+        name: {
+            "inputs": {k: _dtype_name(v.dtype) for k, v in sig.inputs.items()},
+            "outputs": {k: _dtype_name(v.dtype) for k, v in sig.outputs.items()},
+        }
+        for name, sig in signature_defs.items()
+        if not name.startswith("__")
+    }
+
+
+def _replay(session, signature_defs, request):
+    """Runs one request: {"error": ...} or {"ok": True, "outputs": ...}, timed."""
+    import tensorflow as tf
+    from tensorflow.core.framework import tensor_pb2
+
+    signature = signature_defs.get(request["signature"])
+    if signature is None:
+        return {"error": f"no signature {request['signature']!r}"}
+    if set(request["inputs"]) != set(signature.inputs):
+        return {
+            "error": f"inputs {sorted(request['inputs'])} != signature inputs "
+            f"{sorted(signature.inputs)}"
+        }
+    feed = {}
+    for name, encoded in request["inputs"].items():
+        proto = tensor_pb2.TensorProto()
+        proto.ParseFromString(base64.b64decode(encoded))
+        feed[signature.inputs[name].name] = tf.make_ndarray(proto)
+    fetch = {name: info.name for name, info in signature.outputs.items()}
+    print(
+        f"replaying: {request['signature']}/{request['name']}",
+        file=sys.stderr,
+        flush=True,
+    )
+    began = time.monotonic()
+    try:
+        outputs = run_unchecked(session, fetch, feed)
+    except Exception as error:  # noqa: BLE001  (reported, not raised: the next request still runs)
+        return {
+            "error": f"{type(error).__name__}: {str(error)[:2000]}",
+            "seconds": time.monotonic() - began,
+        }
+    return {
+        "seconds": time.monotonic() - began,
+        "ok": True,
+        "outputs": {
+            name: {
+                "dtype": "string"
+                if value.dtype == object
+                else _dtype_name(value.dtype),
+                "shape": list(value.shape),
+                "values": _values(value),
+            }
+            for name, value in outputs.items()
+        },
+    }
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("saved_model_dir")
@@ -100,7 +167,6 @@ def main(argv=None):
     _isolate_script()
 
     import tensorflow as tf
-    from tensorflow.core.framework import tensor_pb2
 
     if args.tensorflow_text:
         import tensorflow_text  # noqa: F401  (registers its ops)
@@ -114,18 +180,7 @@ def main(argv=None):
             session, ["serve"], args.saved_model_dir
         )
         report["load_seconds"] = time.monotonic() - start
-        report["signatures"] = {
-            name: {
-                "inputs": {
-                    k: tf.dtypes.as_dtype(v.dtype).name for k, v in sig.inputs.items()
-                },
-                "outputs": {
-                    k: tf.dtypes.as_dtype(v.dtype).name for k, v in sig.outputs.items()
-                },
-            }
-            for name, sig in meta_graph.signature_def.items()
-            if not name.startswith("__")
-        }
+        report["signatures"] = _signature_dtypes(meta_graph.signature_def)
         for request in requests:
             result = {
                 "name": request["name"],
@@ -134,45 +189,7 @@ def main(argv=None):
                 "error": None,
             }
             report["results"].append(result)
-            signature = meta_graph.signature_def.get(request["signature"])
-            if signature is None:
-                result["error"] = f"no signature {request['signature']!r}"
-                continue
-            if set(request["inputs"]) != set(signature.inputs):
-                result["error"] = (
-                    f"inputs {sorted(request['inputs'])} != signature inputs {sorted(signature.inputs)}"
-                )
-                continue
-            feed = {}
-            for name, encoded in request["inputs"].items():
-                proto = tensor_pb2.TensorProto()
-                proto.ParseFromString(base64.b64decode(encoded))
-                feed[signature.inputs[name].name] = tf.make_ndarray(proto)
-            fetch = {name: info.name for name, info in signature.outputs.items()}
-            print(
-                f"replaying: {request['signature']}/{request['name']}",
-                file=sys.stderr,
-                flush=True,
-            )
-            began = time.monotonic()
-            try:
-                outputs = run_unchecked(session, fetch, feed)
-            except Exception as error:  # noqa: BLE001  (reported, not raised: the next request still runs)
-                result["error"] = f"{type(error).__name__}: {str(error)[:2000]}"
-                result["seconds"] = time.monotonic() - began
-                continue
-            result["seconds"] = time.monotonic() - began
-            result["ok"] = True
-            result["outputs"] = {
-                name: {
-                    "dtype": tf.dtypes.as_dtype(value.dtype).name
-                    if value.dtype != object
-                    else "string",
-                    "shape": list(value.shape),
-                    "values": _values(value),
-                }
-                for name, value in outputs.items()
-            }
+            result.update(_replay(session, meta_graph.signature_def, request))
     report["tensorflow_text_imported"] = "tensorflow_text" in sys.modules
     report["keras_selfattn_imported"] = "keras_selfattn" in sys.modules
     with open(args.results, "w", encoding="utf-8") as handle:

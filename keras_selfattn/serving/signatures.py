@@ -74,7 +74,6 @@ def serving_functions(translator, beam_size=DEFAULT_BEAM_SIZE, alpha=0.6):
     import tensorflow as tf
 
     from keras_selfattn.decoding import beam_search_decode, greedy_decode
-    from keras_selfattn.inference import source_ids_for_model
 
     if not isinstance(beam_size, int) or isinstance(beam_size, bool) or beam_size < 1:
         raise ValueError(
@@ -84,19 +83,8 @@ def serving_functions(translator, beam_size=DEFAULT_BEAM_SIZE, alpha=0.6):
     max_source_len, max_len = translator.max_source_len, translator.max_target_len + 1
     text_spec = [tf.TensorSpec([None], tf.string, name="text")]
 
-    def encode(text):
-        """The checked batch -> (B, T) int32 ids (T >= 1) and which texts have no token."""
-        text = _checked(text, [None])
-        text = tf.strings.unicode_transcode(
-            text, "UTF-8", "UTF-8", errors="replace", replacement_char=0xFFFD
-        )
-        ids, lengths = source_ids_for_model(
-            tokenizer.source.encode(text), max_source_len
-        )
-        return ids, tf.equal(lengths, 0)
-
     def translate(text):
-        ids, no_tokens = encode(text)
+        ids, no_tokens = _source_ids(text, tokenizer, max_source_len)
         out = greedy_decode(model, ids, max_len)
         translation = tokenizer.target.decode(out["ids"])
         return {
@@ -105,7 +93,7 @@ def serving_functions(translator, beam_size=DEFAULT_BEAM_SIZE, alpha=0.6):
         }
 
     def translate_nbest(text):
-        ids, no_tokens = encode(text)
+        ids, no_tokens = _source_ids(text, tokenizer, max_source_len)
         out = beam_search_decode(model, ids, beam_size, max_len, alpha=alpha)
         shape = tf.shape(out["ids"])  # (B, K, L); an explicit shape: B may be 0
         flat = tf.reshape(out["ids"], [shape[0] * beam_size, shape[2]])
@@ -116,38 +104,7 @@ def serving_functions(translator, beam_size=DEFAULT_BEAM_SIZE, alpha=0.6):
         }
 
     def serve(source, target_in):
-        source, target_in = (
-            _checked(source, [None, None]),
-            _checked(target_in, [None, None]),
-        )
-        checks = [
-            tf.debugging.assert_equal(
-                tf.shape(source)[0],
-                tf.shape(target_in)[0],
-                message="source and target_in must have the same batch size",
-            ),
-            tf.debugging.assert_positive(
-                tf.shape(source)[1], message="source must have at least one column"
-            ),
-        ]
-        for name, ids, size in (
-            ("source", source, tokenizer.source_vocab_size),
-            ("target_in", target_in, tokenizer.target_vocab_size),
-        ):
-            checks.append(
-                tf.debugging.assert_non_negative(
-                    ids, message=f"{name} holds a negative id"
-                )
-            )
-            checks.append(
-                tf.debugging.assert_less(
-                    ids,
-                    tf.constant(size, tf.int32),
-                    message=f"{name} holds an id outside its vocabulary of {size}",
-                )
-            )
-        with tf.control_dependencies(checks):
-            source, target_in = tf.identity(source), tf.identity(target_in)
+        source, target_in = _checked_token_ids(source, target_in, tokenizer)
         logits = model({"source": source, "target_in": target_in}, training=False)
         return {"logits": tf.cast(logits, tf.float32)}
 
@@ -164,8 +121,58 @@ def serving_functions(translator, beam_size=DEFAULT_BEAM_SIZE, alpha=0.6):
     }
 
 
+def _source_ids(text, tokenizer, max_source_len):
+    """The checked batch -> (B, T) int32 ids (T >= 1) and which texts have no token."""
+    import tensorflow as tf
+
+    from keras_selfattn.inference import source_ids_for_model
+
+    text = _checked(text, [None])
+    text = tf.strings.unicode_transcode(
+        text, "UTF-8", "UTF-8", errors="replace", replacement_char=0xFFFD
+    )
+    ids, lengths = source_ids_for_model(tokenizer.source.encode(text), max_source_len)
+    return ids, tf.equal(lengths, 0)
+
+
+def _checked_token_ids(source, target_in, tokenizer):
+    """``source`` and ``target_in`` after run-time checks of shape, batch and ids."""
+    import tensorflow as tf
+
+    source, target_in = (
+        _checked(source, [None, None]),
+        _checked(target_in, [None, None]),
+    )
+    checks = [
+        tf.debugging.assert_equal(
+            tf.shape(source)[0],
+            tf.shape(target_in)[0],
+            message="source and target_in must have the same batch size",
+        ),
+        tf.debugging.assert_positive(
+            tf.shape(source)[1], message="source must have at least one column"
+        ),
+    ]
+    for name, ids, size in (
+        ("source", source, tokenizer.source_vocab_size),
+        ("target_in", target_in, tokenizer.target_vocab_size),
+    ):
+        checks.append(
+            tf.debugging.assert_non_negative(ids, message=f"{name} holds a negative id")
+        )
+        checks.append(
+            tf.debugging.assert_less(
+                ids,
+                tf.constant(size, tf.int32),
+                message=f"{name} holds an id outside its vocabulary of {size}",
+            )
+        )
+    with tf.control_dependencies(checks):
+        return tf.identity(source), tf.identity(target_in)
+
+
 def _vocabulary_tables(tokenizer, directory):
-    """A `tf.Module` with an id -> token table over each vocabulary file (the SavedModel's assets)."""
+    """A `tf.Module` with an id -> token table per vocabulary file (the assets)."""
     import tensorflow as tf
 
     from keras_selfattn.text.pair_tokenizer import SOURCE_VOCAB_FILE, TARGET_VOCAB_FILE
@@ -245,7 +252,8 @@ def check_signatures(saved_model_dir):
     python_ops = sorted(set(list_op_types(saved_model_dir)) & PYTHON_BOUND_OPS)
     if python_ops:
         raise RuntimeError(
-            f"The exported graph calls back into Python ({', '.join(python_ops)}); TF Serving cannot run it"
+            f"The exported graph calls back into Python ({', '.join(python_ops)}); TF "
+            "Serving cannot run it"
         )
     saved_model = read_saved_model(saved_model_dir)
     signatures = saved_model.meta_graphs[0].signature_def
@@ -266,5 +274,6 @@ def check_signatures(saved_model_dir):
         for output in signature.outputs:
             if output.endswith("_bytes"):
                 raise RuntimeError(
-                    f"Output {name}/{output} ends in _bytes: TF Serving's REST API would base64 it"
+                    f"Output {name}/{output} ends in _bytes: TF Serving's REST API "
+                    "would base64 it"
                 )

@@ -190,7 +190,8 @@ def write_warmup_requests(saved_model_dir, logs):
     logs = list(logs)
     if not logs or len(logs) > MAX_WARMUP_RECORDS:
         raise ValueError(
-            f"TF Serving reads 1 to {MAX_WARMUP_RECORDS} warmup records. Received: {len(logs)} records"
+            f"TF Serving reads 1 to {MAX_WARMUP_RECORDS} warmup records. Received: "
+            f"{len(logs)} records"
         )
     path = pathlib.Path(saved_model_dir) / WARMUP_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -201,7 +202,7 @@ def write_warmup_requests(saved_model_dir, logs):
 
 
 def read_warmup_requests(path):
-    """Reads a warmup file (or a SavedModel directory holding one) back into ``PredictionLog`` protos."""
+    """Reads a warmup file (or a SavedModel with one) as ``PredictionLog`` protos."""
     import tensorflow as tf
     from tensorflow_serving.apis import prediction_log_pb2
 

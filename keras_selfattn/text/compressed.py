@@ -40,7 +40,7 @@ def is_gzip_name(name) -> bool:
 
 
 def check_compressed_file(name: str) -> None:
-    """Decompresses ``name`` once if it is a ``.gz`` file; raises if it is cut or corrupt.
+    """Decompresses ``name`` once if it is a ``.gz`` file; raises if cut or corrupt.
 
     Other files are left alone. Multi-member gzip files (``cat a.gz b.gz``) are
     whole files.

@@ -76,32 +76,15 @@ def read_pairs(
     pairs: list[Pair] = []
     with opener(path, "rb") as f:
         for line_number, raw in _lines_of(f, path):
-            try:
-                line = raw.decode("utf-8-sig" if line_number == 1 else "utf-8")
-            except UnicodeDecodeError as error:
-                raise ValueError(
-                    f"{path}:{line_number}: not valid UTF-8 ({error.reason} at byte "
-                    f"{error.start})"
-                ) from None
-            line = line.rstrip("\r\n")
+            line = _decoded_line(raw, line_number, path)
             if not line.strip(_ASCII_SPACE):
                 continue
-            problem = None
-            if "\t" not in line:
-                problem = "no tab character; expected 'source<TAB>target'"
-            else:
-                source, target = (
-                    side.strip(_ASCII_SPACE) for side in line.split("\t")[:2]
-                )
-                if not source:
-                    problem = "empty source (the text before the first tab)"
-                elif not target:
-                    problem = "empty target (the text after the first tab)"
+            pair, problem = _parsed_pair(line)
             if problem:
                 if skip_malformed:
                     continue
                 raise ValueError(f"{path}:{line_number}: {problem}: {_shorten(line)}")
-            pairs.append((source, target))
+            pairs.append(pair)
             if max_pairs is not None and len(pairs) >= max_pairs:
                 break
     if not pairs:
@@ -112,8 +95,32 @@ def read_pairs(
     return pairs
 
 
+def _decoded_line(raw, line_number, path):
+    """A line's bytes as text without its line end (a BOM allowed on line 1)."""
+    try:
+        line = raw.decode("utf-8-sig" if line_number == 1 else "utf-8")
+    except UnicodeDecodeError as error:
+        raise ValueError(
+            f"{path}:{line_number}: not valid UTF-8 ({error.reason} at byte "
+            f"{error.start})"
+        ) from None
+    return line.rstrip("\r\n")
+
+
+def _parsed_pair(line):
+    """``((source, target), None)`` of a non-blank line, or ``(None, the problem)``."""
+    if "\t" not in line:
+        return None, "no tab character; expected 'source<TAB>target'"
+    source, target = (side.strip(_ASCII_SPACE) for side in line.split("\t")[:2])
+    if not source:
+        return None, "empty source (the text before the first tab)"
+    if not target:
+        return None, "empty target (the text after the first tab)"
+    return (source, target), None
+
+
 def _lines_of(handle, path):
-    """``(number, line)`` of an open file; a cut or corrupt gzip file raises naming it."""
+    """``(number, line)`` of an open file; raises naming a cut or corrupt gzip file."""
     line_number = 0
     try:
         for line_number, raw in enumerate(handle, start=1):

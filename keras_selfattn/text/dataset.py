@@ -271,7 +271,8 @@ def _padded_shapes(source_length, target_length):
     )
 
 
-def make_dataset(  # over 60 lines: a 50-line docstring for 14 documented arguments
+# Long: a 50-line docstring for its 14 documented arguments; the code is 40 lines.
+def make_dataset(
     data: Sequence[tuple[str, str]] | str | os.PathLike,
     tokenizer: PairTokenizer,
     *,

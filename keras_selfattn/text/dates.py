@@ -114,21 +114,7 @@ def generate_date_pairs(
     >>> generate_date_pairs(2, seed=1, styles=[("fr", "long")])
     [('9 février 1974', '1974-02-09'), ('8 octobre 1995', '1995-10-08')]
     """
-    if num_pairs < 0:
-        raise ValueError(f"num_pairs must be >= 0. Received: num_pairs={num_pairs}")
-    if not styles:
-        raise ValueError("styles must name at least one (locale, format) pair")
-    num_days = (last_date - first_date).days + 1
-    if num_days < 1:
-        raise ValueError(
-            "last_date must not be before first_date. "
-            f"Received: first_date={first_date}, last_date={last_date}"
-        )
-    if num_pairs > num_days * len(styles):
-        raise ValueError(
-            f"num_pairs={num_pairs} exceeds the {num_days * len(styles)} distinct "
-            "(date, style) combinations"
-        )
+    num_days = _checked_day_count(num_pairs, styles, first_date, last_date)
     styles = [tuple(style) for style in styles]
     rng = random.Random(seed)
     pairs: list[tuple[str, str]] = []
@@ -149,6 +135,26 @@ def generate_date_pairs(
         seen.add(source)
         pairs.append((source, date.isoformat()))
     return pairs
+
+
+def _checked_day_count(num_pairs, styles, first_date, last_date):
+    """The days in ``[first_date, last_date]``, once the arguments are checked."""
+    if num_pairs < 0:
+        raise ValueError(f"num_pairs must be >= 0. Received: num_pairs={num_pairs}")
+    if not styles:
+        raise ValueError("styles must name at least one (locale, format) pair")
+    num_days = (last_date - first_date).days + 1
+    if num_days < 1:
+        raise ValueError(
+            "last_date must not be before first_date. "
+            f"Received: first_date={first_date}, last_date={last_date}"
+        )
+    if num_pairs > num_days * len(styles):
+        raise ValueError(
+            f"num_pairs={num_pairs} exceeds the {num_days * len(styles)} distinct "
+            "(date, style) combinations"
+        )
+    return num_days
 
 
 def format_dates_tsv(pairs: Sequence[tuple[str, str]] | None = None) -> bytes:

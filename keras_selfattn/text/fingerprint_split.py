@@ -1,4 +1,4 @@
-"""Train / validation / test by a fingerprint of the source text, without reading the whole corpus.
+"""Train / validation / test by source fingerprint, without reading the whole corpus.
 
 Every pair gets the keyed SipHash fingerprint of its (stripped) source text
 (`source_fingerprints`, ``tf.strings.to_hash_bucket_strong`` keyed by the seed):
@@ -144,7 +144,7 @@ class HeldOutSplit:
     held_out: tuple[int, ...] = dataclasses.field(default=(), repr=False)
 
     def split_of(self, fingerprints):
-        """0 (train), 1 (validation) or 2 (test) for fingerprints of the window (NumPy)."""
+        """0 (train), 1 (validation) or 2 (test) per fingerprint of the window."""
         fingerprints = np.asarray(fingerprints, np.int64)
         return np.where(
             fingerprints <= self.validation_max,
@@ -183,7 +183,7 @@ class HeldOutSplit:
         return dataclasses.replace(self, held_out=held_out)
 
     def is_training(self, sources) -> tf.Tensor:
-        """A bool tensor, the shape of ``sources``: which of them are training sources."""
+        """A bool tensor shaped like ``sources``: which of them are training sources."""
         fingerprints = source_fingerprints(sources, self.seed)
         if self.window is None:
             return fingerprints > self.test_max
@@ -269,7 +269,7 @@ def scan_held_out(
     max_validation_pairs: int | None = 5000,
     max_test_pairs: int | None = 5000,
 ) -> HeldOutScan:
-    """Reads the held-out window of a ``(source, target)`` stream: the split and its pairs.
+    """Reads the held-out window of a ``(source, target)`` stream: split and pairs.
 
     Reads `held_out_window` pairs (and one more, to learn whether the stream
     goes on). Memory holds the candidates only: the pairs with the smallest
@@ -301,6 +301,50 @@ def scan_held_out(
         num_parallel_calls=tf.data.AUTOTUNE,
         deterministic=True,
     )
+    kept_fp, kept_order, kept_pairs, total, more = _smallest_fingerprints(
+        batches, window, keep
+    )
+    if not total and not more:
+        raise ValueError("No sentence pairs found in the data")
+    split = held_out_thresholds(
+        np.sort(kept_fp),
+        total,
+        fractions,
+        seed=seed,
+        max_validation_pairs=max_validation_pairs,
+        max_test_pairs=max_test_pairs,
+        window=window if more else None,
+    )
+    validation, test = _held_out_pairs(split, kept_fp, kept_order, kept_pairs)
+    if more:
+        split = split.holding_out([s for s, _ in validation + test])
+    train_pairs = None if more else total - len(validation) - len(test)
+    return HeldOutScan(split, validation, test, total, train_pairs)
+
+
+def _held_out_pairs(split, fingerprints, order, pairs):
+    """The validation and the test pairs among the candidates, in stream order."""
+    in_order = np.argsort(order, kind="stable")
+    which = split.split_of(fingerprints[in_order])
+    pairs = [(s.decode("utf-8"), t.decode("utf-8")) for s, t in pairs[in_order]]
+    validation = [p for p, w in zip(pairs, which, strict=True) if w == 1]
+    test = [p for p, w in zip(pairs, which, strict=True) if w == 2]
+    return validation, test
+
+
+def _smallest_fingerprints(batches, window, keep):
+    """The pairs of the window with the ``keep`` smallest fingerprints (ties kept).
+
+    Args:
+        batches: iterable of ``(fingerprints, sources, targets)`` batches.
+        window: pairs to read (None: all); one more is read to learn whether the
+            stream goes on.
+        keep: how many candidates to keep (None: all).
+
+    Returns:
+        ``(fingerprints, positions in the stream, [source, target] rows, pairs
+        read, whether the stream goes on past the window)``.
+    """
     kept_fp = np.zeros([0], np.int64)
     kept_order = np.zeros([0], np.int64)
     kept_pairs = np.zeros([0, 2], object)
@@ -332,23 +376,4 @@ def scan_held_out(
                 kept_order[mask],
                 kept_pairs[mask],
             )
-    if not total and not more:
-        raise ValueError("No sentence pairs found in the data")
-    split = held_out_thresholds(
-        np.sort(kept_fp),
-        total,
-        fractions,
-        seed=seed,
-        max_validation_pairs=max_validation_pairs,
-        max_test_pairs=max_test_pairs,
-        window=window if more else None,
-    )
-    in_order = np.argsort(kept_order, kind="stable")
-    which = split.split_of(kept_fp[in_order])
-    pairs = [(s.decode("utf-8"), t.decode("utf-8")) for s, t in kept_pairs[in_order]]
-    validation = [p for p, w in zip(pairs, which, strict=True) if w == 1]
-    test = [p for p, w in zip(pairs, which, strict=True) if w == 2]
-    if more:
-        split = split.holding_out([s for s, _ in validation + test])
-    train_pairs = None if more else total - len(validation) - len(test)
-    return HeldOutScan(split, validation, test, total, train_pairs)
+    return kept_fp, kept_order, kept_pairs, total, more

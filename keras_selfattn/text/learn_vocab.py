@@ -1,4 +1,4 @@
-"""Vocabularies learned from a stream of pairs, in memory bounded by the vocabulary, not the corpus.
+"""Vocabularies learned from a pair stream, in memory bounded by the vocabulary.
 
 `learn_pair_tokenizer` counts the tokens of the first ``sample_lines`` pairs of a
 ``(source, target)`` `tf.data` stream (tokenization inside ``tf.data``, counts in
@@ -57,15 +57,7 @@ def learn_pair_tokenizer(
     >>> tok.source.vocabulary.tokens[4:]
     ['chat', 'le']
     """
-    if sample_lines is not None:
-        if not isinstance(sample_lines, int) or sample_lines < 1:
-            raise ValueError(
-                "sample_lines must be a positive integer or None. "
-                f"Received: sample_lines={sample_lines!r}"
-            )
-        pairs = pairs.take(sample_lines)
-    if not any(True for _ in pairs.take(1)):
-        raise ValueError("No sentence pairs to learn the vocabularies from")
+    pairs = _sample(pairs, sample_lines)
     tokenizers = []
     for side, config, column in (
         ("source", source_config, 0),
@@ -84,3 +76,17 @@ def learn_pair_tokenizer(
             )
         tokenizers.append(tokenizer)
     return PairTokenizer(*tokenizers)
+
+
+def _sample(pairs, sample_lines):
+    """The first ``sample_lines`` pairs (None: all); raises if there are none."""
+    if sample_lines is not None:
+        if not isinstance(sample_lines, int) or sample_lines < 1:
+            raise ValueError(
+                "sample_lines must be a positive integer or None. "
+                f"Received: sample_lines={sample_lines!r}"
+            )
+        pairs = pairs.take(sample_lines)
+    if not any(True for _ in pairs.take(1)):
+        raise ValueError("No sentence pairs to learn the vocabularies from")
+    return pairs

@@ -202,64 +202,68 @@ class PairTokenizer(tf.Module):
         """
         directory = pathlib.Path(directory)
         config_path = directory / TOKENIZER_CONFIG_FILE
-        if not config_path.is_file():
-            raise FileNotFoundError(
-                f"No {TOKENIZER_CONFIG_FILE} in {directory}: not a run directory "
-                "written by PairTokenizer.save"
+        config = _read_config(config_path, directory)
+        return cls(
+            *(
+                _load_side(directory, config_path, side, dict(config[side]))
+                for side in ("source", "target")
             )
-        try:
-            config = json.loads(config_path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as error:
-            raise ValueError(f"{config_path}: not valid JSON ({error})") from None
-        if not isinstance(config, dict) or config.get("format") != _FORMAT:
-            raise ValueError(f"{config_path}: not a {_FORMAT} description")
-        if config.get("version") == 1:
-            raise ValueError(
-                f"{config_path}: format version 1, written by an older keras_selfattn "
-                "whose tokenizers lowercased the target and dropped its spacing "
-                f"(version {_VERSION} keeps both): its vocabularies and model do not "
-                "fit this version's tokens. Retrain the run (or use the "
-                "keras_selfattn release that wrote it)"
-            )
-        if config.get("version") != _VERSION:
-            raise ValueError(
-                f"{config_path}: format version {config.get('version')!r} is not "
-                f"supported (this keras_selfattn reads version {_VERSION})"
-            )
-        tokenizers = []
-        for side in ("source", "target"):
-            side_config = dict(config[side])
-            vocab_file = side_config.pop("vocab_file")
-            vocab_size = side_config.pop("vocab_size")
-            model_file = side_config.pop("sentencepiece_model_file", None)
-            vocabulary = Vocabulary.load(directory / vocab_file)
-            if vocabulary.size != vocab_size:
-                raise ValueError(
-                    f"{directory / vocab_file}: {vocabulary.size} tokens, but "
-                    f"{config_path} records vocab_size={vocab_size}"
-                )
-            tokenizer_config = TokenizerConfig.from_dict(side_config)
-            if tokenizer_config.kind == "sentencepiece":
-                model_path = directory / (model_file or SENTENCEPIECE_MODEL_FILES[side])
-                if not model_path.is_file():
-                    raise FileNotFoundError(
-                        f"SentencePiece model file not found: {model_path} (the "
-                        f"{side} tokenizer of {config_path} needs it)"
-                    )
-                model = canonical_sentencepiece_model(
-                    model_path.read_bytes(), str(model_path)
-                )
-                try:
-                    tokenizers.append(
-                        Tokenizer(
-                            tokenizer_config,
-                            vocabulary,
-                            name=side,
-                            sentencepiece_model=model,
-                        )
-                    )
-                except ValueError as error:
-                    raise ValueError(f"{model_path}: {error}") from None
-                continue
-            tokenizers.append(Tokenizer(tokenizer_config, vocabulary, name=side))
-        return cls(*tokenizers)
+        )
+
+
+def _read_config(config_path, directory):
+    """The checked ``tokenizer.json`` of a run directory, as a dict."""
+    if not config_path.is_file():
+        raise FileNotFoundError(
+            f"No {TOKENIZER_CONFIG_FILE} in {directory}: not a run directory "
+            "written by PairTokenizer.save"
+        )
+    try:
+        config = json.loads(config_path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{config_path}: not valid JSON ({error})") from None
+    if not isinstance(config, dict) or config.get("format") != _FORMAT:
+        raise ValueError(f"{config_path}: not a {_FORMAT} description")
+    if config.get("version") == 1:
+        raise ValueError(
+            f"{config_path}: format version 1, written by an older keras_selfattn "
+            "whose tokenizers lowercased the target and dropped its spacing "
+            f"(version {_VERSION} keeps both): its vocabularies and model do not "
+            "fit this version's tokens. Retrain the run (or use the "
+            "keras_selfattn release that wrote it)"
+        )
+    if config.get("version") != _VERSION:
+        raise ValueError(
+            f"{config_path}: format version {config.get('version')!r} is not "
+            f"supported (this keras_selfattn reads version {_VERSION})"
+        )
+    return config
+
+
+def _load_side(directory, config_path, side, side_config):
+    """The `Tokenizer` of one side, from its entry in ``tokenizer.json``."""
+    vocab_file = side_config.pop("vocab_file")
+    vocab_size = side_config.pop("vocab_size")
+    model_file = side_config.pop("sentencepiece_model_file", None)
+    vocabulary = Vocabulary.load(directory / vocab_file)
+    if vocabulary.size != vocab_size:
+        raise ValueError(
+            f"{directory / vocab_file}: {vocabulary.size} tokens, but "
+            f"{config_path} records vocab_size={vocab_size}"
+        )
+    tokenizer_config = TokenizerConfig.from_dict(side_config)
+    if tokenizer_config.kind != "sentencepiece":
+        return Tokenizer(tokenizer_config, vocabulary, name=side)
+    model_path = directory / (model_file or SENTENCEPIECE_MODEL_FILES[side])
+    if not model_path.is_file():
+        raise FileNotFoundError(
+            f"SentencePiece model file not found: {model_path} (the "
+            f"{side} tokenizer of {config_path} needs it)"
+        )
+    model = canonical_sentencepiece_model(model_path.read_bytes(), str(model_path))
+    try:
+        return Tokenizer(
+            tokenizer_config, vocabulary, name=side, sentencepiece_model=model
+        )
+    except ValueError as error:
+        raise ValueError(f"{model_path}: {error}") from None

@@ -78,6 +78,29 @@ def _check_loadable(model: bytes, where: str) -> None:
         raise ValueError(f"{where}: not a SentencePiece model ({detail})") from None
 
 
+# The trainer spec fields of our reserved pieces (ids 0-3).
+_RESERVED_SPEC = {
+    "pad_id": PAD_ID,
+    "unk_id": UNK_ID,
+    "bos_id": START_ID,
+    "eos_id": END_ID,
+    "pad_piece": PAD_TOKEN,
+    "unk_piece": UNK_TOKEN,
+    "bos_piece": START_TOKEN,
+    "eos_piece": END_TOKEN,
+}
+# The fixed settings of `train_sentencepiece_model` (its docstring says why).
+_TRAINER_SETTINGS = {
+    "model_type": "unigram",
+    "hard_vocab_limit": False,
+    "character_coverage": 1.0,
+    "normalization_rule_name": "identity",
+    "shuffle_input_sentence": True,
+    "minloglevel": 2,
+    **_RESERVED_SPEC,
+}
+
+
 def train_sentencepiece_model(
     sentences: Iterable[str],
     vocab_size: int = DEFAULT_SENTENCEPIECE_VOCAB_SIZE,
@@ -115,34 +138,16 @@ def train_sentencepiece_model(
 
     import sentencepiece
 
-    def nonempty():
-        for sentence in sentences:
-            if sentence:
-                yield sentence
-
     writer = io.BytesIO()
     try:
         sentencepiece.SentencePieceTrainer.train(
-            sentence_iterator=nonempty(),
+            sentence_iterator=(sentence for sentence in sentences if sentence),
             model_writer=writer,
-            model_type="unigram",
             vocab_size=vocab_size,
-            hard_vocab_limit=False,
-            character_coverage=1.0,
-            normalization_rule_name="identity",
             split_digits=split_digits,
-            pad_id=PAD_ID,
-            unk_id=UNK_ID,
-            bos_id=START_ID,
-            eos_id=END_ID,
-            pad_piece=PAD_TOKEN,
-            unk_piece=UNK_TOKEN,
-            bos_piece=START_TOKEN,
-            eos_piece=END_TOKEN,
             input_sentence_size=input_sentence_size,
-            shuffle_input_sentence=True,
             num_threads=num_threads or os.cpu_count() or 1,
-            minloglevel=2,
+            **_TRAINER_SETTINGS,
         )
     except RuntimeError as error:
         raise ValueError(
@@ -159,6 +164,15 @@ def sentencepiece_pieces(model: bytes) -> list[str]:
     proto = _model_proto()
     proto.ParseFromString(model)
     return [piece.piece for piece in proto.pieces]
+
+
+# Our reserved pieces, in id order, with their piece types.
+_RESERVED_PIECES = (
+    (PAD_TOKEN, _CONTROL),
+    (UNK_TOKEN, _UNKNOWN),
+    (START_TOKEN, _CONTROL),
+    (END_TOKEN, _CONTROL),
+)
 
 
 def canonical_sentencepiece_model(model: bytes, where: str = "model") -> bytes:
@@ -190,20 +204,35 @@ def canonical_sentencepiece_model(model: bytes, where: str = "model") -> bytes:
     except DecodeError as error:
         raise ValueError(f"{where}: not a SentencePiece model ({error})") from None
     pieces = list(proto.pieces)
-    wanted = (
-        (PAD_TOKEN, _CONTROL),
-        (UNK_TOKEN, _UNKNOWN),
-        (START_TOKEN, _CONTROL),
-        (END_TOKEN, _CONTROL),
-    )
     spec = proto.trainer_spec
-    if [(p.piece, p.type) for p in pieces[: len(wanted)]] == list(wanted) and (
-        spec.pad_id,
-        spec.unk_id,
-        spec.bos_id,
-        spec.eos_id,
-    ) == (PAD_ID, UNK_ID, START_ID, END_ID):
+    if _is_canonical(pieces, spec):
         return model
+    kept = _ordinary_pieces(pieces, spec, where)
+    del proto.pieces[:]
+    for token, piece_type in _RESERVED_PIECES:
+        proto.pieces.add(piece=token, score=0.0, type=piece_type)
+    proto.pieces.extend(kept)
+    for field, value in _RESERVED_SPEC.items():
+        setattr(spec, field, value)
+    rewritten = proto.SerializeToString()
+    _check_loadable(rewritten, where)
+    return rewritten
+
+
+def _is_canonical(pieces, spec):
+    """Whether the reserved pieces and the trainer spec's ids are ours already."""
+    first = [(p.piece, p.type) for p in pieces[: len(_RESERVED_PIECES)]]
+    ids = (spec.pad_id, spec.unk_id, spec.bos_id, spec.eos_id)
+    return first == list(_RESERVED_PIECES) and ids == (
+        PAD_ID,
+        UNK_ID,
+        START_ID,
+        END_ID,
+    )
+
+
+def _ordinary_pieces(pieces, spec, where):
+    """Copies of the pieces other than the unknown and the special control ones."""
     special = {
         index
         for index in (spec.pad_id, spec.bos_id, spec.eos_id)
@@ -224,21 +253,7 @@ def canonical_sentencepiece_model(model: bytes, where: str = "model") -> bytes:
         copy = type(piece)()
         copy.CopyFrom(piece)
         copies.append(copy)
-    del proto.pieces[:]
-    for token, piece_type in wanted:
-        proto.pieces.add(piece=token, score=0.0, type=piece_type)
-    proto.pieces.extend(copies)
-    spec.pad_id, spec.unk_id, spec.bos_id, spec.eos_id = (
-        PAD_ID,
-        UNK_ID,
-        START_ID,
-        END_ID,
-    )
-    spec.pad_piece, spec.unk_piece = PAD_TOKEN, UNK_TOKEN
-    spec.bos_piece, spec.eos_piece = START_TOKEN, END_TOKEN
-    rewritten = proto.SerializeToString()
-    _check_loadable(rewritten, where)
-    return rewritten
+    return copies
 
 
 def read_sentencepiece_model(path: str | os.PathLike, option: str = "model") -> bytes:

@@ -122,6 +122,45 @@ def _tf_text():
     return tensorflow_text
 
 
+def _normalization_form(normalization, ops):
+    """``normalization`` as a `TokenizerConfig` stores it ("NFKC", ... or "none")."""
+    form = normalization
+    if form is None:
+        form = "NFKC" if ops == "tensorflow_text" else "none"
+    if isinstance(form, str) and form.lower() == "none":
+        form = "none"
+    elif isinstance(form, str):
+        form = form.upper()
+    if form not in _NORMALIZATION_FORMS + ("none",):
+        raise ValueError(
+            f"normalization must be one of {_NORMALIZATION_FORMS + ('none',)} or "
+            f"None. Received: normalization={normalization!r}"
+        )
+    return form
+
+
+def _check_core_ops(kind, normalization):
+    """Raises ValueError for what ``ops="core"`` cannot do."""
+    if normalization != "none":
+        raise ValueError(
+            "Unicode normalization needs tensorflow_text ops; core TensorFlow has "
+            "none. Use ops='tensorflow_text', or normalization='none' with "
+            f"ops='core'. Received: ops='core', normalization={normalization!r}"
+        )
+    if kind == "subword":
+        raise ValueError(
+            "kind='subword' needs tensorflow_text's FastWordpieceTokenizer. Use "
+            "ops='tensorflow_text', or kind='word' or 'char' with ops='core'. "
+            "Received: kind='subword', ops='core'"
+        )
+    if kind == "sentencepiece":
+        raise ValueError(
+            "kind='sentencepiece' needs tensorflow_text's SentencepieceTokenizer. "
+            "Use ops='tensorflow_text', or kind='word' or 'char' with ops='core'. "
+            "Received: kind='sentencepiece', ops='core'"
+        )
+
+
 @dataclasses.dataclass(frozen=True)
 class TokenizerConfig:
     """How text becomes tokens: kind, ops, normalization, vocabulary limits.
@@ -174,37 +213,10 @@ class TokenizerConfig:
             )
         if self.ops not in OPS:
             raise ValueError(f"ops must be one of {OPS}. Received: ops={self.ops!r}")
-        normalization = self.normalization
-        if normalization is None:
-            normalization = "NFKC" if self.ops == "tensorflow_text" else "none"
-        if isinstance(normalization, str) and normalization.lower() == "none":
-            normalization = "none"
-        elif isinstance(normalization, str):
-            normalization = normalization.upper()
-        if normalization not in _NORMALIZATION_FORMS + ("none",):
-            raise ValueError(
-                f"normalization must be one of {_NORMALIZATION_FORMS + ('none',)} or "
-                f"None. Received: normalization={self.normalization!r}"
-            )
+        normalization = _normalization_form(self.normalization, self.ops)
         object.__setattr__(self, "normalization", normalization)
-        if self.ops == "core" and normalization != "none":
-            raise ValueError(
-                "Unicode normalization needs tensorflow_text ops; core TensorFlow has "
-                "none. Use ops='tensorflow_text', or normalization='none' with "
-                f"ops='core'. Received: ops='core', normalization={normalization!r}"
-            )
-        if self.ops == "core" and self.kind == "subword":
-            raise ValueError(
-                "kind='subword' needs tensorflow_text's FastWordpieceTokenizer. Use "
-                "ops='tensorflow_text', or kind='word' or 'char' with ops='core'. "
-                "Received: kind='subword', ops='core'"
-            )
-        if self.ops == "core" and self.kind == "sentencepiece":
-            raise ValueError(
-                "kind='sentencepiece' needs tensorflow_text's SentencepieceTokenizer. "
-                "Use ops='tensorflow_text', or kind='word' or 'char' with ops='core'. "
-                "Received: kind='sentencepiece', ops='core'"
-            )
+        if self.ops == "core":
+            _check_core_ops(self.kind, normalization)
         if self.sentencepiece_model is not None and self.kind != "sentencepiece":
             raise ValueError(
                 "sentencepiece_model (a SentencePiece .model file) needs "

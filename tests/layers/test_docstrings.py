@@ -1,4 +1,5 @@
-"""The ``>>>`` examples in the layers' and models' docstrings run and give what they show."""
+"""The ``>>>`` examples in the layers' and models' docstrings run and give what they
+show."""
 
 import doctest
 import importlib

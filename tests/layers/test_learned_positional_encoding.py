@@ -30,7 +30,8 @@ def test_output_is_input_plus_table_rows():
 
 
 def test_only_rows_that_were_seen_get_gradients():
-    """Length generalization fails by construction: rows past the training length never move."""
+    """Length generalization fails by construction: rows past the training length never
+    move."""
     pe = LearnedPositionalEncoding(4, max_len=8)
     x_in = keras.Input((None, 4))
     model = keras.Model(x_in, pe(x_in))

@@ -68,7 +68,8 @@ def test_book_columns_6_to_9_for_60_positions_and_32_dims():
 
 @pytest.mark.parametrize("delta", [1, 7, 50])
 def test_relative_position_is_a_fixed_rotation(delta):
-    """d2l eq. 11.6.3: a 2x2 rotation that depends only on delta maps pair i to i+delta."""
+    """d2l eq. 11.6.3: a 2x2 rotation that depends only on delta maps pair i to
+    i+delta."""
     d, max_len = 32, 400
     P = sinusoidal_table(max_len, d).astype(np.float64)
     for j in range(d // 2):
@@ -85,7 +86,8 @@ def test_relative_position_is_a_fixed_rotation(delta):
 
 
 def test_table_is_exact_at_long_positions():
-    """Computed in float64 and rounded once: no drift at position 2048 (keras-hub's float16 table is 0.78 off)."""
+    """Computed in float64 and rounded once: no drift at position 2048 (keras-hub's
+    float16 table is 0.78 off)."""
     table = sinusoidal_table(4096, 256)
     np.testing.assert_allclose(table, book_formula(4096, 256)[:], atol=1e-6)
 

@@ -32,7 +32,8 @@ def lens_mask(valid_lens, T):
 
 
 def rotate(x, positions, base=10000.0):
-    """RoPE (Su et al. 2021, eq. 13-15) with explicit 2x2 rotation matrices: x (T, D)."""
+    """RoPE (Su et al. 2021, eq. 13-15) with explicit 2x2 rotation matrices: x (T,
+    D)."""
     T, D = x.shape
     out = np.zeros_like(x)
     for t in range(T):
@@ -46,7 +47,8 @@ def rotate(x, positions, base=10000.0):
 
 
 def numpy_reference(layer, x, key_mask=None):
-    """Shaw et al. 2018 eq. 2-5 (and RoPE when the layer uses it), loops over i, j, in float64.
+    """Shaw et al. 2018 eq. 2-5 (and RoPE when the layer uses it), loops over i, j, in
+    float64.
 
     e_ij = x_i W^Q (x_j W^K + a^K_ij)^T / sqrt(d_z);  alpha = softmax_j(e_ij);
     z_i = sum_j alpha_ij (x_j W^V + a^V_ij);  a_ij = w_clip(j - i, k).
@@ -55,35 +57,42 @@ def numpy_reference(layer, x, key_mask=None):
     H, D = layer.num_heads, layer.head_size
     kernel = _np(layer.query_key_value_dense.kernel).reshape(-1, 3, H, D)
     out_kernel = _np(layer.output_dense.kernel)
-    k = layer.max_relative_position
-    if k is not None:
-        table_k, table_v = _np(layer.relative_key), _np(layer.relative_value)
     z = np.zeros((B, T, H, D))
     weights = np.zeros((B, H, T, T))
     for b in range(B):
         for h in range(H):
-            q = x[b].astype(np.float64) @ kernel[:, 0, h]
-            kk = x[b].astype(np.float64) @ kernel[:, 1, h]
-            v = x[b].astype(np.float64) @ kernel[:, 2, h]
+            q, kk, v = (x[b].astype(np.float64) @ kernel[:, n, h] for n in range(3))
             if layer.use_rotary:
                 q, kk = rotate(q, np.arange(T)), rotate(kk, np.arange(T))
-            e = np.zeros((T, T))
-            for i in range(T):
-                for j in range(T):
-                    a_k = table_k[np.clip(j - i, -k, k) + k] if k is not None else 0.0
-                    e[i, j] = q[i] @ (kk[j] + a_k) / np.sqrt(D)
-            if key_mask is not None:
-                e = np.where(key_mask[b], e, -np.inf)
-            for i in range(T):
-                if not np.isfinite(e[i]).any():
-                    continue  # every key hidden: zero weights, zero context
-                alpha = np.exp(e[i] - e[i].max())
-                alpha /= alpha.sum()
-                weights[b, h, i] = alpha
-                for j in range(T):
-                    a_v = table_v[np.clip(j - i, -k, k) + k] if k is not None else 0.0
-                    z[b, i, h] += alpha[j] * (v[j] + a_v)
+            mask = None if key_mask is None else key_mask[b]
+            z[b, :, h], weights[b, h] = _reference_head(layer, q, kk, v, mask)
     return z.reshape(B, T, H * D) @ out_kernel, weights
+
+
+def _reference_head(layer, q, kk, v, key_mask):
+    """One head of `numpy_reference` on one sequence: z (T, D), alpha (T, T)."""
+    T, D = q.shape
+    k = layer.max_relative_position
+    if k is not None:
+        table_k, table_v = _np(layer.relative_key), _np(layer.relative_value)
+    e = np.zeros((T, T))
+    for i in range(T):
+        for j in range(T):
+            a_k = table_k[np.clip(j - i, -k, k) + k] if k is not None else 0.0
+            e[i, j] = q[i] @ (kk[j] + a_k) / np.sqrt(D)
+    if key_mask is not None:
+        e = np.where(key_mask, e, -np.inf)
+    z, weights = np.zeros((T, D)), np.zeros((T, T))
+    for i in range(T):
+        if not np.isfinite(e[i]).any():
+            continue  # every key hidden: zero weights, zero context
+        alpha = np.exp(e[i] - e[i].max())
+        alpha /= alpha.sum()
+        weights[i] = alpha
+        for j in range(T):
+            a_v = table_v[np.clip(j - i, -k, k) + k] if k is not None else 0.0
+            z[i] += alpha[j] * (v[j] + a_v)
+    return z, weights
 
 
 @pytest.mark.parametrize(
@@ -164,7 +173,8 @@ def test_causal_mask_matches_reference_and_hides_the_future(options):
 
 
 def shifted(x, shift, seed=7):
-    """x placed after ``shift`` junk positions; returns the padded inputs and their key mask."""
+    """x placed after ``shift`` junk positions; returns the padded inputs and their key
+    mask."""
     junk = (
         np.random.default_rng(seed)
         .normal(size=(x.shape[0], shift, x.shape[2]))
@@ -202,7 +212,8 @@ def test_shifting_every_position_leaves_the_output_unchanged(options, causal):
 
 
 def test_absolute_encoding_fails_the_same_shift_test():
-    """The shift test has teeth: sinusoidal positions + plain attention change under a shift."""
+    """The shift test has teeth: sinusoidal positions + plain attention change under a
+    shift."""
     pe, layer = PositionalEncoding(12, max_len=32), MultiHeadSelfAttention(12, 3)
     base = _np(layer(pe(X)))
     padded, mask = shifted(X, 3)
@@ -311,7 +322,9 @@ def test_options_only_add_to_the_plain_layer(options):
         layer.relative_key.assign(np.zeros(layer.relative_key.shape, "float32"))
         layer.relative_value.assign(np.zeros(layer.relative_value.shape, "float32"))
         np.testing.assert_allclose(_np(layer(X, valid_lens=lens)), expected, atol=1e-6)
-    else:  # rotation of position 0 is the identity: a query that sees only key 0 is unchanged
+    else:
+        # Rotation of position 0 is the identity: a query that sees only key 0 is
+        # unchanged.
         first = np.array([1, 1], "int32")
         np.testing.assert_allclose(
             _np(layer(X, valid_lens=first))[:, 0],

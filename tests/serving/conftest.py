@@ -12,19 +12,22 @@ from tests.serving.tiny_runs import train_tiny
 
 @pytest.fixture(scope="session")
 def text_run_dir(tmp_path_factory):
-    """A run whose tokenizers use tensorflow-text ops (case folding, whitespace tokenizer)."""
+    """A run whose tokenizers use tensorflow-text ops (case folding, whitespace
+    tokenizer)."""
     return train_tiny(tmp_path_factory.mktemp("text_run"), "tensorflow_text")
 
 
 @pytest.fixture(scope="session")
 def core_run_dir(tmp_path_factory):
-    """A run whose tokenizers use core TensorFlow ops only (TokenizerConfig(ops="core"))."""
+    """A run whose tokenizers use core TensorFlow ops only
+    (TokenizerConfig(ops="core"))."""
     return train_tiny(tmp_path_factory.mktemp("core_run"), "core")
 
 
 @pytest.fixture(scope="session")
 def sentencepiece_run_dir(tmp_path_factory):
-    """A run whose two sides are SentencePiece models learned from its training pairs."""
+    """A run whose two sides are SentencePiece models learned from its training
+    pairs."""
     return train_tiny(
         tmp_path_factory.mktemp("sentencepiece_run"),
         "tensorflow_text",
@@ -48,20 +51,20 @@ def core_export(core_run_dir, tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def sample_texts(text_run_dir):
-    """Held-out sources of the run, plus sentences that exercise the edges of the tokenizer."""
+    """Held-out sources of the run, plus sentences that exercise the edges of the
+    tokenizer."""
     held_out = [
         source
         for source, _ in text.read_pairs(
             pathlib.Path(text_run_dir) / "splits" / "test.tsv"
         )[:16]
     ]
-    return (
-        held_out
-        + [
-            "",  # no tokens: "" with score 0
-            "   ",  # blank
-            "qwxz vbnmk",  # only unknown words
-            "Mercredi 14 JUILLET 1989 à midi, le quatorzième jour du mois",  # longer than max_source_len
-            "ｆｕｌｌ-width ２０２０",  # NFKC / case folding differ from core lowercasing
-        ]
-    )
+    return held_out + [
+        "",  # no tokens: "" with score 0
+        "   ",  # blank
+        "qwxz vbnmk",  # only unknown words
+        # Longer than max_source_len:
+        "Mercredi 14 JUILLET 1989 à midi, le quatorzième jour du mois",
+        # NFKC / case folding differ from core lowercasing:
+        "ｆｕｌｌ-width ２０２０",
+    ]

@@ -1,4 +1,5 @@
-"""Loads an exported SavedModel in a fresh interpreter with both loaders (run as a script).
+"""Loads an exported SavedModel in a fresh interpreter with both loaders (run as a
+script).
 
 Imports tensorflow and, unless ``--no-tensorflow-text``, tensorflow_text; nothing
 of keras_selfattn. Prints JSON: for each loader ("tf2": `tf.saved_model.load`,

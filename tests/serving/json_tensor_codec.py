@@ -38,7 +38,8 @@ class ServingStatus(Exception):
 
 
 def tensor_proto(array, dtype):
-    """numpy array -> TensorProto the way TF Serving writes outputs (repeated value fields)."""
+    """numpy array -> TensorProto the way TF Serving writes outputs (repeated value
+    fields)."""
     array = np.asarray(array)
     proto = tensor_pb2.TensorProto(
         dtype=dtype,
@@ -89,12 +90,14 @@ def _json_leaf(value, dtype):
         return value
     raise ServingStatus(
         grpc.StatusCode.INVALID_ARGUMENT,
-        f"JSON Value: {json.dumps(value)} is not of expected type: {tf.dtypes.as_dtype(dtype).name}",
+        f"JSON Value: {json.dumps(value)} is not of expected type: "
+        f"{tf.dtypes.as_dtype(dtype).name}",
     )
 
 
 def _json_to_tensor(value, dtype):
-    """A JSON value (scalar or nested lists) -> TensorProto of ``dtype``, dense shape checked."""
+    """A JSON value (scalar or nested lists) -> TensorProto of ``dtype``, dense shape
+    checked."""
     shape = _json_shape(value)
     flat = []
 
@@ -103,7 +106,8 @@ def _json_to_tensor(value, dtype):
             if level != len(shape):
                 raise ServingStatus(
                     grpc.StatusCode.INVALID_ARGUMENT,
-                    f"JSON Value: {json.dumps(item)} found at incorrect level: {level + 1}",
+                    f"JSON Value: {json.dumps(item)} found at incorrect level: "
+                    f"{level + 1}",
                 )
             flat.append(_json_leaf(item, dtype))
             return
@@ -150,75 +154,95 @@ def json_to_predict_request(body, input_dtypes, model_name, version):
             "expecting only one of 'inputs' or 'instances' keys to exist",
         )
     if "instances" in body:
-        instances = body["instances"]
-        if not isinstance(instances, list):
-            raise ServingStatus(
-                grpc.StatusCode.INVALID_ARGUMENT,
-                "Excepting 'instances' to be an list/array",
-            )
-        if not instances:
-            raise ServingStatus(
-                grpc.StatusCode.INVALID_ARGUMENT,
-                f"JSON Value: {json.dumps(body, indent=4)} No values in 'instances' array",
-            )
-        as_objects = isinstance(instances[0], dict) and not _is_b64(instances[0])
-        if not as_objects and len(inputs) > 1:
-            raise ServingStatus(
-                grpc.StatusCode.INVALID_ARGUMENT,
-                "instances is a plain list, but expecting list of objects as multiple input tensors "
-                "required as per tensorinfo_map",
-            )
-        columns = {name: [] for name in inputs}
-        for index, item in enumerate(instances):
-            if as_objects:
-                if (
-                    not isinstance(item, dict)
-                    or _is_b64(item)
-                    or set(item) != set(inputs)
-                ):
-                    raise ServingStatus(
-                        grpc.StatusCode.INVALID_ARGUMENT,
-                        f"Failed to process element: {index} of 'instances' list. "
-                        f"keys must be equal to: {','.join(sorted(inputs))}",
-                    )
-                for name in inputs:
-                    columns[name].append(item[name])
-            else:
-                if isinstance(item, dict) and not _is_b64(item):
-                    raise ServingStatus(
-                        grpc.StatusCode.INVALID_ARGUMENT,
-                        f"Expecting value/list but got object at item {index} of input list",
-                    )
-                columns[next(iter(inputs))].append(item)
-        for name, column in columns.items():
-            if len({json.dumps(_json_shape(v)) for v in column}) > 1:
-                raise ServingStatus(
-                    grpc.StatusCode.INVALID_ARGUMENT,
-                    f"Expecting tensors of one shape for {name}",
-                )
+        for name, column in _instance_columns(body, inputs).items():
+            _check_one_shape(name, column)
             request.inputs[name].CopyFrom(_json_to_tensor(column, inputs[name]))
         return request, "row"
     if "inputs" in body:
-        value = body["inputs"]
-        if not isinstance(value, dict) or _is_b64(value):
-            if len(inputs) > 1:
-                raise ServingStatus(
-                    grpc.StatusCode.INVALID_ARGUMENT,
-                    "inputs is a plain value/list, but expecting an object as multiple input tensors "
-                    "required as per tensorinfo_map",
-                )
-            value = {next(iter(inputs)): value}
+        value = _named_inputs(body["inputs"], inputs)
         for name, dtype in inputs.items():
-            if name not in value:
-                raise ServingStatus(
-                    grpc.StatusCode.INVALID_ARGUMENT,
-                    f"Missing named input: {name} in 'inputs' object.",
-                )
-            request.inputs[name].CopyFrom(_json_to_tensor(value[name], dtype))
+            request.inputs[name].CopyFrom(
+                _json_to_tensor(_named_input(value, name), dtype)
+            )
         return request, "columnar"
     raise ServingStatus(
         grpc.StatusCode.INVALID_ARGUMENT, "Missing 'inputs' or 'instances' key"
     )
+
+
+def _instance_columns(body, inputs):
+    """The row form's ``instances`` -> {input name: list of values}, checked."""
+    instances = body["instances"]
+    if not isinstance(instances, list):
+        raise ServingStatus(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "Excepting 'instances' to be an list/array",
+        )
+    if not instances:
+        raise ServingStatus(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            f"JSON Value: {json.dumps(body, indent=4)} No values in 'instances' array",
+        )
+    as_objects = isinstance(instances[0], dict) and not _is_b64(instances[0])
+    if not as_objects and len(inputs) > 1:
+        raise ServingStatus(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "instances is a plain list, but expecting list of objects as multiple "
+            "input tensors required as per tensorinfo_map",
+        )
+    columns = {name: [] for name in inputs}
+    for index, item in enumerate(instances):
+        if as_objects:
+            _check_instance_object(item, index, inputs)
+            for name in inputs:
+                columns[name].append(item[name])
+        elif isinstance(item, dict) and not _is_b64(item):
+            raise ServingStatus(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"Expecting value/list but got object at item {index} of input list",
+            )
+        else:
+            columns[next(iter(inputs))].append(item)
+    return columns
+
+
+def _check_one_shape(name, column):
+    if len({json.dumps(_json_shape(v)) for v in column}) > 1:
+        raise ServingStatus(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            f"Expecting tensors of one shape for {name}",
+        )
+
+
+def _check_instance_object(item, index, inputs):
+    if not isinstance(item, dict) or _is_b64(item) or set(item) != set(inputs):
+        raise ServingStatus(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            f"Failed to process element: {index} of 'instances' list. "
+            f"keys must be equal to: {','.join(sorted(inputs))}",
+        )
+
+
+def _named_inputs(value, inputs):
+    """The columnar form's ``inputs`` as an object (a plain value names the input)."""
+    if isinstance(value, dict) and not _is_b64(value):
+        return value
+    if len(inputs) > 1:
+        raise ServingStatus(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "inputs is a plain value/list, but expecting an object as multiple "
+            "input tensors required as per tensorinfo_map",
+        )
+    return {next(iter(inputs)): value}
+
+
+def _named_input(value, name):
+    if name not in value:
+        raise ServingStatus(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            f"Missing named input: {name} in 'inputs' object.",
+        )
+    return value[name]
 
 
 def _json_values(array, as_bytes):

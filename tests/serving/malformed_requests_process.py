@@ -1,4 +1,5 @@
-"""Feeds malformed requests to an exported SavedModel in a fresh interpreter (run as a script).
+"""Feeds malformed requests to an exported SavedModel in a fresh interpreter (run as a
+script).
 
     python -I malformed_requests_process.py SAVED_MODEL_DIR {session|tf2}
 

@@ -6,7 +6,8 @@ base path with the session-based loader that TF Serving's C++ server uses
 (``tf.compat.v1.saved_model.loader.load`` in a ``tf.compat.v1.Session``) and
 answers, on 127.0.0.1,
 
-- TF Serving's REST API over ``http.server``: ``POST /v1/models/NAME[/versions/N]:predict``
+- TF Serving's REST API over ``http.server``:
+  ``POST /v1/models/NAME[/versions/N]:predict``
   (row ``instances`` and columnar ``inputs`` forms, ``signature_name``,
   ``{"b64": ...}`` strings, ``_bytes`` outputs in base64, ``{"error": ...}``
   answers), ``GET /v1/models/NAME[/versions/N]`` (version status) and
@@ -14,9 +15,10 @@ answers, on 127.0.0.1,
 - gRPC ``tensorflow.serving.PredictionService`` (``Predict``, ``GetModelMetadata``)
   with the tensorflow-serving-api stubs.
 
-The JSON rules live in ``json_tensor_codec.py``; the predict rules follow tensorflow_serving/servables/tensorflow/predict_util.cc (missing
-signature: FAILED_PRECONDITION; inputs must match the signature exactly; the
-response echoes ``model_spec`` with the version).
+The JSON rules live in ``json_tensor_codec.py``; the predict rules follow
+tensorflow_serving/servables/tensorflow/predict_util.cc (missing signature:
+FAILED_PRECONDITION; inputs must match the signature exactly; the response echoes
+``model_spec`` with the version).
 """
 
 import concurrent.futures
@@ -98,7 +100,8 @@ class StandInModelServer:
         if model_spec.HasField("version") and model_spec.version.value != self.version:
             raise ServingStatus(
                 grpc.StatusCode.NOT_FOUND,
-                f"Servable not found for request: Specific({model_spec.name}, {model_spec.version.value})",
+                f"Servable not found for request: Specific({model_spec.name}, "
+                f"{model_spec.version.value})",
             )
 
     def _signature(self, name):
@@ -121,8 +124,10 @@ class StandInModelServer:
         if set(request.inputs) != set(signature.inputs):
             raise ServingStatus(
                 grpc.StatusCode.INVALID_ARGUMENT,
-                f"input size does not match signature: {len(request.inputs)}!={len(signature.inputs)} "
-                f"len({{{', '.join(sorted(request.inputs))}}}) != len({{{', '.join(sorted(signature.inputs))}}})",
+                "input size does not match signature: "
+                f"{len(request.inputs)}!={len(signature.inputs)} "
+                f"len({{{', '.join(sorted(request.inputs))}}}) != "
+                f"len({{{', '.join(sorted(signature.inputs))}}})",
             )
         outputs = list(request.output_filter) or sorted(signature.outputs)
         unknown = [o for o in outputs if o not in signature.outputs]
@@ -136,7 +141,8 @@ class StandInModelServer:
             if proto.dtype != signature.inputs[key].dtype:
                 raise ServingStatus(
                     grpc.StatusCode.INVALID_ARGUMENT,
-                    f"Expects arg[0] to be {tf.dtypes.as_dtype(signature.inputs[key].dtype).name} but "
+                    "Expects arg[0] to be "
+                    f"{tf.dtypes.as_dtype(signature.inputs[key].dtype).name} but "
                     f"{tf.dtypes.as_dtype(proto.dtype).name} is provided",
                 )
             feed[signature.inputs[key].name] = tf.make_ndarray(proto)

@@ -45,7 +45,8 @@ def test_recorded_table_knows_every_installed_tf_text_op(registry):
     assert registry.tensorflow_text_version is not None
     unknown = registry.tensorflow_text - audit.TF_TEXT_OPS["2.20.0"]
     assert not unknown, (
-        f"tensorflow-text {registry.tensorflow_text_version} registers ops the table lacks: {unknown}"
+        f"tensorflow-text {registry.tensorflow_text_version} registers ops the table "
+        f"lacks: {unknown}"
     )
     assert audit.TF_TEXT_OPS["2.12.1"] < audit.TF_TEXT_OPS["2.20.0"]
     # The ops our tokenizers use are linked by every stock build.

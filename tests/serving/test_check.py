@@ -1,4 +1,5 @@
-"""`keras-selfattn check-serving`: op audit, session-loader replay, bad requests, core-only proof."""
+"""`keras-selfattn check-serving`: op audit, session-loader replay, bad requests,
+core-only proof."""
 
 import signal
 import subprocess
@@ -118,7 +119,8 @@ def test_cli_check_serving_help_says_it_runs_the_model(capsys):
 
 
 def save_module(path, function):
-    """A SavedModel with one signature, saved with ExportArchive as the real export is."""
+    """A SavedModel with one signature, saved with ExportArchive as the real export
+    is."""
     archive = keras.export.ExportArchive()
     archive.add_endpoint(
         "serving_default", function, [tf.TensorSpec([None], tf.string, name="text")]

@@ -127,7 +127,8 @@ def test_rest_bad_requests(server):
     assert rest_client.build_request([b"\xff"])["instances"] == [
         {"b64": base64.b64encode(b"\xff").decode()}
     ]
-    # An empty batch: TF Serving refuses an empty instances list, accepts an empty columnar one.
+    # An empty batch: TF Serving refuses an empty instances list, accepts an empty
+    # columnar one.
     with pytest.raises(rest_client.ServingError) as error:
         rest_client.predict([], port=port)
     assert (

@@ -1,4 +1,5 @@
-"""The end of `keras-selfattn demo`: export, check-serving, and the docker run / curl lines."""
+"""The end of `keras-selfattn demo`: export, check-serving, and the docker run / curl
+lines."""
 
 import shutil
 
@@ -38,10 +39,11 @@ def test_demo_ends_with_a_checked_export_and_the_commands(
     assert (base / "1" / "saved_model.pb").is_file()
     assert "check-serving: OK" in out
     assert (
-        f"docker run -p 8500:8500 -p 8501:8501 --mount type=bind,source={base},target=/models/translator "
+        "docker run -p 8500:8500 -p 8501:8501 --mount "
+        f"type=bind,source={base},target=/models/translator "
         "-e MODEL_NAME=translator -t tensorflow/serving"
     ) in out
     assert (
-        "curl -s -X POST http://localhost:8501/v1/models/translator:predict -H 'Content-Type: application/json'"
-        in out
+        "curl -s -X POST http://localhost:8501/v1/models/translator:predict -H "
+        "'Content-Type: application/json'" in out
     )

@@ -1,4 +1,5 @@
-"""The ``>>>`` examples in keras_selfattn.serving docstrings run and give what they show."""
+"""The ``>>>`` examples in keras_selfattn.serving docstrings run and give what they
+show."""
 
 import doctest
 import importlib

@@ -1,4 +1,5 @@
-"""`export_run` / `keras-selfattn export`: layout, signatures, fresh-process loading, versions, atomicity."""
+"""`export_run` / `keras-selfattn export`: layout, signatures, fresh-process loading,
+versions, atomicity."""
 
 import json
 import os
@@ -227,7 +228,8 @@ def test_cli_export_explicit_version_then_next(text_run_dir, tmp_path, capsys):
     body = json.dumps({"instances": [sample]}, ensure_ascii=False)
     assert f"-d {shlex.quote(body)}" in printed
     assert (
-        f"docker run -p 8500:8500 -p 8501:8501 --mount type=bind,source={base.resolve()},target=/models/translator "
+        "docker run -p 8500:8500 -p 8501:8501 --mount "
+        f"type=bind,source={base.resolve()},target=/models/translator "
         "-e MODEL_NAME=translator -t tensorflow/serving"
     ) in printed
     assert (
@@ -295,10 +297,8 @@ def test_serving_instructions_quote_paths(tmp_path):
     lines = serving.serving_instructions(
         tmp_path / "with space" / "translator", sample_text="l'été 1989"
     )
-    assert (
-        f"--mount 'type=bind,source={(tmp_path / 'with space' / 'translator').resolve()},target=/models/translator'"
-        in lines
-    )
+    source = (tmp_path / "with space" / "translator").resolve()
+    assert f"--mount 'type=bind,source={source},target=/models/translator'" in lines
     assert """-d '{"instances": ["l'"'"'été 1989"]}'""" in lines
 
 

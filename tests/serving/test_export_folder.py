@@ -100,7 +100,8 @@ def test_batching_parameters_parse_and_are_consistent():
 def test_readme_has_the_docker_line_and_says_what_is_not_tested():
     readme = (EXPORT / "README.md").read_text()
     assert (
-        "docker run -p 8500:8500 -p 8501:8501 --mount type=bind,source=$(pwd)/exports/translator,"
+        "docker run -p 8500:8500 -p 8501:8501 --mount "
+        "type=bind,source=$(pwd)/exports/translator,"
         "target=/models/translator -e MODEL_NAME=translator -t tensorflow/serving"
     ) in readme
     assert "The `tensorflow_model_server` binary itself is not run in CI" in readme
@@ -114,7 +115,8 @@ def test_readme_has_the_docker_line_and_says_what_is_not_tested():
 
 
 def shape_of(value):
-    """The structure of a JSON value: keys, list lengths and leaf types (not the values)."""
+    """The structure of a JSON value: keys, list lengths and leaf types (not the
+    values)."""
     if isinstance(value, dict):
         return {k: shape_of(v) for k, v in value.items()}
     if isinstance(value, list):

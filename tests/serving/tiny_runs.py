@@ -1,4 +1,5 @@
-"""The tiny trained runs the serving tests export (shared by conftest.py and the tests)."""
+"""The tiny trained runs the serving tests export (shared by conftest.py and the
+tests)."""
 
 from keras_selfattn import serving, text
 from keras_selfattn.models import ModelConfig

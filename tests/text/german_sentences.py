@@ -1,4 +1,5 @@
-"""Everyday German sentences (written for these tests): umlauts, ß, quotes, digits, punctuation."""
+"""Everyday German sentences (written for these tests): umlauts, ß, quotes, digits,
+punctuation."""
 
 GERMAN = [
     "Zwei junge Männer stehen vor einem Café und unterhalten sich.",

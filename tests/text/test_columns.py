@@ -1,4 +1,5 @@
-"""Lines with more than two tab-separated columns: counted (once), or errors with strict_columns.
+"""Lines with more than two tab-separated columns: counted (once), or errors with
+strict_columns.
 
 The reference is Python's own ``str.split("\\t")`` over the file written here.
 Multi30k's ``train.de`` line 7366 holds a tab inside quotes: the real case.

@@ -21,9 +21,9 @@ def test_bundled_file_regenerates_byte_for_byte():
     expected = dates.bundled_dates_path().read_bytes()
     regenerated = dates.format_dates_tsv()
     assert regenerated == expected, (
-        "keras_selfattn/text/data/dates.tsv differs from generate_date_pairs(); "
-        f"CLDR data comes from babel {babel.__version__} (constraints.txt pins 2.19.0). "
-        "If the generator changed on purpose, run "
+        "keras_selfattn/text/data/dates.tsv differs from generate_date_pairs(); CLDR "
+        f"data comes from babel {babel.__version__} (constraints.txt pins 2.19.0). If "
+        "the generator changed on purpose, run "
         "keras_selfattn.text.dates.write_bundled_dates()."
     )
 

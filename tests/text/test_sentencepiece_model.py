@@ -1,4 +1,5 @@
-"""SentencePiece models: learned with our reserved ids, or a user's .model rewritten to them."""
+"""SentencePiece models: learned with our reserved ids, or a user's .model rewritten to
+them."""
 
 import io
 import random
@@ -48,7 +49,8 @@ def generated_lines(count=300, seed=0):
 
 
 def user_model(tmp_path, **options):
-    """A .model file trained with sentencepiece's own defaults (unk 0, bos 1, eos 2, no pad)."""
+    """A .model file trained with sentencepiece's own defaults (unk 0, bos 1, eos 2, no
+    pad)."""
     writer = io.BytesIO()
     sentencepiece.SentencePieceTrainer.train(
         sentence_iterator=iter(generated_lines()),

@@ -1,4 +1,5 @@
-"""Streamed pair files: the same pairs and splits as the in-memory path, bad input, batches by length."""
+"""Streamed pair files: the same pairs and splits as the in-memory path, bad input,
+batches by length."""
 
 import gzip
 

@@ -492,7 +492,9 @@ def test_sentencepiece_tokenizers_serve_under_both_loaders(
 
         def plain(outputs):
             return {{
-                k: [t.decode("utf-8") for t in v.tolist()] if k == "text" else v.tolist()
+                k: [t.decode("utf-8") for t in v.tolist()]
+                if k == "text"
+                else v.tolist()
                 for k, v in outputs.items()
             }}
 
