@@ -28,6 +28,7 @@ import pathlib
 
 from keras_selfattn.training.backup import backed_up_epochs, read_backup
 from keras_selfattn.training.config import (
+    CONTINUATION_FIELDS,
     PLACEMENT_FIELDS,
     load_run_config,
     save_run_config,
@@ -37,7 +38,7 @@ from keras_selfattn.training.run_dir import FINISHED_FILE
 __all__ = ["MAY_GROW", "reopen_finished_run"]
 
 # The training fields a continuation may change (with the plan's period kept).
-MAY_GROW = ("epochs", "train_steps", "eval_every", "save_every")
+MAY_GROW = CONTINUATION_FIELDS
 _CONFIG_FILE = "config.json"
 _DATA_FILE = "data.json"
 _CHIEF_BACKUP = pathlib.Path("backup", "worker-0")

@@ -20,6 +20,7 @@ import tensorflow as tf
 
 from keras_selfattn import text
 from keras_selfattn.text import fingerprint_split, stream
+from keras_selfattn.training.config import data_settings
 from keras_selfattn.training.data_fingerprint import (
     describe_data_change,
     file_fingerprint,
@@ -118,20 +119,13 @@ def data_fingerprint(data, train_config, *, valid_data=None, test_data=None):
     """``(files, fingerprint)``: the files of ``data`` and what ``data.json`` records of them.
 
     ``data`` is file pattern(s); the fingerprint holds every file of ``data``,
-    ``valid_data`` and ``test_data`` (`file_fingerprint`) and the data settings.
+    ``valid_data`` and ``test_data`` (`file_fingerprint`) and the data settings
+    (`config.data_settings`).
     """
     files = stream.resolve_data_files(data)
-    settings = {
-        "seed": train_config.seed,
-        "split": list(train_config.split),
-        "max_pairs": train_config.max_pairs,
-        "max_validation_pairs": train_config.max_validation_pairs,
-        "max_test_pairs": train_config.max_test_pairs,
-        "skip_malformed": train_config.skip_malformed,
-    }
     fingerprint = {
         "data": [file_fingerprint(f) for f in files],
-        "settings": settings,
+        "settings": data_settings(train_config),
     }
     if valid_data is not None:
         valid_files = stream.resolve_data_files(valid_data)
