@@ -143,6 +143,26 @@ def wait_for_peers(cluster, timeout=60.0):
             their addresses) that were not reached.
         ValueError: this task's port is busy (another process holds it).
     """
+    listener = _listen(cluster)
+    me = f"{cluster.task_type}:{cluster.task_index}".encode()
+    peers = {(job, index) for job, index, _ in cluster.peers}
+    reached, heard_from = set(), set()
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            _reach_peers(cluster, me, reached)
+            _hear_from_peers(listener, heard_from)
+            if peers <= reached and peers <= heard_from:
+                return
+            if time.monotonic() > deadline:
+                raise _unreached_error(cluster, reached & heard_from, timeout)
+            time.sleep(0.2)
+    finally:
+        listener.close()
+
+
+def _listen(cluster):
+    """A socket listening on this task's own address (a ValueError if it is busy)."""
     host, port = split_address(cluster.address)
     listener = socket.socket(
         socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM
@@ -155,58 +175,58 @@ def wait_for_peers(cluster, timeout=60.0):
     except OSError as error:
         listener.close()
         raise ValueError(
-            f"{cluster.task_type} {cluster.task_index} cannot listen on {cluster.address} ({error.strerror}): "
-            "is another job using this port?"
+            f"{cluster.task_type} {cluster.task_index} cannot listen on "
+            f"{cluster.address} ({error.strerror}): is another job using this port?"
         ) from None
     listener.listen(16)
     listener.settimeout(0.2)
-    me = f"{cluster.task_type}:{cluster.task_index}".encode()
-    reached, heard_from = set(), set()
-    deadline = time.monotonic() + timeout
+    return listener
+
+
+def _reach_peers(cluster, me, reached):
+    """Sends ``me`` to each peer not yet ``reached``; adds those it reached."""
+    for job, index, address in cluster.peers:
+        if (job, index) in reached:
+            continue
+        try:
+            with socket.create_connection(split_address(address), timeout=1.0) as conn:
+                conn.sendall(me + b"\n")
+            reached.add((job, index))
+        except OSError:
+            pass
+
+
+def _hear_from_peers(listener, heard_from):
+    """Accepts the peers waiting to connect; adds the ``(job, index)`` they send."""
     try:
         while True:
-            for job, index, address in cluster.peers:
-                if (job, index) in reached:
-                    continue
+            conn, _ = listener.accept()
+            with conn:
+                conn.settimeout(2.0)
                 try:
-                    with socket.create_connection(
-                        split_address(address), timeout=1.0
-                    ) as conn:
-                        conn.sendall(me + b"\n")
-                    reached.add((job, index))
+                    name = conn.recv(64).decode(errors="replace").strip()
                 except OSError:
-                    pass
-            try:
-                while True:
-                    conn, _ = listener.accept()
-                    with conn:
-                        conn.settimeout(2.0)
-                        try:
-                            name = conn.recv(64).decode(errors="replace").strip()
-                        except OSError:
-                            name = ""
-                    if ":" in name:
-                        job, _, index = name.partition(":")
-                        heard_from.add((job, int(index) if index.isdigit() else index))
-            except (TimeoutError, BlockingIOError):
-                pass
-            peers = {(job, index) for job, index, _ in cluster.peers}
-            if peers <= reached and peers <= heard_from:
-                return
-            if time.monotonic() > deadline:
-                missing = [
-                    f"{job} {index} at {address}"
-                    for job, index, address in cluster.peers
-                    if (job, index) not in reached or (job, index) not in heard_from
-                ]
-                raise PeerUnreachableError(
-                    f"{cluster.task_type} {cluster.task_index} ({cluster.address}) could not reach "
-                    f"{', '.join(missing)} within {timeout:g} s. Start every task of TF_CONFIG, check the "
-                    "addresses and that the ports are open between the machines."
-                )
-            time.sleep(0.2)
-    finally:
-        listener.close()
+                    name = ""
+            if ":" in name:
+                job, _, index = name.partition(":")
+                heard_from.add((job, int(index) if index.isdigit() else index))
+    except (TimeoutError, BlockingIOError):
+        pass
+
+
+def _unreached_error(cluster, met, timeout):
+    """The `PeerUnreachableError` naming the peers not ``met`` (both ways)."""
+    missing = [
+        f"{job} {index} at {address}"
+        for job, index, address in cluster.peers
+        if (job, index) not in met
+    ]
+    return PeerUnreachableError(
+        f"{cluster.task_type} {cluster.task_index} ({cluster.address}) could not "
+        f"reach {', '.join(missing)} within {timeout:g} s. Start every task of "
+        "TF_CONFIG, check the addresses and that the ports are open between the "
+        "machines."
+    )
 
 
 _TASK_PATTERN = re.compile(r"/job:(\w+)/replica:\d+/task:(\d+)")
