@@ -71,7 +71,8 @@ class TrainConfig:
             here is ``True``: the whole step on one device, each replica's forward
             and backward pass with several replicas (the all-reduce and the update
             stay outside XLA), and nothing extra on a TPU (it always compiles).
-        strategy: ``"auto"``, ``"default"``, ``"mirrored"``, ``"multi_worker"`` or ``"tpu"``
+        strategy: ``"auto"``, ``"default"``, ``"mirrored"``, ``"multi_worker"`` or
+            ``"tpu"``
             (see `get_strategy`).
         mixed_precision: ``"float32"``, ``"mixed_float16"`` (with dynamic loss
             scaling) or ``"mixed_bfloat16"`` (no loss scaling needed).
@@ -238,7 +239,8 @@ class TrainConfig:
             or min(self.split) < 0
         ):
             raise ValueError(
-                f"split must be three fractions summing to 1. Received: split={self.split}"
+                "split must be three fractions summing to 1. "
+                f"Received: split={self.split}"
             )
 
 
@@ -252,7 +254,7 @@ CONTINUATION_FIELDS = fields_with_role(TrainConfig, CONTINUATION)
 
 
 def data_settings(train_config: TrainConfig):
-    """The `DATA_FIELDS` of ``train_config`` as ``data.json`` records them (JSON values)."""
+    """The `DATA_FIELDS` of ``train_config``, as ``data.json`` records them."""
     values = {name: getattr(train_config, name) for name in DATA_FIELDS}
     return {
         name: list(value) if isinstance(value, tuple) else value
@@ -261,7 +263,7 @@ def data_settings(train_config: TrainConfig):
 
 
 def same_training(first: "TrainConfig", second: "TrainConfig"):
-    """Whether two configurations train the same model (they may differ in `PLACEMENT_FIELDS`)."""
+    """Whether two configurations train the same model (placement aside)."""
 
     def what(config):
         values = dataclasses.asdict(config)

@@ -1,4 +1,4 @@
-"""The workers of a multi-worker job: the ``TF_CONFIG`` cluster, the start-up rendezvous, roles, lost peers.
+"""The workers of a multi-worker job: cluster, start-up rendezvous, roles, lost peers.
 
 * `read_cluster`: the training tasks of ``TF_CONFIG``, read with
   `tf.distribute.cluster_resolver.TFConfigClusterResolver`, the resolver that
@@ -39,7 +39,7 @@ __all__ = [
 
 
 def is_multi_worker(strategy):
-    """Whether ``strategy`` is a `tf.distribute.MultiWorkerMirroredStrategy` over several workers."""
+    """Whether ``strategy`` is a `MultiWorkerMirroredStrategy` over several workers."""
     return (
         isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
         and strategy.extended._in_multi_worker_mode()
@@ -47,12 +47,12 @@ def is_multi_worker(strategy):
 
 
 class PeerUnreachableError(ConnectionError):
-    """A worker could not reach the other workers of its ``TF_CONFIG`` cluster in time."""
+    """A worker could not reach the others of its ``TF_CONFIG`` cluster in time."""
 
 
 @dataclasses.dataclass(frozen=True)
 class Cluster:
-    """The training tasks of ``TF_CONFIG``: the chief (if any) then the workers, in order."""
+    """The training tasks of ``TF_CONFIG``: the chief (if any), then the workers."""
 
     tasks: tuple  # ((job, index, "host:port"), ...)
     task_type: str
@@ -113,15 +113,21 @@ def read_cluster():
         return None
     if not any(t[:2] == (task_type, task_index) for t in tasks):
         raise ValueError(
-            f"TF_CONFIG's task {{'type': {task_type!r}, 'index': {task_index!r}}} is not "
+            f"TF_CONFIG's task {{'type': {task_type!r}, 'index': {task_index!r}}} "
+            "is not "
             "one of the cluster's training tasks: "
-            f"{[f'{job}:{index}' for job, index, _ in tasks]}. Received: TF_CONFIG={raw!r}"
+            f"{[f'{job}:{index}' for job, index, _ in tasks]}. "
+            f"Received: TF_CONFIG={raw!r}"
         )
     return Cluster(tasks, task_type, task_index)
 
 
 def split_address(address, what="TF_CONFIG address"):
-    """``"host:port"`` (``"[::1]:port"`` too) -> ``(host, port)``; a ValueError names ``what`` otherwise."""
+    """``"host:port"`` (``"[::1]:port"`` too) -> ``(host, port)``.
+
+    Raises:
+        ValueError: naming ``what``, for anything else.
+    """
     host, _, port = address.rpartition(":")
     if not host or not port.isdigit():
         raise ValueError(f"{what} must be HOST:PORT. Received: {address!r}")
@@ -275,15 +281,17 @@ def lost_peers_are_errors(role, run_dir):
             type(error).__name__,
         )
         raise PeerUnreachableError(
-            f"worker {role.index} lost contact with {', '.join(named) or 'another worker'} during training "
-            f"({first_line}). Restart every worker with the same command: training resumes from the last "
+            f"worker {role.index} lost contact with "
+            f"{', '.join(named) or 'another worker'} during training "
+            f"({first_line}). Restart every worker with the same command: training "
+            "resumes from the last "
             f"backup in {pathlib.Path(run_dir) / 'backup'}."
         ) from error
 
 
 @dataclasses.dataclass(frozen=True)
 class WorkerRole:
-    """This process's place in the job: ``index`` of ``count`` workers; the chief writes."""
+    """This process's place in the job: ``index`` of ``count``; the chief writes."""
 
     index: int = 0
     count: int = 1
@@ -291,7 +299,7 @@ class WorkerRole:
 
 
 def worker_role(strategy):
-    """The `WorkerRole` of this process under ``strategy`` (one worker unless multi-worker)."""
+    """The `WorkerRole` of this process under ``strategy`` (one worker, or several)."""
     if not is_multi_worker(strategy):
         return WorkerRole()
     cluster = read_cluster()
@@ -306,7 +314,7 @@ def worker_role(strategy):
 
 
 def all_workers_values(strategy, value, role):
-    """Every worker's ``value`` (a number), gathered on every worker: a list by worker index."""
+    """Every worker's ``value`` (a number), on every worker: a list by worker index."""
     if role.count == 1:
         return [value]
     local_replicas = len(strategy.extended.worker_devices)

@@ -24,7 +24,7 @@ _STRATEGIES = {}
 
 
 def split_cpu(count):
-    """Splits the first physical CPU into ``count`` logical devices (``CPU:0`` ... ``CPU:count-1``).
+    """Splits the first physical CPU into ``count`` logical devices (``CPU:0``...).
 
     With them, ``get_strategy("mirrored")`` on a machine without GPUs runs
     ``count`` synchronous replicas: a real all-reduce, for tests and for trying
@@ -44,7 +44,8 @@ def split_cpu(count):
 def _tpu_error(tpu, detail):
     where = f" at {tpu!r}" if tpu else ""
     return ValueError(
-        f"strategy='tpu' but no TPU was found{where}: {detail}. On a Cloud TPU VM pass --tpu local; "
+        f"strategy='tpu' but no TPU was found{where}: {detail}. "
+        "On a Cloud TPU VM pass --tpu local; "
         "with a TPU node pass its name or grpc://HOST:8470 (--tpu, TrainConfig.tpu); "
         "without a TPU use --strategy auto."
     )

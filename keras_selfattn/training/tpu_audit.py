@@ -64,7 +64,7 @@ class StepAudit:
 
 
 def _graph_nodes(graph):
-    """Every node of ``graph`` and of the functions it calls (gradients, loops, conditionals)."""
+    """Every node of ``graph`` and of the functions it calls (gradients, loops, ifs)."""
     graph_def = graph.as_graph_def()
     return list(graph_def.node) + [
         node for function in graph_def.library.function for node in function.node_def
@@ -130,7 +130,7 @@ def _string_ops(nodes):
 
 
 def _lower_to_hlo(step, signature):
-    """``(hlo, dynamic_shape_ops, compile_error)`` of ``step`` on zeros of ``signature``."""
+    """``(hlo, dynamic_shape_ops, compile_error)`` of ``step``, lowered on zeros."""
     example = tf.nest.map_structure(lambda s: tf.zeros(s.shape, s.dtype), signature)
     hlo, compile_error = "", ""
     try:
