@@ -185,7 +185,7 @@ def train(  # long by its docstring only (the public contract); the body is 30 l
     # First, before any TensorFlow op: multi-worker collectives are configured
     # at start-up.
     _start_strategy(run)
-    created, lock = _claim_run_dir(run, overwrite)
+    created, lock = _claim_run_dir(run, run_dir, overwrite)
     try:
         # A peer lost mid-run (a collective failing) becomes one clear error naming it.
         with lost_peers_are_errors(run.role, run.run_dir):
@@ -278,8 +278,11 @@ def _start_strategy(run):
         )
 
 
-def _claim_run_dir(run, overwrite):
+def _claim_run_dir(run, given_run_dir, overwrite):
     """Sets ``resuming`` and ``work_dir``; returns ``(created, lock)`` (chief only).
+
+    ``given_run_dir`` is ``run_dir`` as the caller wrote it: a remote URL
+    (``gs://...``) is refused by name, before `pathlib.Path` folds its ``//``.
 
     The chief holds the run directory's lock (run_lock.py) before writing
     anything; a finished run that this call only trains longer continues
@@ -302,7 +305,7 @@ def _claim_run_dir(run, overwrite):
         verbose=bool(run.verbose),
     )
     state, created, lock = hold_and_claim_run_dir(
-        run.run_dir, overwrite=overwrite, reopen=reopen
+        given_run_dir, overwrite=overwrite, reopen=reopen
     )
     run.resuming = state == "interrupted"
     run.work_dir = run.run_dir
