@@ -16,6 +16,8 @@ from keras_selfattn.models.config import ModelConfig
 # What a `TrainConfig` field matters for, declared once on the field
 # (``metadata={"roles": ...}``, see `_field`); a field declared without roles has
 # none. The lists of fields by role (`fields_with_role`) are read from there.
+# Giving a field the DATA role changes what data.json records: interrupted runs
+# recorded before then refuse to resume ("the data settings changed").
 VOCAB = "vocab"  # the vocabularies depend on it (the build-vocab command's options)
 DATA = "data"  # the data split depends on it (data.json records it; resuming checks)
 PLACEMENT = "placement"  # where a run trains: a run may resume under another value
