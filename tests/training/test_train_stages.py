@@ -1,4 +1,4 @@
-"""`train`'s first stages, without training: what is refused before anything is written."""
+"""`train`'s first stages, without training: refused before anything is written."""
 
 import pytest
 
