@@ -1,4 +1,4 @@
-"""Training: configuration, strategy selection, the `train` function, and what tf.distribute needs.
+"""Training: configuration, strategies, the `train` function, tf.distribute's needs.
 
 The names below are what a user calls; they load on first use
 (``keras_selfattn.training.config`` imports no Keras). The tools that `train`

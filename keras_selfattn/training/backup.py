@@ -1,4 +1,4 @@
-"""Per-worker backups of the training state, and restoring them: fault tolerance for `train`.
+"""Per-worker backups of the training state, and restoring them (`train`'s resume).
 
 Keras 3's ``BackupAndRestore`` is not used, for four reasons: it is not
 multi-worker aware (two workers sharing one backup directory crash on the HDF5
@@ -52,7 +52,7 @@ def worker_backup_dir(backup_root, worker_index):
 
 
 def backed_up_epochs(directory):
-    """The epoch counts with a complete backup in ``directory``, ascending (empty if none)."""
+    """The epochs with a complete backup in ``directory``, ascending (empty: none)."""
     directory = pathlib.Path(directory)
     if not directory.is_dir():
         return []
@@ -65,7 +65,10 @@ def backed_up_epochs(directory):
 
 
 def read_backup(directory, epoch):
-    """The JSON state of the backup of ``epoch``: ``{"epoch": N, "best": float | None, ...}``."""
+    """The JSON state of the backup of ``epoch``.
+
+    ``{"epoch": N, "best": float | None, ...}``.
+    """
     with open(
         pathlib.Path(directory) / _STATE.format(epoch), encoding="utf-8"
     ) as handle:
@@ -120,7 +123,7 @@ def input_checkpoint(directory, epoch):
 
 
 def replace_atomically(write, path):
-    """Runs ``write(tmp_path)`` then renames the file to ``path`` (same directory: atomic).
+    """Runs ``write(tmp_path)``, then renames the file to ``path`` (atomically).
 
     A failed write leaves ``path`` as it was and removes the partial file; an
     `OSError` that names no file (h5py's and Keras' "No space left on device")

@@ -1,4 +1,4 @@
-"""The compiled model of a run: the dtype policy, the seq2seq model, its optimizer and XLA choice."""
+"""The compiled model of a run: dtype policy, seq2seq model, optimizer, XLA choice."""
 
 import contextlib
 
@@ -15,7 +15,7 @@ __all__ = ["build_and_compile", "dtype_policy"]
 
 @contextlib.contextmanager
 def dtype_policy(name):
-    """Sets Keras' global dtype policy to ``name`` (e.g. ``"mixed_bfloat16"``) inside the block.
+    """Sets Keras' global dtype policy to ``name`` (``"mixed_bfloat16"``...) in a block.
 
     Layers created inside take it; the previous policy comes back on exit, even
     after an error::
@@ -34,7 +34,7 @@ def dtype_policy(name):
 def build_and_compile(
     tokenizer, model_config, train_config, strategy, steps_per_epoch, total_steps=None
 ):
-    """The compiled model of `train`; call it in ``strategy.scope()`` under the run's dtype policy.
+    """The compiled model of `train`: call it in ``strategy.scope()``, under the policy.
 
     Adam with warm-up, then (``train_config.lr_schedule``) inverse square root
     decay or cosine decay over ``total_steps`` (default: ``steps_per_epoch *

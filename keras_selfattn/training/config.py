@@ -13,6 +13,30 @@ from keras_selfattn.config_checks import (
 )
 from keras_selfattn.models.config import ModelConfig
 
+# What a `TrainConfig` field matters for, declared once on the field
+# (``metadata={"roles": ...}``, see `_field`); a field declared without roles has
+# none. The lists of fields by role (`fields_with_role`) are read from there.
+# Giving a field the DATA role changes what data.json records: interrupted runs
+# recorded before then refuse to resume ("the data settings changed").
+VOCAB = "vocab"  # the vocabularies depend on it (the build-vocab command's options)
+DATA = "data"  # the data split depends on it (data.json records it; resuming checks)
+PLACEMENT = "placement"  # where a run trains: a run may resume under another value
+CONTINUATION = "continuation"  # a finished run may be continued with another value
+
+
+def _field(default, *roles):
+    """A dataclass field with a default and its roles."""
+    return dataclasses.field(default=default, metadata={"roles": frozenset(roles)})
+
+
+def fields_with_role(cls, role):
+    """The names of ``cls``'s fields declared with ``role``, in declaration order."""
+    return tuple(
+        field.name
+        for field in dataclasses.fields(cls)
+        if role in field.metadata.get("roles", ())
+    )
+
 
 @dataclasses.dataclass
 class TrainConfig:
@@ -49,7 +73,8 @@ class TrainConfig:
             here is ``True``: the whole step on one device, each replica's forward
             and backward pass with several replicas (the all-reduce and the update
             stay outside XLA), and nothing extra on a TPU (it always compiles).
-        strategy: ``"auto"``, ``"default"``, ``"mirrored"``, ``"multi_worker"`` or ``"tpu"``
+        strategy: ``"auto"``, ``"default"``, ``"mirrored"``, ``"multi_worker"`` or
+            ``"tpu"``
             (see `get_strategy`).
         mixed_precision: ``"float32"``, ``"mixed_float16"`` (with dynamic loss
             scaling) or ``"mixed_bfloat16"`` (no loss scaling needed).
@@ -95,44 +120,47 @@ class TrainConfig:
             (0: none; then best_by must be "loss").
         log_every: steps between two progress lines (loss, target tokens/s,
             ETA) when the output is not a terminal (0: none).
+
+    Some fields carry roles (`VOCAB`, `DATA`, `PLACEMENT`, `CONTINUATION`) that
+    say what else depends on them; `fields_with_role` lists them.
     """
 
-    epochs: int = 20
+    epochs: int = _field(20, CONTINUATION)
     batch_size: int = 64
     learning_rate: float = 2e-3
     warmup_steps: int = 200
     clipnorm: float = 1.0
     label_smoothing: float = 0.0
-    seed: int = 0
-    split: tuple = (0.8, 0.1, 0.1)
-    source_tokenizer: str = "word"
-    target_tokenizer: str = "word"
-    source_sentencepiece_model: str | None = None
-    target_sentencepiece_model: str | None = None
-    split_digits: bool = True
-    tokenizer_ops: str = "tensorflow_text"
+    seed: int = _field(0, DATA)
+    split: tuple = _field((0.8, 0.1, 0.1), DATA)
+    source_tokenizer: str = _field("word", VOCAB)
+    target_tokenizer: str = _field("word", VOCAB)
+    source_sentencepiece_model: str | None = _field(None, VOCAB)
+    target_sentencepiece_model: str | None = _field(None, VOCAB)
+    split_digits: bool = _field(True, VOCAB)
+    tokenizer_ops: str = _field("tensorflow_text", VOCAB)
     patience: int = 4
     jit_compile: bool = True
-    strategy: str = "auto"
+    strategy: str = _field("auto", PLACEMENT)
     mixed_precision: str = "float32"
-    max_pairs: int | None = None
-    tpu: str | None = None
-    worker_timeout: float = 120.0
-    train_steps: int | None = None
-    eval_every: int | None = None
-    save_every: int | None = None
+    max_pairs: int | None = _field(None, DATA)
+    tpu: str | None = _field(None, PLACEMENT)
+    worker_timeout: float = _field(120.0, PLACEMENT)
+    train_steps: int | None = _field(None, CONTINUATION)
+    eval_every: int | None = _field(None, CONTINUATION)
+    save_every: int | None = _field(None, CONTINUATION)
     length_buckets: int = 4
     batch_tokens: int | None = None
     shuffle_buffer: int = 10_000
-    max_validation_pairs: int = 5000
-    max_test_pairs: int = 5000
-    vocab_sample_lines: int = 1_000_000
-    skip_malformed: bool = False
-    strict_columns: bool = False
+    max_validation_pairs: int = _field(5000, DATA)
+    max_test_pairs: int = _field(5000, DATA)
+    vocab_sample_lines: int = _field(1_000_000, VOCAB)
+    skip_malformed: bool = _field(False, VOCAB, DATA)
+    strict_columns: bool = _field(False, VOCAB)
     lr_schedule: str = "inverse_sqrt"
     best_by: str = "chrf"
     validation_translations: int = 500
-    log_every: int = 100
+    log_every: int = _field(100, PLACEMENT)
 
     # The allowed values of the text fields (also the CLI's ``choices``).
     CHOICES: ClassVar[dict] = {
@@ -153,18 +181,8 @@ class TrainConfig:
         "validation_translations": 0,
     }
 
-    # The fields `workflows.build_vocab` uses (the ``build-vocab`` command's options).
-    VOCAB_FIELDS: ClassVar[tuple] = (
-        "source_tokenizer",
-        "target_tokenizer",
-        "source_sentencepiece_model",
-        "target_sentencepiece_model",
-        "split_digits",
-        "tokenizer_ops",
-        "vocab_sample_lines",
-        "skip_malformed",
-        "strict_columns",
-    )
+    # Read from the fields' roles, below the class: the fields with the VOCAB role.
+    VOCAB_FIELDS: ClassVar[tuple]
 
     def __post_init__(self):
         if isinstance(self.split, list):  # as JSON gives it back
@@ -223,16 +241,31 @@ class TrainConfig:
             or min(self.split) < 0
         ):
             raise ValueError(
-                f"split must be three fractions summing to 1. Received: split={self.split}"
+                "split must be three fractions summing to 1. "
+                f"Received: split={self.split}"
             )
 
 
+TrainConfig.VOCAB_FIELDS = fields_with_role(TrainConfig, VOCAB)
 # Where a run trains, not what it computes: a run may resume under other values.
-PLACEMENT_FIELDS = ("strategy", "tpu", "worker_timeout", "log_every")
+PLACEMENT_FIELDS = fields_with_role(TrainConfig, PLACEMENT)
+# The data settings ``data.json`` records: a run resumes only on the same ones.
+DATA_FIELDS = fields_with_role(TrainConfig, DATA)
+# What a continuation of a finished run may change (with the plan's period kept).
+CONTINUATION_FIELDS = fields_with_role(TrainConfig, CONTINUATION)
+
+
+def data_settings(train_config: TrainConfig):
+    """The `DATA_FIELDS` of ``train_config``, as ``data.json`` records them."""
+    values = {name: getattr(train_config, name) for name in DATA_FIELDS}
+    return {
+        name: list(value) if isinstance(value, tuple) else value
+        for name, value in values.items()
+    }
 
 
 def same_training(first: "TrainConfig", second: "TrainConfig"):
-    """Whether two configurations train the same model (they may differ in `PLACEMENT_FIELDS`)."""
+    """Whether two configurations train the same model (placement aside)."""
 
     def what(config):
         values = dataclasses.asdict(config)

@@ -1,4 +1,4 @@
-"""Continuing a finished run: the same `train` with a larger ``train_steps`` or ``epochs``.
+"""Continuing a finished run: the same `train` with more ``train_steps`` or ``epochs``.
 
 A finished run keeps its newest backup (`run_dir.finish_run`): the weights, the
 optimizer state (with its step count), the best validation loss, the early
@@ -28,6 +28,7 @@ import pathlib
 
 from keras_selfattn.training.backup import backed_up_epochs, read_backup
 from keras_selfattn.training.config import (
+    CONTINUATION_FIELDS,
     PLACEMENT_FIELDS,
     load_run_config,
     save_run_config,
@@ -37,7 +38,7 @@ from keras_selfattn.training.run_dir import FINISHED_FILE
 __all__ = ["MAY_GROW", "reopen_finished_run"]
 
 # The training fields a continuation may change (with the plan's period kept).
-MAY_GROW = ("epochs", "train_steps", "eval_every", "save_every")
+MAY_GROW = CONTINUATION_FIELDS
 _CONFIG_FILE = "config.json"
 _DATA_FILE = "data.json"
 _CHIEF_BACKUP = pathlib.Path("backup", "worker-0")
@@ -62,7 +63,7 @@ def reopen_finished_run(
     test_data=None,
     verbose=True,
 ):
-    """Turns the finished run in ``run_dir`` back into an interrupted one, to train longer.
+    """Turns the finished run in ``run_dir`` back into an interrupted one to go on.
 
     Args:
         run_dir: a finished run directory (`run_dir.run_dir_state`).
@@ -83,21 +84,49 @@ def reopen_finished_run(
             why: nothing to train, another setting, other data, an early stop,
             no backup kept).
     """
-    from keras_selfattn.training import run_data as run_data_lib
-    from keras_selfattn.training.step_loop import plan_steps
-
     run_dir = pathlib.Path(run_dir)
     refuse = (
         f"{run_dir} holds a finished run; choose another run directory, or pass "
         "--overwrite (overwrite=True) to replace it"
     )
     backup_dir = run_dir / _CHIEF_BACKUP
+    last_backup = _last_backup(backup_dir, refuse)
+    saved_train = _check_only_length_changes(
+        run_dir, model_config, train_config, refuse
+    )
+    record = json.loads((run_dir / _DATA_FILE).read_text(encoding="utf-8"))
+    _check_same_data(
+        record, train_config, refuse, data, valid_data=valid_data, test_data=test_data
+    )
+    summary = json.loads((run_dir / FINISHED_FILE).read_text(encoding="utf-8"))
+    done = summary["steps"]
+    new_plan = _longer_plan(train_config, record, done, refuse)
+    _check_backup_continues(
+        backup_dir, last_backup, done, saved_train, new_plan, record, refuse
+    )
+    _mark_interrupted(run_dir, model_config, train_config)
+    line = (
+        f"continuing the finished run in {run_dir} from step {done} to step "
+        f"{new_plan.total_steps} (its best model and history are kept)"
+    )
+    if verbose:
+        print(line)
+    return line
+
+
+def _last_backup(backup_dir, refuse):
+    """The epoch of the chief's last backup (the run must have kept one)."""
     epochs = backed_up_epochs(backup_dir)
     if not epochs:
         raise ValueError(
             f"{refuse} (it kept no backup to continue from: it finished before "
             "runs kept their last backup)"
         )
+    return epochs[-1]
+
+
+def _check_only_length_changes(run_dir, model_config, train_config, refuse):
+    """The saved `TrainConfig`, once the new call changes only what may change."""
     saved_model, saved_train = load_run_config(run_dir / _CONFIG_FILE)
     changed = _changes(saved_model, model_config) + _changes(
         saved_train, train_config, skip=MAY_GROW + PLACEMENT_FIELDS
@@ -107,30 +136,46 @@ def reopen_finished_run(
             f"{refuse}; only a larger --train-steps or --epochs continues it, and this "
             f"call changes {', '.join(changed)}"
         )
-    record = json.loads((run_dir / _DATA_FILE).read_text(encoding="utf-8"))
+    return saved_train
+
+
+def _check_same_data(record, train_config, refuse, data, *, valid_data, test_data):
+    """The new call's data files are those of ``data.json``'s ``record``."""
+    from keras_selfattn.training import run_data as run_data_lib
+
     if data is None:
         from keras_selfattn import text
 
         data = text.bundled_dates_path()
-    given_pairs = not isinstance(data, (str, os.PathLike)) and (
-        data and not isinstance(data[0], (str, os.PathLike))
+    if run_data_lib.given_pairs(data):  # `train` checks them
+        return
+    _, fingerprint = run_data_lib.data_fingerprint(
+        data, train_config, valid_data=valid_data, test_data=test_data
     )
-    if not given_pairs:
-        _, fingerprint = run_data_lib.data_fingerprint(
-            data, train_config, valid_data=valid_data, test_data=test_data
-        )
-        change = run_data_lib.describe_data_change(record["fingerprint"], fingerprint)
-        if change:
-            raise ValueError(f"{refuse}; it cannot continue on other data: {change}")
-    summary = json.loads((run_dir / FINISHED_FILE).read_text(encoding="utf-8"))
-    done = summary["steps"]
+    change = run_data_lib.describe_data_change(record["fingerprint"], fingerprint)
+    if change:
+        raise ValueError(f"{refuse}; it cannot continue on other data: {change}")
+
+
+def _longer_plan(train_config, record, done, refuse):
+    """The new call's `StepPlan`, which must train past the ``done`` steps."""
+    from keras_selfattn.training.step_loop import plan_steps
+
     new_plan = plan_steps(train_config, record["train_pairs"])
     if new_plan.total_steps <= done:
         raise ValueError(
             f"{refuse}, or continue it with a larger --train-steps or --epochs (it "
             f"trained {done} steps; this call asks for {new_plan.total_steps})"
         )
-    epoch = epochs[-1]
+    return new_plan
+
+
+def _check_backup_continues(
+    backup_dir, epoch, done, saved_train, new_plan, record, refuse
+):
+    """The last backup (``epoch``) ends the run and a period of the new plan."""
+    from keras_selfattn.training.step_loop import plan_steps
+
     state = read_backup(backup_dir, epoch)
     # The last step is always backed up: a run that went on past its last
     # backup, or whose backup counts `patience` validations without progress,
@@ -151,17 +196,15 @@ def reopen_finished_run(
             f"every {new_plan.save_every}): pass --eval-every {old_plan.eval_every} "
             f"--save-every {old_plan.save_every} as the finished run had them"
         )
-    # The new configuration first, then the finished mark goes: killed in
-    # between, the same call finds a finished run with its own settings and
-    # continues it all the same.
+
+
+def _mark_interrupted(run_dir, model_config, train_config):
+    """Saves the new configuration, then removes the finished mark.
+
+    Killed in between, the same call finds a finished run with its own settings
+    and continues it all the same.
+    """
     tmp = run_dir / f"tmp-{_CONFIG_FILE}"
     save_run_config(tmp, model_config, train_config)
     os.replace(tmp, run_dir / _CONFIG_FILE)
     (run_dir / FINISHED_FILE).unlink()
-    line = (
-        f"continuing the finished run in {run_dir} from step {done} to step "
-        f"{new_plan.total_steps} (its best model and history are kept)"
-    )
-    if verbose:
-        print(line)
-    return line

@@ -15,7 +15,7 @@ _HEAD_BYTES = 1 << 20
 
 
 def file_fingerprint(name):
-    """``{"file", "bytes", "head_sha256"}`` of one file (read through ``tf.io.gfile``)."""
+    """``{"file", "bytes", "head_sha256"}`` of one file (read with ``tf.io.gfile``)."""
     with tf.io.gfile.GFile(name, "rb") as handle:
         head = handle.read(_HEAD_BYTES)
     return {
@@ -40,7 +40,8 @@ def describe_data_change(saved: dict, current: dict) -> str | None:
         for old, new in zip(before, after, strict=True):
             if old != new:
                 if old["file"] != new["file"]:
-                    return f"--{role.replace('_', '-')} file {old['file']} became {new['file']}"
+                    flag = role.replace("_", "-")
+                    return f"--{flag} file {old['file']} became {new['file']}"
                 return (
                     f"{new['file']} changed since the run started "
                     f"({old['bytes']} -> {new['bytes']} bytes)"

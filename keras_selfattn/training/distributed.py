@@ -1,4 +1,4 @@
-"""The workers of a multi-worker job: the ``TF_CONFIG`` cluster, the start-up rendezvous, roles, lost peers.
+"""The workers of a multi-worker job: cluster, start-up rendezvous, roles, lost peers.
 
 * `read_cluster`: the training tasks of ``TF_CONFIG``, read with
   `tf.distribute.cluster_resolver.TFConfigClusterResolver`, the resolver that
@@ -39,7 +39,7 @@ __all__ = [
 
 
 def is_multi_worker(strategy):
-    """Whether ``strategy`` is a `tf.distribute.MultiWorkerMirroredStrategy` over several workers."""
+    """Whether ``strategy`` is a `MultiWorkerMirroredStrategy` over several workers."""
     return (
         isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
         and strategy.extended._in_multi_worker_mode()
@@ -47,12 +47,12 @@ def is_multi_worker(strategy):
 
 
 class PeerUnreachableError(ConnectionError):
-    """A worker could not reach the other workers of its ``TF_CONFIG`` cluster in time."""
+    """A worker could not reach the others of its ``TF_CONFIG`` cluster in time."""
 
 
 @dataclasses.dataclass(frozen=True)
 class Cluster:
-    """The training tasks of ``TF_CONFIG``: the chief (if any) then the workers, in order."""
+    """The training tasks of ``TF_CONFIG``: the chief (if any), then the workers."""
 
     tasks: tuple  # ((job, index, "host:port"), ...)
     task_type: str
@@ -113,15 +113,21 @@ def read_cluster():
         return None
     if not any(t[:2] == (task_type, task_index) for t in tasks):
         raise ValueError(
-            f"TF_CONFIG's task {{'type': {task_type!r}, 'index': {task_index!r}}} is not "
+            f"TF_CONFIG's task {{'type': {task_type!r}, 'index': {task_index!r}}} "
+            "is not "
             "one of the cluster's training tasks: "
-            f"{[f'{job}:{index}' for job, index, _ in tasks]}. Received: TF_CONFIG={raw!r}"
+            f"{[f'{job}:{index}' for job, index, _ in tasks]}. "
+            f"Received: TF_CONFIG={raw!r}"
         )
     return Cluster(tasks, task_type, task_index)
 
 
 def split_address(address, what="TF_CONFIG address"):
-    """``"host:port"`` (``"[::1]:port"`` too) -> ``(host, port)``; a ValueError names ``what`` otherwise."""
+    """``"host:port"`` (``"[::1]:port"`` too) -> ``(host, port)``.
+
+    Raises:
+        ValueError: naming ``what``, for anything else.
+    """
     host, _, port = address.rpartition(":")
     if not host or not port.isdigit():
         raise ValueError(f"{what} must be HOST:PORT. Received: {address!r}")
@@ -143,6 +149,26 @@ def wait_for_peers(cluster, timeout=60.0):
             their addresses) that were not reached.
         ValueError: this task's port is busy (another process holds it).
     """
+    listener = _listen(cluster)
+    me = f"{cluster.task_type}:{cluster.task_index}".encode()
+    peers = {(job, index) for job, index, _ in cluster.peers}
+    reached, heard_from = set(), set()
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            _reach_peers(cluster, me, reached)
+            _hear_from_peers(listener, heard_from)
+            if peers <= reached and peers <= heard_from:
+                return
+            if time.monotonic() > deadline:
+                raise _unreached_error(cluster, reached & heard_from, timeout)
+            time.sleep(0.2)
+    finally:
+        listener.close()
+
+
+def _listen(cluster):
+    """A socket listening on this task's own address (a ValueError if it is busy)."""
     host, port = split_address(cluster.address)
     listener = socket.socket(
         socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM
@@ -155,58 +181,58 @@ def wait_for_peers(cluster, timeout=60.0):
     except OSError as error:
         listener.close()
         raise ValueError(
-            f"{cluster.task_type} {cluster.task_index} cannot listen on {cluster.address} ({error.strerror}): "
-            "is another job using this port?"
+            f"{cluster.task_type} {cluster.task_index} cannot listen on "
+            f"{cluster.address} ({error.strerror}): is another job using this port?"
         ) from None
     listener.listen(16)
     listener.settimeout(0.2)
-    me = f"{cluster.task_type}:{cluster.task_index}".encode()
-    reached, heard_from = set(), set()
-    deadline = time.monotonic() + timeout
+    return listener
+
+
+def _reach_peers(cluster, me, reached):
+    """Sends ``me`` to each peer not yet ``reached``; adds those it reached."""
+    for job, index, address in cluster.peers:
+        if (job, index) in reached:
+            continue
+        try:
+            with socket.create_connection(split_address(address), timeout=1.0) as conn:
+                conn.sendall(me + b"\n")
+            reached.add((job, index))
+        except OSError:
+            pass
+
+
+def _hear_from_peers(listener, heard_from):
+    """Accepts the peers waiting to connect; adds the ``(job, index)`` they send."""
     try:
         while True:
-            for job, index, address in cluster.peers:
-                if (job, index) in reached:
-                    continue
+            conn, _ = listener.accept()
+            with conn:
+                conn.settimeout(2.0)
                 try:
-                    with socket.create_connection(
-                        split_address(address), timeout=1.0
-                    ) as conn:
-                        conn.sendall(me + b"\n")
-                    reached.add((job, index))
+                    name = conn.recv(64).decode(errors="replace").strip()
                 except OSError:
-                    pass
-            try:
-                while True:
-                    conn, _ = listener.accept()
-                    with conn:
-                        conn.settimeout(2.0)
-                        try:
-                            name = conn.recv(64).decode(errors="replace").strip()
-                        except OSError:
-                            name = ""
-                    if ":" in name:
-                        job, _, index = name.partition(":")
-                        heard_from.add((job, int(index) if index.isdigit() else index))
-            except (TimeoutError, BlockingIOError):
-                pass
-            peers = {(job, index) for job, index, _ in cluster.peers}
-            if peers <= reached and peers <= heard_from:
-                return
-            if time.monotonic() > deadline:
-                missing = [
-                    f"{job} {index} at {address}"
-                    for job, index, address in cluster.peers
-                    if (job, index) not in reached or (job, index) not in heard_from
-                ]
-                raise PeerUnreachableError(
-                    f"{cluster.task_type} {cluster.task_index} ({cluster.address}) could not reach "
-                    f"{', '.join(missing)} within {timeout:g} s. Start every task of TF_CONFIG, check the "
-                    "addresses and that the ports are open between the machines."
-                )
-            time.sleep(0.2)
-    finally:
-        listener.close()
+                    name = ""
+            if ":" in name:
+                job, _, index = name.partition(":")
+                heard_from.add((job, int(index) if index.isdigit() else index))
+    except (TimeoutError, BlockingIOError):
+        pass
+
+
+def _unreached_error(cluster, met, timeout):
+    """The `PeerUnreachableError` naming the peers not ``met`` (both ways)."""
+    missing = [
+        f"{job} {index} at {address}"
+        for job, index, address in cluster.peers
+        if (job, index) not in met
+    ]
+    return PeerUnreachableError(
+        f"{cluster.task_type} {cluster.task_index} ({cluster.address}) could not "
+        f"reach {', '.join(missing)} within {timeout:g} s. Start every task of "
+        "TF_CONFIG, check the addresses and that the ports are open between the "
+        "machines."
+    )
 
 
 _TASK_PATTERN = re.compile(r"/job:(\w+)/replica:\d+/task:(\d+)")
@@ -255,15 +281,17 @@ def lost_peers_are_errors(role, run_dir):
             type(error).__name__,
         )
         raise PeerUnreachableError(
-            f"worker {role.index} lost contact with {', '.join(named) or 'another worker'} during training "
-            f"({first_line}). Restart every worker with the same command: training resumes from the last "
+            f"worker {role.index} lost contact with "
+            f"{', '.join(named) or 'another worker'} during training "
+            f"({first_line}). Restart every worker with the same command: training "
+            "resumes from the last "
             f"backup in {pathlib.Path(run_dir) / 'backup'}."
         ) from error
 
 
 @dataclasses.dataclass(frozen=True)
 class WorkerRole:
-    """This process's place in the job: ``index`` of ``count`` workers; the chief writes."""
+    """This process's place in the job: ``index`` of ``count``; the chief writes."""
 
     index: int = 0
     count: int = 1
@@ -271,7 +299,7 @@ class WorkerRole:
 
 
 def worker_role(strategy):
-    """The `WorkerRole` of this process under ``strategy`` (one worker unless multi-worker)."""
+    """The `WorkerRole` of this process under ``strategy`` (one worker, or several)."""
     if not is_multi_worker(strategy):
         return WorkerRole()
     cluster = read_cluster()
@@ -286,7 +314,7 @@ def worker_role(strategy):
 
 
 def all_workers_values(strategy, value, role):
-    """Every worker's ``value`` (a number), gathered on every worker: a list by worker index."""
+    """Every worker's ``value`` (a number), on every worker: a list by worker index."""
     if role.count == 1:
         return [value]
     local_replicas = len(strategy.extended.worker_devices)

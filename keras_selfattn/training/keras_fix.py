@@ -37,7 +37,7 @@ KERAS_FIX_ENV = "KERAS_SELFATTN_KERAS_MW_FIX"
 
 
 def keras_needs_multi_worker_fix(version=None):
-    """Whether Keras ``version`` (default: the installed one) needs `keras_multi_worker_fix`.
+    """Whether Keras ``version`` (default: installed) needs `keras_multi_worker_fix`.
 
     True for the releases in `KERAS_FIX_VERSIONS` (pre-releases and development
     builds count as their release: ``3.15.2rc0`` is 3.15); the
@@ -162,9 +162,12 @@ def keras_multi_worker_fix(strategy=None):
         first, end = KERAS_FIX_VERSIONS
         if os.environ.get(KERAS_FIX_ENV, "auto").strip().lower() == "auto":
             warnings.warn(
-                f"keras {keras.__version__} is outside the versions known to need the multi-worker fix "
-                f"({'.'.join(map(str, first))} <= keras < {'.'.join(map(str, end))}); running stock Keras. "
-                f"If fit fails with 'Attempt to convert a value (PerReplica' or 'Invalid reduction dimension 0', "
+                f"keras {keras.__version__} is outside the versions known to need "
+                "the multi-worker fix "
+                f"({'.'.join(map(str, first))} <= keras < {'.'.join(map(str, end))}); "
+                "running stock Keras. "
+                "If fit fails with 'Attempt to convert a value (PerReplica' or "
+                "'Invalid reduction dimension 0', "
                 f"set {KERAS_FIX_ENV}=on.",
                 stacklevel=3,
             )

@@ -1,4 +1,4 @@
-"""Mixed float16 under tf.distribute: loss scaling whose skip-or-apply decision spans all replicas."""
+"""Mixed float16 under tf.distribute: loss scaling that skips a step on all replicas."""
 
 import keras
 import tensorflow as tf
@@ -8,7 +8,7 @@ __all__ = ["SyncedLossScaleOptimizer"]
 
 @keras.saving.register_keras_serializable(package="keras_selfattn")
 class SyncedLossScaleOptimizer(keras.optimizers.LossScaleOptimizer):
-    """`keras.optimizers.LossScaleOptimizer` whose skip-or-apply decision spans all replicas.
+    """`keras.optimizers.LossScaleOptimizer` deciding skip-or-apply over all replicas.
 
     Keras 3 decides "apply this step, or skip it and halve the loss scale" from
     each replica's own gradients *before* they are all-reduced (its comment

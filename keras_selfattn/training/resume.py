@@ -1,4 +1,4 @@
-"""Where a resumed run restarts: the backup every worker has, the history kept, the input restored.
+"""Where a resumed run restarts: the shared backup, the history kept, the input.
 
 A backup (`backup.WorkerBackup`) is numbered by the periods trained. The workers
 restart from the newest backup they all have (`agree_on_restart`); the rows of
@@ -19,7 +19,7 @@ __all__ = ["agree_on_restart", "restored_input", "truncate_history"]
 
 
 def agree_on_restart(strategy, role, backup_dir):
-    """The newest backup (periods trained) that every worker has; 0 for a fresh start."""
+    """The newest backup (periods trained) that every worker has; 0: a fresh start."""
     newest = all_workers_values(
         strategy, max(backed_up_epochs(backup_dir), default=0), role
     )
@@ -36,7 +36,7 @@ def agree_on_restart(strategy, role, backup_dir):
 def restored_input(
     train_ds, counters, backup_dir, initial_epoch, plan, *, checkpointable
 ):
-    """The dataset to give ``fit``, and the `ResumableInput` saving its iterator (or None).
+    """The dataset to give ``fit``, and the `ResumableInput` saving its iterator.
 
     Args:
         train_ds: the training stream (a function of the seed only).
@@ -61,7 +61,10 @@ def restored_input(
 
 
 def truncate_history(path, epochs):
-    """Keeps the rows of ``history.csv`` for the first ``epochs`` epochs (a resumed run redoes the rest)."""
+    """Keeps the rows of ``history.csv`` for the first ``epochs`` epochs.
+
+    A resumed run redoes the rest.
+    """
     if not path.exists():
         return
     with open(path, newline="", encoding="utf-8") as handle:

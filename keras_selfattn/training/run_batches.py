@@ -1,4 +1,4 @@
-"""The batches of a run: the endless training stream, the validation batches, the length report.
+"""The batches of a run: the endless training stream, validation batches, length report.
 
 Built on `run_data.training_pairs` and the held-out pairs: tokenized and
 length-checked inside ``tf.data`` (`text.dataset.encode_within_limits`), shuffled
@@ -93,7 +93,7 @@ def training_input(
     resume,
     checkpointable,
 ):
-    """What ``fit`` trains on, from where a resumed run left off, and its `ResumableInput`.
+    """What ``fit`` trains on, from where a resumed run left off; its `ResumableInput`.
 
     With a file for every worker, each worker reads its own (`own_files_input`);
     otherwise the whole stream (`training_stream`), continued by
@@ -190,7 +190,9 @@ def own_files_input(
 
 
 def files_of_worker(files, workers, worker, train_config):
-    """Worker ``worker``'s files (``worker``, ``worker + workers``, ...) under FILE sharding, else None.
+    """Worker ``worker``'s files under FILE sharding, else None.
+
+    They are files ``worker``, ``worker + workers``, and so on.
 
     FILE sharding needs a file for every worker; with ``max_pairs`` the run
     trains on the first pairs of the whole stream, so it needs DATA sharding.
@@ -218,7 +220,7 @@ def shuffled_batches(
     replicas=1,
     num_buckets=None,
 ):
-    """Endless ``(source, target)`` strings -> shuffled, length-bucketed training batches."""
+    """Endless ``(source, target)`` strings -> shuffled, length-bucketed batches."""
     ids = encode_within_limits(
         pairs, tokenizer, counters=counters, **_limits(model_config)
     )
@@ -249,7 +251,7 @@ def shuffled_batches(
 
 
 def first_pass_fits(run_data, tokenizer, model_config, train_config, counters):
-    """Whether any training pair fits the model's limits (reads until the first one that does)."""
+    """Whether any training pair fits the model's limits (reads up to the first)."""
     ids = encode_within_limits(
         training_pairs(run_data, train_config),
         tokenizer,

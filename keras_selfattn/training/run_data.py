@@ -20,6 +20,7 @@ import tensorflow as tf
 
 from keras_selfattn import text
 from keras_selfattn.text import fingerprint_split, stream
+from keras_selfattn.training.config import data_settings
 from keras_selfattn.training.data_fingerprint import (
     describe_data_change,
     file_fingerprint,
@@ -31,6 +32,7 @@ __all__ = [
     "SPLITS_DIR",
     "RunData",
     "data_fingerprint",
+    "given_pairs",
     "prepare_run_data",
     "training_pairs",
 ]
@@ -62,7 +64,7 @@ class RunData:
     fingerprint: dict
 
     def describe(self) -> str:
-        """One line for the log: the files, the held-out pairs and where they come from."""
+        """One line for the log: the files, the held-out pairs and their origin."""
         held_out = "held out by source fingerprint"
         if self.split is not None and self.split.window is not None:
             held_out += f" from the first {self.split.window:,} pairs"
@@ -115,23 +117,16 @@ def _base_stream(files, train_config, *, repeat=False, counters=None):
 
 
 def data_fingerprint(data, train_config, *, valid_data=None, test_data=None):
-    """``(files, fingerprint)``: the files of ``data`` and what ``data.json`` records of them.
+    """``(files, fingerprint)``: the files of ``data``, what ``data.json`` records.
 
     ``data`` is file pattern(s); the fingerprint holds every file of ``data``,
-    ``valid_data`` and ``test_data`` (`file_fingerprint`) and the data settings.
+    ``valid_data`` and ``test_data`` (`file_fingerprint`) and the data settings
+    (`config.data_settings`).
     """
     files = stream.resolve_data_files(data)
-    settings = {
-        "seed": train_config.seed,
-        "split": list(train_config.split),
-        "max_pairs": train_config.max_pairs,
-        "max_validation_pairs": train_config.max_validation_pairs,
-        "max_test_pairs": train_config.max_test_pairs,
-        "skip_malformed": train_config.skip_malformed,
-    }
     fingerprint = {
         "data": [file_fingerprint(f) for f in files],
-        "settings": settings,
+        "settings": data_settings(train_config),
     }
     if valid_data is not None:
         valid_files = stream.resolve_data_files(valid_data)
@@ -161,36 +156,75 @@ def prepare_run_data(data, run_dir, train_config, *, valid_data=None, test_data=
         ValueError: the data of an interrupted run changed (the message says what).
     """
     run_dir = pathlib.Path(run_dir)
-    if not isinstance(data, (str, os.PathLike)) and (
-        data and not isinstance(data[0], (str, os.PathLike))
-    ):
+    if given_pairs(data):
         data = str(_write_given_pairs(data, run_dir / PAIRS_FILE))
     files, fingerprint = data_fingerprint(
         data, train_config, valid_data=valid_data, test_data=test_data
     )
-    record_path = run_dir / DATA_FILE
-    split_dir = run_dir / SPLITS_DIR
-    if record_path.exists():
-        record = json.loads(record_path.read_text(encoding="utf-8"))
-        change = describe_data_change(record["fingerprint"], fingerprint)
-        if change:
-            raise ValueError(
-                f"{run_dir} holds an interrupted run on other data: {change}. Resume "
-                "it with the same data, or choose another run directory (or --overwrite)"
-            )
-        validation = text.read_pairs(split_dir / "validation.tsv")
-        test = _read_optional(split_dir / "test.tsv")
-        split = None
-        if record["split"]:
-            held_out = [] if valid_data is not None else validation
-            held_out = held_out + ([] if test_data is not None else test)
-            split = fingerprint_split.HeldOutSplit.from_record(
-                record["split"], [source for source, _ in held_out]
-            )
-        return RunData(
-            files, split, validation, test, record["train_pairs"], fingerprint
+    if (run_dir / DATA_FILE).exists():
+        return _recorded_run_data(
+            run_dir,
+            files,
+            fingerprint,
+            valid_given=valid_data is not None,
+            test_given=test_data is not None,
         )
+    validation, test, scan = _held_out_pairs(files, train_config, valid_data, test_data)
+    split = scan.split if scan else None
+    if not validation:
+        read = f"{scan.pairs} pairs" if split else "the validation data"
+        raise ValueError(
+            f"No validation pairs in {read} with split={tuple(train_config.split)} "
+            f"and max_validation_pairs={train_config.max_validation_pairs}; give "
+            "more pairs, a larger split or --valid-data"
+        )
+    train_pairs = scan.train_pairs if scan else None
+    if train_pairs is None and not train_config.train_steps:
+        train_pairs = _count_training_pairs(files, split, train_config)
+    if not train_pairs and train_pairs is not None:
+        raise ValueError(
+            f"No training pairs left once {len(validation)} validation and "
+            f"{len(test)} test pairs were held out; give more pairs"
+        )
+    run_data = RunData(files, split, validation, test, train_pairs, fingerprint)
+    _write_record(run_dir, run_data)
+    return run_data
 
+
+def given_pairs(data):
+    """Whether ``data`` (as `train` takes it) is a list of pairs, not file patterns."""
+    return bool(
+        not isinstance(data, (str, os.PathLike))
+        and (data and not isinstance(data[0], (str, os.PathLike)))
+    )
+
+
+def _recorded_run_data(run_dir, files, fingerprint, *, valid_given, test_given):
+    """The `RunData` that ``run_dir`` recorded; refuses data that changed since."""
+    record = json.loads((run_dir / DATA_FILE).read_text(encoding="utf-8"))
+    change = describe_data_change(record["fingerprint"], fingerprint)
+    if change:
+        raise ValueError(
+            f"{run_dir} holds an interrupted run on other data: {change}. Resume "
+            "it with the same data, or choose another run directory (or --overwrite)"
+        )
+    split_dir = run_dir / SPLITS_DIR
+    validation = text.read_pairs(split_dir / "validation.tsv")
+    test = _read_optional(split_dir / "test.tsv")
+    split = None
+    if record["split"]:
+        held_out = ([] if valid_given else validation) + ([] if test_given else test)
+        split = fingerprint_split.HeldOutSplit.from_record(
+            record["split"], [source for source, _ in held_out]
+        )
+    return RunData(files, split, validation, test, record["train_pairs"], fingerprint)
+
+
+def _held_out_pairs(files, train_config, valid_data, test_data):
+    """``(validation, test, scan)``: from the files given, else held out of ``files``.
+
+    ``scan`` is the `fingerprint_split.scan_held_out` result (None: both given).
+    """
     fractions = list(train_config.split)
     validation = test = None
     if valid_data is not None:
@@ -201,59 +235,58 @@ def prepare_run_data(data, run_dir, train_config, *, valid_data=None, test_data=
     if test_data is not None:
         _, test = _read_bounded(test_data, train_config.max_test_pairs, train_config)
         fractions[2] = 0.0
-    split = None
-    train_pairs = None
-    if validation is None or test is None:
-        fractions[0] = 1.0 - fractions[1] - fractions[2]
-        scan = fingerprint_split.scan_held_out(
-            _base_stream(files, train_config),
-            fractions,
-            seed=train_config.seed,
-            max_validation_pairs=train_config.max_validation_pairs,
-            max_test_pairs=train_config.max_test_pairs,
+    if validation is not None and test is not None:
+        return validation, test, None
+    fractions[0] = 1.0 - fractions[1] - fractions[2]
+    scan = fingerprint_split.scan_held_out(
+        _base_stream(files, train_config),
+        fractions,
+        seed=train_config.seed,
+        max_validation_pairs=train_config.max_validation_pairs,
+        max_test_pairs=train_config.max_test_pairs,
+    )
+    validation = scan.validation if validation is None else validation
+    test = scan.test if test is None else test
+    return validation, test, scan
+
+
+def _count_training_pairs(files, split, train_config):
+    """One pass over the training pairs, counting them.
+
+    Epochs need the count (epochs are for corpora small enough to count;
+    ``train_steps`` needs none).
+    """
+    pairs = _base_stream(files, train_config)
+    return int(
+        (split.train_filter(pairs) if split else pairs).reduce(
+            tf.constant(0, tf.int64), lambda n, _: n + 1
         )
-        split, train_pairs = scan.split, scan.train_pairs
-        validation = scan.validation if validation is None else validation
-        test = scan.test if test is None else test
-    if not validation:
-        read = f"{scan.pairs} pairs" if split else "the validation data"
-        raise ValueError(
-            f"No validation pairs in {read} with split={tuple(train_config.split)} "
-            f"and max_validation_pairs={train_config.max_validation_pairs}; give "
-            "more pairs, a larger split or --valid-data"
-        )
-    if train_pairs is None and not train_config.train_steps:
-        # Epochs need the count of training pairs: one pass (epochs are for
-        # corpora small enough to count; --train-steps needs no count).
-        pairs = _base_stream(files, train_config)
-        train_pairs = int(
-            (split.train_filter(pairs) if split else pairs).reduce(
-                tf.constant(0, tf.int64), lambda n, _: n + 1
-            )
-        )
-    if not train_pairs and train_pairs is not None:
-        raise ValueError(
-            f"No training pairs left once {len(validation)} validation and "
-            f"{len(test)} test pairs were held out; give more pairs"
-        )
-    text.write_pairs(split_dir / "validation.tsv", validation)
-    if test:  # no empty file: readers of splits/ expect pairs in what they find
-        text.write_pairs(split_dir / "test.tsv", test)
+    )
+
+
+def _write_record(run_dir, run_data):
+    """Writes ``splits/`` and then ``data.json`` (replaced atomically)."""
+    split_dir = run_dir / SPLITS_DIR
+    text.write_pairs(split_dir / "validation.tsv", run_data.validation)
+    if (
+        run_data.test
+    ):  # no empty file: readers of splits/ expect pairs in what they find
+        text.write_pairs(split_dir / "test.tsv", run_data.test)
     record = {
-        "fingerprint": fingerprint,
-        "split": split.record() if split else None,
-        "train_pairs": train_pairs,
-        "validation_pairs": len(validation),
-        "test_pairs": len(test),
+        "fingerprint": run_data.fingerprint,
+        "split": run_data.split.record() if run_data.split else None,
+        "train_pairs": run_data.train_pairs,
+        "validation_pairs": len(run_data.validation),
+        "test_pairs": len(run_data.test),
     }
+    record_path = run_dir / DATA_FILE
     tmp = record_path.with_name("tmp-" + record_path.name)
     tmp.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
     os.replace(tmp, record_path)
-    return RunData(files, split, validation, test, train_pairs, fingerprint)
 
 
 def _write_given_pairs(pairs, path):
-    """Writes a list of pairs to ``path``, unless an interrupted run there holds others."""
+    """Writes a list of pairs to ``path`` unless an interrupted run there has others."""
     fresh = text.write_pairs(path.with_name("tmp-" + path.name), pairs)
     if path.exists() and path.read_bytes() != fresh.read_bytes():
         fresh.unlink()

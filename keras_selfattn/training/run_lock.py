@@ -52,14 +52,14 @@ class RunDirBusy(ValueError):
 
 @dataclasses.dataclass
 class RunLock:
-    """A held run-directory lock: ``path`` is the lock file, ``fd`` holds the ``flock``."""
+    """A held run-directory lock: ``path``, the lock file, and ``fd`` with the flock."""
 
     path: pathlib.Path
     fd: int | None
 
     @classmethod
     def acquire(cls, run_dir) -> "RunLock":
-        """Takes ``run_dir``'s lock (the directory must exist) or raises `RunDirBusy`."""
+        """Takes ``run_dir``'s lock (the directory exists) or raises `RunDirBusy`."""
         path = pathlib.Path(run_dir) / LOCK_FILE
         while True:
             fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)

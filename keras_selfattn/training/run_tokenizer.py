@@ -1,4 +1,4 @@
-"""The tokenizers of a run: the options of `TrainConfig`, loaded from a vocabulary directory or learned."""
+"""A run's tokenizers (`TrainConfig` options): read from a vocabulary or learned."""
 
 from keras_selfattn import text
 from keras_selfattn.text.learn_vocab import learn_pair_tokenizer

@@ -1,4 +1,4 @@
-"""Training by steps inside ``model.fit``: the plan, validation every N steps, a resumable input.
+"""Training by steps in ``model.fit``: the plan, validation every N steps, the input.
 
 ``model.fit`` runs "epochs" of `StepPlan.period` steps, the greatest common
 divisor of the validation and backup cadences; `StopAtStep` ends the run at
@@ -74,7 +74,10 @@ class StepPlan:
 
 
 def plan_steps(train_config, train_pairs: int | None) -> StepPlan:
-    """The `StepPlan` of a `TrainConfig` (``train_pairs`` counts an epoch without ``train_steps``)."""
+    """The `StepPlan` of a `TrainConfig`.
+
+    ``train_pairs`` counts an epoch (needed without ``train_steps``).
+    """
     steps_per_epoch = None
     if train_config.train_steps:
         total = train_config.train_steps
@@ -104,7 +107,7 @@ def save_model_atomically(model, path):
 
 
 class StopAtStep(keras.callbacks.Callback):
-    """Counts the steps (from ``step``, where a resumed run starts) and stops ``fit`` at ``total_steps``.
+    """Counts the steps from ``step`` (a resumed run's start); stops at ``total_steps``.
 
     Counted in Python: under a distribution strategy the optimizer's step counter
     is a distributed variable, not a number.
@@ -160,7 +163,8 @@ class StepEvaluation(keras.callbacks.Callback):
         super().__init__()
         if best_by not in ("loss", "chrf", "bleu"):
             raise ValueError(
-                f"best_by must be 'loss', 'chrf' or 'bleu'. Received: best_by={best_by!r}"
+                "best_by must be 'loss', 'chrf' or 'bleu'. "
+                f"Received: best_by={best_by!r}"
             )
         self.plan = plan
         self.validation = validation
@@ -248,7 +252,8 @@ class StepEvaluation(keras.callbacks.Callback):
                 else ""
             )
             print(
-                f"step {step}/{self.plan.total_steps}  loss {float(logs.get('loss', 'nan')):.4f}"
+                f"step {step}/{self.plan.total_steps}  "
+                f"loss {float(logs.get('loss', 'nan')):.4f}"
                 f"  val_loss {val_loss:.4f}{speed}  {logs['cpu_seconds']:,.0f} CPU-s"
                 + (f"  best by {self.best_by}" if improved else ""),
                 flush=True,
@@ -364,7 +369,10 @@ class ResumableInput:
         self._restore_path = str(path)
 
     def save(self, prefix):
-        """Writes the iterator (and `state`) to ``prefix``; returns the path, or None before ``fit`` iterates."""
+        """Writes the iterator (and `state`) to ``prefix``; returns the path.
+
+        None: ``fit`` has not iterated yet.
+        """
         if self.iterator is None:
             return None
         return tf.train.Checkpoint(iterator=self.iterator, **self.state).write(

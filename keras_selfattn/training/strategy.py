@@ -24,7 +24,7 @@ _STRATEGIES = {}
 
 
 def split_cpu(count):
-    """Splits the first physical CPU into ``count`` logical devices (``CPU:0`` ... ``CPU:count-1``).
+    """Splits the first physical CPU into ``count`` logical devices (``CPU:0``...).
 
     With them, ``get_strategy("mirrored")`` on a machine without GPUs runs
     ``count`` synchronous replicas: a real all-reduce, for tests and for trying
@@ -44,7 +44,8 @@ def split_cpu(count):
 def _tpu_error(tpu, detail):
     where = f" at {tpu!r}" if tpu else ""
     return ValueError(
-        f"strategy='tpu' but no TPU was found{where}: {detail}. On a Cloud TPU VM pass --tpu local; "
+        f"strategy='tpu' but no TPU was found{where}: {detail}. "
+        "On a Cloud TPU VM pass --tpu local; "
         "with a TPU node pass its name or grpc://HOST:8470 (--tpu, TrainConfig.tpu); "
         "without a TPU use --strategy auto."
     )
@@ -107,36 +108,51 @@ def get_strategy(name="auto", tpu=None, worker_timeout=120.0):
         )
     cluster = read_cluster() if name in ("auto", "multi_worker") else None
     if name == "auto":
-        if cluster is not None:
-            name = "multi_worker"
-        elif len(tf.config.list_logical_devices("GPU")) > 1:
-            name = "mirrored"
-        else:
-            name = "default"
+        name = _automatic_choice(cluster)
     if name == "default":
         return tf.distribute.get_strategy()
     if name == "mirrored":
-        gpus = tf.config.list_logical_devices("GPU")
-        devices = tuple(d.name for d in gpus) or tuple(
-            d.name for d in tf.config.list_logical_devices("CPU")
-        )
-        key = ("mirrored", devices)
-        if key not in _STRATEGIES:
-            _STRATEGIES[key] = tf.distribute.MirroredStrategy(list(devices))
-        return _STRATEGIES[key]
+        return _mirrored_strategy()
     if name == "multi_worker":
-        if "multi_worker" in _STRATEGIES:  # collectives are configured once per process
-            return _STRATEGIES["multi_worker"]
-        if cluster is None:
-            raise ValueError(
-                "strategy='multi_worker' needs TF_CONFIG naming at least two tasks, e.g. "
-                '{"cluster": {"worker": ["host1:12345", "host2:12345"]}, "task": {"type": "worker", "index": 0}}. '
-                f"Received: TF_CONFIG={os.environ.get('TF_CONFIG', '')!r}"
-            )
-        wait_for_peers(cluster, timeout=worker_timeout)
-        _STRATEGIES["multi_worker"] = tf.distribute.MultiWorkerMirroredStrategy()
-        return _STRATEGIES["multi_worker"]
+        return _multi_worker_strategy(cluster, worker_timeout)
     key = ("tpu", tpu)
     if key not in _STRATEGIES:
         _STRATEGIES[key] = _tpu_strategy(tpu, worker_timeout)
     return _STRATEGIES[key]
+
+
+def _automatic_choice(cluster):
+    """What ``"auto"`` means here: multi-worker, mirrored over GPUs, or default."""
+    if cluster is not None:
+        return "multi_worker"
+    if len(tf.config.list_logical_devices("GPU")) > 1:
+        return "mirrored"
+    return "default"
+
+
+def _mirrored_strategy():
+    """One `MirroredStrategy` per set of local devices (the GPUs, else the CPUs)."""
+    gpus = tf.config.list_logical_devices("GPU")
+    devices = tuple(d.name for d in gpus) or tuple(
+        d.name for d in tf.config.list_logical_devices("CPU")
+    )
+    key = ("mirrored", devices)
+    if key not in _STRATEGIES:
+        _STRATEGIES[key] = tf.distribute.MirroredStrategy(list(devices))
+    return _STRATEGIES[key]
+
+
+def _multi_worker_strategy(cluster, worker_timeout):
+    """The process's one `MultiWorkerMirroredStrategy`, once every peer answered."""
+    if "multi_worker" in _STRATEGIES:  # collectives are configured once per process
+        return _STRATEGIES["multi_worker"]
+    if cluster is None:
+        raise ValueError(
+            "strategy='multi_worker' needs TF_CONFIG naming at least two tasks, e.g. "
+            '{"cluster": {"worker": ["host1:12345", "host2:12345"]}, '
+            '"task": {"type": "worker", "index": 0}}. '
+            f"Received: TF_CONFIG={os.environ.get('TF_CONFIG', '')!r}"
+        )
+    wait_for_peers(cluster, timeout=worker_timeout)
+    _STRATEGIES["multi_worker"] = tf.distribute.MultiWorkerMirroredStrategy()
+    return _STRATEGIES["multi_worker"]

@@ -64,7 +64,7 @@ class StepAudit:
 
 
 def _graph_nodes(graph):
-    """Every node of ``graph`` and of the functions it calls (gradients, loops, conditionals)."""
+    """Every node of ``graph`` and of the functions it calls (gradients, loops, ifs)."""
     graph_def = graph.as_graph_def()
     return list(graph_def.node) + [
         node for function in graph_def.library.function for node in function.node_def
@@ -85,12 +85,9 @@ def audit_train_step(model, dataset):
     Returns:
         A `StepAudit`; ``audit.ok`` is the overall verdict.
     """
-    spec = dataset.element_spec
-
-    def to_spec(s):
-        return tf.TensorSpec(s.shape, s.dtype)
-
-    signature = tf.nest.map_structure(to_spec, spec)
+    signature = tf.nest.map_structure(
+        lambda s: tf.TensorSpec(s.shape, s.dtype), dataset.element_spec
+    )
     input_shapes = {
         "/".join(map(str, path)) if path else "input": s.shape.as_list()
         for path, s in keras.tree.flatten_with_path(signature)
@@ -104,46 +101,52 @@ def audit_train_step(model, dataset):
     concrete = step.get_concrete_function(signature)
     nodes = _graph_nodes(concrete.graph)
     op_types = frozenset(node.op for node in nodes)
-    host_ops = sorted(op_types & HOST_OP_TYPES)
-    string_ops = sorted(
-        {
-            node.op
-            for node in nodes
-            if any(
-                attr.type == tf.string.as_datatype_enum for attr in node.attr.values()
-            )
-            or any(
-                tf.string.as_datatype_enum in attr.list.type
-                for attr in node.attr.values()
-            )
-        }
+    hlo, dynamic, compile_error = (
+        _lower_to_hlo(step, signature) if static_inputs else ("", [], "")
     )
-    hlo, dynamic, compile_error = "", [], ""
-    if static_inputs:
-        example = tf.nest.map_structure(lambda s: tf.zeros(s.shape, s.dtype), signature)
-        try:
-            # Lowers the whole step to XLA's HLO (no weights change); fails on an
-            # op without an XLA kernel or a shape XLA cannot bound.
-            hlo = step.experimental_get_compiler_ir(example)(stage="hlo")
-        except (tf.errors.OpError, ValueError, TypeError) as error:
-            compile_error = (
-                (getattr(error, "message", None) or str(error)).strip().splitlines()[0]
-            )
-        # Bounded-dynamic dimensions print as "f32[<=8]": static shapes have none.
-        dynamic = sorted(
-            {
-                line.split("=", 1)[0].strip()
-                for line in hlo.splitlines()
-                if _BOUNDED_SHAPE.search(line)
-            }
-        )
     return StepAudit(
         input_shapes,
         static_inputs,
         op_types,
-        host_ops,
-        string_ops,
+        sorted(op_types & HOST_OP_TYPES),
+        _string_ops(nodes),
         dynamic,
         hlo,
         compile_error,
     )
+
+
+def _string_ops(nodes):
+    """The op types of ``nodes`` with a string attribute (or list of them)."""
+    string = tf.string.as_datatype_enum
+    return sorted(
+        {
+            node.op
+            for node in nodes
+            if any(attr.type == string for attr in node.attr.values())
+            or any(string in attr.list.type for attr in node.attr.values())
+        }
+    )
+
+
+def _lower_to_hlo(step, signature):
+    """``(hlo, dynamic_shape_ops, compile_error)`` of ``step``, lowered on zeros."""
+    example = tf.nest.map_structure(lambda s: tf.zeros(s.shape, s.dtype), signature)
+    hlo, compile_error = "", ""
+    try:
+        # Lowers the whole step to XLA's HLO (no weights change); fails on an
+        # op without an XLA kernel or a shape XLA cannot bound.
+        hlo = step.experimental_get_compiler_ir(example)(stage="hlo")
+    except (tf.errors.OpError, ValueError, TypeError) as error:
+        compile_error = (
+            (getattr(error, "message", None) or str(error)).strip().splitlines()[0]
+        )
+    # Bounded-dynamic dimensions print as "f32[<=8]": static shapes have none.
+    dynamic = sorted(
+        {
+            line.split("=", 1)[0].strip()
+            for line in hlo.splitlines()
+            if _BOUNDED_SHAPE.search(line)
+        }
+    )
+    return hlo, dynamic, compile_error

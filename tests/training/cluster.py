@@ -1,4 +1,4 @@
-"""Helpers for tests that start training processes: free ports, TF_CONFIG, the real CLI, cleanup.
+"""Helpers for tests that start training processes: ports, TF_CONFIG, the CLI, cleanup.
 
 Every process starts in its own session (process group) and is killed with SIGKILL
 when a test ends (TensorFlow's preemption watcher catches SIGTERM, so ``timeout``
@@ -97,7 +97,10 @@ TRAIN_ONLY = (
 
 
 class Worker:
-    """One ``python -m keras_selfattn ARGS`` (or ``python PROGRAM ARGS``) process, its output in ``log``."""
+    """One ``python -m keras_selfattn ARGS`` (or ``python PROGRAM ARGS``) process.
+
+    Its output goes to ``log``.
+    """
 
     def __init__(self, args, log, env, program=CLI):
         self.log = pathlib.Path(log)
@@ -136,7 +139,7 @@ class Worker:
 
 @contextlib.contextmanager
 def workers(args_for, count, log_dir, env=None, tag="run", env_for=None, program=CLI):
-    """Starts ``count`` workers of one TF_CONFIG cluster; kills whatever is left on exit.
+    """Starts ``count`` workers of one TF_CONFIG cluster; kills what is left on exit.
 
     ``args_for(index)`` gives worker ``index``'s CLI arguments; ``env`` extra
     environment variables, ``env_for(index)`` per-worker ones.
@@ -162,7 +165,10 @@ def workers(args_for, count, log_dir, env=None, tag="run", env_for=None, program
 
 
 def wait_all(started, timeout):
-    """Waits for every worker (``timeout`` seconds in all); returns their exit statuses (None: still running)."""
+    """Waits for every worker (``timeout`` seconds in all); returns their exit statuses.
+
+    None: still running.
+    """
     deadline = time.monotonic() + timeout
     return [worker.wait(max(0.1, deadline - time.monotonic())) for worker in started]
 
@@ -181,7 +187,8 @@ def wait_for(predicate, timeout, started=(), interval=0.2):
 
 def failure_report(started):
     return "\n\n".join(
-        f"--- {worker.log.name} (rc={worker.process.poll()}) ---\n{worker.output[-4000:]}"
+        f"--- {worker.log.name} (rc={worker.process.poll()}) ---\n"
+        f"{worker.output[-4000:]}"
         for worker in started
     )
 

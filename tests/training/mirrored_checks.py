@@ -1,4 +1,6 @@
-"""Two replicas on one CPU: run by test_mirrored.py in a fresh process (``python mirrored_checks.py OUT.json``).
+"""Two replicas on one CPU: run by test_mirrored.py in a fresh process.
+
+``python mirrored_checks.py OUT.json``.
 
 The CPU must be split into two logical devices before TensorFlow initializes its
 devices, so this cannot run inside pytest's process. Every check trains the same
@@ -108,7 +110,10 @@ def largest_update(weights, initial):
 
 
 def small_model_xla():
-    """A small embedding + dense model: one replica (Keras' whole-step XLA) vs two (per-replica XLA)."""
+    """A small embedding + dense model: one replica vs two.
+
+    One replica uses Keras' whole-step XLA; two, per-replica XLA.
+    """
     rng = np.random.default_rng(0)
     x = rng.integers(1, 50, size=(64, 6)).astype("int32")
     y = rng.integers(0, 5, size=(64,)).astype("int32")
@@ -155,7 +160,7 @@ def small_model_xla():
 
 
 def loss_scale_check(optimizer_class):
-    """Replica 1's gradient overflows, replica 0's does not: is the step skipped everywhere?"""
+    """Replica 1's gradient overflows, replica 0's does not: skipped everywhere?"""
     strategy = get_strategy("mirrored")
     with strategy.scope():
         variable = keras.Variable(np.ones(3, np.float32), name="w")

@@ -1,4 +1,4 @@
-"""Per-worker backups: atomic epoch files, the last two kept, restoring weights and optimizer state."""
+"""Per-worker backups: atomic files, the last two kept, weights and optimizer back."""
 
 import keras
 import numpy as np

@@ -1,4 +1,4 @@
-"""Two `train` processes at once on one run directory: the second exits 2 naming the first.
+"""Two `train` processes on one run directory at once: the second exits 2 naming it.
 
 Kept apart from test_run_lock.py (and free of its imports) so that it runs, and
 fails, on a tree without the lock too.

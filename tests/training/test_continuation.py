@@ -1,4 +1,4 @@
-"""Continuing a finished run with a larger train_steps or epochs; anything else still refused."""
+"""Continuing a finished run with more train_steps or epochs; anything else refused."""
 
 import csv
 import dataclasses

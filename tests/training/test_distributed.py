@@ -1,4 +1,4 @@
-"""The workers of a multi-worker job: TF_CONFIG, the start-up rendezvous, this worker's role."""
+"""The workers of a multi-worker job: TF_CONFIG, the start-up rendezvous, the role."""
 
 import json
 import threading
@@ -30,7 +30,7 @@ def _cluster(monkeypatch, addresses, index):
     return read_cluster()
 
 
-# --- TF_CONFIG ---------------------------------------------------------------------------------
+# --- TF_CONFIG ------------------------------------------------------------------
 
 CONFIG = {
     "cluster": {"worker": ["h1:1", "h2:2"], "chief": ["h0:0"], "ps": ["p0:9"]},
@@ -77,7 +77,10 @@ def test_no_tf_config_is_no_cluster(monkeypatch):
         "{oops",
         '["h1:1", "h2:2"]',
         '{"cluster": ["h1:1", "h2:2"]}',
-        '{"cluster": {"worker": ["h1:1", "h2:2"]}, "task": {"type": "worker", "index": "one"}}',
+        (
+            '{"cluster": {"worker": ["h1:1", "h2:2"]}, '
+            '"task": {"type": "worker", "index": "one"}}'
+        ),
     ],
 )
 def test_malformed_tf_config_is_a_clear_error(monkeypatch, raw):
@@ -124,7 +127,7 @@ def test_one_worker_is_the_chief(monkeypatch):
     assert (role.index, role.count, role.is_chief) == (0, 1, True)
 
 
-# --- the start-up rendezvous -------------------------------------------------------------------
+# --- the start-up rendezvous ----------------------------------------------------
 
 
 def test_workers_meet_at_start_up(monkeypatch):

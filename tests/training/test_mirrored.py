@@ -1,4 +1,4 @@
-"""MirroredStrategy over two logical CPU devices: same weights as one replica; XLA; mixed precision.
+"""MirroredStrategy over two logical CPUs: same weights as one replica; XLA; float16.
 
 The checks run in a fresh process (mirrored_checks.py): the CPU must be split
 before TensorFlow initializes its devices.
@@ -44,7 +44,10 @@ def run_checks(directory):
 
 
 def test_two_replicas_reach_the_weights_of_one(measured):
-    """Same global batch (32 = 2 x 16), same seed, dropout 0: the all-reduce is exact up to float rounding."""
+    """Same global batch (32 = 2 x 16), same seed, dropout 0.
+
+    The all-reduce is exact up to float rounding.
+    """
     assert measured["replicas"] == [1, 2]
     float32 = measured["float32"]
     assert float32["update"] > 1e-2  # the steps moved the weights...
@@ -54,7 +57,8 @@ def test_two_replicas_reach_the_weights_of_one(measured):
 
 def test_xla_on_two_replicas_compiles_each_replica(measured):
     jit = measured["jit"]
-    # train's choice with jit_compile=True and two replicas: not Keras' whole-step XLA...
+    # train's choice with jit_compile=True and two replicas: not Keras' whole-step
+    # XLA...
     assert jit["per_replica_xla"] and not jit["keras_whole_step_jit"]
     # ...but each replica's step, which trains like one replica under Keras' XLA.
     assert jit["small_keras_jit_one"] and jit["small_per_replica_xla_two"]
@@ -81,7 +85,10 @@ def test_mixed_precision_on_two_replicas(measured, policy, scaled, dtype):
 
 
 def test_loss_scaling_skips_a_step_that_overflowed_on_any_replica(measured):
-    """Replica 1 overflows, replica 0 does not: stock Keras applies inf; ours skips and halves the scale."""
+    """Replica 1 overflows, replica 0 does not.
+
+    Stock Keras applies inf; ours skips the step and halves the scale.
+    """
     assert (
         measured["loss_scale_stock"]["finite_weights"] is False
     )  # the bug the subclass fixes

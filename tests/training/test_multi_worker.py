@@ -1,9 +1,10 @@
-"""MultiWorkerMirroredStrategy with two worker processes on 127.0.0.1, running the real CLI.
+"""MultiWorkerMirroredStrategy with two worker processes on 127.0.0.1, the real CLI.
 
 One uninterrupted two-worker run is shared by the tests: both workers report the
 same losses, the chief writes the run directory, the other worker's scratch
 directory is gone, and with one data file a worker each (FILE auto-sharding)
-each worker reads only its own file; a second run has a worker killed with SIGKILL after its first
+each worker reads only its own file; a second run has a worker killed with SIGKILL
+after its first
 backup, the survivor fails within seconds naming the lost peer, and the restarted
 job resumes from the backup and ends with the uninterrupted run's weights. Then:
 stock Keras fails without the keras#20585 fix, and a worker whose peer never
@@ -108,7 +109,7 @@ def weights(run_dir):
 
 @pytest.fixture(scope="session")
 def uninterrupted(tmp_path_factory, data):
-    """One two-worker run of EPOCHS epochs (once per test run); each worker has its own TMPDIR."""
+    """One two-worker run of EPOCHS epochs (once per test run); a TMPDIR per worker."""
     result = once_per_test_run(
         tmp_path_factory,
         "multi_worker_uninterrupted",
@@ -169,7 +170,8 @@ def test_both_workers_report_the_same_losses_and_the_chief_writes(uninterrupted)
         and "run directory:" not in uninterrupted["outputs"][1]
     )
     assert "Traceback" not in uninterrupted["outputs"][0] + uninterrupted["outputs"][1]
-    # The other worker wrote into a scratch directory under its TMPDIR, removed at the end.
+    # The other worker wrote into a scratch directory under its TMPDIR, removed at the
+    # end.
     assert not [
         p
         for p in uninterrupted["tmpdirs"][1].iterdir()
@@ -178,7 +180,7 @@ def test_both_workers_report_the_same_losses_and_the_chief_writes(uninterrupted)
 
 
 def test_each_worker_reads_only_its_own_file(uninterrupted):
-    """FILE auto-sharding: two files, two workers; only worker 1 meets b.tsv's bad lines.
+    """FILE auto-sharding: two files, two workers; only worker 1 meets b.tsv's errors.
 
     With DATA sharding every worker would read both files and skip their
     malformed lines; here the chief (worker 0, a.tsv) skips none and worker 1
@@ -214,13 +216,15 @@ def test_a_killed_worker_resumes_from_its_backup(tmp_path, data, uninterrupted):
     assert code == 2 and time.monotonic() - killed_at < 120
     assert f"lost contact with worker 1 at {addresses[1]}" in survivor, survivor[-3000:]
     assert "Traceback" not in survivor
-    # The workers resume from the newest epoch both have a backup of (one may be an epoch ahead).
+    # The workers resume from the newest epoch both have a backup of (one may be an
+    # epoch ahead).
     resume_from = min(
         max(backed_up_epochs(run_dir / "backup" / f"worker-{i}")) for i in range(2)
     )
     assert 1 <= resume_from < EPOCHS
 
-    # Restart the job: `train` with the same arguments (the command without its final evaluation).
+    # Restart the job: `train` with the same arguments (the command without its final
+    # evaluation).
     with workers(
         lambda i: train_args(data, run_dir)[1:],
         2,
@@ -251,7 +255,7 @@ def test_a_killed_worker_resumes_from_its_backup(tmp_path, data, uninterrupted):
 
 
 def test_stock_keras_fails_without_the_fix(tmp_path, data):
-    """Proves the guard: on this Keras, switching the fix off brings keras#20585 back."""
+    """Proves the guard: on this Keras, the fix switched off brings keras#20585 back."""
     from keras_selfattn.training.keras_fix import (
         KERAS_FIX_ENV,
         keras_needs_multi_worker_fix,

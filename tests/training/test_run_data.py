@@ -1,4 +1,4 @@
-"""The data side of a run without a model: FILE sharding, the data fingerprint, the step plan."""
+"""The data side of a run, without a model: FILE sharding, the fingerprint, the plan."""
 
 import pytest
 

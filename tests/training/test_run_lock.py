@@ -1,4 +1,4 @@
-"""One `train` at a time in a run directory: the lock, its holder's name, takeover after SIGKILL."""
+"""One `train` at a time in a run directory: the lock, its holder, SIGKILL takeover."""
 
 import json
 import os

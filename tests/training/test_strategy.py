@@ -1,4 +1,6 @@
-"""Strategy selection, the TPU path on a machine without a TPU, the TPU audit of train's own step, mixed precision."""
+"""Strategy selection; the TPU path without a TPU; the TPU audit of train's own step;
+mixed precision.
+"""
 
 import subprocess
 import sys
@@ -58,7 +60,7 @@ def prepared():
     return splits, tokenizer
 
 
-# --- choosing a strategy -------------------------------------------------------------------
+# --- choosing a strategy --------------------------------------------------------
 
 
 def test_strategy_names_and_the_default(monkeypatch):
@@ -114,7 +116,7 @@ def test_cli_flags_for_the_new_fields():
     )
 
 
-# --- the TPU path, without a TPU --------------------------------------------------------------
+# --- the TPU path, without a TPU -----------------------------------------------
 
 
 def test_asking_for_a_tpu_without_one_is_a_clear_error():
@@ -170,7 +172,7 @@ def test_the_cli_says_so_without_a_traceback(tmp_path):
 
 @pytest.mark.slow
 def test_the_train_step_is_ready_for_a_tpu(prepared):
-    """Static shapes in, the whole step lowered to XLA HLO, no op that runs on the host."""
+    """Static shapes in, the whole step lowered to XLA HLO, no op run on the host."""
     splits, tokenizer = prepared
     config = tiny_config(
         jit_compile=True, length_buckets=1
@@ -192,11 +194,12 @@ def test_the_train_step_is_ready_for_a_tpu(prepared):
     )
     assert "ENTRY" in audit.hlo and not audit.dynamic_shape_ops
     assert {"PyFunc", "EagerPyFunc", "PrintV2"}.isdisjoint(audit.op_types)
-    # The audit sees what would break a TPU: a partial last batch (validation keeps it)...
+    # The audit sees what would break a TPU: a partial last batch (validation keeps
+    # it)...
     assert not audit_train_step(model, valid_ds).static_inputs
 
 
-# --- mixed precision -----------------------------------------------------------------------------
+# --- mixed precision ------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -204,7 +207,10 @@ def test_the_train_step_is_ready_for_a_tpu(prepared):
     [("mixed_float16", True), ("mixed_bfloat16", False), ("float32", False)],
 )
 def test_keras_wraps_only_float16_in_loss_scaling(policy, scaled):
-    """Verifies the claim the training code relies on: Keras 3's compile wraps the optimizer itself for float16."""
+    """Verifies the claim the training code relies on.
+
+    Keras 3's compile wraps the optimizer itself for float16.
+    """
     keras.config.set_dtype_policy(policy)
     model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
     model.compile(keras.optimizers.Adam(), "mse")

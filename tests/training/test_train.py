@@ -1,4 +1,4 @@
-"""train(): the run directory, training by steps, exact resume, run-directory rules, bad input."""
+"""train(): the run directory, training by steps, exact resume, its rules, bad input."""
 
 import csv
 import json
@@ -160,7 +160,7 @@ def test_a_finished_run_or_foreign_directory_is_refused(tmp_path, uninterrupted,
 
 
 class Crash(keras.callbacks.Callback):
-    """Simulates a crash after the backup of period ``period`` (or at the end of fit)."""
+    """Simulates a crash after the backup of period ``period`` (or at fit's end)."""
 
     def __init__(self, period=None):
         super().__init__()
@@ -203,7 +203,7 @@ def test_an_interrupted_run_resumes_exactly(tmp_path, data, uninterrupted):
 
 
 def test_a_run_killed_mid_training_resumes_by_step(tmp_path, data, uninterrupted):
-    """SIGKILL of a real process after its first backup; the rerun equals the uninterrupted run."""
+    """SIGKILL of a process after its first backup; the rerun equals an unbroken run."""
     reference, _ = uninterrupted
     run = tmp_path / "run"
     args = [

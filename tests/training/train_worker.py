@@ -1,4 +1,4 @@
-"""``keras-selfattn train`` without the evaluation and figures that follow it: for tests that resume runs.
+"""``keras-selfattn train`` without the evaluation and figures after it (resume tests).
 
 ``python tests/training/train_worker.py ARGS`` parses ARGS with the command's own
 parser, calls `keras_selfattn.training.train` and prints the history; a user
