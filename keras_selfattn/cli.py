@@ -840,35 +840,34 @@ def main(argv=None):
     """
     parser = build_parser()
     args = parser.parse_args(argv)
-    debug = args.debug
-
-    def fail(status, message):  # exits, as argparse does on a usage error
-        parser.exit(status, f"keras-selfattn: {message}\n")
-
     try:
         _check_arguments(args)
-        if not (args.verbose or debug):
+        if not (args.verbose or args.debug):
             _quiet_tensorflow()
         return _run(args)
     except KeyboardInterrupt:
         resume = "; rerun the same command to resume" if args.command == "train" else ""
-        fail(INTERRUPTED, f"interrupted{resume}")
+        status, message = INTERRUPTED, f"interrupted{resume}"
     except Exception as error:
-        if debug:
+        if args.debug:
             raise
-        if isinstance(error, (ValueError, OSError)):
-            fail(USAGE_ERROR, f"error: {_one_line(error)}")
-        if isinstance(error, ImportError) and _missing_extra(error):
-            fail(
-                USAGE_ERROR,
-                f"error: {_one_line(error)} (this needs an optional dependency: "
-                "pip install 'keras-selfattn[serving,plots]')",
-            )
-        fail(
-            INTERNAL_ERROR,
-            f"internal error: {type(error).__name__}: {_one_line(error)} "
-            "(a bug: rerun with --debug for the traceback and report it)",
+        status, message = _failure(error)
+    parser.exit(status, f"keras-selfattn: {message}\n")  # as on a usage error
+
+
+def _failure(error):
+    """``(exit status, message)`` for an error that ended a command."""
+    if isinstance(error, (ValueError, OSError)):
+        return USAGE_ERROR, f"error: {_one_line(error)}"
+    if isinstance(error, ImportError) and _missing_extra(error):
+        return USAGE_ERROR, (
+            f"error: {_one_line(error)} (this needs an optional dependency: "
+            "pip install 'keras-selfattn[serving,plots]')"
         )
+    return INTERNAL_ERROR, (
+        f"internal error: {type(error).__name__}: {_one_line(error)} "
+        "(a bug: rerun with --debug for the traceback and report it)"
+    )
 
 
 if __name__ == "__main__":
