@@ -356,39 +356,44 @@ def _check_argument_paths(args):
     file (or a glob pattern), not a directory, pipe or device."""
     for flag, dest in (("--out", "out"), ("--model", "model")):
         value = getattr(args, dest, None)
-        if value is not None and not str(value).strip():
-            raise ValueError(f"{flag} must not be empty. Received: {flag}={value!r}")
+        if value is not None:
+            _check_not_empty(flag, value)
     model = getattr(args, "model", None)
     if model is not None and not os.path.isdir(model):  # before TensorFlow loads
         raise FileNotFoundError(f"Run directory not found: {model} (--model)")
-    for flag, dest in (("--data", "data"),):
-        values = getattr(args, dest, None)
-        for value in values if isinstance(values, list) else [values]:
-            if value is None:
-                continue
-            if not str(value).strip():
-                raise ValueError(
-                    f"{flag} must not be empty. Received: {flag}={value!r}"
-                )
-            try:
-                mode = os.stat(value).st_mode
-            except OSError:
-                continue  # missing (or a glob pattern): the reader says so
-            if not stat.S_ISREG(mode):
-                # The stream is read more than once (the held-out window, then
-                # each training pass): a pipe would be empty the second time.
-                # .gz files are read as they are, so <(zcat ...) is not needed.
-                kind = (
-                    "a directory"
-                    if stat.S_ISDIR(mode)
-                    else "a pipe (read once; pass the file, .gz is read)"
-                    if stat.S_ISFIFO(mode)
-                    else "a device or socket"
-                )
-                raise ValueError(
-                    f"{flag} must be a file of source<TAB>target lines; "
-                    f"{value} is {kind}. Received: {flag}={value!r}"
-                )
+    values = getattr(args, "data", None)
+    for value in values if isinstance(values, list) else [values]:
+        if value is not None:
+            _check_data_path("--data", value)
+
+
+def _check_not_empty(flag, value):
+    if not str(value).strip():
+        raise ValueError(f"{flag} must not be empty. Received: {flag}={value!r}")
+
+
+def _check_data_path(flag, value):
+    """A pair file argument: not empty, and a regular file if it exists."""
+    _check_not_empty(flag, value)
+    try:
+        mode = os.stat(value).st_mode
+    except OSError:
+        return  # missing (or a glob pattern): the reader says so
+    if not stat.S_ISREG(mode):
+        # The stream is read more than once (the held-out window, then
+        # each training pass): a pipe would be empty the second time.
+        # .gz files are read as they are, so <(zcat ...) is not needed.
+        kind = (
+            "a directory"
+            if stat.S_ISDIR(mode)
+            else "a pipe (read once; pass the file, .gz is read)"
+            if stat.S_ISFIFO(mode)
+            else "a device or socket"
+        )
+        raise ValueError(
+            f"{flag} must be a file of source<TAB>target lines; "
+            f"{value} is {kind}. Received: {flag}={value!r}"
+        )
 
 
 def _decode_arguments(args):
