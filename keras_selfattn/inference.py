@@ -1,4 +1,5 @@
-"""Using a trained run: `Translator` (greedy or beam) and `evaluate` (sacrebleu, exact match).
+"""Using a trained run: `Translator` (greedy or beam) and `evaluate` (sacrebleu,
+exact match).
 
 `evaluate` scores the text the user gets (`Translation.text`, detokenized in the
 graph by the target tokenizer, the same code the exported model serves) against
@@ -17,7 +18,32 @@ from keras_selfattn.decoding import beam_search_decode, greedy_decode
 from keras_selfattn.training.config import load_run_config
 from keras_selfattn.training.train import CONFIG_FILE, MODEL_FILE
 
-__all__ = ["Translation", "Translator", "evaluate", "format_metrics"]
+__all__ = ["ModelFileError", "Translation", "Translator", "evaluate", "format_metrics"]
+
+
+class ModelFileError(ValueError):
+    """A run's ``model.keras`` that Keras could not load (`Translator.load`).
+
+    Keras raises what its loading code met (a TypeError for an argument a layer
+    does not take, a ValueError, a KeyError or h5py's OSError for a damaged
+    archive); this names the file, and the error Keras raised is its
+    ``__cause__``.
+
+    Attributes:
+        path: the ``model.keras`` file.
+    """
+
+    def __init__(self, path, error):
+        self.path = path
+        super().__init__(f"cannot read {path}: {type(error).__name__}: {error}")
+
+
+def _load_model(path):
+    """``keras.saving.load_model(path)``; what fails in it is a `ModelFileError`."""
+    try:
+        return keras.saving.load_model(path)
+    except Exception as error:
+        raise ModelFileError(path, error) from error
 
 
 @dataclasses.dataclass
@@ -93,7 +119,14 @@ class Translator:
 
     @classmethod
     def load(cls, run_dir):
-        """Loads ``model.keras``, the vocabularies and ``config.json`` of a run directory."""
+        """Loads ``model.keras``, the vocabularies and ``config.json`` of a run
+        directory.
+
+        Raises:
+            FileNotFoundError: not a run directory, or one without its files.
+            ModelFileError: Keras could not load ``model.keras``.
+            ValueError: a ``config.json`` or tokenizer file that is not valid.
+        """
         run_dir = pathlib.Path(run_dir)
         if not run_dir.is_dir():
             raise FileNotFoundError(f"Run directory not found: {run_dir}")
@@ -102,20 +135,22 @@ class Translator:
         ]
         if missing:
             raise FileNotFoundError(
-                f"{run_dir} is not a finished run directory: missing {', '.join(missing)} "
-                "(train a model into it with `keras-selfattn train`)"
+                f"{run_dir} is not a finished run directory: missing "
+                f"{', '.join(missing)} (train a model into it with "
+                "`keras-selfattn train`)"
             )
         import keras_selfattn  # noqa: F401  (registers the layers before loading)
 
         model_config, _ = load_run_config(run_dir / CONFIG_FILE)
-        model = keras.saving.load_model(run_dir / MODEL_FILE)
+        model = _load_model(run_dir / MODEL_FILE)
         tokenizer = text.PairTokenizer.load(run_dir)
         return cls(
             model, tokenizer, model_config.max_source_len, model_config.max_target_len
         )
 
     def encode_sources(self, texts):
-        """Texts -> (padded int32 ids (B, T), token strings per text, truncated flags)."""
+        """Texts -> (padded int32 ids (B, T), token strings per text, truncated
+        flags)."""
         strings = tf.constant(list(texts), dtype=tf.string)
         tokens = self.tokenizer.source.tokenize(
             strings
@@ -245,35 +280,44 @@ def evaluate(translator, pairs, beam_size=1, data=None):
         per metric) and ``examples`` (the first few source / reference /
         translation).
     """
-    from sacrebleu.metrics import BLEU, CHRF
-
     pairs = list(pairs)
     if not pairs:
         raise ValueError("evaluate needs at least one pair. Received: 0 pairs")
     sources = [source for source, _ in pairs]
     references = [reference for _, reference in pairs]
     hypotheses = [t.text for t in translator.translate(sources, beam_size=beam_size)]
-    bleu, chrf = BLEU(), CHRF()
-    bleu_score = bleu.corpus_score(hypotheses, [references]).score
-    chrf_score = chrf.corpus_score(hypotheses, [references]).score
-    short = sum(len(bleu.tokenizer(r).split()) < 4 for r in references)
     return {
-        "chrf": float(chrf_score),
-        "bleu": float(bleu_score),
-        "exact_match": float(np.mean([h == r for h, r in zip(hypotheses, references)])),
+        **_scores(hypotheses, references),
         "count": len(pairs),
         "distinct_translations": len(set(hypotheses)),
-        "short_references": int(short),
         "data": None if data is None else str(data),
         "beam_size": beam_size,
-        "signatures": {
-            "chrf": str(chrf.get_signature()),
-            "bleu": str(bleu.get_signature()),
-        },
         "examples": [
             {"source": s, "reference": r, "translation": h}
             for s, r, h in list(zip(sources, references, hypotheses))[:10]
         ],
+    }
+
+
+def _scores(hypotheses, references):
+    """`evaluate`'s scores: ``chrf``, ``bleu``, ``exact_match``,
+    ``short_references`` and sacrebleu's ``signatures``."""
+    from sacrebleu.metrics import BLEU, CHRF
+
+    bleu, chrf = BLEU(), CHRF()
+    bleu_score = bleu.corpus_score(hypotheses, [references]).score
+    chrf_score = chrf.corpus_score(hypotheses, [references]).score
+    short = sum(len(bleu.tokenizer(r).split()) < 4 for r in references)
+    matches = [h == r for h, r in zip(hypotheses, references)]
+    return {
+        "chrf": float(chrf_score),
+        "bleu": float(bleu_score),
+        "exact_match": float(np.mean(matches)),
+        "short_references": int(short),
+        "signatures": {
+            "chrf": str(chrf.get_signature()),
+            "bleu": str(bleu.get_signature()),
+        },
     }
 
 

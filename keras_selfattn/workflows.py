@@ -1,5 +1,6 @@
 """The jobs the command line runs, as functions: train-and-report, and the demo."""
 
+import contextlib
 import pathlib
 
 from keras_selfattn import plotting, serving
@@ -56,19 +57,50 @@ def build_vocab(data, out_dir, train_config=None, *, overwrite=False, verbose=Tr
     Returns:
         The `text.PairTokenizer`.
     """
-    from keras_selfattn import text
-    from keras_selfattn.text import learn_vocab, stream
+    from keras_selfattn.text import learn_vocab
     from keras_selfattn.training.run_tokenizer import tokenizer_configs
 
     train_config = train_config or TrainConfig()
+    out_dir = _vocab_directory(out_dir, overwrite)
+    pairs = _vocab_pairs(data, train_config)
+    with _naming_malformed_lines():
+        tokenizer = learn_vocab.learn_pair_tokenizer(
+            pairs(),
+            *tokenizer_configs(train_config),
+            sample_lines=train_config.vocab_sample_lines,
+            on_learned=_print_learned if verbose else None,
+        )
+    tokenizer.save(out_dir)
+    if verbose:
+        print(
+            f"{out_dir}: source vocabulary {tokenizer.source_vocab_size} tokens, "
+            f"target {tokenizer.target_vocab_size} (from at most "
+            f"{train_config.vocab_sample_lines} pairs)"
+        )
+        _print_sample_counts(pairs, train_config)
+    return tokenizer
+
+
+def _vocab_directory(out_dir, overwrite):
+    """``out_dir`` as a path, refused when empty or (without ``overwrite``) when
+    it already holds vocabularies."""
+    from keras_selfattn.text.pair_tokenizer import TOKENIZER_CONFIG_FILE
+
     out_dir = pathlib.Path(out_dir)
     if not str(out_dir).strip():
         raise ValueError(f"out_dir must name a directory. Received: {str(out_dir)!r}")
-    if (out_dir / text.pair_tokenizer.TOKENIZER_CONFIG_FILE).exists() and not overwrite:
+    if (out_dir / TOKENIZER_CONFIG_FILE).exists() and not overwrite:
         raise ValueError(
             f"{out_dir} already holds vocabularies; choose another directory or pass "
             "--overwrite (overwrite=True)"
         )
+    return out_dir
+
+
+def _vocab_pairs(data, train_config):
+    """``read(counters=None)``: a fresh stream of the pairs of ``data``."""
+    from keras_selfattn.text import stream
+
     files = stream.resolve_data_files(data)
 
     def read(counters=None):
@@ -79,46 +111,50 @@ def build_vocab(data, out_dir, train_config=None, *, overwrite=False, verbose=Tr
             counters=counters,
         )
 
-    def learned(side, tokenizer, seconds, cpu_seconds):
-        if verbose:
-            how = tokenizer.config.kind
-            if tokenizer.config.sentencepiece_model is not None:
-                how = f"sentencepiece model {tokenizer.config.sentencepiece_model}"
-            print(
-                f"{side} vocabulary: {tokenizer.vocab_size} tokens ({how}) in "
-                f"{seconds:.1f} s (CPU {cpu_seconds:.1f} s)",
-                flush=True,
-            )
+    return read
 
-    pairs = read()
+
+@contextlib.contextmanager
+def _naming_malformed_lines():
+    """A malformed line read inside the block fails as FILE:LINE, as train says it."""
+    from keras_selfattn.text import stream
+
     try:
-        tokenizer = learn_vocab.learn_pair_tokenizer(
-            pairs,
-            *tokenizer_configs(train_config),
-            sample_lines=train_config.vocab_sample_lines,
-            on_learned=learned,
-        )
-    except Exception as error:  # a malformed line: FILE:LINE, as train says it
+        yield
+    except Exception as error:
         malformed = stream.malformed_line_error(error)
         if malformed is None:
             raise
         raise malformed from None
-    tokenizer.save(out_dir)
-    if verbose:
-        print(
-            f"{out_dir}: source vocabulary {tokenizer.source_vocab_size} tokens, "
-            f"target {tokenizer.target_vocab_size} (from at most "
-            f"{train_config.vocab_sample_lines} pairs)"
-        )
-        # Learning reads the stream three times; one more pass counts each line once.
-        counters = stream.StreamCounters.create()
-        read(counters).take(train_config.vocab_sample_lines).reduce(0, lambda n, _: n)
-        counts = counters.values()
-        if train_config.skip_malformed:
-            print(f"{counts['malformed']} malformed lines skipped")
-        if counts["extra_columns"]:
-            print(stream.extra_columns_report(counts["extra_columns"]))
-    return tokenizer
+
+
+def _print_learned(side, tokenizer, seconds, cpu_seconds):
+    """One side's vocabulary: its size, how it was learned, how long it took."""
+    how = tokenizer.config.kind
+    if tokenizer.config.sentencepiece_model is not None:
+        how = f"sentencepiece model {tokenizer.config.sentencepiece_model}"
+    print(
+        f"{side} vocabulary: {tokenizer.vocab_size} tokens ({how}) in "
+        f"{seconds:.1f} s (CPU {cpu_seconds:.1f} s)",
+        flush=True,
+    )
+
+
+def _print_sample_counts(pairs, train_config):
+    """Malformed lines skipped and extra columns in the sample learned from.
+
+    Learning reads the stream three times; one more pass counts each line once.
+    """
+    from keras_selfattn.text import stream
+
+    counters = stream.StreamCounters.create()
+    sample = pairs(counters).take(train_config.vocab_sample_lines)
+    sample.reduce(0, lambda n, _: n)
+    counts = counters.values()
+    if train_config.skip_malformed:
+        print(f"{counts['malformed']} malformed lines skipped")
+    if counts["extra_columns"]:
+        print(stream.extra_columns_report(counts["extra_columns"]))
 
 
 def report(result, num_heatmaps=4, beam_size=1, verbose=True):

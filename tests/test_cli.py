@@ -151,7 +151,8 @@ def test_malformed_and_empty_tsv(tmp_path):
 
 
 def test_text_options_accept_only_their_choices(capsys):
-    """Every enumerated option lists its values and rejects others as a usage error (exit 2)."""
+    """Every enumerated option lists its values and rejects others as a usage error
+    (exit 2)."""
     from keras_selfattn.cli import build_parser
     from keras_selfattn.layers.bahdanau_attention import SCORES
     from keras_selfattn.layers.bahdanau_decoder import RNN_TYPES
@@ -185,7 +186,8 @@ def test_text_options_accept_only_their_choices(capsys):
 
 
 def test_verbose_brings_tensorflow_logs_back(trained_run, tmp_path):
-    """--verbose shows what a bare `import tensorflow` prints here (none if it prints none)."""
+    """--verbose shows what a bare `import tensorflow` prints here (none if it
+    prints none)."""
     root, _ = trained_run
     bare = subprocess.run(
         [sys.executable, "-c", "import tensorflow as tf; tf.constant(1) + 1"],

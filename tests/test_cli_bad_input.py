@@ -5,12 +5,14 @@ TensorFlow, so they are fast; the cases that need a trained run are in
 ``tests/test_cli.py`` (one shared tiny run).
 """
 
+import argparse
 import dataclasses
 import json
 import os
 import pathlib
 import subprocess
 import sys
+import zipfile
 
 import pytest
 
@@ -31,7 +33,8 @@ def _clean_keras_state():
 
 
 def fresh_python(code):
-    """Runs ``code`` in a new interpreter (this tree first on the path); returns stdout."""
+    """Runs ``code`` in a new interpreter (this tree first on the path); returns
+    stdout."""
     env = dict(os.environ, PYTHONPATH=str(REPO))
     done = subprocess.run(
         [sys.executable, "-c", code],
@@ -46,15 +49,20 @@ def fresh_python(code):
 
 
 def test_imports_and_help_load_no_tensorflow():
-    """Importing the package, its configs and the CLI, and printing help, imports no TF/Keras."""
+    """Importing the package, its configs and the CLI, and printing help, imports no
+    TF/Keras."""
     out = fresh_python(
         "import sys, io, contextlib\n"
-        "import keras_selfattn as ksa, keras_selfattn.cli, keras_selfattn.models.config\n"
-        "import keras_selfattn.training.config, keras_selfattn.text, keras_selfattn.serving\n"
+        "import keras_selfattn as ksa, keras_selfattn.cli, "
+        "keras_selfattn.models.config\n"
+        "import keras_selfattn.training.config, keras_selfattn.text, "
+        "keras_selfattn.serving\n"
         "from keras_selfattn.cli import main\n"
         "assert ksa.ModelConfig().num_hiddens == 128\n"
-        "for argv in ([], ['--help'], ['train', '--help'], ['train', '--epochs', '0']):\n"
-        "    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):\n"
+        "for argv in ([], ['--help'], ['train', '--help'], "
+        "['train', '--epochs', '0']):\n"
+        "    with contextlib.redirect_stdout(io.StringIO()), "
+        "contextlib.redirect_stderr(io.StringIO()):\n"
         "        try:\n"
         "            main(argv)\n"
         "        except SystemExit:\n"
@@ -85,7 +93,8 @@ def test_lazy_names_resolve_to_the_real_objects():
 
 @pytest.mark.slow
 def test_load_model_after_import_keras_selfattn_in_a_fresh_process(tmp_path):
-    """`import keras` then `import keras_selfattn` registers every class for load_model."""
+    """`import keras` then `import keras_selfattn` registers every class for
+    load_model."""
     path, compiled = tmp_path / "pe.keras", tmp_path / "compiled.keras"
     fresh_python(
         "import keras, numpy as np\n"
@@ -95,7 +104,8 @@ def test_load_model_after_import_keras_selfattn_in_a_fresh_process(tmp_path):
         "y = ksa.models.TransformerEncoderBlock(8, 2, 16, 0.0)(y)\n"
         f"keras.Model(x, y).save({str(path)!r})\n"
         "model = keras.Model(x, y)\n"
-        "model.compile(loss=ksa.models.masked_loss(), metrics=[ksa.models.MaskedAccuracy()])\n"
+        "model.compile(loss=ksa.models.masked_loss(), "
+        "metrics=[ksa.models.MaskedAccuracy()])\n"
         f"model.save({str(compiled)!r})\n"
     )
     out = fresh_python(
@@ -104,7 +114,8 @@ def test_load_model_after_import_keras_selfattn_in_a_fresh_process(tmp_path):
         f"model = keras.saving.load_model({str(path)!r})\n"
         f"compiled = keras.saving.load_model({str(compiled)!r})\n"
         "print(type(compiled.loss).__name__)\n"
-        "print(sorted({type(layer).__module__.split('.')[0] for layer in model.layers}))\n"
+        "print(sorted({type(layer).__module__.split('.')[0] "
+        "for layer in model.layers}))\n"
     )
     assert "keras_selfattn" in out and "MaskedCrossEntropy" in out
 
@@ -130,7 +141,8 @@ def test_every_option_has_a_description_and_its_default():
 
 
 def test_option_help_comes_from_the_config_docstrings():
-    """Every config field is documented (new fields get help for free) and the flag shows it."""
+    """Every config field is documented (new fields get help for free) and the flag
+    shows it."""
     for config in (ModelConfig, TrainConfig):
         docs = cli._field_docs(config)
         assert set(docs) == {f.name for f in dataclasses.fields(config)}, config
@@ -148,7 +160,8 @@ def test_option_help_comes_from_the_config_docstrings():
 
 
 def test_progress_lines(monkeypatch):
-    """Bars on a terminal, one line per epoch (Keras verbose=2) otherwise, none with --quiet."""
+    """Bars on a terminal, one line per epoch (Keras verbose=2) otherwise, none with
+    --quiet."""
 
     class Stdout:
         def __init__(self, tty):
@@ -339,3 +352,159 @@ def test_data_must_be_a_regular_file(tmp_path):
         cli._check_argument_paths(
             parser.parse_args(["train", "--data", "/dev/null", "--out", "o"])
         )
+
+
+def _commands(parser):
+    """``{name: parser}`` of the commands of the ``keras-selfattn`` parser."""
+    return next(
+        action for action in parser._actions if action.dest == "command"
+    ).choices
+
+
+def test_every_command_runs_its_own_function():
+    """``_add_<command>`` binds ``_<command>`` (``set_defaults(run=...)``); `_run`
+    calls it."""
+    commands = _commands(cli.build_parser())
+    assert set(commands) == {
+        "demo",
+        "build-vocab",
+        "train",
+        "evaluate",
+        "translate",
+        "export",
+        "check-serving",
+    }
+    for name, parser in commands.items():
+        assert parser.get_default("run") is getattr(cli, "_" + name.replace("-", "_"))
+    args = cli.build_parser().parse_args(["translate", "--model", "m", "x"])
+    args.run = lambda given: (given.model, given.text)
+    assert cli._run(args) == ("m", ["x"])
+
+
+def test_default_notes_are_written_by_one_pass():
+    """`_append_defaults` writes every "(default: X)" and "(required)"; a switch
+    gets none, a None "none", --x/--no-x yes or no, `_shows` a meaning."""
+    parser = cli._Parser(prog="p")
+    parser.add_argument("--size", type=int, default=5, help="a size")
+    parser.add_argument("--rate", default="50%", help="a rate")
+    parser.add_argument("--name", help="a name")
+    parser.add_argument("--path", required=True, help="a path")
+    parser.add_argument("--force", action="store_true", help="force it")
+    cli._shows(parser.add_argument("--vocab", help="a vocabulary"), "learned")
+    fast = parser.add_argument(
+        "--fast", action=argparse.BooleanOptionalAction, default=None, help="go fast"
+    )
+    cli._shows(fast, True)
+    parser.add_argument("words", nargs="+", help="some words")
+    cli._append_defaults(parser)
+    text = " ".join(parser.format_help().split())
+    for shown in (
+        "a size (default: 5)",
+        "a rate (default: 50%)",
+        "a name (default: none)",
+        "a path (required)",
+        "a vocabulary (default: learned)",
+        "go fast (default: yes)",
+    ):
+        assert shown in text, (shown, text)
+    assert "force it (" not in text and "some words (" not in text
+
+
+def test_every_command_help_shows_its_defaults_once():
+    """No declaration spells its own default: each option's help holds at most one
+    note, and ``--help`` shows the defaults the declarations set."""
+    commands = _commands(cli.build_parser())
+    for name, parser in commands.items():
+        for action in parser._actions:
+            notes = (action.help or "").count("(default:")
+            notes += (action.help or "").count("(required)")
+            assert notes <= 1, (name, action.help)
+    shown = {
+        "demo": ["--out OUT run directory (default: runs/demo)"],
+        "evaluate": ["--beam BEAM beam size (default: 1, greedy search)"],
+        "translate": ["--model MODEL run directory (required)"],
+        "export": [
+            "translate_nbest signature (default: 4)",
+            "docker line) (default: translator)",
+            "version number (default: highest + 1)",
+        ],
+        "train": [
+            "(default: held out of --data)",
+            "the defaults shown below)",
+            "--batch-size BATCH_SIZE",
+            "(default: 64)",
+            "--jit-compile, --no-jit-compile",
+        ],
+        "check-serving": ["TF Serving release to audit against (default: all)"],
+    }
+    for name, expected in shown.items():
+        text = " ".join(commands[name].format_help().split())
+        for words in expected:
+            assert words in text, (name, words)
+
+
+def test_a_model_keras_cannot_load_is_named_by_its_type(tmp_path):
+    """Keras' own error while loading model.keras (here a class it cannot
+    locate) comes out of `Translator.load` as an `inference.ModelFileError`
+    naming the file, with Keras' error as its cause."""
+    from keras_selfattn.inference import ModelFileError, Translator
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.json").write_text(
+        json.dumps(
+            {
+                "model": dataclasses.asdict(ModelConfig()),
+                "train": dataclasses.asdict(TrainConfig()),
+            }
+        )
+    )
+    with zipfile.ZipFile(run / "model.keras", "w") as archive:
+        archive.writestr("metadata.json", "{}")
+        archive.writestr("config.json", '{"class_name": "Nothing", "config": {}}')
+    with pytest.raises(ModelFileError) as raised:
+        Translator.load(run)
+    assert raised.value.path == run / "model.keras"
+    assert isinstance(raised.value.__cause__, TypeError)
+    assert "Could not locate class 'Nothing'" in str(raised.value)
+
+
+def test_reading_classifies_errors_by_type(tmp_path):
+    """A `ModelFileError` is named after the run's model.keras (by the error Keras
+    raised); our own ValueErrors pass as they are; anything else names the run
+    directory, or passes with ``only_loading``."""
+    from keras_selfattn.inference import ModelFileError
+
+    run = str(tmp_path / "run")
+
+    def model_file_error():
+        try:
+            raise TypeError("Could not locate class 'Nothing'")
+        except TypeError as error:
+            raise ModelFileError(pathlib.Path(run) / "model.keras", error) from error
+
+    def read(fail, only_loading=False):
+        with cli._reading("the run directory", run, only_loading=only_loading):
+            fail()
+
+    def raising(error):
+        def fail():
+            raise error
+
+        return fail
+
+    for only_loading in (False, True):
+        with pytest.raises(ValueError) as raised:
+            read(model_file_error, only_loading)
+        assert str(raised.value) == (
+            f"cannot read {run}/model.keras: TypeError: Could not locate class "
+            "'Nothing'"
+        )
+    own = ValueError(f"{run}/config.json: not JSON")
+    with pytest.raises(ValueError) as raised:
+        read(raising(own))
+    assert raised.value is own
+    with pytest.raises(ValueError, match=f"cannot read the run directory {run}: "):
+        read(raising(KeyError("source")))
+    with pytest.raises(KeyError):
+        read(raising(KeyError("source")), only_loading=True)

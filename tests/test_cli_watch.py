@@ -49,7 +49,8 @@ def test_a_run_that_does_not_translate_fails_loudly(tmp_path):
     assert alarms == ["3", "6"]
     assert "same sentence for every input" in result.stderr
     assert re.search(
-        rf"error: at the last validation the model was not translating: .*{re.escape(str(run))}",
+        r"error: at the last validation the model was not translating: "
+        rf".*{re.escape(str(run))}",
         result.stderr,
     )
     out = result.stdout
