@@ -1,4 +1,4 @@
-"""keras_selfattn: serializable Keras 3 attention layers, from sentence pairs to TF Serving.
+"""keras_selfattn: serializable Keras 3 attention layers, from text pairs to TF Serving.
 
 import keras_selfattn as ksa
 pe = ksa.layers.PositionalEncoding(num_hiddens=32)

@@ -64,7 +64,8 @@ def check_field_types(config):
             )
         if isinstance(value, float) and not math.isfinite(value):
             raise ValueError(
-                f"{field.name} must be a finite number. Received: {field.name}={value!r}"
+                f"{field.name} must be a finite number. "
+                f"Received: {field.name}={value!r}"
             )
 
 

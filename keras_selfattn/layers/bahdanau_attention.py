@@ -157,28 +157,21 @@ class BahdanauAttention(keras.layers.Layer):
         self.seed = check_seed(seed)
         self.supports_masking = True
 
-        dense = {"use_bias": False, "dtype": self.dtype_policy}
         if score == "additive":
-            self.query_dense = keras.layers.Dense(
-                units,
-                kernel_initializer=clone_initializer(self.kernel_initializer),
-                name="query_dense",
-                **dense,
-            )
-            self.key_dense = keras.layers.Dense(
-                units,
-                kernel_initializer=clone_initializer(self.kernel_initializer),
-                name="key_dense",
-                **dense,
-            )
-            self.score_dense = keras.layers.Dense(
-                1,
-                kernel_initializer=clone_initializer(self.kernel_initializer),
-                name="score_dense",
-                **dense,
-            )
+            self.query_dense = self._projection(units, "query_dense")
+            self.key_dense = self._projection(units, "key_dense")
+            self.score_dense = self._projection(1, "score_dense")
         self.dropout_layer = keras.layers.Dropout(
             self.dropout, seed=self.seed, dtype=self.dtype_policy, name="dropout"
+        )
+
+    def _projection(self, units, name):
+        return keras.layers.Dense(
+            units,
+            use_bias=False,
+            kernel_initializer=clone_initializer(self.kernel_initializer),
+            dtype=self.dtype_policy,
+            name=name,
         )
 
     def build(self, query_shape, keys_shape, values_shape=None):

@@ -221,20 +221,23 @@ class BahdanauDecoderCell(keras.layers.Layer):
         # A step's input may carry a Keras mask (see compute_mask): no warning.
         self.supports_masking = True
 
-        # The sublayers are created here, not in build(): the key projection is
-        # computed by get_initial_state_for_memory() before the first step, when
-        # the step-input width the recurrent cells need is not known yet. build()
-        # builds them all.
+        self._create_sublayers()
+
+    def _create_sublayers(self):
+        # The sublayers are created with the cell, not in build(): the key
+        # projection is computed by get_initial_state_for_memory() before the
+        # first step, when the step-input width the recurrent cells need is not
+        # known yet. build() builds them all.
         self.attention = BahdanauAttention(
             units=self.units,
-            score=attention_score,
+            score=self.attention_score,
             heads=self.attention_heads,
             kernel_initializer=clone_initializer(self.kernel_initializer),
             dtype=self.dtype_policy,
             name="attention",
         )
         cell_class = (
-            keras.layers.GRUCell if rnn_type == "gru" else keras.layers.LSTMCell
+            keras.layers.GRUCell if self.rnn_type == "gru" else keras.layers.LSTMCell
         )
         self.rnn_cells = [
             cell_class(
@@ -242,7 +245,7 @@ class BahdanauDecoderCell(keras.layers.Layer):
                 kernel_initializer=clone_initializer(self.kernel_initializer),
                 recurrent_initializer=clone_initializer(self.recurrent_initializer),
                 dtype=self.dtype_policy,
-                name=f"{rnn_type}_cell_{i}",
+                name=f"{self.rnn_type}_cell_{i}",
             )
             for i in range(self.num_layers)
         ]
@@ -255,7 +258,7 @@ class BahdanauDecoderCell(keras.layers.Layer):
             keras.layers.LayerNormalization(
                 epsilon=1e-5, dtype=self.dtype_policy, name=f"layer_norm_{i}"
             )
-            for i in range(1, self.num_layers if layer_norm else 1)
+            for i in range(1, self.num_layers if self.layer_norm else 1)
         ]
         self.output_projection = (
             keras.layers.Dense(
@@ -265,7 +268,7 @@ class BahdanauDecoderCell(keras.layers.Layer):
                 dtype=self.dtype_policy,
                 name="attentional_output",
             )
-            if attentional_output
+            if self.attentional_output
             else None
         )
 

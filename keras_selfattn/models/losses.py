@@ -18,7 +18,7 @@ _MEAN_REDUCTIONS = ("sum_over_batch_size", "mean")
 
 @keras.saving.register_keras_serializable(package="keras_selfattn")
 class MaskedCrossEntropy(keras.losses.Loss):
-    """Token cross-entropy from logits over the non-padding targets, with label smoothing.
+    """Token cross-entropy from logits over non-padding targets, with label smoothing.
 
     For a target ``y`` (not padding) and logits ``z`` over ``V`` classes the token
     loss is ``-(1 - eps) log p_y - eps * mean_v log p_v`` with ``p = softmax(z)``:

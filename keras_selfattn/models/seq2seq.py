@@ -31,6 +31,11 @@ from keras_selfattn.reserved_ids import PAD_ID
 __all__ = ["Seq2Seq", "build_seq2seq"]
 
 
+def _layer_seed(seed, offset):
+    """The dropout seed of one layer: None, or the model's seed plus an offset."""
+    return None if seed is None else seed + offset
+
+
 def _check_vocab_size(name, value):
     if not isinstance(value, int) or isinstance(value, bool) or value < 5:
         raise ValueError(
@@ -129,39 +134,39 @@ class Seq2Seq(keras.Model):
             else keras.dtype_policies.get(dtype)
         )
 
-        def layer_seed(offset):
-            return None if seed is None else seed + offset
+        self._create_encoder(source_vocab_size, config, policy, seed)
+        self._create_decoder(target_vocab_size, config, policy, seed)
 
-        # === Layers ===
+        # === Functional model ===
+        source = keras.Input(shape=(None,), dtype="int32", name="source")
+        target_in = keras.Input(shape=(None,), dtype="int32", name="target_in")
+        memory = self._encode(source, training=None)
+        initial_state = self.bridge(memory)
+        hidden = self.decoder(
+            self.target_embedding(target_in), memory, initial_state=initial_state
+        )
+        logits = self._logits(hidden)
+        kwargs.setdefault("name", "seq2seq")
+        super().__init__(
+            inputs={"source": source, "target_in": target_in},
+            outputs=logits,
+            dtype=policy,
+            **kwargs,
+        )
+
+        # === Config ===
+        self.source_vocab_size = source_vocab_size
+        self.target_vocab_size = target_vocab_size
+        self.model_config = config
+        self.seed = seed
+
+    # ----------------------------------------------------------------- layers
+    def _create_encoder(self, source_vocab_size, config, policy, seed):
+        """The encoder's layers: embedding, position, blocks, final norm."""
         self.source_embedding = ScaledTokenEmbedding(
             source_vocab_size, config.num_hiddens, name="source_embedding", dtype=policy
         )
-        position_options = {}
-        if config.position in ("sinusoidal", "learned"):
-            encoding = (
-                PositionalEncoding
-                if config.position == "sinusoidal"
-                else LearnedPositionalEncoding
-            )
-            self.position = encoding(
-                config.num_hiddens,
-                dropout=config.dropout,
-                max_len=config.max_source_len,
-                seed=layer_seed(0),
-                name="positional_encoding",
-                dtype=policy,
-            )
-        else:
-            self.position = keras.layers.Dropout(
-                config.dropout,
-                seed=layer_seed(0),
-                name="embedding_dropout",
-                dtype=policy,
-            )
-            if config.position == "relative":
-                position_options["max_relative_position"] = config.max_relative_position
-            else:
-                position_options["use_rotary"] = True
+        position_options = self._create_position(config, policy, seed)
         self.encoder_blocks = [
             TransformerEncoderBlock(
                 config.num_hiddens,
@@ -169,7 +174,7 @@ class Seq2Seq(keras.Model):
                 config.ffn_hiddens,
                 dropout=config.dropout,
                 norm_first=config.norm_first,
-                seed=layer_seed(1 + i),
+                seed=_layer_seed(seed, 1 + i),
                 name=f"encoder_block_{i}",
                 dtype=policy,
                 **position_options,
@@ -183,13 +188,46 @@ class Seq2Seq(keras.Model):
             if config.norm_first
             else None
         )
+
+    def _create_position(self, config, policy, seed):
+        """The position layer; returns the options it gives the encoder blocks."""
+        position_options = {}
+        if config.position in ("sinusoidal", "learned"):
+            encoding = (
+                PositionalEncoding
+                if config.position == "sinusoidal"
+                else LearnedPositionalEncoding
+            )
+            self.position = encoding(
+                config.num_hiddens,
+                dropout=config.dropout,
+                max_len=config.max_source_len,
+                seed=_layer_seed(seed, 0),
+                name="positional_encoding",
+                dtype=policy,
+            )
+        else:
+            self.position = keras.layers.Dropout(
+                config.dropout,
+                seed=_layer_seed(seed, 0),
+                name="embedding_dropout",
+                dtype=policy,
+            )
+            if config.position == "relative":
+                position_options["max_relative_position"] = config.max_relative_position
+            else:
+                position_options["use_rotary"] = True
+        return position_options
+
+    def _create_decoder(self, target_vocab_size, config, policy, seed):
+        """The decoder's layers: Bahdanau decoder, bridge, target embedding, logits."""
         self.decoder = BahdanauDecoder(
             config.decoder_units,
             num_layers=config.decoder_layers,
             rnn_type=config.rnn_type,
             attention_score=config.attention_score,
             dropout=config.dropout,
-            seed=layer_seed(100),
+            seed=_layer_seed(seed, 100),
             attentional_output=config.attentional_output,
             residual=config.decoder_residual,
             layer_norm=config.decoder_layer_norm,
@@ -222,29 +260,6 @@ class Seq2Seq(keras.Model):
             self.logits_dense = keras.layers.Dense(
                 target_vocab_size, dtype="float32", name="logits"
             )
-
-        # === Functional model ===
-        source = keras.Input(shape=(None,), dtype="int32", name="source")
-        target_in = keras.Input(shape=(None,), dtype="int32", name="target_in")
-        memory = self._encode(source, training=None)
-        initial_state = self.bridge(memory)
-        hidden = self.decoder(
-            self.target_embedding(target_in), memory, initial_state=initial_state
-        )
-        logits = self._logits(hidden)
-        kwargs.setdefault("name", "seq2seq")
-        super().__init__(
-            inputs={"source": source, "target_in": target_in},
-            outputs=logits,
-            dtype=policy,
-            **kwargs,
-        )
-
-        # === Config ===
-        self.source_vocab_size = source_vocab_size
-        self.target_vocab_size = target_vocab_size
-        self.model_config = config
-        self.seed = seed
 
     def _logits(self, hidden):
         """Decoder outputs (..., decoder_units) -> float32 logits over the targets."""

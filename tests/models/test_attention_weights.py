@@ -1,4 +1,4 @@
-"""attention_weights_model: every attention layer's weights from a trained functional model."""
+"""attention_weights_model: every attention layer's weights from a trained model."""
 
 import keras
 import numpy as np
