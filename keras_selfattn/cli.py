@@ -271,6 +271,7 @@ def build_parser():
         _add_train,
         _add_evaluate,
         _add_translate,
+        _add_average,
         _add_export,
         _add_check_serving,
     ):
@@ -737,6 +738,33 @@ def _translate(args):
         if args.scores:
             line += f"\t{translation.score:.4f}"
         print(line)
+    return 0
+
+
+def _add_average(subparsers):
+    parser = _add_command(
+        subparsers,
+        "average",
+        _average,
+        help="average a run's kept checkpoints (train --keep-checkpoints N) into "
+        "its model.keras",
+    )
+    _add_model_option(parser)
+    last = parser.add_argument(
+        "--last", type=_count(2), help="average the newest LAST checkpoints"
+    )
+    _shows(last, "all kept")
+    out = parser.add_argument("--out", help="write the average to this .keras file")
+    _shows(out, "RUN_DIR/model.keras, the model it replaces kept beside it")
+
+
+def _average(args):
+    from keras_selfattn.training.averaging import average_run
+
+    _check_run_directory(args.model)
+    path, averaged = average_run(args.model, last=args.last, out=args.out)
+    steps = ", ".join(p.stem.removeprefix("step-").lstrip("0") for p in averaged)
+    print(f"{path}: the average of {len(averaged)} checkpoints (steps {steps})")
     return 0
 
 

@@ -353,7 +353,10 @@ class BahdanauAttention(keras.layers.Layer):
             ops.transpose(values, (0, 2, 1, 3)),  # (B, H, T, Dv / H)
         )  # (B, H, S, Dv / H)
         context = ops.transpose(context, (0, 2, 1, 3))
-        return ops.reshape(context, (batch, -1, self.heads * head_dim))
+        num_queries = weights.shape[1]  # static when known (1 for a single query)
+        if num_queries is None:
+            num_queries = ops.shape(weights)[1]
+        return ops.reshape(context, (batch, num_queries, self.heads * head_dim))
 
     def compute_output_shape(self, query_shape, keys_shape, values_shape=None):
         query_shape, keys_shape = tuple(query_shape), tuple(keys_shape)

@@ -120,6 +120,9 @@ class TrainConfig:
             (0: none; then best_by must be "loss").
         log_every: steps between two progress lines (loss, target tokens/s,
             ETA) when the output is not a terminal (0: none).
+        keep_checkpoints: after every validation, the model is also saved to
+            ``checkpoints/step-<step>.keras``, keeping the newest this many, for
+            ``keras-selfattn average`` (checkpoint averaging; 0: none).
 
     Some fields carry roles (`VOCAB`, `DATA`, `PLACEMENT`, `CONTINUATION`) that
     say what else depends on them; `fields_with_role` lists them.
@@ -161,6 +164,7 @@ class TrainConfig:
     best_by: str = "chrf"
     validation_translations: int = 500
     log_every: int = _field(100, PLACEMENT)
+    keep_checkpoints: int = 0
 
     # The allowed values of the text fields (also the CLI's ``choices``).
     CHOICES: ClassVar[dict] = {
@@ -210,6 +214,7 @@ class TrainConfig:
             "max_test_pairs",
             "validation_translations",
             "log_every",
+            "keep_checkpoints",
         ):
             check_range(self, name, minimum=0)
         for name in ("learning_rate", "worker_timeout"):

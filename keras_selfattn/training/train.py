@@ -16,6 +16,7 @@ from keras_selfattn.models import (
 )
 from keras_selfattn.training import run_batches
 from keras_selfattn.training import run_data as run_data_lib
+from keras_selfattn.training.averaging import CHECKPOINTS_DIR, KeepCheckpoints
 from keras_selfattn.training.backup import (
     WorkerBackup,
     restore_backup,
@@ -449,6 +450,14 @@ def _fit(run):
         )
 
 
+def _kept_checkpoints(run):
+    """`KeepCheckpoints` when ``keep_checkpoints`` > 0 (for checkpoint averaging)."""
+    keep = run.train_config.keep_checkpoints
+    if not keep:
+        return []
+    return [KeepCheckpoints(run.work_dir / CHECKPOINTS_DIR, keep, run.plan)]
+
+
 def _fit_callbacks(run):
     """``model.fit``'s callbacks, in order; sets ``stopper`` and ``evaluation``."""
     config, plan = run.train_config, run.plan
@@ -469,6 +478,7 @@ def _fit_callbacks(run):
         run.stopper,
         *_progress_log(run),
         run.evaluation,
+        *_kept_checkpoints(run),
         HistoryLog(run.work_dir / HISTORY_FILE, run.evaluation),
         # After the callbacks above: a backup of period N means they finished it.
         WorkerBackup(

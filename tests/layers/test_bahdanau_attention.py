@@ -398,3 +398,27 @@ def test_bad_heads_raise_value_error(kwargs, pattern):
 def test_value_size_must_divide_into_heads():
     with pytest.raises(ValueError, match=r"divisible by heads=2.*values_shape=.*7"):
         BahdanauAttention(units=8, heads=2)(QUERY, KEYS, values=VALUES)
+
+
+def test_multi_head_single_query_in_a_graph_with_unknown_batch():
+    """A decoder step traces the attention with an unknown batch size."""
+    import tensorflow as tf
+
+    layer = BahdanauAttention(units=8, heads=2)
+    layer(QUERY[:, 0], KEYS)
+    traced = tf.function(
+        lambda q, k: layer(q, k),
+        input_signature=[
+            tf.TensorSpec((None, 3), "float32"),
+            tf.TensorSpec((None, None, 6), "float32"),
+        ],
+    )
+    context, weights = traced(QUERY[:, 0], KEYS)
+    eager, eager_weights = layer(QUERY[:, 0], KEYS)
+    np.testing.assert_allclose(
+        np.asarray(weights), ops.convert_to_numpy(eager_weights), atol=1e-6
+    )
+    np.testing.assert_allclose(
+        np.asarray(context), ops.convert_to_numpy(eager), atol=1e-6
+    )
+    assert tuple(weights.shape) == (B, T)

@@ -1,0 +1,115 @@
+"""Checkpoint averaging: the mean of the weights (NumPy), kept checkpoints, the CLI."""
+
+import keras
+import numpy as np
+import pytest
+
+from keras_selfattn import text
+from keras_selfattn.models import build_seq2seq
+from keras_selfattn.training.averaging import (
+    REPLACED_MODEL,
+    average_checkpoints,
+    average_run,
+    kept_checkpoints,
+)
+from tests.test_cli import cli
+from tests.test_cli_watch import TINY_MODEL
+
+TINY = {
+    "num_hiddens": 16,
+    "num_heads": 2,
+    "num_layers": 1,
+    "ffn_hiddens": 32,
+    "decoder_units": 16,
+    "embedding_dim": 8,
+}
+
+
+def saved_models(directory, count, **overrides):
+    """``count`` models of one architecture with different weights, saved."""
+    paths, weights = [], []
+    for i in range(count):
+        model = build_seq2seq(20, 10, seed=i, **{**TINY, **overrides})
+        rng = np.random.default_rng(i)
+        model.set_weights([rng.normal(size=w.shape) for w in model.get_weights()])
+        path = directory / f"step-{(i + 1) * 10:08d}.keras"
+        model.save(path)
+        paths.append(path)
+        weights.append(model.get_weights())
+    return paths, weights
+
+
+def test_the_average_is_the_mean_of_every_weight(tmp_path):
+    paths, weights = saved_models(tmp_path, 3)
+    out = average_checkpoints(paths, tmp_path / "avg.keras")
+
+    averaged = keras.saving.load_model(out, compile=False).get_weights()
+    expected = [np.mean(ws, axis=0) for ws in zip(*weights)]
+    assert len(averaged) == len(expected)
+    for got, want in zip(averaged, expected):
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
+def test_other_architectures_and_single_files_are_refused(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    paths, _ = saved_models(tmp_path / "a", 1)
+    other, _ = saved_models(tmp_path / "b", 1, decoder_units=32, embedding_dim=8)
+    with pytest.raises(ValueError, match=r"is not the architecture of .*step-0+10"):
+        average_checkpoints([paths[0], other[0]], tmp_path / "avg.keras")
+    assert not (tmp_path / "avg.keras").exists()
+    with pytest.raises(ValueError, match=r"at least two model files"):
+        average_checkpoints(paths, tmp_path / "avg.keras")
+    (tmp_path / "junk.keras").write_bytes(b"not a zip")
+    with pytest.raises(ValueError, match=r"Cannot read the model file .*junk.keras"):
+        average_checkpoints([paths[0], tmp_path / "junk.keras"], tmp_path / "x.keras")
+
+
+def test_average_run_replaces_model_keras_and_keeps_the_old_one(tmp_path):
+    run = tmp_path / "run"
+    (run / "checkpoints").mkdir(parents=True)
+    paths, weights = saved_models(run / "checkpoints", 3)
+    (run / "model.keras").write_bytes(paths[0].read_bytes())
+    assert kept_checkpoints(run) == paths
+    with pytest.raises(ValueError, match=r"last must be an integer >= 2"):
+        average_run(run, last=1)
+    path, averaged = average_run(run, last=2)
+    assert path == run / "model.keras" and averaged == paths[1:]
+    assert (run / REPLACED_MODEL).read_bytes() == paths[0].read_bytes()
+
+    got = keras.saving.load_model(path, compile=False).get_weights()
+    np.testing.assert_allclose(got[0], (weights[1][0] + weights[2][0]) / 2, atol=1e-6)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(
+        ValueError, match=r"holds 0 checkpoint\(s\).*--keep-checkpoints"
+    ):
+        average_run(empty)
+
+
+@pytest.mark.slow
+def test_train_keeps_the_newest_checkpoints_and_average_uses_them(tmp_path):
+    pairs = text.load_bundled_dates()
+    data = text.write_pairs(tmp_path / "train.tsv", pairs[:200])
+    valid = text.write_pairs(tmp_path / "valid.tsv", pairs[200:220])
+    run = tmp_path / "run"
+    cli(
+        "train",
+        *("--data", data, "--valid-data", valid, "--out", run),
+        *TINY_MODEL,
+        *("--train-steps", "8", "--eval-every", "2", "--keep-checkpoints", "3"),
+        *("--validation-translations", "0", "--best-by", "loss"),
+    )
+    names = [path.name for path in kept_checkpoints(run)]
+    assert names == [
+        "step-00000004.keras",
+        "step-00000006.keras",
+        "step-00000008.keras",
+    ]
+    result = cli("average", "--model", run, "--last", "2")
+    assert "the average of 2 checkpoints (steps 6, 8)" in result.stdout
+    assert (run / REPLACED_MODEL).exists()
+    result = cli("evaluate", "--model", run, "--data", valid)
+    assert '"bleu"' in result.stdout
+    bad = cli("average", "--model", run, "--last", "1", check=False)
+    assert bad.returncode == 2 and "--last: must be an integer >= 2" in bad.stderr
