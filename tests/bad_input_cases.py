@@ -484,6 +484,8 @@ CASES = [
             ("--clipnorm", "inf"),
             ("--seed", "-1"),
             ("--num-hiddens", "30"),  # not divisible by the 4 heads
+            ("--attention-heads", "3"),  # does not divide the decoder's units
+            ("--keep-checkpoints", "-1"),
             ("--rnn-type", "rnn"),
             ("--worker-timeout", "0"),
         ]
@@ -497,6 +499,16 @@ CASES = [
         "export --version -1",
         lambda w: ["export", "--model", "r", "--export-dir", "e", "--version", "-1"],
         mentions=("--version",),
+    ),
+    Case(
+        "average --last 1",
+        lambda w: ["average", "--model", str(w.root), "--last", "1"],
+        mentions=("--last",),
+    ),
+    Case(
+        "average --model a run without kept checkpoints",
+        lambda w: ["average", "--model", str(w.root)],
+        mentions=("checkpoints", "--keep-checkpoints"),
     ),
     Case("an unknown command", lambda w: ["trian"], mentions=("trian",)),
     # run directories and exports that are not what they should be
