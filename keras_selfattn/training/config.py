@@ -221,15 +221,7 @@ class TrainConfig:
             check_range(self, name, above=0)
         check_range(self, "label_smoothing", minimum=0, below=1)
         check_range(self, "seed", minimum=0, maximum=2**32 - 1)  # NumPy's seed range
-        for side in ("source", "target"):
-            model = getattr(self, f"{side}_sentencepiece_model")
-            kind = getattr(self, f"{side}_tokenizer")
-            if model is not None and kind != "sentencepiece":
-                raise ValueError(
-                    f"{side}_sentencepiece_model is a SentencePiece model for "
-                    f"{side}_tokenizer='sentencepiece'. Received: {side}_tokenizer="
-                    f"{kind!r}, {side}_sentencepiece_model={model!r}"
-                )
+        self._check_sentencepiece_models()
         if self.best_by != "loss" and not self.validation_translations:
             raise ValueError(
                 f"best_by={self.best_by!r} scores the translations of the validation "
@@ -249,6 +241,17 @@ class TrainConfig:
                 "split must be three fractions summing to 1. "
                 f"Received: split={self.split}"
             )
+
+    def _check_sentencepiece_models(self):
+        for side in ("source", "target"):
+            model = getattr(self, f"{side}_sentencepiece_model")
+            kind = getattr(self, f"{side}_tokenizer")
+            if model is not None and kind != "sentencepiece":
+                raise ValueError(
+                    f"{side}_sentencepiece_model is a SentencePiece model for "
+                    f"{side}_tokenizer='sentencepiece'. Received: {side}_tokenizer="
+                    f"{kind!r}, {side}_sentencepiece_model={model!r}"
+                )
 
 
 TrainConfig.VOCAB_FIELDS = fields_with_role(TrainConfig, VOCAB)
