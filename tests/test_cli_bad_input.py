@@ -371,6 +371,7 @@ def test_every_command_runs_its_own_function():
         "train",
         "evaluate",
         "translate",
+        "average",
         "export",
         "check-serving",
     }
