@@ -12,17 +12,11 @@ from keras_selfattn.training.averaging import (
     average_run,
     kept_checkpoints,
 )
+from tests.models import test_seq2seq
 from tests.test_cli import cli
 from tests.test_cli_watch import TINY_MODEL
 
-TINY = {
-    "num_hiddens": 16,
-    "num_heads": 2,
-    "num_layers": 1,
-    "ffn_hiddens": 32,
-    "decoder_units": 16,
-    "embedding_dim": 8,
-}
+TINY = {**test_seq2seq.TINY, "num_layers": 1}
 
 
 def saved_models(directory, count, **overrides):
