@@ -277,14 +277,15 @@ class BahdanauAttention(keras.layers.Layer):
                 )  # (B, S, T, units)
             v = ops.cast(self.score_dense.kernel, features.dtype)  # (units, 1)
             num_queries = 1 if len(query.shape) == 2 else ops.shape(query)[1]
-            if self.heads == 1:
+            if self.heads == 1:  # a reshape, no transpose: the decoder's hot path
                 scores = ops.matmul(ops.reshape(features, (-1, self.units)), v)
-            else:  # head h: its slice of the features times its slice of v
-                weighted = ops.reshape(features, (-1, self.units)) * ops.reshape(
-                    v, (1, self.units)
-                )
-                per_head = (-1, self.heads, self.units // self.heads)
-                scores = ops.sum(ops.reshape(weighted, per_head), axis=-1)
+                return ops.reshape(scores, (batch, num_queries, 1, num_keys))
+            # head h: its slice of the features times its slice of v
+            weighted = ops.reshape(features, (-1, self.units)) * ops.reshape(
+                v, (1, self.units)
+            )
+            per_head = (-1, self.heads, self.units // self.heads)
+            scores = ops.sum(ops.reshape(weighted, per_head), axis=-1)
             scores = ops.reshape(scores, (batch, num_queries, num_keys, self.heads))
             return ops.transpose(scores, (0, 1, 3, 2))
         queries = ops.expand_dims(query, 1) if len(query.shape) == 2 else query
