@@ -759,11 +759,11 @@ def _add_average(subparsers):
 
 
 def _average(args):
-    from keras_selfattn.training.averaging import average_run
+    from keras_selfattn.training.averaging import average_run, checkpoint_step
 
     _check_run_directory(args.model)
     path, averaged = average_run(args.model, last=args.last, out=args.out)
-    steps = ", ".join(p.stem.removeprefix("step-").lstrip("0") for p in averaged)
+    steps = ", ".join(str(checkpoint_step(p)) for p in averaged)
     print(f"{path}: the average of {len(averaged)} checkpoints (steps {steps})")
     return 0
 

@@ -29,6 +29,7 @@ __all__ = [
     "KeepCheckpoints",
     "average_checkpoints",
     "average_run",
+    "checkpoint_step",
     "kept_checkpoints",
 ]
 
@@ -37,15 +38,21 @@ REPLACED_MODEL = "model.before-average.keras"
 _NAME = re.compile(r"step-(\d+)\.keras")
 
 
+def checkpoint_step(path):
+    """The step of a kept checkpoint's file (``step-<step>.keras``), or None."""
+    match = _NAME.fullmatch(pathlib.Path(path).name)
+    return int(match.group(1)) if match else None
+
+
+def _checkpoint_files(directory):
+    """The ``step-<step>.keras`` files in ``directory``, oldest first (by step)."""
+    found = [(checkpoint_step(path), path) for path in directory.glob("step-*.keras")]
+    return [path for step, path in sorted(f for f in found if f[0] is not None)]
+
+
 def kept_checkpoints(run_dir):
     """The checkpoints kept in ``run_dir/checkpoints``, oldest first (by step)."""
-    directory = pathlib.Path(run_dir) / CHECKPOINTS_DIR
-    found = []
-    for path in directory.glob("step-*.keras"):
-        match = _NAME.fullmatch(path.name)
-        if match:
-            found.append((int(match.group(1)), path))
-    return [path for _, path in sorted(found)]
+    return _checkpoint_files(pathlib.Path(run_dir) / CHECKPOINTS_DIR)
 
 
 class KeepCheckpoints(keras.callbacks.Callback):
@@ -70,7 +77,7 @@ class KeepCheckpoints(keras.callbacks.Callback):
         step = self.plan.step_after(epoch + 1)
         self.directory.mkdir(parents=True, exist_ok=True)
         replace_atomically(self.model.save, self.directory / f"step-{step:08d}.keras")
-        for old in kept_checkpoints(self.directory.parent)[: -self.keep]:
+        for old in _checkpoint_files(self.directory)[: -self.keep]:
             old.unlink(missing_ok=True)
 
 
@@ -165,7 +172,9 @@ def average_run(run_dir, last=None, out=None):
         )
     if out is not None:
         return average_checkpoints(kept, out), kept
-    model_path = run_dir / "model.keras"
+    from keras_selfattn.training.train import MODEL_FILE  # train imports this module
+
+    model_path = run_dir / MODEL_FILE
     averaged = average_checkpoints(kept, run_dir / f"averaged-{model_path.name}")
     if model_path.exists():
         model_path.replace(run_dir / REPLACED_MODEL)

@@ -189,6 +189,22 @@ def test_tokenizer_runs_in_tf_function_and_tf_data(tokenizers):
     ]
 
 
+def _run_in_a_fresh_process(script):
+    """Runs ``script`` in a new Python (nothing of this process imported); its
+    exit status must be 0."""
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result
+
+
 def _graph_op_types(concrete_function):
     graph_def = concrete_function.graph.as_graph_def()
     ops = {node.op for node in graph_def.node}
@@ -253,16 +269,7 @@ def test_core_tokenizer_serves_under_session_loader_without_tensorflow_text(tmp_
         print(out.tolist())
         """
     )
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-    result = subprocess.run(
-        [sys.executable, "-c", script],
-        check=False,
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
+    result = _run_in_a_fresh_process(script)
     assert "[b'hello, world!', b'hello <unk>']" in result.stdout
 
 
@@ -510,16 +517,7 @@ def test_sentencepiece_tokenizers_serve_under_both_loaders(
         print(json.dumps({{"tf2": tf2, "session": plain(out)}}))
         """
     )
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-    result = subprocess.run(
-        [sys.executable, "-c", script],
-        check=False,
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
+    result = _run_in_a_fresh_process(script)
     report = json.loads(result.stdout.strip().splitlines()[-1])
     assert report["tf2"] == expected
     assert report["session"] == expected

@@ -64,6 +64,7 @@ def test_average_run_replaces_model_keras_and_keeps_the_old_one(tmp_path):
     (run / "checkpoints").mkdir(parents=True)
     paths, weights = saved_models(run / "checkpoints", 3)
     (run / "model.keras").write_bytes(paths[0].read_bytes())
+    (run / "checkpoints" / "step-latest.keras").write_bytes(b"")  # not ours: ignored
     assert kept_checkpoints(run) == paths
     with pytest.raises(ValueError, match=r"last must be an integer >= 2"):
         average_run(run, last=1)
