@@ -11,5 +11,7 @@ SCORES = ("additive", "dot", "general", "scaled_dot")
 RNN_TYPES = ("gru", "lstm")
 # get_strategy(name) and TrainConfig.strategy.
 STRATEGIES = ("auto", "default", "mirrored", "multi_worker", "tpu")
+TOKENIZER_KINDS = ("word", "char", "subword", "sentencepiece")
+TOKENIZER_OPS = ("tensorflow_text", "core")
 
 __all__ = ["RNN_TYPES", "SCORES", "STRATEGIES"]

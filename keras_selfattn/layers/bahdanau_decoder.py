@@ -348,15 +348,25 @@ class BahdanauDecoderCell(keras.layers.Layer):
                 state), giving (B, T); or (B, S, units) queries, giving (B, S, T).
             training: bool, passed to the attention.
         """
-        parts = self.unpack_states(states)
-        _, weights = self.attention(
-            self.top_hidden_state(states) if queries is None else queries,
+        if queries is None:
+            queries = self.top_hidden_state(states)
+        _, weights = self._attend(queries, self.unpack_states(states), training)
+        return weights
+
+    def _attend(self, queries, parts, training):
+        """``(context, weights)`` of ``queries`` over the memory of ``parts``.
+
+        The one attention call of the cell: a step's query (B, units) or a
+        sequence's (B, S, units) against the memory, its projected keys and its
+        mask, all from the unpacked states ``parts`` (`DecoderCellStates`).
+        """
+        return self.attention(
+            queries,
             parts.memory,
             projected_keys=parts.projected_keys,
             keys_mask=ops.cast(parts.memory_mask, "bool"),
             training=training,
         )
-        return weights
 
     @property
     def state_size(self):
@@ -531,13 +541,7 @@ class BahdanauDecoderCell(keras.layers.Layer):
     # ------------------------------------------------------------------- call
     def call(self, inputs, states, training=None):
         parts = self.unpack_states(states)
-        context, _ = self.attention(
-            self.top_hidden_state(states),
-            parts.memory,
-            projected_keys=parts.projected_keys,
-            keys_mask=ops.cast(parts.memory_mask, "bool"),
-            training=training,
-        )
+        context, _ = self._attend(self.top_hidden_state(states), parts, training)
         x = ops.concatenate([inputs, ops.cast(context, inputs.dtype)], axis=-1)
         per_layer = self.states_per_layer
         new_recurrent = []
@@ -573,14 +577,7 @@ class BahdanauDecoderCell(keras.layers.Layer):
         """
         if self.output_projection is None:
             return hidden
-        parts = self.unpack_states(states)
-        context, _ = self.attention(
-            hidden,
-            parts.memory,
-            projected_keys=parts.projected_keys,
-            keys_mask=ops.cast(parts.memory_mask, "bool"),
-            training=training,
-        )
+        context, _ = self._attend(hidden, self.unpack_states(states), training)
         output = self.output_projection(
             ops.concatenate([hidden, ops.cast(context, hidden.dtype)], axis=-1)
         )
@@ -734,7 +731,7 @@ class BahdanauDecoder(keras.layers.Layer):
         self.supports_masking = True
         # The cell exists from here on, as keras.layers.GRU's does (for
         # step-by-step decoding); it checks and keeps the options, which this
-        # layer reads back from it (see the properties below the class).
+        # layer reads back from it (the properties under ``options``).
         # build() builds it.
         self.cell = BahdanauDecoderCell(
             units,
@@ -863,19 +860,71 @@ class BahdanauDecoder(keras.layers.Layer):
             )
         return results[0] if len(results) == 1 else tuple(results)
 
+    # ---------------------------------------------------------------- options
+    # The cell's options, read back from it as keras.layers.GRU reads its
+    # GRUCell's (the cell checks and keeps them; `CELL_OPTIONS` lists them).
+
+    @property
+    def units(self):
+        """Size of every hidden state and of the attention (positive int)."""
+        return self.cell.units
+
+    @property
+    def rnn_type(self):
+        """The recurrent cell type, ``"gru"`` or ``"lstm"``."""
+        return self.cell.rnn_type
+
+    @property
+    def num_layers(self):
+        """Number of stacked recurrent layers (positive int)."""
+        return self.cell.num_layers
+
+    @property
+    def dropout(self):
+        """Dropout rate between stacked layers, in [0, 1)."""
+        return self.cell.dropout
+
+    @property
+    def attention_score(self):
+        """The attention score: additive, dot, general or scaled_dot."""
+        return self.cell.attention_score
+
+    @property
+    def attention_heads(self):
+        """Heads of the additive attention (positive int)."""
+        return self.cell.attention_heads
+
+    @property
+    def kernel_initializer(self):
+        """The initializer of the input kernels and the attention."""
+        return self.cell.kernel_initializer
+
+    @property
+    def recurrent_initializer(self):
+        """The initializer of the recurrent kernels."""
+        return self.cell.recurrent_initializer
+
+    @property
+    def seed(self):
+        """The seed of the dropout (optional int)."""
+        return self.cell.seed
+
+    @property
+    def attentional_output(self):
+        """Whether the output is ``tanh(W_c [h_t; c_t])``, not ``h_t``."""
+        return self.cell.attentional_output
+
+    @property
+    def residual(self):
+        """Whether stacked layers have residual connections."""
+        return self.cell.residual
+
+    @property
+    def layer_norm(self):
+        """Whether the inputs of stacked layers are layer-normalized."""
+        return self.cell.layer_norm
+
     def get_config(self):
         config = super().get_config()
         config.update(self.cell.options_config(), unroll=self.unroll)
         return config
-
-
-def _cell_option(name):
-    return property(
-        lambda self: getattr(self.cell, name),
-        doc=f"The cell's ``{name}`` (read-only; see `BahdanauDecoderCell`).",
-    )
-
-
-for _name in CELL_OPTIONS:
-    setattr(BahdanauDecoder, _name, _cell_option(_name))
-del _name

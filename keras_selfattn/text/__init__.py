@@ -16,11 +16,13 @@ Modules:
   reserved ids ``PAD_ID=0 "<pad>"``, ``UNK_ID=1 "<unk>"``, ``START_ID=2 "<s>"``,
   ``END_ID=3 "</s>"``, one-token-a-line files, `build_vocabulary`,
   `learn_wordpiece_vocabulary`.
-- `tokenizers`: `TokenizerConfig` (kind "word" / "char" / "subword"; ops
-  "tensorflow_text" / "core"), `Tokenizer` (normalize, tokenize, encode, decode,
-  all graph code), `build_tokenizer`. Its docstring has the table of which option
-  uses which ops: ``ops="core"`` gives graphs of core TensorFlow ops only, which
-  serve on any TF Serving build.
+- `tokenizers`: `TokenizerConfig` (kind "word" / "char" / "subword" /
+  "sentencepiece"; ops "tensorflow_text" / "core"), `Tokenizer` (normalize,
+  tokenize, encode, decode, all graph code; one class per kind: `WordTokenizer`,
+  `CharTokenizer`, `WordPieceTokenizer`, `SentencePieceTokenizer`),
+  `build_tokenizer`. Its docstring has the table of which option uses which ops:
+  ``ops="core"`` gives graphs of core TensorFlow ops only, which serve on any TF
+  Serving build.
 - `pair_tokenizer`: `PairTokenizer`, source + target tokenizers saved to / loaded
   from a run directory (``source_vocab.txt``, ``target_vocab.txt``,
   ``tokenizer.json``).

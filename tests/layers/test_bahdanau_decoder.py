@@ -243,6 +243,11 @@ def test_the_cell_is_the_one_home_of_the_options():
     assert {k: config[k] for k in CELL_OPTIONS} == decoder.cell.options_config()
     with pytest.raises(AttributeError):
         decoder.units = 3  # read-only: a changed copy would disagree with the cell
+    # Every option is a written-out, documented property reading the cell's value.
+    for name in CELL_OPTIONS:
+        option = vars(BahdanauDecoder)[name]
+        assert isinstance(option, property) and option.__doc__, name
+        assert getattr(decoder, name) is getattr(decoder.cell, name), name
     with pytest.raises(ValueError, match=r"units must be divisible by heads"):
         BahdanauDecoder(UNITS, attention_heads=3)
     with pytest.raises(ValueError, match=r"Received: attention_heads=0"):

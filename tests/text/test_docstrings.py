@@ -13,6 +13,15 @@ MODULES = [
     "keras_selfattn.text.pair_tokenizer",
     "keras_selfattn.text.sentencepiece_model",
     "keras_selfattn.text.tokenizers",
+    "keras_selfattn.text.tokenizers.base",
+    "keras_selfattn.text.tokenizers.char_tokenizer",
+    "keras_selfattn.text.tokenizers.config",
+    "keras_selfattn.text.tokenizers.factory",
+    "keras_selfattn.text.tokenizers.learning",
+    "keras_selfattn.text.tokenizers.sentencepiece_tokenizer",
+    "keras_selfattn.text.tokenizers.text_ops",
+    "keras_selfattn.text.tokenizers.word_tokenizer",
+    "keras_selfattn.text.tokenizers.wordpiece_tokenizer",
     "keras_selfattn.text.vocab",
 ]
 
