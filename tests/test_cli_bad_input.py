@@ -16,7 +16,7 @@ import zipfile
 
 import pytest
 
-from keras_selfattn import cli
+from keras_selfattn.cli import commands as cli
 from keras_selfattn.models.config import ModelConfig
 from keras_selfattn.training.config import TrainConfig, load_run_config
 from tests.bad_input_cases import CASES, CLEAR, SKIPPED, Workspace, run_case

@@ -8,7 +8,7 @@ error or a lost peer prints one line and exits with status 2, as the command doe
 import json
 import sys
 
-from keras_selfattn.cli import ModelConfig, _config_from_args, build_parser
+from keras_selfattn.cli.commands import ModelConfig, _config_from_args, build_parser
 
 
 def main(argv):
