@@ -1,11 +1,14 @@
-"""The jobs the command line runs, as functions: train-and-report, and the demo."""
+"""The jobs the command line runs, as functions: train-and-report, the demo,
+scoring a trained run, learning the vocabularies."""
 
 import contextlib
+import json
 import pathlib
 
 from keras_selfattn import plotting, serving
 from keras_selfattn.inference import Translator, evaluate, format_metrics
 from keras_selfattn.models import ModelConfig
+from keras_selfattn.text import read_pairs
 from keras_selfattn.text.tokenizers import JOINER
 from keras_selfattn.training import TrainConfig, train
 from keras_selfattn.training.train import SPLITS_DIR, write_metrics
@@ -209,6 +212,42 @@ def _labels(tokens):
 def print_metrics(metrics, examples=5):
     """Prints `evaluate`'s metrics (`inference.format_metrics`)."""
     print(format_metrics(metrics, examples))
+
+
+def print_worker_summary(result):
+    """Prints what a non-chief worker of a multi-worker `train` did: the pairs it
+    read and skipped, and its history (the chief writes the run: `report`)."""
+    summary, worker = result.summary, result.worker_index
+    print(
+        f"worker {worker} read {summary['pairs_read']} pairs "
+        f"({summary['malformed_lines_skipped']} malformed lines skipped, "
+        f"{summary['dropped_for_length']} too long)"
+    )
+    print(f"worker {worker} done; history: {json.dumps(result.history)}")
+
+
+def evaluate_run(run_dir, data=None, beam_size=1, translator=None):
+    """Scores a trained run: `inference.evaluate` of its translations of ``data``.
+
+    Args:
+        run_dir: the run directory.
+        data: a TSV file of pairs, all of it scored; default: the run's test split,
+            ``RUN_DIR/splits/test.tsv``.
+        beam_size: 1 for greedy search.
+        translator: the run's `Translator` when already loaded (default:
+            ``Translator.load(run_dir)``).
+
+    Returns:
+        `inference.evaluate`'s metrics dict; its ``data`` names the file read.
+    """
+    if translator is None:
+        translator = Translator.load(run_dir)
+    if data:
+        label = data
+    else:
+        data = pathlib.Path(run_dir) / SPLITS_DIR / "test.tsv"
+        label = f"the run's test split ({data})"
+    return evaluate(translator, read_pairs(data), beam_size=beam_size, data=label)
 
 
 def run_demo(out_dir="runs/demo", epochs=None, verbose=1):

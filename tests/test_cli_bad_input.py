@@ -17,6 +17,7 @@ import zipfile
 import pytest
 
 from keras_selfattn import cli
+from keras_selfattn.cli import checks, commands, errors, flags, quiet
 from keras_selfattn.models.config import ModelConfig
 from keras_selfattn.training.config import TrainConfig, load_run_config
 from tests.bad_input_cases import CASES, CLEAR, SKIPPED, Workspace, run_case
@@ -144,9 +145,9 @@ def test_option_help_comes_from_the_config_docstrings():
     """Every config field is documented (new fields get help for free) and the flag
     shows it."""
     for config in (ModelConfig, TrainConfig):
-        docs = cli._field_docs(config)
+        docs = flags.field_docs(config)
         assert set(docs) == {f.name for f in dataclasses.fields(config)}, config
-    docs = cli._field_docs(TrainConfig)
+    docs = flags.field_docs(TrainConfig)
     # An entry spanning several docstring lines is joined into one.
     assert docs["batch_size"].startswith("the *global* batch size")
     assert docs["batch_size"].endswith("or a TPU.")
@@ -173,11 +174,11 @@ def test_progress_lines(monkeypatch):
     args = cli.build_parser().parse_args(["train", "--data", "d", "--out", "o"])
     for tty, expected in ((True, 1), (False, 2)):
         monkeypatch.setattr(sys, "stdout", Stdout(tty))
-        assert cli._progress(args) == expected
+        assert commands._progress(args) == expected
     quiet = cli.build_parser().parse_args(
         ["train", "--quiet", "--data", "d", "--out", "o"]
     )
-    assert cli._progress(quiet) == 0
+    assert commands._progress(quiet) == 0
     # The output options are accepted before the subcommand too.
     early = cli.build_parser().parse_args(
         ["--quiet", "train", "--data", "d", "--out", "o"]
@@ -189,16 +190,16 @@ def test_tensorflow_log_level(monkeypatch):
     """Silenced whatever the user set (issue 19: TF 2.21 prints at import under
     every level); only --verbose/--debug, which skip this call, leave it alone."""
     monkeypatch.delenv("TF_CPP_MIN_LOG_LEVEL", raising=False)
-    cli._quiet_tensorflow()
+    quiet.quiet_tensorflow()
     assert os.environ["TF_CPP_MIN_LOG_LEVEL"] == "3"
     for level in ("0", "1", "2", "3"):
         monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", level)
-        cli._quiet_tensorflow()
+        quiet.quiet_tensorflow()
         assert os.environ["TF_CPP_MIN_LOG_LEVEL"] == "3"
 
 
 def test_native_log_lines_are_dropped_and_the_rest_kept(capfd):
-    with cli._native_stderr_filtered():
+    with quiet.native_stderr_filtered():
         os.write(2, b"W0000 00:00:1796071465.895658   10740 cudart_stub.cc:31] noise\n")
         os.write(
             2, b"2026-11-30 20:00:00.123456: E tensorflow/core/x.cc:1] old noise\n"
@@ -324,7 +325,7 @@ def test_unexpected_errors_are_one_line_and_debug_shows_them(
     def run(args):
         raise error
 
-    monkeypatch.setattr(cli, "_run", run)
+    monkeypatch.setattr(commands, "_run", run)
     argv = ["train", "--data", "d.tsv", "--out", "o"]
     with pytest.raises(SystemExit) as exited:
         cli.main(argv)
@@ -345,11 +346,11 @@ def test_data_must_be_a_regular_file(tmp_path):
     os.mkfifo(fifo)
     parser = cli.build_parser()
     with pytest.raises(ValueError, match="is a pipe"):
-        cli._check_argument_paths(
+        checks.check_argument_paths(
             parser.parse_args(["train", "--data", str(fifo), "--out", "o"])
         )
     with pytest.raises(ValueError, match="/dev/null is a device or socket"):
-        cli._check_argument_paths(
+        checks.check_argument_paths(
             parser.parse_args(["train", "--data", "/dev/null", "--out", "o"])
         )
 
@@ -362,10 +363,10 @@ def _commands(parser):
 
 
 def test_every_command_runs_its_own_function():
-    """``_add_<command>`` binds ``_<command>`` (``set_defaults(run=...)``); `_run`
-    calls it."""
-    commands = _commands(cli.build_parser())
-    assert set(commands) == {
+    """``_add_<command>`` binds ``_<command>`` (``set_defaults(run=...)``);
+    `commands._run` calls it."""
+    parsers = _commands(cli.build_parser())
+    assert set(parsers) == {
         "demo",
         "build-vocab",
         "train",
@@ -375,29 +376,31 @@ def test_every_command_runs_its_own_function():
         "export",
         "check-serving",
     }
-    for name, parser in commands.items():
-        assert parser.get_default("run") is getattr(cli, "_" + name.replace("-", "_"))
+    for name, parser in parsers.items():
+        assert parser.get_default("run") is getattr(
+            commands, "_" + name.replace("-", "_")
+        )
     args = cli.build_parser().parse_args(["translate", "--model", "m", "x"])
     args.run = lambda given: (given.model, given.text)
-    assert cli._run(args) == ("m", ["x"])
+    assert commands._run(args) == ("m", ["x"])
 
 
 def test_default_notes_are_written_by_one_pass():
-    """`_append_defaults` writes every "(default: X)" and "(required)"; a switch
-    gets none, a None "none", --x/--no-x yes or no, `_shows` a meaning."""
-    parser = cli._Parser(prog="p")
+    """`flags.append_defaults` writes every "(default: X)" and "(required)"; a switch
+    gets none, a None "none", --x/--no-x yes or no, `flags.shows` a meaning."""
+    parser = errors.Parser(prog="p")
     parser.add_argument("--size", type=int, default=5, help="a size")
     parser.add_argument("--rate", default="50%", help="a rate")
     parser.add_argument("--name", help="a name")
     parser.add_argument("--path", required=True, help="a path")
     parser.add_argument("--force", action="store_true", help="force it")
-    cli._shows(parser.add_argument("--vocab", help="a vocabulary"), "learned")
+    flags.shows(parser.add_argument("--vocab", help="a vocabulary"), "learned")
     fast = parser.add_argument(
         "--fast", action=argparse.BooleanOptionalAction, default=None, help="go fast"
     )
-    cli._shows(fast, True)
+    flags.shows(fast, True)
     parser.add_argument("words", nargs="+", help="some words")
-    cli._append_defaults(parser)
+    flags.append_defaults(parser)
     text = " ".join(parser.format_help().split())
     for shown in (
         "a size (default: 5)",
@@ -485,7 +488,7 @@ def test_reading_classifies_errors_by_type(tmp_path):
             raise ModelFileError(pathlib.Path(run) / "model.keras", error) from error
 
     def read(fail, only_loading=False):
-        with cli._reading("the run directory", run, only_loading=only_loading):
+        with errors.reading("the run directory", run, only_loading=only_loading):
             fail()
 
     def raising(error):

@@ -8,7 +8,8 @@ error or a lost peer prints one line and exits with status 2, as the command doe
 import json
 import sys
 
-from keras_selfattn.cli import ModelConfig, _config_from_args, build_parser
+from keras_selfattn.cli import ModelConfig, build_parser
+from keras_selfattn.cli.flags import config_from_args
 
 
 def main(argv):
@@ -19,8 +20,8 @@ def main(argv):
         result = train(
             args.data,
             args.out,
-            _config_from_args(ModelConfig, args),
-            _config_from_args(TrainConfig, args),
+            config_from_args(ModelConfig, args),
+            config_from_args(TrainConfig, args),
             verbose=2,
         )
     except (ValueError, FileNotFoundError, ConnectionError) as error:

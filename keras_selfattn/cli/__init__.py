@@ -1,0 +1,56 @@
+"""The ``keras-selfattn`` command: a thin argparse layer over the library.
+
+Every subcommand calls one documented function (`workflows.run_demo`,
+`workflows.build_vocab`, `training.train`, `workflows.evaluate_run`,
+`inference.Translator.translate`, `training.averaging.average_run`,
+`serving.export_run`, `serving.check_serving`).
+
+Building the parser imports no Keras or TensorFlow (the package loads its names
+on first use), so ``--help`` and usage errors answer at once; the option help
+comes from the ``Attributes:`` sections of `ModelConfig` and `TrainConfig`.
+
+Never a traceback: bad input (a missing or unreadable file, a malformed TSV or
+``config.json``, a bad option value) prints one line ``keras-selfattn: error: ...``
+naming the file or argument and exits with status 2; anything else is reported in
+one line as an internal error (exit status 70), and ``--debug`` shows its
+traceback. A ``train`` whose model does not translate at its last validation
+(the health check of `training.watch`) exits with status 3. TensorFlow's C++ log
+lines are silenced unless ``--verbose`` or ``--debug`` is given, whatever
+``TF_CPP_MIN_LOG_LEVEL`` says.
+
+The modules:
+
+- `cli.commands`: the parser and one function pair per command (``_add_<command>``
+  declares it, ``_<command>`` runs it); `main`. Parses and dispatches, no more.
+- `cli.flags`: the flags generated from the config dataclasses, the options
+  several commands share, each option's "(default: ...)".
+- `cli.errors`: the error policy: one line and an exit status for each failure.
+- `cli.checks`: the argument checks that run before TensorFlow loads.
+- `cli.quiet`: TensorFlow's native log lines kept off stderr.
+"""
+
+from keras_selfattn.cli.commands import build_parser, main
+from keras_selfattn.cli.errors import (
+    EXIT_NOT_TRANSLATING,
+    INTERNAL_ERROR,
+    INTERRUPTED,
+    USAGE_ERROR,
+)
+from keras_selfattn.cli.quiet import NATIVE_LOG_LINE
+from keras_selfattn.models.config import ModelConfig
+from keras_selfattn.training.config import TrainConfig
+from keras_selfattn.training.presets import PRESETS, preset_configs
+
+__all__ = [
+    "EXIT_NOT_TRANSLATING",
+    "INTERNAL_ERROR",
+    "INTERRUPTED",
+    "NATIVE_LOG_LINE",
+    "PRESETS",
+    "USAGE_ERROR",
+    "ModelConfig",
+    "TrainConfig",
+    "build_parser",
+    "main",
+    "preset_configs",
+]

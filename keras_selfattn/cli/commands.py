@@ -1,0 +1,412 @@
+"""The ``keras-selfattn`` commands: the parser, and the dispatch to the library.
+
+One function pair per command: ``_add_<command>`` declares its options (the
+shared ones and those generated from the config dataclasses come from
+`cli.flags`) and binds ``_<command>``, which calls one documented function
+(`workflows.run_demo`, `workflows.build_vocab`, `training.train`,
+`workflows.evaluate_run`, `inference.Translator.translate`,
+`training.averaging.average_run`, `serving.export_run`,
+`serving.check_serving`) and prints what it returns. `main` parses, runs the
+checks of `cli.checks`, quiets TensorFlow (`cli.quiet`) and runs the command;
+`cli.errors` turns what fails into one line and an exit status.
+"""
+
+import argparse
+import json
+import sys
+
+from keras_selfattn.cli import errors
+from keras_selfattn.cli.checks import check_arguments
+from keras_selfattn.cli.flags import (
+    add_beam_option,
+    add_config_arguments,
+    add_data_option,
+    add_model_option,
+    add_output_options,
+    append_defaults,
+    config_from_args,
+    count,
+    shows,
+)
+from keras_selfattn.cli.quiet import quiet_tensorflow
+from keras_selfattn.models.config import ModelConfig
+from keras_selfattn.training.config import TrainConfig
+from keras_selfattn.training.presets import PRESETS, preset_configs
+
+
+def main(argv=None):
+    """Runs the command line.
+
+    Returns 0 when done, 1 when ``check-serving`` found problems, 3 when
+    ``train`` ended with a model that does not translate (after an error line).
+    Otherwise exits (SystemExit) after one line on stderr: 2, bad input (naming
+    the file or argument; argparse's usage errors too); 70, an internal error
+    (``--debug`` shows the traceback); 130, interrupted.
+    """
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        check_arguments(args)
+        if not (args.verbose or args.debug):
+            quiet_tensorflow()
+        return _run(args)
+    except KeyboardInterrupt:
+        status, message = errors.interrupted(args.command)
+    except Exception as error:
+        if args.debug:
+            raise
+        status, message = errors.failure(error)
+    parser.exit(status, f"keras-selfattn: {message}\n")  # as on a usage error
+
+
+def build_parser():
+    """The ``keras-selfattn`` argument parser (imports no Keras or TensorFlow)."""
+    parser = errors.Parser(
+        prog="keras-selfattn",
+        description="Attention seq2seq with Keras 3: train, evaluate, translate, "
+        "export for TF Serving.",
+    )
+    add_output_options(parser, default=False)
+    subparsers = parser.add_subparsers(dest="command", required=True)
+    for add in (
+        _add_demo,
+        _add_build_vocab,
+        _add_train,
+        _add_evaluate,
+        _add_translate,
+        _add_average,
+        _add_export,
+        _add_check_serving,
+    ):
+        add(subparsers)
+    append_defaults(parser)
+    return parser
+
+
+def _run(args):
+    """Runs the command ``args`` holds (``args.run``, set by its parser)."""
+    return args.run(args)
+
+
+def _add_command(subparsers, name, run, **kwargs):
+    """A command's parser, with the output options; ``run(args)`` runs it."""
+    parser = subparsers.add_parser(name, **kwargs)
+    add_output_options(parser, default=argparse.SUPPRESS)
+    parser.set_defaults(run=run)
+    return parser
+
+
+def _progress(args):
+    """Keras fit verbosity: bars on a terminal, one line per epoch otherwise, none
+    with --quiet."""
+    if args.quiet:
+        return 0
+    return 1 if sys.stdout.isatty() else 2
+
+
+def _read_stdin_lines():
+    """stdin's lines, split on "\\n" only (a sentence may hold \\f, \\x1d or U+2028).
+
+    Bytes that are not UTF-8 become U+FFFD; a final "\\r" is dropped (CRLF files).
+    """
+    data = sys.stdin.buffer.read().decode("utf-8", "replace")
+    lines = data.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return [line.removesuffix("\r") for line in lines]
+
+
+def _load_translator(args):
+    """The `inference.Translator` of the run directory ``--model``."""
+    from keras_selfattn.inference import Translator
+
+    with errors.opening_run(args.model):
+        return Translator.load(args.model)
+
+
+# One function pair per command: `_add_<command>(subparsers)` declares it and
+# `_<command>(args)` runs it (returning the exit status).
+
+
+def _add_demo(subparsers):
+    parser = _add_command(
+        subparsers,
+        "demo",
+        _demo,
+        help="the main job: train on the bundled dates corpus, evaluate, plot",
+    )
+    parser.add_argument("--out", default="runs/demo", help="run directory")
+    epochs = parser.add_argument(
+        "--epochs", type=count(1), help="override the demo's epoch count"
+    )
+    shows(epochs, "the demo's 4")
+
+
+def _demo(args):
+    from keras_selfattn.workflows import run_demo
+
+    result, _ = run_demo(args.out, epochs=args.epochs, verbose=_progress(args))
+    print(f"run directory: {result.run_dir}")
+    return 0
+
+
+def _add_build_vocab(subparsers):
+    parser = _add_command(
+        subparsers,
+        "build-vocab",
+        _build_vocab,
+        help="learn the vocabularies from pair files, in bounded memory",
+    )
+    add_data_option(parser, "pair file or glob pattern (.gz read); repeat for more")
+    parser.add_argument(
+        "--out", required=True, help="directory for the vocabularies + tokenizer.json"
+    )
+    parser.add_argument(
+        "--overwrite", action="store_true", help="replace vocabularies in --out"
+    )
+    add_config_arguments(
+        parser, TrainConfig, "tokenizer", only=TrainConfig.VOCAB_FIELDS
+    )
+
+
+def _build_vocab(args):
+    from keras_selfattn.workflows import build_vocab
+
+    config = config_from_args(TrainConfig, args)
+    build_vocab(args.data, args.out, config, overwrite=args.overwrite)
+    return 0
+
+
+def _add_train(subparsers):
+    parser = _add_command(
+        subparsers, "train", _train, help="train on source<TAB>target pair files"
+    )
+    add_data_option(
+        parser,
+        "pair file or glob pattern (shards/*.tsv.gz), streamed; repeat for more",
+    )
+    for flag, split in (("--valid-data", "validation"), ("--test-data", "test")):
+        held_out = parser.add_argument(
+            flag, action="append", help=f"{split} pair file(s)"
+        )
+        shows(held_out, "held out of --data")
+    vocab = parser.add_argument(
+        "--vocab", help="vocabularies from build-vocab, or a run directory"
+    )
+    shows(vocab, "learned")
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace a finished run or a directory holding other files",
+    )
+    parser.add_argument(
+        "--out",
+        required=True,
+        help="run directory to write (an interrupted run resumes)",
+    )
+    preset = parser.add_argument(
+        "--preset",
+        choices=sorted(PRESETS),
+        help="start from a named recipe for real text (every setting in "
+        "keras_selfattn.training.presets; README: Training on real text); the "
+        "flags given override it",
+    )
+    shows(preset, "none, the defaults shown below")
+    add_config_arguments(parser, ModelConfig, "model")
+    add_config_arguments(parser, TrainConfig, "training", skip=("split",))
+    parser.set_defaults(configure=_configure_train)
+
+
+def _configure_train(args):
+    """``args.model_config`` and ``args.train_config``: the preset, then the flags."""
+    bases = preset_configs(args.preset) if args.preset else (None, None)
+    args.model_config = config_from_args(ModelConfig, args, bases[0])
+    args.train_config = config_from_args(TrainConfig, args, bases[1])
+
+
+def _train(args):
+    from keras_selfattn.training import train
+    from keras_selfattn.workflows import print_worker_summary, report
+
+    result = train(
+        args.data,
+        args.out,
+        args.model_config,
+        args.train_config,
+        valid_data=args.valid_data,
+        test_data=args.test_data,
+        vocab=args.vocab,
+        overwrite=args.overwrite,
+        verbose=_progress(args),
+    )
+    if not result.is_chief:  # the chief evaluates and writes the run directory
+        print_worker_summary(result)
+        return 0
+    report(result)
+    print(f"run directory: {result.run_dir}")
+    return errors.health_status(result)
+
+
+def _add_evaluate(subparsers):
+    parser = _add_command(
+        subparsers,
+        "evaluate",
+        _evaluate,
+        help="chrF, BLEU and exact match of a trained run's output against the "
+        "references as written",
+    )
+    add_model_option(parser)
+    data = parser.add_argument("--data", help="TSV file of pairs to score, all of it")
+    shows(data, "the run's test split, RUN_DIR/splits/test.tsv")
+    add_beam_option(parser)
+
+
+def _evaluate(args):
+    from keras_selfattn.workflows import evaluate_run, print_metrics
+
+    translator = _load_translator(args)
+    metrics = evaluate_run(
+        args.model, args.data, beam_size=args.beam, translator=translator
+    )
+    print_metrics(metrics)
+    scores = {key: value for key, value in metrics.items() if key != "examples"}
+    print(json.dumps(scores, sort_keys=True))
+    return 0
+
+
+def _add_translate(subparsers):
+    parser = _add_command(
+        subparsers,
+        "translate",
+        _translate,
+        help="translate sentences (arguments, or one per line on stdin)",
+    )
+    add_model_option(parser)
+    add_beam_option(parser)
+    parser.add_argument(
+        "--scores", action="store_true", help="print the score after a tab"
+    )
+    text = parser.add_argument("text", nargs="*", help="sentences to translate")
+    shows(text, "read stdin, one sentence a line")
+
+
+def _translate(args):
+    texts = args.text or _read_stdin_lines()
+    translator = _load_translator(args)
+    if not texts:
+        return 0
+    for translation in translator.translate(texts, beam_size=args.beam):
+        if translation.truncated:
+            print(
+                "keras-selfattn: warning: input truncated to "
+                f"{translator.max_source_len} tokens: {translation.source[:60]!r}",
+                file=sys.stderr,
+            )
+        line = translation.text
+        if args.scores:
+            line += f"\t{translation.score:.4f}"
+        print(line)
+    return 0
+
+
+def _add_average(subparsers):
+    parser = _add_command(
+        subparsers,
+        "average",
+        _average,
+        help="average a run's kept checkpoints (train --keep-checkpoints N) into "
+        "its model.keras",
+    )
+    add_model_option(parser)
+    last = parser.add_argument(
+        "--last", type=count(2), help="average the newest LAST checkpoints"
+    )
+    shows(last, "all kept")
+    out = parser.add_argument("--out", help="write the average to this .keras file")
+    shows(out, "RUN_DIR/model.keras, the model it replaces kept beside it")
+
+
+def _average(args):
+    from keras_selfattn.training.averaging import average_run, checkpoint_step
+
+    errors.check_run_directory(args.model)
+    path, averaged = average_run(args.model, last=args.last, out=args.out)
+    steps = ", ".join(str(checkpoint_step(p)) for p in averaged)
+    print(f"{path}: the average of {len(averaged)} checkpoints (steps {steps})")
+    return 0
+
+
+def _add_export(subparsers):
+    parser = _add_command(
+        subparsers,
+        "export",
+        _export,
+        help="write a TF Serving SavedModel: EXPORT_DIR/VERSION/",
+    )
+    add_model_option(parser)
+    parser.add_argument(
+        "--export-dir",
+        required=True,
+        help="the model's base folder (holds the version folders)",
+    )
+    version = parser.add_argument("--version", type=count(0), help="version number")
+    shows(version, "highest + 1")
+    add_beam_option(parser, "hypotheses of the translate_nbest signature", default=4)
+    parser.add_argument(
+        "--model-name",
+        default="translator",
+        help="served model name (warmup requests, docker line)",
+    )
+
+
+def _export(args):
+    from keras_selfattn import serving
+
+    # export_run loads, then writes: only what loading raises names the run
+    with errors.opening_run(args.model, only_loading=True):
+        version_dir = serving.export_run(
+            args.model,
+            args.export_dir,
+            args.version,
+            model_name=args.model_name,
+            beam_size=args.beam,
+        )
+    print(f"exported: {version_dir}")
+    sample = serving.sample_sources(args.model, 1)[0]
+    print(
+        serving.serving_instructions(
+            args.export_dir, args.model_name, sample_text=sample
+        )
+    )
+    return 0
+
+
+def _add_check_serving(subparsers):
+    parser = _add_command(
+        subparsers,
+        "check-serving",
+        _check_serving,
+        help="op audit, then RUNS an exported version under the session loader",
+        description=(
+            "Audits the ops of an exported version against stock TF Serving builds, "
+            "then LOADS AND RUNS the model's graph under the session-based loader "
+            "(warmup, bad and malformed requests). Check only models you trust: a "
+            "graph with an op that writes files (WriteFile, checkpoint or summary "
+            "writers...) is refused before anything runs, and ops that read files "
+            "are reported."
+        ),
+    )
+    parser.add_argument("path", help="an exported version folder, e.g. EXPORT_DIR/1")
+    serving_version = parser.add_argument(
+        "--serving-version", help="TF Serving release to audit against"
+    )
+    shows(serving_version, "all")
+
+
+def _check_serving(args):
+    from keras_selfattn import serving
+
+    with errors.reading("the SavedModel in", args.path):
+        check = serving.check_serving(args.path, serving_version=args.serving_version)
+    print(check.summary())
+    return 0 if check.ok else 1

@@ -1,0 +1,196 @@
+"""The command line's options: flags generated from the config dataclasses, the
+options several commands share, and the "(default: ...)" of every help line.
+
+`add_config_arguments` turns each field of `ModelConfig` or `TrainConfig` into a
+``--flag`` whose help is the field's entry in the class docstring's
+``Attributes:`` section (`field_docs`), and `config_from_args` builds the
+dataclass back from the flags given. `append_defaults` writes each option's
+"(default: ...)" once, after the parser is built; `shows` declares what it calls a
+default that is not the value itself. Imports no Keras or TensorFlow.
+"""
+
+import argparse
+import dataclasses
+import inspect
+import re
+import typing
+
+
+def field_docs(cls):
+    """``{field: description}`` from the ``Attributes:`` section of ``cls``'s
+    docstring."""
+    doc = inspect.getdoc(cls) or ""
+    docs, name, indent, inside = {}, None, None, False
+    for line in doc.splitlines():
+        if line.strip() == "Attributes:":
+            inside = True
+            continue
+        if not inside:
+            continue
+        if line.strip() and not line.startswith(" "):
+            break  # the next section
+        match = re.match(r"^( +)(\w+): (.*)$", line)
+        if match and (indent is None or len(match.group(1)) == indent):
+            indent, name = len(match.group(1)), match.group(2)
+            docs[name] = match.group(3).strip()
+        elif name and line.strip():
+            docs[name] += " " + line.strip()
+    return {key: value.replace("``", "") for key, value in docs.items()}
+
+
+# What an option's default is called in its help, where that is not the value
+# itself: a config flag's None means the dataclass default, and some Nones mean
+# something ("held out of --data"). Set with `shows`; read by `append_defaults`.
+_SHOWN_DEFAULT = "shown_default"
+
+
+def shows(action, default):
+    """Declares what the help calls ``action``'s default; returns ``action``."""
+    setattr(action, _SHOWN_DEFAULT, default)
+    return action
+
+
+def _default_note(action):
+    """What follows an option's help: " (required)", " (default: X)" or nothing.
+
+    A switch (``--overwrite``: off unless given) and a positional argument that
+    must be given show nothing; ``--x/--no-x`` shows yes or no, None "none".
+    """
+    if action.required and action.option_strings:
+        return " (required)"
+    if hasattr(action, _SHOWN_DEFAULT):
+        default = getattr(action, _SHOWN_DEFAULT)
+    elif action.required or action.nargs == 0 or action.default is argparse.SUPPRESS:
+        return ""
+    else:
+        default = action.default
+    if isinstance(default, bool):
+        default = "yes" if default else "no"
+    shown = "none" if default is None else str(default)
+    return f" (default: {shown})".replace("%", "%%")
+
+
+def append_defaults(parser):
+    """Appends `_default_note` to the help of every option of ``parser`` and of its
+    commands: the one place a default is written into the help."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for command in action.choices.values():
+                append_defaults(command)
+        elif action.help not in (None, argparse.SUPPRESS):
+            action.help += _default_note(action)
+
+
+def _config_argument_kind(cls, field, default):
+    """add_argument's keywords for a field: how its flag parses its value."""
+    if isinstance(default, bool):
+        return {"action": argparse.BooleanOptionalAction}
+    if default is None:  # an optional field (int | None) parses as its non-None type
+        kind = next(t for t in typing.get_args(field.type) if t is not type(None))
+    else:
+        kind = type(default)
+    choices = cls.CHOICES.get(field.name)
+    if choices:
+        return {"type": kind, "choices": choices}
+    return {"type": kind, "metavar": field.name.upper()}
+
+
+def add_config_arguments(parser, cls, title, *, only=None, skip=()):
+    """One ``--flag`` per field of the dataclass ``cls`` (``foo_bar`` -> ``--foo-bar``).
+
+    Every flag defaults to None, meaning "the dataclass default" (the help shows
+    that one); booleans get ``--x/--no-x``; a field listed in ``cls.CHOICES``
+    accepts only those values. The help line is the field's entry in the class
+    docstring's ``Attributes:`` section. ``only`` (field names) or ``skip`` limit
+    the fields.
+    """
+    defaults = cls()
+    docs = field_docs(cls)
+    group = parser.add_argument_group(title)
+    for field in dataclasses.fields(cls):
+        if field.name in skip or (only is not None and field.name not in only):
+            continue
+        default = getattr(defaults, field.name)
+        action = group.add_argument(
+            "--" + field.name.replace("_", "-"),
+            default=None,
+            help=docs.get(field.name, "").replace("%", "%%"),
+            **_config_argument_kind(cls, field, default),
+        )
+        shows(action, default)
+
+
+def config_from_args(cls, args, base=None):
+    """``cls`` from ``base`` (default: ``cls()``) and the flags given.
+
+    Raises:
+        ValueError: an invalid value; the message names the flags involved.
+    """
+    base = base or cls()
+    values = vars(base).copy()
+    given = []
+    for field in dataclasses.fields(cls):
+        value = getattr(args, field.name, None)
+        if value is not None:
+            values[field.name] = value
+            given.append(field.name)
+    try:
+        return cls(**values)
+    except ValueError as error:
+        named = [name for name in given if re.search(rf"\b{name}\b", str(error))]
+        if not named:
+            raise
+        flags = ", ".join("--" + name.replace("_", "-") for name in named)
+        raise ValueError(f"{error} (from {flags})") from None
+
+
+def count(minimum):
+    """An argparse type: an integer >= ``minimum``."""
+
+    def parse(text):
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"must be an integer >= {minimum}. Received: {text!r}"
+            ) from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(
+                f"must be an integer >= {minimum}. Received: {value}"
+            )
+        return value
+
+    parse.__name__ = "integer"  # argparse names the type in its messages
+    return parse
+
+
+_OUTPUT_OPTIONS = (
+    ("--quiet", "no progress lines while training"),
+    ("--verbose", "show TensorFlow's own log lines (hidden by default)"),
+    ("--debug", "like --verbose, and show the traceback of an error"),
+)
+
+
+def add_output_options(parser, default):
+    """--quiet, --verbose, --debug (on the main parser and on every command)."""
+    for flag, help_text in _OUTPUT_OPTIONS:
+        parser.add_argument(flag, action="store_true", default=default, help=help_text)
+
+
+def add_data_option(parser, help_text):
+    """--data, required and repeatable: the pair files a command reads."""
+    parser.add_argument("--data", action="append", required=True, help=help_text)
+
+
+def add_model_option(parser):
+    """--model: the run directory a command loads."""
+    parser.add_argument("--model", required=True, help="run directory")
+
+
+def add_beam_option(parser, help_text="beam size", default=1):
+    """--beam: a beam size (1, the default, is greedy search)."""
+    action = parser.add_argument(
+        "--beam", type=count(1), default=default, help=help_text
+    )
+    if default == 1:
+        shows(action, "1, greedy search")
