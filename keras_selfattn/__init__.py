@@ -35,9 +35,12 @@ __getattr__, __dir__ = lazy_package(
         "layers",
         "models",
         "plotting",
+        "run_layout",
+        "scoring",
         "serving",
         "text",
         "training",
+        "translation",
         "workflows",
     ),
 )

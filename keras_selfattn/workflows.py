@@ -6,12 +6,18 @@ import pathlib
 from keras_selfattn import plotting, serving
 from keras_selfattn.inference import Translator, evaluate, format_metrics
 from keras_selfattn.models import ModelConfig
+from keras_selfattn.run_layout import (  # EXPORT_DIR, PLOTS_DIR: re-exported
+    ATTENTION_PLOT_FILE,
+    EXPORT_DIR,
+    HISTORY_PLOT_FILE,
+    PLOTS_DIR,
+    POSITIONAL_ENCODING_PLOT_FILE,
+    TOKENIZER_CONFIG_FILE,
+    RunLayout,
+    write_metrics,
+)
 from keras_selfattn.text.tokenizers import JOINER
 from keras_selfattn.training import TrainConfig, train
-from keras_selfattn.training.train import SPLITS_DIR, write_metrics
-
-PLOTS_DIR = "plots"
-EXPORT_DIR = "export"  # RUN_DIR/export/<model name>/<version>: TF Serving's layout
 
 DEMO_MODEL_CONFIG = ModelConfig(
     num_hiddens=64,
@@ -84,8 +90,6 @@ def build_vocab(data, out_dir, train_config=None, *, overwrite=False, verbose=Tr
 def _vocab_directory(out_dir, overwrite):
     """``out_dir`` as a path, refused when empty or (without ``overwrite``) when
     it already holds vocabularies."""
-    from keras_selfattn.text.pair_tokenizer import TOKENIZER_CONFIG_FILE
-
     out_dir = pathlib.Path(out_dir)
     if not str(out_dir).strip():
         raise ValueError(f"out_dir must name a directory. Received: {str(out_dir)!r}")
@@ -171,7 +175,7 @@ def report(result, num_heatmaps=4, beam_size=1, verbose=True):
         result.model_config.max_target_len,
     )
     test_pairs = result.test_pairs
-    data = f"the run's test split ({run_dir / SPLITS_DIR / 'test.tsv'})"
+    data = f"the run's test split ({RunLayout(run_dir).test_split})"
     metrics = (
         {"test": evaluate(translator, test_pairs, beam_size=beam_size, data=data)}
         if test_pairs
@@ -181,8 +185,8 @@ def report(result, num_heatmaps=4, beam_size=1, verbose=True):
     write_metrics(run_dir, metrics)
 
     plots = run_dir / PLOTS_DIR
-    plotting.plot_positional_encoding(plots / "positional_encoding.png")
-    plotting.plot_history(result.history, plots / "history.png")
+    plotting.plot_positional_encoding(plots / POSITIONAL_ENCODING_PLOT_FILE)
+    plotting.plot_history(result.history, plots / HISTORY_PLOT_FILE)
     samples = [source for source, _ in test_pairs[:num_heatmaps]]
     for i, translation in enumerate(
         translator.translate(samples, return_attention=True)
@@ -192,7 +196,7 @@ def report(result, num_heatmaps=4, beam_size=1, verbose=True):
                 translation.attention,
                 _labels(translation.source_tokens),
                 _labels(translation.target_tokens),
-                plots / f"attention_{i}.png",
+                plots / ATTENTION_PLOT_FILE.format(i),
                 title=translation.source,
             )
     if verbose and "test" in metrics:

@@ -13,8 +13,6 @@ over each is initialized at load, so a missing vocabulary fails the load) and
 run's own test split).
 """
 
-import pathlib
-
 from keras_selfattn.serving import publishing, warmup
 from keras_selfattn.serving.signatures import (
     DEFAULT_BEAM_SIZE,
@@ -135,13 +133,18 @@ def sample_sources(run_dir, count=_NUM_WARMUP_TEXTS, tokenizer=None):
     Returns:
         list of 1 to ``count`` str.
     """
+    from keras_selfattn.run_layout import (
+        TEST_FILE,
+        TRAIN_FILE,
+        VALIDATION_FILE,
+        RunLayout,
+    )
     from keras_selfattn.text import PairTokenizer, read_pairs
-    from keras_selfattn.training.train import SPLITS_DIR
 
     if not isinstance(count, int) or isinstance(count, bool) or count < 1:
         raise ValueError(f"count must be a positive integer. Received: count={count!r}")
-    for name in ("test", "validation", "train"):
-        path = pathlib.Path(run_dir) / SPLITS_DIR / f"{name}.tsv"
+    for name in (TEST_FILE, VALIDATION_FILE, TRAIN_FILE):
+        path = RunLayout(run_dir).splits / name
         if path.is_file():
             sources = [
                 source

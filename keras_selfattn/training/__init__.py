@@ -35,7 +35,7 @@ __getattr__, __dir__ = lazy_package(
         "audit_train_step": "keras_selfattn.training.tpu_audit",
         "dtype_policy": "keras_selfattn.training.train",
         "get_strategy": "keras_selfattn.training.strategy",
-        "load_run_config": "keras_selfattn.training.config",
+        "load_run_config": "keras_selfattn.run_layout",
         "split_cpu": "keras_selfattn.training.strategy",
         "train": "keras_selfattn.training.train",
     },

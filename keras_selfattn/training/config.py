@@ -1,7 +1,6 @@
 """The one configuration object of training; saved as JSON in every run directory."""
 
 import dataclasses
-import json
 from typing import ClassVar
 
 from keras_selfattn.choices import STRATEGIES
@@ -11,7 +10,6 @@ from keras_selfattn.config_checks import (
     check_known_keys,
     check_range,
 )
-from keras_selfattn.models.config import ModelConfig
 
 # What a `TrainConfig` field matters for, declared once on the field
 # (``metadata={"roles": ...}``, see `_field`); a field declared without roles has
@@ -185,6 +183,17 @@ class TrainConfig:
         "validation_translations": 0,
     }
 
+    @classmethod
+    def from_dict(cls, values, source="TrainConfig"):
+        """A `TrainConfig` from a dict (``config.json``'s ``"train"``).
+
+        Unknown keys are refused (the error names ``source``); a missing key takes
+        its default, and a field in ``ADDED_LATER`` the value that trains the way
+        runs saved before it existed did (the one place that applies it).
+        """
+        check_known_keys(cls, values, source)
+        return cls(**{**cls.ADDED_LATER, **values})
+
     # Read from the fields' roles, below the class: the fields with the VOCAB role.
     VOCAB_FIELDS: ClassVar[tuple]
 
@@ -284,41 +293,3 @@ def same_training(first: "TrainConfig", second: "TrainConfig"):
         }
 
     return what(first) == what(second)
-
-
-def save_run_config(path, model_config: ModelConfig, train_config: TrainConfig):
-    """Writes ``config.json``: {"model": ..., "train": ...}."""
-    payload = {
-        "model": dataclasses.asdict(model_config),
-        "train": dataclasses.asdict(train_config),
-    }
-    with open(path, "w", encoding="utf-8") as handle:
-        json.dump(payload, handle, indent=2, sort_keys=True)
-        handle.write("\n")
-
-
-def load_run_config(path):
-    """Reads ``config.json`` back into (ModelConfig, TrainConfig).
-
-    Raises:
-        ValueError: naming the file, when it is not JSON, lacks the ``"model"`` or
-            ``"train"`` object, or holds an unknown or invalid field.
-    """
-    with open(path, encoding="utf-8") as handle:
-        try:
-            payload = json.load(handle)
-        except ValueError as error:  # JSONDecodeError, UnicodeDecodeError
-            raise ValueError(f"{path} is not a JSON configuration: {error}") from None
-    if not isinstance(payload, dict) or not {"model", "train"} <= set(payload):
-        raise ValueError(
-            f'{path} must hold a "model" and a "train" object. '
-            f"Received keys: {sorted(payload) if isinstance(payload, dict) else None}"
-        )
-    configs = []
-    for key, cls in (("model", ModelConfig), ("train", TrainConfig)):
-        check_known_keys(cls, payload[key], f'{path} "{key}"')
-        try:
-            configs.append(cls(**{**getattr(cls, "ADDED_LATER", {}), **payload[key]}))
-        except ValueError as error:
-            raise ValueError(f'{path} "{key}": {error}') from None
-    return tuple(configs)

@@ -26,22 +26,24 @@ import json
 import os
 import pathlib
 
+from keras_selfattn.run_layout import (
+    CONFIG_FILE,
+    DATA_FILE,
+    FINISHED_FILE,
+    RunLayout,
+    load_run_config,
+    save_run_config,
+)
 from keras_selfattn.training.backup import backed_up_epochs, read_backup
 from keras_selfattn.training.config import (
     CONTINUATION_FIELDS,
     PLACEMENT_FIELDS,
-    load_run_config,
-    save_run_config,
 )
-from keras_selfattn.training.run_dir import FINISHED_FILE
 
 __all__ = ["MAY_GROW", "reopen_finished_run"]
 
 # The training fields a continuation may change (with the plan's period kept).
 MAY_GROW = CONTINUATION_FIELDS
-_CONFIG_FILE = "config.json"
-_DATA_FILE = "data.json"
-_CHIEF_BACKUP = pathlib.Path("backup", "worker-0")
 
 
 def _changes(saved, current, skip=()):
@@ -89,12 +91,12 @@ def reopen_finished_run(
         f"{run_dir} holds a finished run; choose another run directory, or pass "
         "--overwrite (overwrite=True) to replace it"
     )
-    backup_dir = run_dir / _CHIEF_BACKUP
+    backup_dir = RunLayout(run_dir).worker_backup(0)  # the chief's
     last_backup = _last_backup(backup_dir, refuse)
     saved_train = _check_only_length_changes(
         run_dir, model_config, train_config, refuse
     )
-    record = json.loads((run_dir / _DATA_FILE).read_text(encoding="utf-8"))
+    record = json.loads((run_dir / DATA_FILE).read_text(encoding="utf-8"))
     _check_same_data(
         record, train_config, refuse, data, valid_data=valid_data, test_data=test_data
     )
@@ -127,7 +129,7 @@ def _last_backup(backup_dir, refuse):
 
 def _check_only_length_changes(run_dir, model_config, train_config, refuse):
     """The saved `TrainConfig`, once the new call changes only what may change."""
-    saved_model, saved_train = load_run_config(run_dir / _CONFIG_FILE)
+    saved_model, saved_train = load_run_config(run_dir / CONFIG_FILE)
     changed = _changes(saved_model, model_config) + _changes(
         saved_train, train_config, skip=MAY_GROW + PLACEMENT_FIELDS
     )
@@ -204,7 +206,7 @@ def _mark_interrupted(run_dir, model_config, train_config):
     Killed in between, the same call finds a finished run with its own settings
     and continues it all the same.
     """
-    tmp = run_dir / f"tmp-{_CONFIG_FILE}"
+    tmp = run_dir / f"tmp-{CONFIG_FILE}"
     save_run_config(tmp, model_config, train_config)
-    os.replace(tmp, run_dir / _CONFIG_FILE)
+    os.replace(tmp, run_dir / CONFIG_FILE)
     (run_dir / FINISHED_FILE).unlink()

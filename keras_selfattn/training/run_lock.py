@@ -39,9 +39,10 @@ import shutil
 import socket
 import sys
 
+from keras_selfattn.run_layout import LOCK_FILE
+
 __all__ = ["LOCK_FILE", "RunDirBusy", "RunLock", "hold_and_claim_run_dir"]
 
-LOCK_FILE = "train.lock"
 
 _REMOTE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 

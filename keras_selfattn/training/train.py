@@ -2,7 +2,6 @@
 
 import dataclasses
 import functools
-import json
 import pathlib
 import shutil
 import tempfile
@@ -14,9 +13,19 @@ from keras_selfattn import text
 from keras_selfattn.models import (
     ModelConfig,
 )
+from keras_selfattn.run_layout import (
+    BACKUP_DIR,
+    CHECKPOINTS_DIR,
+    CONFIG_FILE,
+    HISTORY_FILE,
+    MODEL_FILE,
+    SPLITS_DIR,  # noqa: F401  (cli.py imports it from here)
+    load_run_config,
+    save_run_config,
+)
 from keras_selfattn.training import run_batches
 from keras_selfattn.training import run_data as run_data_lib
-from keras_selfattn.training.averaging import CHECKPOINTS_DIR, KeepCheckpoints
+from keras_selfattn.training.averaging import KeepCheckpoints
 from keras_selfattn.training.backup import (
     WorkerBackup,
     restore_backup,
@@ -25,9 +34,7 @@ from keras_selfattn.training.backup import (
 from keras_selfattn.training.compiled_model import build_and_compile, dtype_policy
 from keras_selfattn.training.config import (
     TrainConfig,
-    load_run_config,
     same_training,
-    save_run_config,
 )
 from keras_selfattn.training.continuation import reopen_finished_run
 from keras_selfattn.training.distributed import (
@@ -63,12 +70,8 @@ from keras_selfattn.training.step_loop import (
 from keras_selfattn.training.strategy import get_strategy
 from keras_selfattn.training.watch import ValidationWatch
 
-MODEL_FILE = "model.keras"
-CONFIG_FILE = "config.json"
-HISTORY_FILE = "history.csv"
-METRICS_FILE = "metrics.json"
-SPLITS_DIR = run_data_lib.SPLITS_DIR
-BACKUP_DIR = "backup"
+# MODEL_FILE, CONFIG_FILE and SPLITS_DIR stay importable from here for the
+# command line (keras_selfattn/cli.py); their home is keras_selfattn.run_layout.
 
 
 @dataclasses.dataclass
@@ -543,15 +546,6 @@ def _finish(run):
     run.model = keras.saving.load_model(run.work_dir / MODEL_FILE)
 
 
-def write_metrics(run_dir, metrics):
-    """Writes ``metrics.json`` in the run directory."""
-    path = pathlib.Path(run_dir) / METRICS_FILE
-    path.write_text(
-        json.dumps(metrics, indent=2, sort_keys=True) + "\n", encoding="utf-8"
-    )
-    return path
-
-
 __all__ = [
     "TrainResult",
     "build_and_compile",
@@ -559,5 +553,4 @@ __all__ = [
     "load_pairs",
     "make_training_datasets",
     "train",
-    "write_metrics",
 ]
