@@ -15,9 +15,12 @@ of ``ksa.layers``, ``ksa.models`` or ``ksa.build_seq2seq``. Import ``keras`` and
 import importlib
 import sys
 
+from keras_selfattn import _moved
 from keras_selfattn._lazy import lazy_package
 
 __version__ = "0.1.0"
+
+_moved.install()  # the old module paths, with a DeprecationWarning
 
 __all__ = ["ModelConfig", "__version__", "build_seq2seq", "layers"]
 
