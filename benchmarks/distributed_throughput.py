@@ -49,7 +49,7 @@ def main(argv=None):
     rounds = args.rounds or (2 if args.quick else 7)
     steps = args.steps_per_round or (2 if args.quick else 5)
 
-    from keras_selfattn.training.strategy import split_cpu
+    from keras_selfattn.training.distribute.strategy import split_cpu
 
     try:
         split_cpu(2)  # before TensorFlow initializes its devices
@@ -80,8 +80,8 @@ def main(argv=None):
     from keras_selfattn import text
     from keras_selfattn.models import ModelConfig
     from keras_selfattn.training import get_strategy
-    from keras_selfattn.training.train import (
-        _tokenizer_configs,
+    from keras_selfattn.training.data.run_tokenizer import tokenizer_configs
+    from keras_selfattn.training.fit.train import (
         build_and_compile,
         make_training_datasets,
     )
@@ -104,7 +104,7 @@ def main(argv=None):
         pairs, DEMO_TRAIN_CONFIG.split, seed=DEMO_TRAIN_CONFIG.seed
     )
     tokenizer = text.PairTokenizer.build(
-        splits.train, *_tokenizer_configs(DEMO_TRAIN_CONFIG)
+        splits.train, *tokenizer_configs(DEMO_TRAIN_CONFIG)
     )
 
     variants = [("default", False), ("mirrored", False)]

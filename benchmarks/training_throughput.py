@@ -35,7 +35,8 @@ VARIANTS = (
 def demo_batches(count, quick):
     """(list of (inputs, target_out) batches, source and target vocabulary sizes)."""
     from keras_selfattn import text
-    from keras_selfattn.training.train import _tokenizer_configs, load_pairs
+    from keras_selfattn.text import load_pairs
+    from keras_selfattn.training.data.run_tokenizer import tokenizer_configs
     from keras_selfattn.workflows import DEMO_MODEL_CONFIG, DEMO_TRAIN_CONFIG
 
     # 8000 of the 30000 pairs: the same vocabularies and longest pair as the full
@@ -45,7 +46,7 @@ def demo_batches(count, quick):
         pairs, DEMO_TRAIN_CONFIG.split, seed=DEMO_TRAIN_CONFIG.seed
     )
     tokenizer = text.PairTokenizer.build(
-        splits.train, *_tokenizer_configs(DEMO_TRAIN_CONFIG)
+        splits.train, *tokenizer_configs(DEMO_TRAIN_CONFIG)
     )
     # Static shapes: every batch padded to the longest pair (the target with </s>).
     lengths = [

@@ -53,7 +53,7 @@ MOVED_NAMES = {
     (f"{_TRAINING}.config", "load_run_config"): "keras_selfattn.run_layout",
     (f"{_TRAINING}.config", "save_run_config"): "keras_selfattn.run_layout",
     (f"{_TRAINING}.fit.train", "write_metrics"): "keras_selfattn.run_layout",
-    (f"{_TRAINING}.fit.train", "load_pairs"): "keras_selfattn.text.corpus",
+    (f"{_TRAINING}.fit.train", "load_pairs"): "keras_selfattn.text.dates",
     (f"{_TRAINING}.fit.averaging", "REPLACED_MODEL"): "keras_selfattn.run_layout",
 }
 # A name that was renamed where it went: (module, old name) -> new name.

@@ -12,4 +12,21 @@ RNN_TYPES = ("gru", "lstm")
 # get_strategy(name) and TrainConfig.strategy.
 STRATEGIES = ("auto", "default", "mirrored", "multi_worker", "tpu")
 
-__all__ = ["RNN_TYPES", "SCORES", "STRATEGIES"]
+# Tokenizer kinds (TokenizerConfig.kind, TrainConfig.source_tokenizer/target_tokenizer).
+TOKENIZER_KINDS = ("word", "char", "subword", "sentencepiece")
+# Tokenizer ops (TokenizerConfig.ops, TrainConfig.tokenizer_ops).
+TOKENIZER_OPS = ("tensorflow_text", "core")
+# TrainConfig.lr_schedule.
+LR_SCHEDULES = ("inverse_sqrt", "cosine")
+# TrainConfig.best_by: what the best model and early stopping follow.
+BEST_BY = ("chrf", "bleu", "loss")
+
+__all__ = [
+    "BEST_BY",
+    "LR_SCHEDULES",
+    "RNN_TYPES",
+    "SCORES",
+    "STRATEGIES",
+    "TOKENIZER_KINDS",
+    "TOKENIZER_OPS",
+]

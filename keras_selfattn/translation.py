@@ -21,7 +21,11 @@ import numpy as np
 import tensorflow as tf
 
 from keras_selfattn import text
-from keras_selfattn.decoding import beam_search_decode, greedy_decode
+from keras_selfattn.decoding import (
+    DEFAULT_LENGTH_PENALTY,
+    beam_search_decode,
+    greedy_decode,
+)
 from keras_selfattn.run_layout import CONFIG_FILE, MODEL_FILE, load_run_config
 
 __all__ = ["ModelFileError", "Translation", "Translator", "source_ids_for_model"]
@@ -171,7 +175,12 @@ class Translator:
         return ids, token_lists, lengths.numpy() > self.max_source_len
 
     def translate(
-        self, texts, beam_size=1, return_attention=False, alpha=0.6, batch_size=256
+        self,
+        texts,
+        beam_size=1,
+        return_attention=False,
+        alpha=DEFAULT_LENGTH_PENALTY,
+        batch_size=256,
     ):
         """Translates a list of strings.
 

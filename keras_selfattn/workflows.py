@@ -64,7 +64,7 @@ def build_vocab(data, out_dir, train_config=None, *, overwrite=False, verbose=Tr
         The `text.PairTokenizer`.
     """
     from keras_selfattn.text import learn_vocab
-    from keras_selfattn.training.run_tokenizer import tokenizer_configs
+    from keras_selfattn.training.data.run_tokenizer import tokenizer_configs
 
     train_config = train_config or TrainConfig()
     out_dir = _vocab_directory(out_dir, overwrite)

@@ -84,7 +84,7 @@ def test_lazy_names_resolve_to_the_real_objects():
     assert ksa.layers.PositionalEncoding is PositionalEncoding
     assert ksa.build_seq2seq is build_seq2seq
     # training/train.py has been imported: the package's `train` is still the function.
-    import keras_selfattn.training.train
+    import keras_selfattn.training.fit.train
 
     assert callable(training.train) and training.train.__name__ == "train"
     assert set(training.__all__) <= set(dir(training))

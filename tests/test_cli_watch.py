@@ -9,7 +9,7 @@ import re
 import pytest
 
 from keras_selfattn import text
-from keras_selfattn.training.presets import PRESETS
+from keras_selfattn.training.config.presets import PRESETS
 from tests.test_cli import cli
 
 pytestmark = pytest.mark.slow

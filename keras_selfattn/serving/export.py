@@ -13,7 +13,11 @@ over each is initialized at load, so a missing vocabulary fails the load) and
 run's own test split).
 """
 
+from keras_selfattn.decoding import DEFAULT_LENGTH_PENALTY
 from keras_selfattn.serving import publishing, warmup
+from keras_selfattn.serving.publishing import (  # re-exported
+    DEFAULT_MODEL_NAME,
+)
 from keras_selfattn.serving.signatures import (
     DEFAULT_BEAM_SIZE,
     NBEST_SIGNATURE,
@@ -30,7 +34,6 @@ __all__ = [
     "sample_sources",
 ]
 
-DEFAULT_MODEL_NAME = "translator"
 _NUM_WARMUP_TEXTS = 8
 _NUM_FALLBACK_TOKENS = 3
 
@@ -42,7 +45,7 @@ def export_translator(
     *,
     model_name=DEFAULT_MODEL_NAME,
     beam_size=DEFAULT_BEAM_SIZE,
-    alpha=0.6,
+    alpha=DEFAULT_LENGTH_PENALTY,
     warmup_texts=None,
 ):
     """Writes ``export_base/N/`` atomically: a SavedModel with its warmup records.
@@ -162,7 +165,7 @@ def export_run(
     *,
     model_name=DEFAULT_MODEL_NAME,
     beam_size=DEFAULT_BEAM_SIZE,
-    alpha=0.6,
+    alpha=DEFAULT_LENGTH_PENALTY,
     warmup_texts=None,
 ):
     """Exports a run directory as ``export_base/N/`` (``keras-selfattn export``).

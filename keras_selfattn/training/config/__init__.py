@@ -3,7 +3,14 @@
 import dataclasses
 from typing import ClassVar
 
-from keras_selfattn.choices import STRATEGIES
+from keras_selfattn import _moved
+from keras_selfattn.choices import (
+    BEST_BY,
+    LR_SCHEDULES,
+    STRATEGIES,
+    TOKENIZER_KINDS,
+    TOKENIZER_OPS,
+)
 from keras_selfattn.config_checks import (
     check_choices,
     check_field_types,
@@ -168,11 +175,11 @@ class TrainConfig:
     CHOICES: ClassVar[dict] = {
         "mixed_precision": ("float32", "mixed_float16", "mixed_bfloat16"),
         "strategy": STRATEGIES,
-        "source_tokenizer": ("word", "char", "subword", "sentencepiece"),
-        "target_tokenizer": ("word", "char", "subword", "sentencepiece"),
-        "tokenizer_ops": ("tensorflow_text", "core"),
-        "lr_schedule": ("inverse_sqrt", "cosine"),
-        "best_by": ("chrf", "bleu", "loss"),
+        "source_tokenizer": TOKENIZER_KINDS,
+        "target_tokenizer": TOKENIZER_KINDS,
+        "tokenizer_ops": TOKENIZER_OPS,
+        "lr_schedule": LR_SCHEDULES,
+        "best_by": BEST_BY,
     }
 
     # Fields added after runs were first saved, with the value that trains the way
@@ -293,3 +300,7 @@ def same_training(first: "TrainConfig", second: "TrainConfig"):
         }
 
     return what(first) == what(second)
+
+
+def __getattr__(name):  # names that moved out: keras_selfattn/_moved.py
+    return _moved.moved_name(__name__, name)

@@ -28,7 +28,7 @@ from keras_selfattn.run_layout import (
 )
 from keras_selfattn.text import fingerprint_split, stream
 from keras_selfattn.training.config import data_settings
-from keras_selfattn.training.data_fingerprint import (
+from keras_selfattn.training.run.data_fingerprint import (
     describe_data_change,
     file_fingerprint,
 )

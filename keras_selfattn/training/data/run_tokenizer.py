@@ -4,7 +4,7 @@ from keras_selfattn import text
 from keras_selfattn.run_layout import TOKENIZER_CONFIG_FILE
 from keras_selfattn.text.learn_vocab import learn_pair_tokenizer
 from keras_selfattn.text.sentencepiece_model import read_sentencepiece_model
-from keras_selfattn.training import run_data as run_data_lib
+from keras_selfattn.training.data import run_data as run_data_lib
 
 __all__ = ["load_or_learn_tokenizer", "tokenizer_configs"]
 

@@ -21,6 +21,7 @@ import pathlib
 import keras
 import numpy as np
 
+from keras_selfattn import _moved
 from keras_selfattn.run_layout import (  # CHECKPOINTS_DIR, checkpoint_step: re-exported
     CHECKPOINTS_DIR,
     MODEL_FILE,
@@ -30,7 +31,7 @@ from keras_selfattn.run_layout import (  # CHECKPOINTS_DIR, checkpoint_step: re-
     checkpoint_files,
     checkpoint_step,
 )
-from keras_selfattn.training.backup import replace_atomically
+from keras_selfattn.training.run.backup import replace_atomically
 
 __all__ = [
     "CHECKPOINTS_DIR",
@@ -170,3 +171,7 @@ def average_run(run_dir, last=None, out=None):
         model_path.replace(run_dir / REPLACED_MODEL_FILE)
     averaged.replace(model_path)
     return model_path, kept
+
+
+def __getattr__(name):  # names that moved out: keras_selfattn/_moved.py
+    return _moved.moved_name(__name__, name)

@@ -34,11 +34,11 @@ from keras_selfattn.run_layout import (
     load_run_config,
     save_run_config,
 )
-from keras_selfattn.training.backup import backed_up_epochs, read_backup
 from keras_selfattn.training.config import (
     CONTINUATION_FIELDS,
     PLACEMENT_FIELDS,
 )
+from keras_selfattn.training.run.backup import backed_up_epochs, read_backup
 
 __all__ = ["MAY_GROW", "reopen_finished_run"]
 
@@ -143,7 +143,7 @@ def _check_only_length_changes(run_dir, model_config, train_config, refuse):
 
 def _check_same_data(record, train_config, refuse, data, *, valid_data, test_data):
     """The new call's data files are those of ``data.json``'s ``record``."""
-    from keras_selfattn.training import run_data as run_data_lib
+    from keras_selfattn.training.data import run_data as run_data_lib
 
     if data is None:
         from keras_selfattn import text
@@ -161,7 +161,7 @@ def _check_same_data(record, train_config, refuse, data, *, valid_data, test_dat
 
 def _longer_plan(train_config, record, done, refuse):
     """The new call's `StepPlan`, which must train past the ``done`` steps."""
-    from keras_selfattn.training.step_loop import plan_steps
+    from keras_selfattn.training.fit.step_loop import plan_steps
 
     new_plan = plan_steps(train_config, record["train_pairs"])
     if new_plan.total_steps <= done:
@@ -176,7 +176,7 @@ def _check_backup_continues(
     backup_dir, epoch, done, saved_train, new_plan, record, refuse
 ):
     """The last backup (``epoch``) ends the run and a period of the new plan."""
-    from keras_selfattn.training.step_loop import plan_steps
+    from keras_selfattn.training.fit.step_loop import plan_steps
 
     state = read_backup(backup_dir, epoch)
     # The last step is always backed up: a run that went on past its last

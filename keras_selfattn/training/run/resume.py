@@ -11,9 +11,9 @@ trained on (a distributed iterator cannot be checkpointed).
 
 import csv
 
-from keras_selfattn.training.backup import backed_up_epochs, input_checkpoint
-from keras_selfattn.training.distributed import all_workers_values
-from keras_selfattn.training.step_loop import ResumableInput
+from keras_selfattn.training.distribute.distributed import all_workers_values
+from keras_selfattn.training.fit.step_loop import ResumableInput
+from keras_selfattn.training.run.backup import backed_up_epochs, input_checkpoint
 
 __all__ = ["agree_on_restart", "restored_input", "truncate_history"]
 

@@ -15,8 +15,8 @@ import pathlib
 import shutil
 
 from keras_selfattn.run_layout import BACKUP_DIR, CONFIG_FILE, FINISHED_FILE, LOCK_FILE
-from keras_selfattn.training.backup import backed_up_epochs, remove_backup
-from keras_selfattn.training.distributed import all_workers_values
+from keras_selfattn.training.distribute.distributed import all_workers_values
+from keras_selfattn.training.run.backup import backed_up_epochs, remove_backup
 
 __all__ = [
     "FINISHED_FILE",

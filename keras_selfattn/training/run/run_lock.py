@@ -154,7 +154,7 @@ def hold_and_claim_run_dir(run_dir, *, overwrite=False, reopen=None):
         RunDirBusy: another process holds the lock.
         ValueError: a remote path, or what `claim_run_dir` refuses.
     """
-    from keras_selfattn.training.run_dir import (  # imports TensorFlow
+    from keras_selfattn.training.run.run_dir import (  # imports TensorFlow
         claim_run_dir,
         run_dir_state,
     )
