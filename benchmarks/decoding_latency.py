@@ -51,17 +51,7 @@ def demo_model(max_target_len, quick):
         **{**vars(DEMO_MODEL_CONFIG), "max_target_len": max_target_len}
     )
     if quick:
-        config = ModelConfig(
-            **{
-                **vars(config),
-                "num_hiddens": 16,
-                "num_heads": 2,
-                "num_layers": 1,
-                "ffn_hiddens": 16,
-                "decoder_units": 16,
-                "embedding_dim": 8,
-            }
-        )
+        config = ModelConfig(**{**vars(config), **_bench.TINY_MODEL})
     model = build_seq2seq(
         tokenizer.source_vocab_size, tokenizer.target_vocab_size, config, seed=0
     )

@@ -78,7 +78,6 @@ def main(argv=None):
     import keras
 
     from keras_selfattn import text
-    from keras_selfattn.models import ModelConfig
     from keras_selfattn.training import get_strategy
     from keras_selfattn.training.data.run_tokenizer import tokenizer_configs
     from keras_selfattn.training.fit.train import (
@@ -89,16 +88,7 @@ def main(argv=None):
 
     model_config = DEMO_MODEL_CONFIG
     if args.quick:
-        model_config = ModelConfig(
-            num_hiddens=16,
-            num_heads=2,
-            num_layers=1,
-            ffn_hiddens=16,
-            decoder_units=16,
-            embedding_dim=8,
-            max_source_len=32,
-            max_target_len=16,
-        )
+        model_config = _bench.tiny_model_config(32, 16)
     pairs = text.load_bundled_dates()[: 1024 if args.quick else 8192]
     splits = text.split_pairs(
         pairs, DEMO_TRAIN_CONFIG.split, seed=DEMO_TRAIN_CONFIG.seed

@@ -92,21 +92,11 @@ def main(argv=None):
     rounds = args.rounds or (2 if args.quick else 9)
     steps = args.steps_per_round or (1 if args.quick else 6)
 
-    from keras_selfattn.models import ModelConfig
     from keras_selfattn.workflows import DEMO_MODEL_CONFIG, DEMO_TRAIN_CONFIG
 
     config = DEMO_MODEL_CONFIG
     if args.quick:
-        config = ModelConfig(
-            num_hiddens=16,
-            num_heads=2,
-            num_layers=1,
-            ffn_hiddens=16,
-            decoder_units=16,
-            embedding_dim=8,
-            max_source_len=32,
-            max_target_len=16,
-        )
+        config = _bench.tiny_model_config(32, 16)
     batches, source_vocab, target_vocab = demo_batches(max(steps, 2), args.quick)
     tokens = [int((target_out.numpy() != 0).sum()) for _, target_out in batches]
     shape = (

@@ -365,28 +365,26 @@ class Seq2Seq(keras.Model):
         return cell.pack_states(parts._replace(recurrent=recurrent))
 
     # ----------------------------------------------------------------- config
+    # What get_config writes and from_config takes, listed once.
+    _CONFIG_KEYS = (
+        "name",
+        "trainable",
+        "source_vocab_size",
+        "target_vocab_size",
+        "config",
+        "seed",
+        "dtype",
+    )
+
     def get_config(self):
-        return {
-            "name": self.name,
-            "trainable": self.trainable,
-            "source_vocab_size": self.source_vocab_size,
-            "target_vocab_size": self.target_vocab_size,
+        values = {
             "config": dataclasses.asdict(self.model_config),
-            "seed": self.seed,
             "dtype": keras.dtype_policies.serialize(self.dtype_policy),
         }
-
-    _CONFIG_KEYS = frozenset(
-        {
-            "name",
-            "trainable",
-            "source_vocab_size",
-            "target_vocab_size",
-            "config",
-            "seed",
-            "dtype",
+        return {
+            key: values[key] if key in values else getattr(self, key)
+            for key in self._CONFIG_KEYS
         }
-    )
 
     @classmethod
     def from_config(cls, config):

@@ -35,6 +35,8 @@ import pathlib
 from keras_selfattn.decoding import (  # DEFAULT_BEAM_SIZE: re-exported
     DEFAULT_BEAM_SIZE,
     DEFAULT_LENGTH_PENALTY,
+    beam_search_decode,
+    greedy_decode,
 )
 
 __all__ = [
@@ -78,8 +80,6 @@ def serving_functions(
         first.
     """
     import tensorflow as tf
-
-    from keras_selfattn.decoding import beam_search_decode, greedy_decode
 
     if not isinstance(beam_size, int) or isinstance(beam_size, bool) or beam_size < 1:
         raise ValueError(
