@@ -390,7 +390,7 @@ class Seq2Seq(keras.Model):
     def from_config(cls, config):
         # keras.Model swallows unknown keyword arguments: refuse them here, so
         # that an edited or foreign model file fails instead of loading quietly.
-        unknown = sorted(set(config) - cls._CONFIG_KEYS)
+        unknown = sorted(set(config) - set(cls._CONFIG_KEYS))
         if unknown:
             raise ValueError(
                 f"Seq2Seq got unknown config arguments {unknown}; it takes "

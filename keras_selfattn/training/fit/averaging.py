@@ -31,7 +31,7 @@ from keras_selfattn.run_layout import (  # CHECKPOINTS_DIR, checkpoint_step: re-
     checkpoint_files,
     checkpoint_step,
 )
-from keras_selfattn.training.run.backup import replace_atomically
+from keras_selfattn.training.run.backup import keep_newest, replace_atomically
 
 __all__ = [
     "CHECKPOINTS_DIR",
@@ -70,8 +70,11 @@ class KeepCheckpoints(keras.callbacks.Callback):
         step = self.plan.step_after(epoch + 1)
         self.directory.mkdir(parents=True, exist_ok=True)
         replace_atomically(self.model.save, checkpoint_file(self.directory, step))
-        for old in checkpoint_files(self.directory)[: -self.keep]:
-            old.unlink(missing_ok=True)
+        keep_newest(
+            checkpoint_files(self.directory),
+            self.keep,
+            lambda path: path.unlink(missing_ok=True),
+        )
 
 
 def _load(path):

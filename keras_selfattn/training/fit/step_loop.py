@@ -366,8 +366,9 @@ class ResumableInput:
     """Gives ``model.fit`` a dataset whose iterator this object can save and restore.
 
     ``fit`` makes its iterator with ``iter(dataset)``; the dataset handed to it
-    (`dataset`) records that iterator, and restores it from a checkpoint first
-    when `restore_from` was called. A `tf.data` iterator checkpoint holds its
+    (`dataset`, a `tf.data.Dataset` over the given one's graph, which is left as
+    it was) records that iterator, and restores it from a checkpoint first when
+    `restore_from` was called. A `tf.data` iterator checkpoint holds its
     position and its buffers (shuffle, prefetch), so restoring costs time in
     proportion to the buffers, not to the steps already trained. Only for a
     single-replica run: a distributed iterator is not checkpointable.
@@ -381,22 +382,15 @@ class ResumableInput:
         self.state = dict(state or {})
         self.iterator = None
         self._restore_path = None
-        holder = self
-        base = type(dataset)
+        self.dataset = _RecordingDataset(dataset, self)
 
-        def __iter__(ds):
-            iterator = base.__iter__(ds)
-            if holder._restore_path is not None:
-                checkpoint = tf.train.Checkpoint(iterator=iterator, **holder.state)
-                checkpoint.read(holder._restore_path).assert_consumed()
-                holder._restore_path = None
-            holder.iterator = iterator
-            return iterator
-
-        dataset.__class__ = type(
-            "Resumable" + base.__name__, (base,), {"__iter__": __iter__}
-        )
-        self.dataset = dataset
+    def _started(self, iterator):
+        """Called with each iterator ``fit`` makes: restored first, then kept."""
+        if self._restore_path is not None:
+            checkpoint = tf.train.Checkpoint(iterator=iterator, **self.state)
+            checkpoint.read(self._restore_path).assert_consumed()
+            self._restore_path = None
+        self.iterator = iterator
 
     def restore_from(self, path):
         """The next iterator starts where the checkpoint at ``path`` left off."""
@@ -412,3 +406,28 @@ class ResumableInput:
         return tf.train.Checkpoint(iterator=self.iterator, **self.state).write(
             str(prefix)
         )
+
+
+class _RecordingDataset(tf.data.Dataset):
+    """The given dataset (the same graph), reporting each iterator it makes.
+
+    A `tf.data.Dataset` subclass, so Keras' ``fit`` takes it as the dataset it is
+    (its ``TFDatasetAdapter``); a transformation of it is a plain dataset again.
+    """
+
+    def __init__(self, dataset, resumable):
+        self._dataset = dataset
+        self._resumable = resumable
+        super().__init__(dataset._variant_tensor)
+
+    @property
+    def element_spec(self):
+        return self._dataset.element_spec
+
+    def _inputs(self):
+        return [self._dataset]
+
+    def __iter__(self):
+        iterator = super().__iter__()
+        self._resumable._started(iterator)
+        return iterator

@@ -32,6 +32,7 @@ __all__ = [
     "WorkerBackup",
     "backed_up_epochs",
     "input_checkpoint",
+    "keep_newest",
     "read_backup",
     "remove_backup",
     "replace_atomically",
@@ -201,8 +202,28 @@ class WorkerBackup(keras.callbacks.Callback):
             lambda tmp: tmp.write_text(json.dumps(state) + "\n", encoding="utf-8"),
             backup_file(self.directory, done, "state"),
         )
-        for old in backed_up_epochs(self.directory)[: -self.keep]:
-            remove_backup(self.directory, old)
+        keep_newest(
+            backed_up_epochs(self.directory),
+            self.keep,
+            lambda epoch: remove_backup(self.directory, epoch),
+        )
+
+
+def keep_newest(saved, keep, remove):
+    """The one retention rule of the run's saved states: the newest ``keep`` stay.
+
+    Used by the backups (`WorkerBackup`, two epochs) and the kept checkpoints
+    (`averaging.KeepCheckpoints`, ``keep_checkpoints`` validations).
+
+    Args:
+        saved: what is saved, oldest first (epochs, checkpoint files).
+        keep: positive int, how many of the newest to keep.
+        remove: called with each one older than those.
+    """
+    if isinstance(keep, bool) or not isinstance(keep, int) or keep < 1:
+        raise ValueError(f"keep must be a positive integer. Received: keep={keep!r}")
+    for old in list(saved)[:-keep]:
+        remove(old)
 
 
 def remove_backup(directory, epoch):
