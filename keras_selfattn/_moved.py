@@ -55,6 +55,7 @@ MOVED_NAMES = {
     (f"{_TRAINING}.fit.train", "write_metrics"): "keras_selfattn.run_layout",
     (f"{_TRAINING}.fit.train", "load_pairs"): "keras_selfattn.text.dates",
     (f"{_TRAINING}.fit.averaging", "REPLACED_MODEL"): "keras_selfattn.run_layout",
+    (f"{_TRAINING}.fit.step_loop", "ResumableInput"): f"{_TRAINING}.run.resume",
 }
 # A name that was renamed where it went: (module, old name) -> new name.
 _RENAMED = {

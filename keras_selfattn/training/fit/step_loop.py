@@ -7,10 +7,9 @@ the validation when a cadence says so and always at the last step, keeps the
 best model (``model.keras``, written under a temporary name and renamed into
 place, so a kill mid-write keeps the previous best), stops early after
 ``patience`` validations without a better loss, and logs the loss, the
-validation loss and the target tokens per second. `ResumableInput` gives
-``fit`` a dataset whose iterator can be checkpointed and restored, so a resumed
-run continues on the batches an uninterrupted run would have seen, without
-reading again what was already trained on.
+validation loss and the target tokens per second. The input a resumed run
+continues on is `keras_selfattn.training.run.resume.ResumableInput` (resuming
+is read in one place).
 """
 
 import dataclasses
@@ -21,15 +20,14 @@ import sys
 import time
 
 import keras
-import tensorflow as tf
 
+from keras_selfattn import _moved
 from keras_selfattn.choices import BEST_BY
 from keras_selfattn.training.run.backup import replace_atomically
 
 __all__ = [
     "HistoryLog",
     "ProgressLog",
-    "ResumableInput",
     "StepEvaluation",
     "StepPlan",
     "StopAtStep",
@@ -362,72 +360,5 @@ class ProgressLog(keras.callbacks.Callback):
         self._mark = (now, self.step, tokens)
 
 
-class ResumableInput:
-    """Gives ``model.fit`` a dataset whose iterator this object can save and restore.
-
-    ``fit`` makes its iterator with ``iter(dataset)``; the dataset handed to it
-    (`dataset`, a `tf.data.Dataset` over the given one's graph, which is left as
-    it was) records that iterator, and restores it from a checkpoint first when
-    `restore_from` was called. A `tf.data` iterator checkpoint holds its
-    position and its buffers (shuffle, prefetch), so restoring costs time in
-    proportion to the buffers, not to the steps already trained. Only for a
-    single-replica run: a distributed iterator is not checkpointable.
-
-    Args:
-        dataset: the training `tf.data.Dataset`.
-        state: extra variables saved and restored with the iterator (name -> var).
-    """
-
-    def __init__(self, dataset, state=None):
-        self.state = dict(state or {})
-        self.iterator = None
-        self._restore_path = None
-        self.dataset = _RecordingDataset(dataset, self)
-
-    def _started(self, iterator):
-        """Called with each iterator ``fit`` makes: restored first, then kept."""
-        if self._restore_path is not None:
-            checkpoint = tf.train.Checkpoint(iterator=iterator, **self.state)
-            checkpoint.read(self._restore_path).assert_consumed()
-            self._restore_path = None
-        self.iterator = iterator
-
-    def restore_from(self, path):
-        """The next iterator starts where the checkpoint at ``path`` left off."""
-        self._restore_path = str(path)
-
-    def save(self, prefix):
-        """Writes the iterator (and `state`) to ``prefix``; returns the path.
-
-        None: ``fit`` has not iterated yet.
-        """
-        if self.iterator is None:
-            return None
-        return tf.train.Checkpoint(iterator=self.iterator, **self.state).write(
-            str(prefix)
-        )
-
-
-class _RecordingDataset(tf.data.Dataset):
-    """The given dataset (the same graph), reporting each iterator it makes.
-
-    A `tf.data.Dataset` subclass, so Keras' ``fit`` takes it as the dataset it is
-    (its ``TFDatasetAdapter``); a transformation of it is a plain dataset again.
-    """
-
-    def __init__(self, dataset, resumable):
-        self._dataset = dataset
-        self._resumable = resumable
-        super().__init__(dataset._variant_tensor)
-
-    @property
-    def element_spec(self):
-        return self._dataset.element_spec
-
-    def _inputs(self):
-        return [self._dataset]
-
-    def __iter__(self):
-        iterator = super().__iter__()
-        self._resumable._started(iterator)
-        return iterator
+def __getattr__(name):  # names that moved out: keras_selfattn/_moved.py
+    return _moved.moved_name(__name__, name)

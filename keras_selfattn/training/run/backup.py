@@ -148,7 +148,7 @@ class WorkerBackup(keras.callbacks.Callback):
             (None: every epoch).
         evaluation: a `step_loop.StepEvaluation` whose ``best`` and ``wait``
             (early stopping) are saved.
-        resumable: a `step_loop.ResumableInput` whose iterator is saved.
+        resumable: a `resume.ResumableInput` whose iterator is saved.
     """
 
     def __init__(
