@@ -16,7 +16,6 @@ on `decoding`, `models`' outputs, `text` and `run_layout` only.
 import dataclasses
 import pathlib
 
-import keras
 import numpy as np
 import tensorflow as tf
 
@@ -26,6 +25,7 @@ from keras_selfattn.decoding import (
     beam_search_decode,
     greedy_decode,
 )
+from keras_selfattn.models import saving
 from keras_selfattn.run_layout import CONFIG_FILE, MODEL_FILE, load_run_config
 
 __all__ = ["ModelFileError", "Translation", "Translator", "source_ids_for_model"]
@@ -51,7 +51,7 @@ class ModelFileError(ValueError):
 def _load_model(path):
     """``keras.saving.load_model(path)``; what fails in it is a `ModelFileError`."""
     try:
-        return keras.saving.load_model(path)
+        return saving.load_model(path)
     except Exception as error:
         raise ModelFileError(path, error) from error
 

@@ -41,6 +41,7 @@ __getattr__, __dir__ = lazy_package(
         "config",
         "losses",
         "schedules",
+        "saving",
         "seq2seq",
     ),
 )

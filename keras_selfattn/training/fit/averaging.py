@@ -22,6 +22,7 @@ import keras
 import numpy as np
 
 from keras_selfattn import _moved
+from keras_selfattn.models import saving
 from keras_selfattn.run_layout import (  # CHECKPOINTS_DIR, checkpoint_step: re-exported
     CHECKPOINTS_DIR,
     MODEL_FILE,
@@ -79,7 +80,7 @@ class KeepCheckpoints(keras.callbacks.Callback):
 
 def _load(path):
     try:
-        return keras.saving.load_model(path, compile=False, safe_mode=True)
+        return saving.load_model(path, compile=False, safe_mode=True)
     except Exception as error:  # Keras raises many types for a bad file
         raise ValueError(f"Cannot read the model file {str(path)!r}: {error}") from (
             error

@@ -17,6 +17,7 @@ import tensorflow as tf
 from keras_selfattn import text
 from keras_selfattn.models import (
     ModelConfig,
+    saving,
 )
 from keras_selfattn.run_layout import (
     BACKUP_DIR,
@@ -322,4 +323,4 @@ def finish(run):
             print(f"{counts['malformed']} malformed lines skipped")
         if counts["extra_columns"]:
             print(text.stream.extra_columns_report(counts["extra_columns"]))
-    run.model = keras.saving.load_model(run.work_dir / MODEL_FILE)
+    run.model = saving.load_model(run.work_dir / MODEL_FILE)
