@@ -37,6 +37,7 @@ import json
 import os
 import pathlib
 import resource
+import shutil
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -47,67 +48,81 @@ def process_cpu():
     return usage.ru_utime + usage.ru_stime
 
 
+def append_log(path, step, train_cpu, now, logs):
+    """A row of ``cpu_log.csv`` (Keras' loss: the running mean of the period)."""
+    loss = float((logs or {}).get("loss", float("nan")))
+    with open(path, "a", encoding="utf-8") as log:
+        log.write(f"{step},{train_cpu:.1f},{now:.1f},{loss:.4f}\n")
+
+
+class BudgetSnapshots:
+    """The callback of `budget_callback` (a Keras callback class is mixed in)."""
+
+    def __init__(self, out, budgets, log_every):
+        super().__init__()
+        self.out, self.log_every = out, log_every
+        self.excluded = self.setup = 0.0
+        self.last_batch_cpu = None
+        self.step = 0
+        self.pending = sorted(budgets)
+        self.rows = []
+        self.log = out / "cpu_log.csv"
+        self.log.write_text("step,train_cpu_s,process_cpu_s,loss\n")
+
+    def on_train_begin(self, logs=None):
+        # Setup (reading data, learning vocabularies, building) not counted.
+        self.setup = self.excluded = process_cpu()
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.step += 1
+        now = process_cpu()
+        self.last_batch_cpu = now
+        train_cpu = now - self.excluded
+        if self.step % self.log_every == 0:
+            append_log(self.log, self.step, train_cpu, now, logs)
+        while self.pending and train_cpu >= self.pending[0] * 60:
+            self._snapshot(self.pending.pop(0), train_cpu, now)
+        if not self.pending:
+            self._stop()
+
+    def _stop(self):
+        best = self.out / "run" / "model.keras"
+        if not best.exists():  # no validation yet: `train` loads one at its end
+            shutil.copyfile(self.out / self.rows[-1]["model"], best)
+        self.model.stop_training = True
+
+    def _snapshot(self, minutes, train_cpu, now):
+        path = self.out / f"budget-{minutes:g}.keras"
+        self.model.save(path)
+        self.excluded += process_cpu() - now
+        self.rows.append(
+            {
+                "budget_cpu_min": minutes,
+                "step": self.step,
+                "train_cpu_s": round(train_cpu, 1),
+                "process_cpu_s": round(now, 1),
+                "with_validations_cpu_s": round(now - self.setup, 1),
+                "excluded_cpu_s": round(self.excluded, 1),
+                "model": path.name,
+            }
+        )
+        (self.out / "budgets.json").write_text(json.dumps(self.rows, indent=1))
+        print(f"budget {minutes:g} CPU-min: {self.rows[-1]}", flush=True)
+
+    def on_epoch_end(self, epoch, logs=None):
+        # Last callback: everything since the period's last step was
+        # validation (loss, translations, best-model save) and history.
+        if self.last_batch_cpu is not None:
+            self.excluded += process_cpu() - self.last_batch_cpu
+            self.last_batch_cpu = None
+
+
 def budget_callback(out, budgets, log_every=100):
     """The Keras callback described in the module docstring."""
     import keras
 
-    class BudgetSnapshots(keras.callbacks.Callback):
-        def __init__(self):
-            super().__init__()
-            self.excluded = self.setup = 0.0
-            self.last_batch_cpu = None
-            self.step = 0
-            self.pending = sorted(budgets)
-            self.rows = []
-            self.log = out / "cpu_log.csv"
-            self.log.write_text("step,train_cpu_s,process_cpu_s,loss\n")
-
-        def on_train_begin(self, logs=None):
-            # Setup (reading data, learning vocabularies, building) not counted.
-            self.setup = self.excluded = process_cpu()
-
-        def on_train_batch_end(self, batch, logs=None):
-            self.step += 1
-            now = process_cpu()
-            self.last_batch_cpu = now
-            train_cpu = now - self.excluded
-            if self.step % log_every == 0:
-                loss = float((logs or {}).get("loss", float("nan")))
-                self.writer.writerow(
-                    [self.step, f"{train_cpu:.1f}", f"{now:.1f}", loss]
-                )
-                self.log.flush()
-            while self.pending and train_cpu >= self.pending[0] * 60:
-                self._snapshot(self.pending.pop(0), train_cpu, now)
-            if not self.pending:
-                self.model.stop_training = True
-
-        def _snapshot(self, minutes, train_cpu, now):
-            path = out / f"budget-{minutes:g}.keras"
-            self.model.save(path)
-            self.excluded += process_cpu() - now
-            self.rows.append(
-                {
-                    "budget_cpu_min": minutes,
-                    "step": self.step,
-                    "train_cpu_s": round(train_cpu, 1),
-                    "process_cpu_s": round(now, 1),
-                    "with_validations_cpu_s": round(now - self.setup, 1),
-                    "excluded_cpu_s": round(self.excluded, 1),
-                    "model": path.name,
-                }
-            )
-            (out / "budgets.json").write_text(json.dumps(self.rows, indent=1))
-            print(f"budget {minutes:g} CPU-min: {self.rows[-1]}", flush=True)
-
-        def on_epoch_end(self, epoch, logs=None):
-            # Last callback: everything since the period's last step was
-            # validation (loss, translations, best-model save) and history.
-            if self.last_batch_cpu is not None:
-                self.excluded += process_cpu() - self.last_batch_cpu
-                self.last_batch_cpu = None
-
-    return BudgetSnapshots()
+    callback = type("BudgetCallback", (BudgetSnapshots, keras.callbacks.Callback), {})
+    return callback(out, budgets, log_every)
 
 
 def set_threads(threads):
@@ -181,6 +196,10 @@ def score(args):
     pairs = text.read_pairs(args.test)
     sources = [s for s, _ in pairs]
     references = [r for _, r in pairs]
+    if not (out / "run" / "model.keras").exists():
+        # Stopped before its first validation: the run has no best model yet,
+        # and `Translator.load` wants one (the snapshots replace it below).
+        shutil.copyfile(out / rows[0]["model"], out / "run" / "model.keras")
     translator = Translator.load(out / "run")
     print(
         "| budget (train CPU-min) | step | process CPU-min | search | BLEU | chrF "
