@@ -42,3 +42,17 @@ def test_benchmark_runs_in_quick_mode(name, capsys):
     out = capsys.readouterr().out
     assert "|---|" in out, out
     assert f"command: .venv/bin/python benchmarks/{name}.py --quick" in out, out
+
+
+@pytest.mark.slow
+def test_keras_hub_peer_runs_in_quick_mode(tmp_path, capsys):
+    """The KerasHub peer (issue 24): a few steps on the bundled dates, then scored.
+
+    Needs the ``peer`` extra (keras-hub); skipped where it is not installed.
+    """
+    pytest.importorskip("keras_hub")
+    _load("keras_hub_peer").main(["--quick", "--out", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert "| greedy |" in out and "| beam 2 |" in out, out
+    assert "command: .venv/bin/python benchmarks/keras_hub_peer.py --quick" in out, out
+    assert (tmp_path / "budgets.json").exists()
