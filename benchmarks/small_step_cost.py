@@ -51,7 +51,6 @@ def parse_variant(text):
 
 def build(sizes, fields, quick):
     import tensorflow as tf
-
     from keras_selfattn.training.compiled_model import build_and_compile
     from keras_selfattn.training.presets import preset_configs
 
