@@ -51,8 +51,9 @@ def parse_variant(text):
 
 def build(sizes, fields, quick):
     import tensorflow as tf
-    from keras_selfattn.training.compiled_model import build_and_compile
-    from keras_selfattn.training.presets import preset_configs
+
+    from keras_selfattn.training.config.presets import preset_configs
+    from keras_selfattn.training.fit.compiled_model import build_and_compile
 
     model_config, train_config = preset_configs("small")
     overrides = dict(fields)
