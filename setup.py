@@ -62,6 +62,9 @@ setup(
         # sacremoses for BLEU as the Multi30k papers compute it. Not in "test":
         # its smoke test is skipped where keras_hub is not installed.
         "peer": ["keras-hub>=0.32,<1", "sacremoses>=0.1"],
+        # train writes event files with tf.summary; the viewer reads them (and
+        # train writes them only when it is installed: TrainConfig.tensorboard)
+        "tensorboard": ["tensorboard>=2.16,<2.22"],
         "test": [
             "pytest>=8",
             # pinned: each ruff release changes its default rules and formatting
@@ -71,6 +74,7 @@ setup(
             "jax[cpu]>=0.4.30",
             "matplotlib>=3.8",
             "tensorflow-serving-api>=2.16.1,<2.22",
+            "tensorboard>=2.16,<2.22",
         ],
     },
     entry_points={"console_scripts": ["keras-selfattn=keras_selfattn.cli:main"]},

@@ -50,6 +50,7 @@ them.
             positional_encoding.png  POSITIONAL_ENCODING_PLOT_FILE
             attention_<i>.png     ATTENTION_PLOT_FILE.format(i)
         export/                   EXPORT_DIR          <model name>/<version>/
+        tensorboard/              TENSORBOARD_DIR     TensorBoard's event files
 """
 
 import dataclasses
@@ -81,6 +82,7 @@ __all__ = [
     "SOURCE_VOCAB_FILE",
     "SPLITS_DIR",
     "TARGET_VOCAB_FILE",
+    "TENSORBOARD_DIR",
     "TEST_FILE",
     "TOKENIZER_CONFIG_FILE",
     "TRAIN_FILE",
@@ -122,6 +124,7 @@ HISTORY_PLOT_FILE = "history.png"  # in PLOTS_DIR
 POSITIONAL_ENCODING_PLOT_FILE = "positional_encoding.png"  # in PLOTS_DIR
 ATTENTION_PLOT_FILE = "attention_{}.png"  # in PLOTS_DIR, the test pair's number
 EXPORT_DIR = "export"  # EXPORT_DIR/<model name>/<version>: TF Serving's layout
+TENSORBOARD_DIR = "tensorboard"  # train's event files: tensorboard --logdir
 
 # A worker's backup files (`backup_file`): the epoch's weights, state and input.
 _BACKUP_NAMES = {

@@ -484,6 +484,7 @@ CASES = [
             ("--clipnorm", "inf"),
             ("--seed", "-1"),
             ("--num-hiddens", "30"),  # not divisible by the 4 heads
+            ("--accumulate-steps", "0"),
             ("--attention-heads", "3"),  # does not divide the decoder's units
             ("--keep-checkpoints", "-1"),
             ("--rnn-type", "rnn"),

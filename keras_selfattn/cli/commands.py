@@ -100,8 +100,8 @@ def _add_command(subparsers, name, run, **kwargs):
 
 
 def _progress(args):
-    """Keras fit verbosity: bars on a terminal, one line per epoch otherwise, none
-    with --quiet."""
+    """`train`'s verbose: a progress bar on a terminal, a line every --log-every
+    steps otherwise, nothing with --quiet (`training.fit.train.fit_verbosity`)."""
     if args.quiet:
         return 0
     return 1 if sys.stdout.isatty() else 2

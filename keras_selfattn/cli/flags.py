@@ -165,7 +165,7 @@ def count(minimum):
 
 
 _OUTPUT_OPTIONS = (
-    ("--quiet", "no progress lines while training"),
+    ("--quiet", "train, demo: no progress while training (other commands: no effect)"),
     ("--verbose", "show TensorFlow's own log lines (hidden by default)"),
     ("--debug", "like --verbose, and show the traceback of an error"),
 )

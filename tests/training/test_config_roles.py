@@ -22,6 +22,7 @@ def test_the_role_lists_are_the_ones_runs_were_saved_with():
         "tpu",
         "worker_timeout",
         "log_every",
+        "tensorboard",  # output only: a run resumes with it on or off
     )
     assert TrainConfig.VOCAB_FIELDS == (
         "source_tokenizer",

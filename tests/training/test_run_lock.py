@@ -3,6 +3,7 @@
 import json
 import os
 import pathlib
+import shlex
 import signal
 import socket
 import subprocess
@@ -122,3 +123,16 @@ def test_a_remote_run_directory_is_refused(tmp_path, path, monkeypatch):
 
 
 # Two real `train` processes at once: tests/training/test_concurrent_trains.py.
+
+
+def test_the_lock_records_the_whole_command_or_says_it_cut_it():
+    from keras_selfattn.training.run.run_lock import recorded_command
+
+    argv = ["keras-selfattn", "train", "--data", "a b.tsv", *["--seed", "1"] * 100]
+    assert recorded_command(argv) == shlex.join(argv)  # 1,200 characters: whole
+    long = [*argv, "--out", "é" * 2000]
+    cut = recorded_command(long)
+    kept, mark = cut.split(" ... [cut: ")
+    assert shlex.join(long).startswith(kept)
+    assert mark == f"{len(shlex.join(long)) - len(kept)} more characters]"
+    assert len(json.dumps(cut)) <= 3100

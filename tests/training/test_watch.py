@@ -80,7 +80,7 @@ def numpy_source_dependence(model, source_ids, target_in):
 def test_source_dependence_matches_numpy(tokenizer):
     model = tiny_model(tokenizer)
     watch = ValidationWatch(PAIRS, tokenizer, model.model_config, sample_size=20)
-    source_ids, target_in = watch._batch(watch._translator(model))
+    source_ids, target_in = watch._batch(watch.translator(model))
     assert target_in[:, 0].tolist() == [2] * len(target_in)  # START first
     got = source_dependence(model, source_ids, target_in)
     np.testing.assert_allclose(
@@ -99,7 +99,7 @@ def test_health_check_catches_a_collapsed_encoder(tokenizer):
     model = tiny_model(tokenizer)
     watch = ValidationWatch(PAIRS, tokenizer, model.model_config, sample_size=30)
     healthy_dependence = source_dependence(
-        model, *watch._batch(watch._translator(model))
+        model, *watch._batch(watch.translator(model))
     )
     collapse_encoder(model)
     scores, examples, health = watch(model)

@@ -54,7 +54,9 @@ class TrainConfig:
             it must divide). The same configuration then computes the same
             steps on one device, several GPUs, several workers or a TPU.
         learning_rate: peak Adam learning rate.
-        warmup_steps: linear warm-up steps before the learning rate decays (cosine).
+        warmup_steps: optimizer updates of linear warm-up, then the learning rate
+            follows lr_schedule (inverse_sqrt: peak * sqrt(warmup_steps / update);
+            cosine: cosine decay to 5% at the last step).
         clipnorm: gradient-norm clipping (0 disables it).
         label_smoothing: smoothing of the one-hot targets in the loss, in [0, 1)
             (0: none; padding positions are ignored).
@@ -72,7 +74,8 @@ class TrainConfig:
         target_sentencepiece_model: the same for the target.
         split_digits: make every digit its own source token.
         tokenizer_ops: ``"tensorflow_text"`` or ``"core"`` (core TF ops only).
-        patience: epochs without a better validation loss before stopping.
+        patience: validations in a row without a better best_by score (chrF by
+            default, or BLEU or the validation loss) before training stops.
         jit_compile: compile the train step with XLA (``True``/``False``); Keras'
             ``"auto"`` turns XLA off on CPU and under tf.distribute, so the default
             here is ``True``: the whole step on one device, each replica's forward
@@ -125,6 +128,14 @@ class TrainConfig:
             (0: none; then best_by must be "loss").
         log_every: steps between two progress lines (loss, target tokens/s,
             ETA) when the output is not a terminal (0: none).
+        accumulate_steps: apply the optimizer once every this many batches, to the
+            mean of their gradients (Keras' gradient_accumulation_steps): an
+            update then sees accumulate_steps times the batch, in the memory of
+            one batch. train_steps, eval_every, save_every and log_every count
+            batches; warmup_steps and the learning-rate schedule count updates.
+        tensorboard: write TensorBoard event files to RUN_DIR/tensorboard (when
+            the tensorboard package is installed: pip install
+            keras-selfattn[tensorboard]).
         keep_checkpoints: after every validation, the model is also saved to
             ``checkpoints/step-<step>.keras``, keeping the newest this many, for
             ``keras-selfattn average`` (checkpoint averaging; 0: none).
@@ -170,6 +181,8 @@ class TrainConfig:
     validation_translations: int = 500
     log_every: int = _field(100, PLACEMENT)
     keep_checkpoints: int = 0
+    accumulate_steps: int = 1
+    tensorboard: bool = _field(True, PLACEMENT)  # output only, like log_every
 
     # The allowed values of the text fields (also the CLI's ``choices``).
     CHOICES: ClassVar[dict] = {
@@ -220,6 +233,7 @@ class TrainConfig:
             "batch_tokens",
             "shuffle_buffer",
             "vocab_sample_lines",
+            "accumulate_steps",
         ):
             check_range(self, name, minimum=1)
         for name in (

@@ -38,7 +38,10 @@ def build_and_compile(
 
     Adam with warm-up, then (``train_config.lr_schedule``) inverse square root
     decay or cosine decay over ``total_steps`` (default: ``steps_per_epoch *
-    epochs``); with ``mixed_float16`` a
+    epochs``); with ``accumulate_steps`` N > 1, Adam's own
+    ``gradient_accumulation_steps`` (an update every N batches, on the mean of
+    their gradients) and the schedule stretched by N (`_schedule`); with
+    ``mixed_float16`` a
     `SyncedLossScaleOptimizer` around it. XLA (``train_config.jit_compile``): Keras
     compiles the whole step on one replica; with several replicas each replica's
     forward and backward pass is compiled (`use_per_replica_xla`), because Keras'
@@ -52,23 +55,13 @@ def build_and_compile(
         model_config,
         seed=train_config.seed,
     )
-    if train_config.lr_schedule == "inverse_sqrt":
-        schedule = InverseSquareRootSchedule(
-            train_config.learning_rate, train_config.warmup_steps
-        )
-    else:
-        schedule = keras.optimizers.schedules.CosineDecay(
-            initial_learning_rate=0.0,
-            decay_steps=max(
-                1,
-                (total_steps or steps_per_epoch * train_config.epochs)
-                - train_config.warmup_steps,
-            ),
-            warmup_target=train_config.learning_rate,
-            warmup_steps=train_config.warmup_steps,
-            alpha=0.05,
-        )
-    optimizer = keras.optimizers.Adam(schedule, clipnorm=train_config.clipnorm or None)
+    optimizer = keras.optimizers.Adam(
+        _schedule(train_config, total_steps or steps_per_epoch * train_config.epochs),
+        clipnorm=train_config.clipnorm or None,
+        gradient_accumulation_steps=(
+            train_config.accumulate_steps if train_config.accumulate_steps > 1 else None
+        ),
+    )
     if train_config.mixed_precision == "mixed_float16":
         # float16 gradients underflow without loss scaling; bfloat16 has float32's
         # exponent range and needs none.
@@ -83,3 +76,26 @@ def build_and_compile(
     if per_replica_xla:
         use_per_replica_xla(model)
     return model
+
+
+def _schedule(train_config, total_batches):
+    """The learning-rate schedule, in batches, of a schedule stated in updates.
+
+    Keras calls a schedule with the batches seen (micro-batches when
+    accumulating), Adam's bias correction counts updates. With N =
+    ``accumulate_steps`` the warm-up and the decay are stretched by N, so that
+    the inverse square root schedule gives update ``k`` of an accumulating run
+    exactly the rate of step ``k`` of a run on N-times-larger batches (cosine:
+    within one update).
+    """
+    stretch = train_config.accumulate_steps
+    warmup = train_config.warmup_steps * stretch
+    if train_config.lr_schedule == "inverse_sqrt":
+        return InverseSquareRootSchedule(train_config.learning_rate, warmup)
+    return keras.optimizers.schedules.CosineDecay(
+        initial_learning_rate=0.0,
+        decay_steps=max(1, total_batches - warmup),
+        warmup_target=train_config.learning_rate,
+        warmup_steps=warmup,
+        alpha=0.05,
+    )

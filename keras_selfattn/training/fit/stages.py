@@ -26,6 +26,7 @@ from keras_selfattn.run_layout import (
     HISTORY_FILE,
     MODEL_FILE,
     SPLITS_DIR,  # noqa: F401  (cli.py imports it from here)
+    TENSORBOARD_DIR,
     load_run_config,
     save_run_config,
 )
@@ -42,14 +43,19 @@ from keras_selfattn.training.distribute.distributed import (
 from keras_selfattn.training.distribute.keras_fix import keras_multi_worker_fix
 from keras_selfattn.training.fit.averaging import KeepCheckpoints
 from keras_selfattn.training.fit.compiled_model import build_and_compile
+from keras_selfattn.training.fit.progress import (
+    ProgressBar,
+    ProgressLog,
+    TrainingSpeed,
+)
 from keras_selfattn.training.fit.step_loop import (
     HistoryLog,
-    ProgressLog,
     StepEvaluation,
     StepPlan,
     StopAtStep,
     plan_steps,
 )
+from keras_selfattn.training.fit.summaries import TensorBoardLog, tensorboard_installed
 from keras_selfattn.training.fit.watch import ValidationWatch
 from keras_selfattn.training.run.backup import (
     WorkerBackup,
@@ -71,7 +77,7 @@ class RunState:
     model_config: ModelConfig
     train_config: TrainConfig
     inputs: dict  # data, valid_data, test_data (as `train` takes them) and vocab
-    verbose: int
+    verbose: int  # 0: silent, 1: a progress bar, 2: progress lines
     callbacks: tuple
     # _start_strategy
     strategy: tf.distribute.Strategy | None = None
@@ -95,6 +101,7 @@ class RunState:
     restored: dict = dataclasses.field(default_factory=dict)
     # fit
     stopper: StopAtStep | None = None
+    speed: TrainingSpeed | None = None
     evaluation: StepEvaluation | None = None
     history: keras.callbacks.History | None = None
     # finish
@@ -229,7 +236,7 @@ def fit(run):
             steps_per_epoch=run.plan.period,
             callbacks=callbacks,
             shuffle=False,  # the dataset is already shuffled, with the run's seed
-            verbose=run.verbose,
+            verbose=0,  # the progress is ours, in steps (`progress_log`)
         )
 
 
@@ -245,6 +252,8 @@ def fit_callbacks(run):
     """``model.fit``'s callbacks, in order; sets ``stopper`` and ``evaluation``."""
     config, plan = run.train_config, run.plan
     run.stopper = StopAtStep(plan.total_steps, plan.step_after(run.initial_epoch))
+    run.speed = TrainingSpeed(run.counters)
+    watch = validation_watch(run)
     run.evaluation = StepEvaluation(
         plan,
         run.valid_batches,
@@ -252,15 +261,17 @@ def fit_callbacks(run):
         config.patience,
         best=run.restored.get("best"),
         wait=run.restored.get("wait", 0),
-        counters=run.counters,
+        speed=run.speed,
         verbose=run.chief_verbose,
-        watch=validation_watch(run),
+        watch=watch,
         best_by=config.best_by,
     )
     return [
+        run.speed,  # first: it times the steps
         run.stopper,
         *progress_log(run),
         run.evaluation,
+        *tensorboard_log(run, watch),
         *kept_checkpoints(run),
         HistoryLog(run.work_dir / HISTORY_FILE, run.evaluation),
         # After the callbacks above: a backup of period N means they finished it.
@@ -287,14 +298,39 @@ def validation_watch(run):
 
 
 def progress_log(run):
-    """``[ProgressLog]`` when the chief logs lines (``verbose=2``), else ``[]``."""
-    config = run.train_config
-    if not (config.log_every and run.verbose == 2 and run.role.is_chief):
+    """The chief's progress in steps: ``[ProgressBar]`` (``verbose=1``),
+    ``[ProgressLog]`` (``verbose=2``, every ``log_every`` steps), else ``[]``."""
+    if not run.role.is_chief:
         return []
     step = run.plan.step_after(run.initial_epoch)
+    if run.verbose == 1:
+        return [ProgressBar(run.plan, step=step, speed=run.speed)]
+    if run.verbose == 2 and run.train_config.log_every:
+        every = run.train_config.log_every
+        return [ProgressLog(every, run.plan.total_steps, step=step, speed=run.speed)]
+    return []
+
+
+def tensorboard_log(run, watch):
+    """``[TensorBoardLog]`` on the chief when ``tensorboard`` is on and installed."""
+    if not (run.train_config.tensorboard and run.role.is_chief):
+        return []
+    if not tensorboard_installed():
+        if run.chief_verbose:
+            print(
+                "TensorBoard logs off: the tensorboard package is not installed "
+                "(pip install keras-selfattn[tensorboard])"
+            )
+        return []
     return [
-        ProgressLog(
-            config.log_every, run.plan.total_steps, step=step, counters=run.counters
+        TensorBoardLog(
+            run.work_dir / TENSORBOARD_DIR,
+            run.plan,
+            run.speed,
+            run.train_config.log_every,
+            step=run.plan.step_after(run.initial_epoch),
+            evaluation=run.evaluation,
+            watch=watch,
         )
     ]
 

@@ -7,7 +7,9 @@ the validation when a cadence says so and always at the last step, keeps the
 best model (``model.keras``, written under a temporary name and renamed into
 place, so a kill mid-write keeps the previous best), stops early after
 ``patience`` validations without a better loss, and logs the loss, the
-validation loss and the target tokens per second. The input a resumed run
+validation loss and the target tokens per second (`progress.TrainingSpeed`,
+the one definition of the speed; `ProgressLog` lives in ``progress.py``). The
+input a resumed run
 continues on is `keras_selfattn.training.run.resume.ResumableInput` (resuming
 is read in one place).
 """
@@ -17,12 +19,15 @@ import math
 import os
 import pathlib
 import sys
-import time
 
 import keras
 
 from keras_selfattn import _moved
 from keras_selfattn.choices import BEST_BY
+from keras_selfattn.training.fit.progress import (  # noqa: F401  (their home)
+    ProgressLog,
+    target_tokens,
+)
 from keras_selfattn.training.run.backup import replace_atomically
 
 __all__ = [
@@ -94,11 +99,6 @@ def plan_steps(train_config, train_pairs: int | None) -> StepPlan:
     )
 
 
-def target_tokens(counters):
-    """Target tokens the training stream has read so far (0 without counters)."""
-    return int(counters.target_tokens.numpy()) if counters else 0
-
-
 def save_model_atomically(model, path):
     """``model.save`` to a temporary file beside ``path``, then renamed onto it
     (`backup.replace_atomically`: a failed save names ``path``)."""
@@ -139,7 +139,7 @@ class StepEvaluation(keras.callbacks.Callback):
         patience: validations without a better ``best_by`` score before stopping.
         best: the best ``best_by`` score so far (resuming).
         wait: validations since the best (resuming).
-        counters: `text.stream.StreamCounters` of the training stream (tokens/s).
+        speed: the run's `progress.TrainingSpeed` (the tokens/s figure), or None.
         verbose: print the lines of each validation.
         watch: a `watch.ValidationWatch`, or None (loss only).
         best_by: ``"loss"`` (lowest validation loss), ``"chrf"`` or ``"bleu"``
@@ -155,7 +155,7 @@ class StepEvaluation(keras.callbacks.Callback):
         patience,
         best=None,
         wait=0,
-        counters=None,
+        speed=None,
         verbose=True,
         watch=None,
         *,
@@ -173,7 +173,7 @@ class StepEvaluation(keras.callbacks.Callback):
         self.patience = patience
         self.best = best
         self.wait = wait
-        self.counters = counters
+        self.speed = speed
         self.verbose = verbose
         self.watch = watch
         self.best_by = best_by if watch is not None else "loss"
@@ -208,12 +208,8 @@ class StepEvaluation(keras.callbacks.Callback):
                 flush=True,
             )
 
-    def _tokens(self):
-        return target_tokens(self.counters)
-
-    def on_epoch_begin(self, epoch, logs=None):
-        if self._mark is None:
-            self._mark = (time.perf_counter(), self._tokens())
+    def on_train_begin(self, logs=None):
+        self._mark = self.speed.reading() if self.speed else None
 
     def on_epoch_end(self, epoch, logs=None):
         logs = logs if logs is not None else {}
@@ -230,7 +226,7 @@ class StepEvaluation(keras.callbacks.Callback):
         if self.verbose:
             self._print(step, logs, val_loss, improved, watch_lines)
         self._alarm(step)
-        self._mark = (time.perf_counter(), self._tokens())
+        self._mark = self.speed.reading() if self.speed else None
 
     def _no_validation(self, logs):
         """An epoch without validation: its columns of ``history.csv`` empty."""
@@ -242,10 +238,9 @@ class StepEvaluation(keras.callbacks.Callback):
         )
 
     def _measure_speed(self):
-        """Target tokens/s since the last validation (`tokens_per_second`)."""
-        now, tokens = time.perf_counter(), self._tokens()
-        if self._mark and now > self._mark[0]:
-            self.tokens_per_second = (tokens - self._mark[1]) / (now - self._mark[0])
+        """Target tokens/s of training since the last validation (or None)."""
+        if self.speed is not None and self._mark is not None:
+            self.tokens_per_second = self.speed.rate_since(self._mark)
 
     def _validate(self, logs):
         """The validation loss and the watch's scores into ``logs``.
@@ -282,7 +277,7 @@ class StepEvaluation(keras.callbacks.Callback):
         """The log lines of one validation."""
         speed = (
             f"  {self.tokens_per_second:,.0f} target tokens/s"
-            if self.tokens_per_second is not None and self.counters
+            if self.tokens_per_second is not None
             else ""
         )
         print(
@@ -312,52 +307,6 @@ class HistoryLog(keras.callbacks.CSVLogger):
 
     def on_epoch_end(self, epoch, logs=None):
         super().on_epoch_end(epoch, {**(logs or {}), **self.evaluation.examples})
-
-
-class ProgressLog(keras.callbacks.Callback):
-    """A progress line every ``every`` steps: loss, target tokens/s and the ETA.
-
-    For logs that are not a terminal (a batch job, ``nohup``, a notebook cell's
-    file), where Keras' progress bar prints nothing until a period ends.
-
-    Args:
-        every: steps between two lines.
-        total_steps: the run's last step.
-        step: the step the run starts from (resuming).
-        counters: `text.stream.StreamCounters` of the training stream.
-    """
-
-    def __init__(self, every, total_steps, step=0, counters=None):
-        super().__init__()
-        self.every = every
-        self.total_steps = total_steps
-        self.step = step
-        self.counters = counters
-        self._start = self._mark = None
-
-    def _tokens(self):
-        return target_tokens(self.counters)
-
-    def on_train_begin(self, logs=None):
-        self._start = self._mark = (time.perf_counter(), self.step, self._tokens())
-
-    def on_train_batch_end(self, batch, logs=None):
-        self.step += 1
-        if self.step % self.every or self.step >= self.total_steps:
-            return
-        now, tokens = time.perf_counter(), self._tokens()
-        elapsed = now - self._mark[0]
-        speed = (tokens - self._mark[2]) / elapsed if elapsed > 0 else 0.0
-        per_step = (now - self._start[0]) / max(1, self.step - self._start[1])
-        eta = int(per_step * (self.total_steps - self.step))
-        loss = float((logs or {}).get("loss", float("nan")))
-        print(
-            f"step {self.step}/{self.total_steps}  loss {loss:.4f}"
-            f"  {speed:,.0f} target tokens/s"
-            f"  ETA {eta // 3600}:{eta % 3600 // 60:02d}:{eta % 60:02d}",
-            flush=True,
-        )
-        self._mark = (now, self.step, tokens)
 
 
 def __getattr__(name):  # names that moved out: keras_selfattn/_moved.py

@@ -4,6 +4,7 @@ import dataclasses
 import functools
 import pathlib
 import shutil
+import sys
 import tempfile
 
 import keras
@@ -56,7 +57,7 @@ def train(  # long by its docstring only (the public contract); the body is 30 l
     run_dir="runs/latest",
     model_config=None,
     train_config=None,
-    verbose=1,
+    verbose="auto",
     callbacks=(),
     *,
     valid_data=None,
@@ -106,7 +107,9 @@ def train(  # long by its docstring only (the public contract); the body is 30 l
         run_dir: the run directory (created; reused when resuming).
         model_config: a `ModelConfig` (default: ``ModelConfig()``).
         train_config: a `TrainConfig` (default: ``TrainConfig()``).
-        verbose: Keras ``fit`` verbosity (1 shows the progress bar).
+        verbose: what is printed while training (`fit_verbosity`): ``"auto"``
+            (a progress bar on a terminal, progress lines otherwise: what the
+            command line prints), 0 (nothing), 1 (the bar) or 2 (the lines).
         callbacks: extra Keras callbacks.
         valid_data: validation file pattern(s) (default: held out of ``data``).
         test_data: test file pattern(s) (default: held out of ``data``).
@@ -127,7 +130,7 @@ def train(  # long by its docstring only (the public contract); the body is 30 l
             "test_data": test_data,
             "vocab": vocab,
         },
-        verbose=verbose,
+        verbose=fit_verbosity(verbose),
         callbacks=callbacks,
     )
     # First, before any TensorFlow op: multi-worker collectives are configured
@@ -150,6 +153,26 @@ def train(  # long by its docstring only (the public contract); the body is 30 l
             shutil.rmtree(run.work_dir, ignore_errors=True)
         if lock is not None:
             lock.release()
+
+
+def fit_verbosity(verbose):
+    """What `train` prints, as 0, 1 or 2: the one place the choice is made.
+
+    - 0: nothing while training (the summary lines at the end included);
+    - 1: a progress bar over the run's steps (loss, target tokens/s), the data
+      summary and the lines of each validation;
+    - 2: the same, with a line every ``log_every`` steps (step, loss, target
+      tokens/s, ETA) instead of the bar: for a log file, ``nohup``, a notebook;
+    - ``"auto"``: 1 when stdout is a terminal, else 2 (the command line does the
+      same; ``--quiet`` is 0).
+    """
+    if verbose == "auto":
+        return 1 if sys.stdout.isatty() else 2
+    if verbose not in (0, 1, 2) or isinstance(verbose, float):
+        raise ValueError(
+            f"verbose must be 'auto', 0, 1 or 2. Received: verbose={verbose!r}"
+        )
+    return int(verbose)
 
 
 def _start_strategy(run):
@@ -231,6 +254,7 @@ __all__ = [
     "TrainResult",
     "build_and_compile",
     "dtype_policy",
+    "fit_verbosity",
     "make_training_datasets",
     "train",
 ]

@@ -141,7 +141,8 @@ class ValidationWatch:
         """The history.csv columns of the examples."""
         return [f"val_example_{i + 1}" for i in range(self.examples)]
 
-    def _translator(self, model):
+    def translator(self, model):
+        """A `Translator` of ``model`` with the run's tokenizer and length limits."""
         from keras_selfattn.translation import Translator  # imports TensorFlow
 
         return Translator(
@@ -175,7 +176,7 @@ class ValidationWatch:
             (`example_keys`: "source => translation (reference: ...)") and a
             `Health`.
         """
-        translator = self._translator(model)
+        translator = self.translator(model)
         metrics = evaluate(translator, self.pairs)
         references = len({reference for _, reference in self.pairs})
         health = Health(

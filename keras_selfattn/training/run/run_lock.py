@@ -35,6 +35,7 @@ import json
 import os
 import pathlib
 import re
+import shlex
 import shutil
 import socket
 import sys
@@ -90,7 +91,7 @@ class RunLock:
             "host": socket.gethostname(),
             "pid": os.getpid(),
             "since": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-            "command": " ".join(sys.argv)[:300],
+            "command": recorded_command(sys.argv),
         }
         data = (json.dumps(holder) + "\n").encode("utf-8")
         os.ftruncate(self.fd, 0)
@@ -115,6 +116,22 @@ class RunLock:
 
     def __exit__(self, *exc_info):
         self.release()
+
+
+_COMMAND_LIMIT = 3000  # JSON bytes: the holder record is read in 4096 bytes
+
+
+def recorded_command(argv, limit=_COMMAND_LIMIT):
+    """The command line as the lock records it: whole (shell-quoted), or, when its
+    JSON form is longer than ``limit`` bytes, cut with a mark saying how many
+    characters were left out."""
+    command = shlex.join(str(arg) for arg in argv)
+    kept = len(command)
+    while len(json.dumps(command[:kept])) > limit:
+        kept = min(kept - 1, kept * limit // len(json.dumps(command[:kept])))
+    if kept == len(command):
+        return command
+    return f"{command[:kept]} ... [cut: {len(command) - kept} more characters]"
 
 
 def _same_file(path, fd):

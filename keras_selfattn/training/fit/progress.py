@@ -1,0 +1,180 @@
+"""How fast a run trains and when it ends: `TrainingSpeed` and `ProgressLog`.
+
+One definition of the speed for every figure a run shows (the progress lines,
+the validation lines, TensorBoard's ``train/target_tokens_per_second``):
+**target tokens per second of training**, the real target tokens (``</s>``
+included) of the training batches the stream made, divided by the seconds spent
+inside training steps. The first step of the run (tracing and compiling) and
+everything between steps (validation, backups, checkpoints) are left out, so a
+validation line does not show a lower figure than the progress line before it.
+"""
+
+import time
+
+import keras
+
+__all__ = ["ProgressLog", "TrainingSpeed", "target_tokens"]
+
+
+def target_tokens(counters):
+    """Target tokens the training stream has read so far (0 without counters)."""
+    return int(counters.target_tokens.numpy()) if counters else 0
+
+
+class TrainingSpeed(keras.callbacks.Callback):
+    """Counts the seconds spent in training steps and the target tokens they read.
+
+    Put it first in the callbacks: a step is timed from its
+    ``on_train_batch_begin`` to its ``on_train_batch_end``.
+
+    Args:
+        counters: `text.stream.StreamCounters` of the training stream (None: no
+            tokens are counted and every rate is None).
+    """
+
+    def __init__(self, counters=None):
+        super().__init__()
+        self.counters = counters
+        self.seconds = 0.0
+        self._tokens_before = None  # tokens read once the first step ended
+        self._began = None
+
+    def on_train_batch_begin(self, batch, logs=None):
+        self._began = time.perf_counter()
+
+    def on_train_batch_end(self, batch, logs=None):
+        if self._tokens_before is None:  # the first step traces and compiles
+            self._tokens_before = target_tokens(self.counters)
+        else:
+            self.seconds += time.perf_counter() - self._began
+
+    def reading(self):
+        """``(seconds in steps, target tokens)`` so far, for `rate_since`."""
+        if self._tokens_before is None:
+            return (0.0, 0)
+        return (self.seconds, target_tokens(self.counters) - self._tokens_before)
+
+    def rate_since(self, mark):
+        """Target tokens per second of training since ``mark`` (a `reading`), or
+        None (no counters, or no timed step since)."""
+        seconds, tokens = self.reading()
+        if not self.counters or seconds <= mark[0]:
+            return None
+        return (tokens - mark[1]) / (seconds - mark[0])
+
+
+def _clock(seconds):
+    seconds = int(seconds)
+    return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
+
+
+class ProgressLog(keras.callbacks.Callback):
+    """A progress line every ``every`` steps: loss, target tokens/s and the ETA.
+
+    For logs that are not a terminal (a batch job, ``nohup``, a notebook cell's
+    file), where Keras' progress bar prints nothing until a period ends.
+
+    The ETA is the steps left times a moving average (weight ``smoothing`` for
+    the newest) of the wall-clock seconds per step of each interval between two
+    lines, validation included. The first interval (tracing and compiling) is
+    left out, and no ETA is shown before ``warmup`` intervals were averaged
+    ("ETA --").
+
+    Args:
+        every: steps between two lines.
+        total_steps: the run's last step.
+        step: the step the run starts from (resuming).
+        speed: the run's `TrainingSpeed` (None: no tokens/s figure).
+        warmup: intervals averaged before an ETA is shown.
+        smoothing: the newest interval's weight in the moving average.
+    """
+
+    def __init__(self, every, total_steps, step=0, speed=None, warmup=2, smoothing=0.3):
+        super().__init__()
+        self.every = every
+        self.total_steps = total_steps
+        self.step = step
+        self.speed = speed or TrainingSpeed()
+        self.warmup = warmup
+        self.smoothing = smoothing
+        self.seconds_per_step = None  # the moving average
+        self._intervals = 0
+        self._mark = None
+
+    def on_train_begin(self, logs=None):
+        self._mark = (time.perf_counter(), self.step, self.speed.reading())
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.step += 1
+        if self.step % self.every or self.step >= self.total_steps:
+            return
+        now = time.perf_counter()
+        self._average(now)
+        rate = self.speed.rate_since(self._mark[2])
+        loss = float((logs or {}).get("loss", float("nan")))
+        eta = (
+            _clock(self.seconds_per_step * (self.total_steps - self.step))
+            if self._intervals - 1 >= self.warmup
+            else "--"
+        )
+        print(
+            f"step {self.step}/{self.total_steps}  loss {loss:.4f}"
+            + ("" if rate is None else f"  {rate:,.0f} target tokens/s")
+            + f"  ETA {eta}",
+            flush=True,
+        )
+        self._mark = (now, self.step, self.speed.reading())
+
+    def _average(self, now):
+        """Folds the interval that ends now into `seconds_per_step`."""
+        per_step = (now - self._mark[0]) / max(1, self.step - self._mark[1])
+        self._intervals += 1
+        if self._intervals == 1:  # tracing and compiling: not what steps take
+            return
+        if self.seconds_per_step is None:
+            self.seconds_per_step = per_step
+        else:
+            self.seconds_per_step += self.smoothing * (per_step - self.seconds_per_step)
+
+
+class ProgressBar(keras.callbacks.Callback):
+    """Keras' progress bar over the run's steps (a terminal): step, loss, tokens/s.
+
+    One bar from the step the run starts from to its last step (not one per
+    period: Keras' own bar counts periods as "epochs"); the lines of a validation
+    start below it.
+
+    Args:
+        plan: the run's `StepPlan`.
+        step: the step the run starts from (resuming).
+        speed: the run's `TrainingSpeed` (None: no tokens/s figure).
+    """
+
+    def __init__(self, plan, step=0, speed=None):
+        super().__init__()
+        self.plan = plan
+        self.step = step
+        self.speed = speed or TrainingSpeed()
+        self.bar = None
+        self._mark = None
+
+    def on_train_begin(self, logs=None):
+        self.bar = keras.utils.Progbar(
+            self.plan.total_steps,
+            stateful_metrics=["loss", "target tokens/s"],
+            unit_name="step",
+        )
+        self._mark = self.speed.reading()
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.step += 1
+        values = [("loss", float((logs or {}).get("loss", float("nan"))))]
+        rate = self.speed.rate_since(self._mark)
+        if rate is not None:
+            values.append(("target tokens/s", rate))
+        self.bar.update(self.step, values=values)
+
+    def on_epoch_end(self, epoch, logs=None):
+        if self.plan.evaluates(epoch + 1) and self.step < self.plan.total_steps:
+            print(flush=True)  # the validation's lines start on a line of their own
+            self._mark = self.speed.reading()

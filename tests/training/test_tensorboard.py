@@ -1,0 +1,107 @@
+"""TensorBoard: train's event files read back (tags, steps, values), and the switch."""
+
+import csv
+import pathlib
+import types
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_selfattn import text
+from keras_selfattn.run_layout import HISTORY_FILE, TENSORBOARD_DIR
+from keras_selfattn.training import train
+from keras_selfattn.training.fit import stages
+from keras_selfattn.training.fit.summaries import attention_image
+from tests.training.test_train import TINY_MODEL, tiny_train_config
+
+
+def _events(log_dir):
+    """``{tag: [(step, value)]}`` of every event file under ``log_dir``."""
+    from tensorboard.backend.event_processing.event_accumulator import (
+        EventAccumulator,
+    )
+
+    accumulator = EventAccumulator(str(log_dir), size_guidance={"tensors": 0})
+    accumulator.Reload()
+    return {
+        tag: [
+            (event.step, tf.make_ndarray(event.tensor_proto))
+            for event in accumulator.Tensors(tag)
+        ]
+        for tag in accumulator.Tags()["tensors"]
+    }
+
+
+@pytest.mark.slow
+def test_train_writes_the_summaries_a_user_opens(tmp_path):
+    pytest.importorskip("tensorboard")
+    data = text.write_pairs(tmp_path / "pairs.tsv", text.load_bundled_dates()[:300])
+    config = tiny_train_config(train_steps=6, eval_every=3, log_every=2)
+    result = train(str(data), tmp_path / "run", TINY_MODEL, config, verbose=0)
+    events = _events(result.run_dir / TENSORBOARD_DIR)
+
+    assert [step for step, _ in events["train/loss"]] == [2, 3, 4, 6]
+    assert all(np.isfinite(value) for _, value in events["train/loss"])
+    rates = [float(value) for _, value in events["train/learning_rate"]]
+    assert all(0 < rate <= config.learning_rate * (1 + 1e-6) for rate in rates), rates
+    # the stream's counters run ahead of the steps (prefetch): an interval may
+    # show no new tokens, never fewer
+    speeds = [float(v) for _, v in events["train/target_tokens_per_second"]]
+    assert speeds and min(speeds) >= 0 and max(speeds) > 0
+    with open(result.run_dir / HISTORY_FILE, newline="", encoding="utf-8") as f:
+        rows = [row for row in csv.DictReader(f) if row["val_loss"] != "nan"]
+    for name in ("loss", "chrf", "bleu", "distinct", "source_dependence"):
+        logged = events[f"validation/{name}"]
+        assert [step for step, _ in logged] == [3, 6]
+        expected = [float(row[f"val_{name}"]) for row in rows]
+        np.testing.assert_allclose([float(v) for _, v in logged], expected, rtol=1e-5)
+    assert float(events["health/ok"][-1][1]) == float(result.summary["health"]["ok"])
+    examples = events["validation/examples"][-1][1].item().decode()
+    assert examples.strip().startswith(rows[-1]["val_example_1"].split(" => ")[0])
+    image = events["validation/attention"][-1][1]  # width, height, PNG bytes
+    assert int(image[0]) > 0 and int(image[1]) > 0 and image[2][:4] == b"\x89PNG"
+
+
+def _run(tensorboard=True, verbose=2):
+    config = tiny_train_config(tensorboard=tensorboard)
+    return types.SimpleNamespace(
+        train_config=config,
+        role=types.SimpleNamespace(is_chief=True),
+        chief_verbose=bool(verbose),
+        plan=stages.plan_steps(config, None),
+        initial_epoch=0,
+        work_dir=pathlib.Path("run"),
+        speed=None,
+        evaluation=None,
+    )
+
+
+def test_no_tensorboard_package_is_one_info_line(monkeypatch, capsys):
+    monkeypatch.setattr(stages, "tensorboard_installed", lambda: False)
+    assert stages.tensorboard_log(_run(), watch=None) == []
+    lines = capsys.readouterr().out.splitlines()
+    assert lines == [
+        (
+            "TensorBoard logs off: the tensorboard package is not installed "
+            "(pip install keras-selfattn[tensorboard])"
+        )
+    ]
+    assert stages.tensorboard_log(_run(verbose=0), watch=None) == []
+    assert capsys.readouterr().out == ""
+
+
+def test_no_tensorboard_writes_nothing_and_says_nothing(monkeypatch, capsys):
+    monkeypatch.setattr(stages, "tensorboard_installed", lambda: True)
+    assert stages.tensorboard_log(_run(tensorboard=False), watch=None) == []
+    assert capsys.readouterr().out == ""
+    (log,) = stages.tensorboard_log(_run(), watch=None)
+    assert log.every == 100 and log.step == 0
+
+
+def test_the_attention_image_is_the_weights_in_squares():
+    weights = np.array([[1.0, 0.0], [0.25, 0.75]])
+    image = attention_image(weights)
+    assert image.shape == (1, 16, 16, 1)
+    np.testing.assert_array_equal(image[0, ::8, ::8, 0], weights)
+    assert image.min() >= 0 and image.max() <= 1
