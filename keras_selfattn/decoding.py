@@ -1,21 +1,31 @@
-"""Greedy and beam-search decoding of a `build_seq2seq` model, as TensorFlow graph code.
+"""Greedy and beam-search decoding of a `build_seq2seq` model, on ``keras.ops``.
 
 One loop, `decode`, runs every search: it runs the encoder once per sentence,
 feeds the decoder one token a step (reusing its projected keys), and stops when
 every sentence has produced the end id or at ``max_len``, on a whole batch, as
-one ``tf.while_loop`` (no Python loop per token, no custom ops). What differs
-between searches is a strategy (as OpenNMT-tf's ``dynamic_decode`` takes a
-``DecodingStrategy``): how the loop starts, which tokens a step keeps, and what
+one ``keras.ops.while_loop`` (no Python loop per token, no custom ops). What
+differs between searches is a strategy (as OpenNMT-tf's ``dynamic_decode`` takes
+a ``DecodingStrategy``): how the loop starts, which tokens a step keeps, and what
 the search returns. `GreedySearch` keeps the most likely token, `BeamSearch` the
 best ``beam_size`` hypotheses; sampling would be one more strategy, not another
 loop. `greedy_decode` and `beam_search_decode` are the two searches by name.
 
-The searches are plain functions of tensors, so they can be called eagerly,
-inside ``tf.function`` and inside an exported SavedModel. Called eagerly, a
-search runs as a graph: a ``tf.function`` traced once per model and setting
-(``max_len``, beam size ...) and cached beside the model, for any batch and
-source length: op by op, the eager loop was 20-50x slower
-(benchmarks/before_after.py).
+The searches are written with ``keras.ops`` only (as keras-hub's samplers are),
+so they run on the TensorFlow and the JAX backend:
+
+- TensorFlow: plain functions of tensors, called eagerly, inside ``tf.function``
+  and inside an exported SavedModel (the loop is a ``tf.while_loop``). Called
+  eagerly, a search runs as a graph: a ``tf.function`` traced once per model and
+  setting (``max_len``, beam size ...) and cached beside the model, for any batch
+  and source length: op by op, the eager loop was 20-50x slower
+  (benchmarks/before_after.py).
+- JAX: the loop (a ``lax.while_loop``) runs under ``jax.jit``, with the model's
+  variables passed in as arguments (``keras.StatelessScope``, so a model that
+  keeps training decodes with its current weights); one jitted function is
+  cached per model and setting, and JAX compiles it once per batch size and
+  source length. The result is trimmed to the steps taken after the jitted loop
+  (JAX has no dynamic shapes). ``max_len`` and the beam size must be Python
+  integers.
 
 Token ids are the package's reserved ids (`keras_selfattn.reserved_ids`): 0 padding,
 2 start, 3 end. The searches use only the model's decoding API
@@ -28,7 +38,9 @@ import functools
 import numbers
 import weakref
 
-import tensorflow as tf
+import keras
+import numpy as np
+from keras import ops
 
 from keras_selfattn.choices import DEFAULT_BEAM_SIZE, DEFAULT_LENGTH_PENALTY
 from keras_selfattn.reserved_ids import END_ID, PAD_ID, START_ID
@@ -50,41 +62,116 @@ __all__ = [
 
 _NEG = -1e9  # a finite "minus infinity" for log-probabilities (keeps sums NaN-free)
 
-_GRAPHS = weakref.WeakKeyDictionary()  # model -> {graph_key: tf.function}
+_GRAPHS = weakref.WeakKeyDictionary()  # model -> {graph_key: compiled search}
+
+
+def _on_tensorflow():
+    return keras.config.backend() == "tensorflow"
+
+
+def _executing_eagerly():
+    """False inside a ``tf.function`` trace (TensorFlow); True on other backends."""
+    if not _on_tensorflow():
+        return True
+    import tensorflow as tf
+
+    return tf.executing_eagerly()
 
 
 def _cached_graph(model, key, search):
-    """The ``tf.function`` of ``search(model, source_ids)`` for ``key``, traced once.
+    """The compiled ``search(model, source_ids)`` for ``key``, made once per model.
 
-    Its input signature is (None, None) int32: one trace serves every batch size
-    and source length. The function holds the model through a weak reference
-    (the cache is keyed weakly by the model too), so a cached graph does not
-    keep the model alive.
+    TensorFlow: a ``tf.function`` with the input signature (None, None) int32: one
+    trace serves every batch size and source length. JAX: `_jitted_search`. The
+    compiled function holds the model through a weak reference (the cache is
+    keyed weakly by the model too), so a cached graph does not keep the model
+    alive.
     """
     graphs = _GRAPHS.setdefault(model, {})
     if key not in graphs:
         model_ref = weakref.ref(model)
+        if _on_tensorflow():
+            import tensorflow as tf
 
-        def run(source_ids):
-            return search(model_ref(), source_ids)
+            def run(source_ids):
+                return search(model_ref(), source_ids)
 
-        graphs[key] = tf.function(
-            run,
-            input_signature=[tf.TensorSpec([None, None], tf.int32, name="source_ids")],
-            autograph=False,  # explicit tf.while_loop; nothing to convert
-        )
+            graphs[key] = tf.function(
+                run,
+                input_signature=[
+                    tf.TensorSpec([None, None], tf.int32, name="source_ids")
+                ],
+                autograph=False,  # an explicit while loop; nothing to convert
+            )
+        else:
+            graphs[key] = _jitted_search(model_ref, search)
     return graphs[key]
+
+
+def _jitted_search(model_ref, search):
+    """``search`` under ``jax.jit``, the model's variables passed as arguments.
+
+    As keras-hub's ``CausalLM`` does on JAX: the variables' current values go in
+    as one argument and a ``keras.StatelessScope`` maps them onto the model's
+    variables while the search traces, so the compiled function never bakes in
+    weights that training changes later.
+    """
+    import jax
+
+    @jax.jit
+    def run(values, source_ids):
+        model = model_ref()
+        with keras.StatelessScope(state_mapping=zip(model.variables, values)):
+            return search(model, source_ids)
+
+    def call(source_ids):
+        values = [v.value for v in model_ref().variables]
+        return run(values, source_ids)
+
+    return call
 
 
 def _no_padding(model):
     """(V,) float32: ``_NEG`` at the padding id, 0 elsewhere (added to the logits)."""
-    return tf.one_hot(PAD_ID, model.target_vocab_size, on_value=_NEG, off_value=0.0)
+    return _at_padding(model.target_vocab_size, _NEG, 0.0)
+
+
+def _at_padding(vocab_size, at_padding, elsewhere):
+    """(V,) float32 constant: ``at_padding`` at the padding id, ``elsewhere`` else."""
+    values = np.full([vocab_size], elsewhere, "float32")
+    values[PAD_ID] = at_padding
+    return ops.convert_to_tensor(values)
 
 
 def _write_column(buffer, t, values):
     """buffer[:, ..., t] = values, as an XLA-friendly masked add on a zero column."""
-    column = tf.one_hot(t, tf.shape(buffer)[-1], dtype=buffer.dtype)
-    return buffer + tf.expand_dims(values, -1) * column
+    column = ops.one_hot(t, ops.shape(buffer)[-1], dtype=buffer.dtype)
+    return buffer + ops.expand_dims(values, -1) * column
+
+
+def _take_per_sentence(values, indices):
+    """values[b, indices[b, k], ...] for (B, N, ...) values and (B, K) indices.
+
+    A gather with one batch dimension (``tf.gather(..., batch_dims=1)``) as
+    ``ops.take_along_axis``: the (B, K) indices broadcast over the trailing axes.
+    """
+    trailing = len(values.shape) - 2
+    indices = ops.reshape(indices, tuple(ops.shape(indices)) + (1,) * trailing)
+    return ops.take_along_axis(values, indices, axis=1)
+
+
+def _keep_shape(new, old):
+    """``new`` with the static shape of ``old`` (TensorFlow's loop checks it).
+
+    A gather forgets a static batch size; a ``tf.function`` traced with a fixed
+    batch must give the loop back states of the shapes it started with. On JAX
+    every shape is static already.
+    """
+    if not _on_tensorflow():
+        return new
+    import tensorflow as tf
+
+    return tf.ensure_shape(new, old.shape)
 
 
 def _graph_key(strategy, key):
@@ -101,24 +188,38 @@ def decode(model, source_ids, strategy, max_len):
         model: a `Seq2Seq` (what `build_seq2seq` returns).
         source_ids: int32 (B, T) source ids, 0-padded.
         strategy: a `GreedySearch` or `BeamSearch` (or any object with their
-            ``initialize``, ``step``, ``finalize`` and ``graph_key``).
+            ``initialize``, ``before_step``, ``step``, ``finalize`` and
+            ``graph_key``).
         max_len: int, the most tokens to produce (the end id included).
 
     Returns:
-        the strategy's result (see `greedy_decode`, `beam_search_decode`).
+        the strategy's result (see `greedy_decode`, `beam_search_decode`), as
+        tensors of the Keras backend.
     """
-    source_ids = tf.convert_to_tensor(source_ids, tf.int32)
+    source_ids = ops.convert_to_tensor(source_ids, "int32")
     key = strategy.graph_key(max_len)
-    if tf.executing_eagerly() and key is not None:
-        search = _cached_graph(
-            model, key, functools.partial(_decode, strategy=strategy, max_len=max_len)
-        )
-        return search(source_ids)
+    if _executing_eagerly() and key is not None:
+        if _on_tensorflow():
+            search = functools.partial(_decode, strategy=strategy, max_len=max_len)
+            return _cached_graph(model, key, search)(source_ids)
+        # JAX: the loop is jitted; the trim to the steps taken follows it.
+        search = functools.partial(_loop, strategy=strategy, max_len=max_len)
+        t, memory = _cached_graph(model, key, search)(source_ids)
+        return strategy.finalize(int(t), memory)
     return _decode(model, source_ids, strategy, max_len)
 
 
 def _decode(model, source_ids, strategy, max_len):
-    """The loop: start tokens, one decoder step a turn, until all finish or max_len."""
+    """The loop, then the strategy's result."""
+    return strategy.finalize(*_loop(model, source_ids, strategy, max_len))
+
+
+def _loop(model, source_ids, strategy, max_len):
+    """The loop: start tokens, one decoder step a turn, until all finish or max_len.
+
+    Returns:
+        ``(t, memory)``: the steps taken and the strategy's tensors.
+    """
     tokens, states, finished, memory = strategy.initialize(
         model.initial_decoder_state(source_ids), source_ids, max_len
     )
@@ -127,19 +228,21 @@ def _decode(model, source_ids, strategy, max_len):
     def body(t, tokens, states, finished, memory):
         memory = strategy.before_step(model, t, states, memory)
         logits, states = model.decode_step(tokens, states, training=False)
-        log_probs = tf.nn.log_softmax(logits + no_padding)  # padding never chosen
+        log_probs = ops.log_softmax(logits + no_padding)  # padding never chosen
         tokens, states, finished, memory = strategy.step(
             model, t, log_probs, states, finished, memory
         )
         return t + 1, tokens, states, finished, memory
 
     def cond(t, tokens, states, finished, memory):
-        return tf.logical_and(t < max_len, tf.logical_not(tf.reduce_all(finished)))
+        return ops.logical_and(t < max_len, ops.logical_not(ops.all(finished)))
 
-    t, _, _, _, memory = tf.while_loop(
-        cond, body, (tf.constant(0), tokens, states, finished, memory)
+    t, _, _, _, memory = ops.while_loop(
+        cond,
+        body,
+        (ops.convert_to_tensor(0, "int32"), tokens, list(states), finished, memory),
     )
-    return strategy.finalize(t, memory)
+    return t, memory
 
 
 @dataclasses.dataclass(frozen=True)
@@ -165,40 +268,40 @@ class GreedySearch:
         return _graph_key(self, ("greedy", int(max_len), bool(self.return_attention)))
 
     def initialize(self, states, source_ids, max_len):
-        batch, source_len = tf.shape(source_ids)[0], tf.shape(source_ids)[1]
+        batch, source_len = ops.shape(source_ids)
         memory = {
-            "scores": tf.zeros([batch], tf.float32),
-            "lengths": tf.zeros([batch], tf.int32),
-            "ids": tf.zeros([batch, max_len], tf.int32),
+            "scores": ops.zeros([batch], "float32"),
+            "lengths": ops.zeros([batch], "int32"),
+            "ids": ops.zeros([batch, max_len], "int32"),
         }
         if self.return_attention:
-            memory["attention"] = tf.zeros([batch, max_len, source_len], tf.float32)
-        tokens = tf.fill([batch], START_ID)
-        return tokens, states, tf.zeros([batch], tf.bool), memory
+            memory["attention"] = ops.zeros([batch, max_len, source_len], "float32")
+        tokens = ops.full([batch], START_ID, "int32")
+        return tokens, states, ops.zeros([batch], "bool"), memory
 
     def before_step(self, model, t, states, memory):
         if not self.return_attention:
             return memory
         weights = model.decoder_attention(states)  # (B, T): the step's attention
-        column = tf.one_hot(t, tf.shape(memory["attention"])[1])
+        column = ops.one_hot(t, ops.shape(memory["attention"])[1])
         attention = memory["attention"] + weights[:, None, :] * column[None, :, None]
         return {**memory, "attention": attention}
 
     def choose(self, log_probs, t):
         """(B, V) log-probabilities of step ``t`` -> (B,) int32 tokens: the best."""
-        return tf.argmax(log_probs, axis=-1, output_type=tf.int32)
+        return ops.cast(ops.argmax(log_probs, axis=-1), "int32")
 
     def step(self, model, t, log_probs, states, finished, memory):
         next_tokens = self.choose(log_probs, t)
-        chosen = tf.gather(log_probs, next_tokens, batch_dims=1)
-        next_tokens = tf.where(finished, PAD_ID, next_tokens)
+        chosen = _take_per_sentence(log_probs, next_tokens[:, None])[:, 0]
+        next_tokens = ops.where(finished, ops.zeros_like(next_tokens), next_tokens)
         memory = {
             **memory,
-            "scores": memory["scores"] + tf.where(finished, 0.0, chosen),
-            "lengths": memory["lengths"] + tf.cast(~finished, tf.int32),
+            "scores": memory["scores"] + ops.where(finished, 0.0, chosen),
+            "lengths": memory["lengths"] + ops.cast(ops.logical_not(finished), "int32"),
             "ids": _write_column(memory["ids"], t, next_tokens),
         }
-        finished |= tf.equal(next_tokens, END_ID)
+        finished = ops.logical_or(finished, ops.equal(next_tokens, END_ID))
         return next_tokens, states, finished, memory
 
     def finalize(self, t, memory):
@@ -227,14 +330,14 @@ def greedy_decode(model, source_ids, max_len, return_attention=False):
         ``scores`` float32 (B,) (sum of the chosen tokens' log-probabilities), and
         with ``return_attention`` ``attention`` float32 (B, L, T).
     """
-    if tf.executing_eagerly() and isinstance(max_len, numbers.Integral):
+    if _executing_eagerly() and isinstance(max_len, numbers.Integral):
         max_len, return_attention = int(max_len), bool(return_attention)
     return decode(model, source_ids, GreedySearch(return_attention), max_len)
 
 
 def length_penalty(lengths, alpha):
     """GNMT's length normalizer ((5 + length) / 6) ** alpha (Wu et al. 2016)."""
-    return tf.pow((5.0 + tf.cast(lengths, tf.float32)) / 6.0, alpha)
+    return ops.power((5.0 + ops.cast(lengths, "float32")) / 6.0, alpha)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -270,16 +373,17 @@ class BeamSearch:
         return _graph_key(self, key)
 
     def initialize(self, states, source_ids, max_len):
-        batch, k = tf.shape(source_ids)[0], self.beam_size
-        states = [tf.repeat(s, k, axis=0) for s in states]  # (B*K, ...)
-        first_beam_only = tf.concat([tf.zeros([1]), tf.fill([k - 1], _NEG)], 0)
+        batch, k = ops.shape(source_ids)[0], self.beam_size
+        states = [ops.repeat(s, k, axis=0) for s in states]  # (B*K, ...)
+        first_beam_only = np.full([1, k], _NEG, "float32")
+        first_beam_only[0, 0] = 0.0
         memory = {
-            "log_probs": tf.tile(first_beam_only[None], [batch, 1]),
-            "lengths": tf.zeros([batch, k], tf.int32),
-            "ids": tf.zeros([batch, k, max_len], tf.int32),
+            "log_probs": ops.tile(ops.convert_to_tensor(first_beam_only), [batch, 1]),
+            "lengths": ops.zeros([batch, k], "int32"),
+            "ids": ops.zeros([batch, k, max_len], "int32"),
         }
-        tokens = tf.fill([batch * k], START_ID)
-        return tokens, states, tf.zeros([batch, k], tf.bool), memory
+        tokens = ops.full([batch * k], START_ID, "int32")
+        return tokens, states, ops.zeros([batch, k], "bool"), memory
 
     def before_step(self, model, t, states, memory):
         return memory
@@ -290,52 +394,52 @@ class BeamSearch:
         Every candidate of a hypothesis is one token longer, unless the
         hypothesis is finished (it only continues with free padding).
         """
-        candidate_lengths = lengths + tf.cast(~finished, tf.int32)  # (B, K)
+        candidate_lengths = lengths + ops.cast(ops.logical_not(finished), "int32")
         return total / length_penalty(candidate_lengths, self.alpha)[:, :, None]
 
     def step(self, model, t, log_probs, states, finished, memory):
         k = self.beam_size
-        vocab = tf.shape(log_probs)[-1]
-        batch = tf.shape(finished)[0]
-        step_log_probs = tf.reshape(log_probs, [batch, k, vocab])
+        vocab = ops.shape(log_probs)[-1]
+        batch = ops.shape(finished)[0]
+        step_log_probs = ops.reshape(log_probs, [batch, k, vocab])
         # A finished hypothesis may only continue with padding, at no cost.
-        pad_only = tf.one_hot(PAD_ID, vocab, on_value=0.0, off_value=_NEG)
-        step_log_probs = tf.where(
+        pad_only = _at_padding(vocab, 0.0, _NEG)
+        step_log_probs = ops.where(
             finished[:, :, None], pad_only[None, None], step_log_probs
         )
         total = memory["log_probs"][:, :, None] + step_log_probs  # (B, K, V)
         ranked = self.candidate_scores(total, memory["lengths"], finished)
-        _, flat = tf.math.top_k(tf.reshape(ranked, [batch, k * vocab]), k)
+        _, flat = ops.top_k(ops.reshape(ranked, [batch, k * vocab]), k)
+        flat = ops.cast(flat, "int32")
         parent, next_tokens = flat // vocab, flat % vocab
-        was_finished = tf.gather(finished, parent, batch_dims=1)
-        total = tf.reshape(total, [batch, k * vocab])
+        was_finished = _take_per_sentence(finished, parent)
+        total = ops.reshape(total, [batch, k * vocab])
         memory = {
-            "log_probs": tf.gather(total, flat, batch_dims=1),
-            "lengths": tf.gather(memory["lengths"], parent, batch_dims=1)
-            + tf.cast(~was_finished, tf.int32),
+            "log_probs": _take_per_sentence(total, flat),
+            "lengths": _take_per_sentence(memory["lengths"], parent)
+            + ops.cast(ops.logical_not(was_finished), "int32"),
             "ids": _write_column(
-                tf.gather(memory["ids"], parent, batch_dims=1), t, next_tokens
+                _take_per_sentence(memory["ids"], parent), t, next_tokens
             ),
         }
-        rows = tf.reshape(parent + k * tf.range(batch)[:, None], [-1])
-        # (The gather forgets a static batch size; keep each state's shape so that
-        # a tf.function traced with a fixed batch passes tf.while_loop's check.)
+        rows = ops.reshape(parent + k * ops.arange(batch, dtype="int32")[:, None], [-1])
         states = [
-            tf.ensure_shape(new, old.shape)
+            _keep_shape(new, old)
             for new, old in zip(model.reorder_decoder_state(states, rows), states)
         ]
-        finished = was_finished | tf.equal(next_tokens, END_ID)
-        return tf.reshape(next_tokens, [-1]), states, finished, memory
+        finished = ops.logical_or(was_finished, ops.equal(next_tokens, END_ID))
+        return ops.reshape(next_tokens, [-1]), states, finished, memory
 
     def finalize(self, t, memory):
         log_probs, lengths = memory["log_probs"], memory["lengths"]
         scores = log_probs / length_penalty(lengths, self.alpha)
-        order = tf.argsort(scores, axis=1, direction="DESCENDING")
+        # Best first (top_k over all K: what a descending argsort is in TF).
+        _, order = ops.top_k(scores, self.beam_size)
         return {
-            "ids": tf.gather(memory["ids"][:, :, :t], order, batch_dims=1),
-            "lengths": tf.gather(lengths, order, batch_dims=1),
-            "scores": tf.gather(scores, order, batch_dims=1),
-            "log_probs": tf.gather(log_probs, order, batch_dims=1),
+            "ids": _take_per_sentence(memory["ids"][:, :, :t], order),
+            "lengths": _take_per_sentence(lengths, order),
+            "scores": _take_per_sentence(scores, order),
+            "log_probs": _take_per_sentence(log_probs, order),
         }
 
 
@@ -366,7 +470,7 @@ def beam_search_decode(
         (B, K), ``scores`` float32 (B, K) (normalized), ``log_probs`` float32 (B, K).
     """
     if (
-        tf.executing_eagerly()
+        _executing_eagerly()
         and isinstance(max_len, numbers.Integral)
         and isinstance(alpha, numbers.Real)
     ):

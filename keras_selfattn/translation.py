@@ -4,6 +4,12 @@ The text a user gets: sources tokenized, decoded in the graph
 (`keras_selfattn.decoding`, greedy or beam) and detokenized by the target
 tokenizer, the same code the exported model serves.
 
+On any Keras backend the searches run (TensorFlow, JAX): the tokenizers are
+TensorFlow graph code whatever the backend (tf.text), so `Translator` tokenizes
+with TensorFlow, hands the ids to the search as NumPy arrays, and detokenizes the
+NumPy ids the search returns with TensorFlow again. A run trained under
+TensorFlow translates the same under JAX.
+
 Why here, below `keras_selfattn.training` and not in `keras_selfattn.inference`:
 validation during training translates a sample of the validation pairs
 (`training.watch`), and import direction follows the data (text -> model ->
@@ -223,6 +229,8 @@ class Translator:
 
     def _translate_batch(self, texts, beam_size, return_attention, alpha):
         ids, source_tokens, truncated = self.encode_sources(texts)
+        if keras.config.backend() != "tensorflow":
+            ids = ids.numpy()  # TensorFlow's ids to the search's backend
         max_len = self.max_target_len + 1
         if beam_size == 1:
             out = greedy_decode(
@@ -236,9 +244,11 @@ class Translator:
                 out["scores"][:, 0],
                 out["lengths"][:, 0],
             )
+        best, scores, lengths = (
+            keras.ops.convert_to_numpy(x) for x in (best, scores, lengths)
+        )
         decoded = self.tokenizer.target.decode(best).numpy()
         vocabulary = self.tokenizer.target.vocabulary.tokens
-        best, scores, lengths = best.numpy(), scores.numpy(), lengths.numpy()
         results = []
         for i, source in enumerate(texts):
             if not source_tokens[i]:
@@ -247,7 +257,7 @@ class Translator:
             produced = [vocabulary[t] for t in best[i, : lengths[i]]]
             attention = None
             if return_attention:
-                attention = out["attention"].numpy()[
+                attention = keras.ops.convert_to_numpy(out["attention"])[
                     i, : lengths[i], : len(source_tokens[i])
                 ]
             results.append(

@@ -1,11 +1,15 @@
-"""Greedy and beam search against brute-force references on a tiny random model."""
+"""Greedy and beam search against brute-force references on a tiny random model.
+
+Backend-free: tests/test_jax_backend.py runs this file again under
+KERAS_BACKEND=jax (the searches jitted there); the tests of TensorFlow graphs
+skip themselves on other backends.
+"""
 
 import itertools
 
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
 from keras import ops
 
 from keras_selfattn.decoding import (
@@ -16,6 +20,10 @@ from keras_selfattn.decoding import (
     greedy_decode,
 )
 from keras_selfattn.models import build_seq2seq
+
+on_tensorflow = pytest.mark.skipif(
+    keras.config.backend() != "tensorflow", reason="a TensorFlow graph test"
+)
 
 TARGET_VOCAB = 7  # ids 0..6; 3 is the end id
 SOURCE = np.array([[5, 6, 7, 8, 0], [9, 4, 0, 0, 0], [4, 5, 6, 7, 8]], "int32")
@@ -63,7 +71,7 @@ def sequence_log_prob(model, source, tokens):
 def test_greedy_equals_a_python_loop_over_full_passes(model):
     max_len = 6
     result = greedy_decode(model, SOURCE, max_len, return_attention=True)
-    ids = result["ids"].numpy()
+    ids = np.asarray(result["ids"])
     for row, source in enumerate(SOURCE):
         tokens = []
         for _ in range(max_len):
@@ -77,13 +85,13 @@ def test_greedy_equals_a_python_loop_over_full_passes(model):
                 break
         assert ids[row, : len(tokens)].tolist() == tokens
         assert np.all(ids[row, len(tokens) :] == PAD_ID)
-        assert result["lengths"].numpy()[row] == len(tokens)
+        assert np.asarray(result["lengths"])[row] == len(tokens)
         np.testing.assert_allclose(
-            result["scores"].numpy()[row],
+            np.asarray(result["scores"])[row],
             sequence_log_prob(model, source, tokens),
             atol=1e-4,
         )
-    attention = result["attention"].numpy()
+    attention = np.asarray(result["attention"])
     assert attention.shape == (3, ids.shape[1], 5)
     np.testing.assert_allclose(attention.sum(-1), 1.0, atol=1e-5)
     assert np.all(attention[1, :, 2:] == 0)  # padding of sentence 1 never attended
@@ -109,11 +117,11 @@ def test_beam_search_finds_the_exhaustive_optimum(model):
         penalty = ((5.0 + len(tokens)) / 6.0) ** alpha
         scored.append((sequence_log_prob(model, SOURCE[0], tokens) / penalty, tokens))
     scored.sort(reverse=True)
-    best_ids = beam["ids"].numpy()[0, 0]
-    length = beam["lengths"].numpy()[0, 0]
+    best_ids = np.asarray(beam["ids"])[0, 0]
+    length = np.asarray(beam["lengths"])[0, 0]
     assert tuple(best_ids[:length]) == scored[0][1]
     np.testing.assert_allclose(
-        beam["scores"].numpy()[0, :10], [s for s, _ in scored[:10]], atol=1e-4
+        np.asarray(beam["scores"])[0, :10], [s for s, _ in scored[:10]], atol=1e-4
     )
 
 
@@ -122,18 +130,18 @@ def test_beam_of_one_is_greedy_and_beams_are_sorted(model):
     beam = beam_search_decode(model, SOURCE, beam_size=1, max_len=8, alpha=0.0)
     width = greedy["ids"].shape[1]
     np.testing.assert_array_equal(
-        beam["ids"].numpy()[:, 0, :width], greedy["ids"].numpy()
+        np.asarray(beam["ids"])[:, 0, :width], np.asarray(greedy["ids"])
     )
     np.testing.assert_allclose(
-        beam["log_probs"].numpy()[:, 0], greedy["scores"].numpy(), atol=1e-5
+        np.asarray(beam["log_probs"])[:, 0], np.asarray(greedy["scores"]), atol=1e-5
     )
     wide = beam_search_decode(model, SOURCE, beam_size=4, max_len=8)
-    scores = wide["scores"].numpy()
+    scores = np.asarray(wide["scores"])
     assert np.all(np.diff(scores, axis=1) <= 1e-6)
     assert np.all(
         scores[:, 0]
-        >= beam["log_probs"].numpy()[:, 0]
-        / ((5 + beam["lengths"].numpy()[:, 0]) / 6) ** 0.6
+        >= np.asarray(beam["log_probs"])[:, 0]
+        / ((5 + np.asarray(beam["lengths"])[:, 0]) / 6) ** 0.6
         - 1e-5
     )
 
@@ -141,19 +149,24 @@ def test_beam_of_one_is_greedy_and_beams_are_sorted(model):
 def test_batching_and_extra_padding_do_not_change_results(model):
     batched = greedy_decode(model, SOURCE, 6)
     padded = greedy_decode(model, np.pad(SOURCE, ((0, 0), (0, 3))), 6)
-    np.testing.assert_array_equal(batched["ids"].numpy(), padded["ids"].numpy())
+    np.testing.assert_array_equal(np.asarray(batched["ids"]), np.asarray(padded["ids"]))
     for row in range(len(SOURCE)):
         alone = greedy_decode(model, SOURCE[row : row + 1], 6)
         width = alone["ids"].shape[1]
         np.testing.assert_array_equal(
-            alone["ids"].numpy()[0], batched["ids"].numpy()[row, :width]
+            np.asarray(alone["ids"])[0], np.asarray(batched["ids"])[row, :width]
         )
         np.testing.assert_allclose(
-            alone["scores"].numpy()[0], batched["scores"].numpy()[row], atol=1e-5
+            np.asarray(alone["scores"])[0],
+            np.asarray(batched["scores"])[row],
+            atol=1e-5,
         )
 
 
+@on_tensorflow
 def test_searches_run_as_one_graph_with_dynamic_shapes(model):
+    import tensorflow as tf
+
     signature = [tf.TensorSpec([None, None], tf.int32)]
     greedy = tf.function(
         lambda s: greedy_decode(model, s, 6)["ids"], input_signature=signature
@@ -232,10 +245,10 @@ def test_beam_search_applies_the_length_penalty_at_every_step(model):
         old = reference_beam(model, source, beam_size, max_len, alpha, False)
         differs |= [t for _, t in old] != [t for _, t in expected]
         for rank, (score, tokens) in enumerate(expected):
-            length = out["lengths"].numpy()[row, rank]
-            assert tuple(out["ids"].numpy()[row, rank, :length]) == tokens
+            length = np.asarray(out["lengths"])[row, rank]
+            assert tuple(np.asarray(out["ids"])[row, rank, :length]) == tokens
             np.testing.assert_allclose(
-                out["scores"].numpy()[row, rank], score, atol=1e-4
+                np.asarray(out["scores"])[row, rank], score, atol=1e-4
             )
     assert differs, "choose a case where the two rankings keep different hypotheses"
 
@@ -251,6 +264,20 @@ def test_decoding_inference_and_serving_ask_the_model_not_its_layer_names():
     assert not offenders, offenders
 
 
+def sample(logits, t):
+    """(B,) int32 tokens drawn from ``logits``, the seed (11, t): a stateless draw
+    of the backend (keras.random takes no tensor seed)."""
+    if keras.config.backend() == "jax":
+        import jax
+
+        key = jax.random.fold_in(jax.random.key(11), t)
+        return jax.random.categorical(key, logits, axis=-1).astype("int32")
+    import tensorflow as tf
+
+    seed = tf.stack([tf.constant(11), t])
+    return tf.random.stateless_categorical(logits, 1, seed, dtype=tf.int32)[:, 0]
+
+
 def test_sampling_is_one_more_strategy_of_the_same_loop(model):
     """A strategy that samples overrides `choose` alone; the loop does the rest."""
     import dataclasses
@@ -262,22 +289,20 @@ def test_sampling_is_one_more_strategy_of_the_same_loop(model):
         temperature: float = 1.0
 
         def choose(self, log_probs, t):
-            seed = tf.stack([tf.constant(11), t])
-            drawn = tf.random.stateless_categorical(
-                log_probs / self.temperature, 1, seed, dtype=tf.int32
-            )
-            return drawn[:, 0]
+            return sample(log_probs / self.temperature, t)
 
     greedy = greedy_decode(model, SOURCE, 8)
     cold = decode(model, SOURCE, Sampling(temperature=1e-4), 8)
     for key in ("ids", "lengths"):
-        np.testing.assert_array_equal(cold[key].numpy(), greedy[key].numpy())
+        np.testing.assert_array_equal(np.asarray(cold[key]), np.asarray(greedy[key]))
     sampled = decode(model, SOURCE, Sampling(), 8)
-    assert not np.array_equal(sampled["ids"].numpy(), greedy["ids"].numpy())
+    assert not np.array_equal(np.asarray(sampled["ids"]), np.asarray(greedy["ids"]))
     for row, source in enumerate(SOURCE):
         length = int(sampled["lengths"][row])
-        tokens = sampled["ids"].numpy()[row, :length].tolist()
-        assert PAD_ID not in tokens and not sampled["ids"].numpy()[row, length:].any()
+        tokens = np.asarray(sampled["ids"])[row, :length].tolist()
+        assert (
+            PAD_ID not in tokens and not np.asarray(sampled["ids"])[row, length:].any()
+        )
         assert END_ID not in tokens[:-1]
         # The score is the sampled tokens' log-probability, as greedy's is.
         np.testing.assert_allclose(
@@ -307,8 +332,8 @@ def test_a_beam_strategy_can_rank_candidates_its_own_way(model):
     for row, source in enumerate(SOURCE):
         expected = reference_beam(model, source, beam_size, max_len, alpha, False)
         for rank, (score, tokens) in enumerate(expected):
-            length = out["lengths"].numpy()[row, rank]
-            assert tuple(out["ids"].numpy()[row, rank, :length]) == tokens
+            length = np.asarray(out["lengths"])[row, rank]
+            assert tuple(np.asarray(out["ids"])[row, rank, :length]) == tokens
             np.testing.assert_allclose(
-                out["scores"].numpy()[row, rank], score, atol=1e-4
+                np.asarray(out["scores"])[row, rank], score, atol=1e-4
             )

@@ -1,4 +1,9 @@
-"""The layer tests again, under KERAS_BACKEND=jax (the layers use keras.ops only)."""
+"""The layer and decoding tests again, under KERAS_BACKEND=jax (keras.ops only).
+
+The decoding files are the searches against their brute-force references
+(tests/test_decoding.py) and the jitted searches' own tests
+(tests/test_decoding_jax.py); they share the one JAX process of the layer tests.
+"""
 
 import importlib.util
 import os
@@ -10,6 +15,10 @@ import pytest
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 LAYER_TEST_FILES = sorted((REPO / "tests" / "layers").glob("test_*.py"))
+DECODING_TEST_FILES = [
+    REPO / "tests" / "test_decoding.py",
+    REPO / "tests" / "test_decoding_jax.py",
+]
 
 
 @pytest.mark.slow
@@ -17,9 +26,9 @@ LAYER_TEST_FILES = sorted((REPO / "tests" / "layers").glob("test_*.py"))
 @pytest.mark.skipif(
     importlib.util.find_spec("jax") is None, reason="jax is not installed"
 )
-def test_layer_tests_pass_under_jax():
-    """Every layer test file, in one process (one start of JAX and TensorFlow, not one a
-    file)."""
+def test_layer_and_decoding_tests_pass_under_jax():
+    """Every layer test file and the decoding tests, in one process (one start of JAX
+    and TensorFlow, not one a file)."""
     env = dict(
         os.environ,
         KERAS_BACKEND="jax",
@@ -42,7 +51,7 @@ def test_layer_tests_pass_under_jax():
             "no:cacheprovider",
             "-p",
             "no:xdist",
-            *map(str, LAYER_TEST_FILES),
+            *map(str, LAYER_TEST_FILES + DECODING_TEST_FILES),
         ],
         cwd=REPO,
         env=env,
@@ -53,3 +62,5 @@ def test_layer_tests_pass_under_jax():
     )
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-2000:]
     assert " passed" in result.stdout and " failed" not in result.stdout
+    # The JAX-only tests ran: -ra (pyproject's addopts) would list them as skipped.
+    assert "jitted searches" not in result.stdout

@@ -6,15 +6,17 @@ shared ones and those generated from the config dataclasses come from
 (`workflows.run_demo`, `workflows.build_vocab`, `training.train`,
 `workflows.evaluate_run`, `inference.Translator.translate`,
 `training.averaging.average_run`, `serving.export_run`,
-`serving.check_serving`) and prints what it returns. `main` parses, runs the
-checks of `cli.checks`, quiets TensorFlow (`cli.quiet`) and runs the command;
-`cli.errors` turns what fails into one line and an exit status.
+`serving.check_serving`) and prints what it returns. `main` parses, chooses
+the TensorFlow backend (`keras_selfattn.backends.use_tensorflow_backend`), runs
+the checks of `cli.checks`, quiets TensorFlow (`cli.quiet`) and runs the
+command; `cli.errors` turns what fails into one line and an exit status.
 """
 
 import argparse
 import json
 import sys
 
+from keras_selfattn import backends
 from keras_selfattn.choices import DEFAULT_BEAM_SIZE
 from keras_selfattn.cli import errors
 from keras_selfattn.cli.checks import check_arguments
@@ -43,11 +45,19 @@ def main(argv=None):
     Returns 0 when done, 1 when ``check-serving`` found problems, 3 when
     ``train`` ended with a model that does not translate (after an error line).
     Otherwise exits (SystemExit) after one line on stderr: 2, bad input (naming
-    the file or argument; argparse's usage errors too); 70, an internal error
-    (``--debug`` shows the traceback); 130, interrupted.
+    the file or argument; argparse's usage errors too; TensorFlow not
+    installed); 70, an internal error (``--debug`` shows the traceback); 130,
+    interrupted. The command line runs on TensorFlow whatever ``KERAS_BACKEND``
+    says, and says so in one line on stderr when it says otherwise.
     """
     parser = build_parser()
     args = parser.parse_args(argv)
+    try:  # before Keras loads
+        note = backends.use_tensorflow_backend()
+    except (backends.MissingBackendError, backends.WrongBackendError) as error:
+        parser.exit(errors.USAGE_ERROR, f"keras-selfattn: error: {error}\n")
+    if note:
+        print(note, file=sys.stderr)
     try:
         check_arguments(args)
         if not (args.verbose or args.debug):

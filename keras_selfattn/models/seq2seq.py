@@ -73,7 +73,7 @@ class Seq2Seq(keras.Model):
     as a `Seq2Seq`: retrain them.
 
     Decoding, one step at a time (what `keras_selfattn.decoding` does inside a
-    ``tf.while_loop``)::
+    ``keras.ops.while_loop``)::
 
         state = model.initial_decoder_state(source_ids)     # runs the encoder once
         tokens = START_ID for every row
@@ -82,7 +82,8 @@ class Seq2Seq(keras.Model):
         state = model.reorder_decoder_state(state, rows)    # beam search: pick rows
 
     ``state`` is the decoder cell's state list (see `BahdanauDecoderCell`): a flat
-    list of tensors, fit for ``tf.while_loop``, that callers pass back as it came.
+    list of tensors, fit for ``keras.ops.while_loop``, that callers pass back as it
+    came.
 
     Args:
         source_vocab_size: int >= 5, number of source token ids (0 = padding).
