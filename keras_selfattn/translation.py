@@ -22,6 +22,7 @@ on `decoding`, `models`' outputs, `text` and `run_layout` only.
 import dataclasses
 import pathlib
 
+import keras
 import numpy as np
 import tensorflow as tf
 
