@@ -79,6 +79,27 @@ def paired_ratio(samples, numerator, denominator):
     )
 
 
+# The tiny model of the benchmarks' --quick runs: checks that a script runs, in
+# seconds (tests/test_benchmarks.py); its numbers mean nothing.
+TINY_MODEL = {
+    "num_hiddens": 16,
+    "num_heads": 2,
+    "num_layers": 1,
+    "ffn_hiddens": 16,
+    "decoder_units": 16,
+    "embedding_dim": 8,
+}
+
+
+def tiny_model_config(max_source_len=8, max_target_len=8):
+    """The `ModelConfig` of `TINY_MODEL` with these length limits."""
+    from keras_selfattn.models import ModelConfig
+
+    return ModelConfig(
+        **TINY_MODEL, max_source_len=max_source_len, max_target_len=max_target_len
+    )
+
+
 def compiled_seq2seq(
     source_vocab, target_vocab, config, policy, jit_compile, learning_rate, clipnorm=1.0
 ):

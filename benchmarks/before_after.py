@@ -176,21 +176,12 @@ def decoder_cases(old, quick):
 def model_cases(old, quick):
     from decoder_train_step import seq2seq_step
 
-    from keras_selfattn.models import ModelConfig, blocks, seq2seq
+    from keras_selfattn.models import blocks, seq2seq
     from keras_selfattn.workflows import DEMO_MODEL_CONFIG
 
     config, shape = DEMO_MODEL_CONFIG, (64, 13, 11, 190, 15)
     if quick:
-        config = ModelConfig(
-            num_hiddens=16,
-            num_heads=2,
-            num_layers=1,
-            ffn_hiddens=16,
-            decoder_units=16,
-            embedding_dim=8,
-            max_source_len=8,
-            max_target_len=8,
-        )
+        config = _bench.tiny_model_config()
         shape = (4, 6, 5, 20, 12)
     for jit_compile in (False,) if quick else (False, True):
         steps = {"after": seq2seq_step(config, *shape, jit_compile=jit_compile)[0]}

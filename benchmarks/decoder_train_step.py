@@ -188,7 +188,6 @@ def main(argv=None):
 
     import tensorflow as tf
 
-    from keras_selfattn.models import ModelConfig
     from keras_selfattn.workflows import DEMO_MODEL_CONFIG, DEMO_TRAIN_CONFIG
 
     compile_modes = (False,) if args.quick else (False, True)
@@ -220,16 +219,7 @@ def main(argv=None):
     # The demo model on batches of the demo's shapes (longest source 13 tokens,
     # longest target 11 with its end id; vocabularies 190 and 15).
     if args.quick:
-        config = ModelConfig(
-            num_hiddens=16,
-            num_heads=2,
-            num_layers=1,
-            ffn_hiddens=16,
-            decoder_units=16,
-            embedding_dim=8,
-            max_source_len=8,
-            max_target_len=8,
-        )
+        config = _bench.tiny_model_config()
         shape = (4, 6, 5, 20, 12)
     else:
         config = DEMO_MODEL_CONFIG

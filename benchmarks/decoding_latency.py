@@ -41,26 +41,17 @@ def demo_model(max_target_len, quick):
     from keras_selfattn import text
     from keras_selfattn.decoding import END_ID
     from keras_selfattn.models import ModelConfig, build_seq2seq
-    from keras_selfattn.training.train import _tokenizer_configs, load_pairs
+    from keras_selfattn.text import load_pairs
+    from keras_selfattn.training.data.run_tokenizer import tokenizer_configs
     from keras_selfattn.workflows import DEMO_MODEL_CONFIG, DEMO_TRAIN_CONFIG
 
     pairs = load_pairs(None)[: 200 if quick else 5000]
-    tokenizer = text.PairTokenizer.build(pairs, *_tokenizer_configs(DEMO_TRAIN_CONFIG))
+    tokenizer = text.PairTokenizer.build(pairs, *tokenizer_configs(DEMO_TRAIN_CONFIG))
     config = ModelConfig(
         **{**vars(DEMO_MODEL_CONFIG), "max_target_len": max_target_len}
     )
     if quick:
-        config = ModelConfig(
-            **{
-                **vars(config),
-                "num_hiddens": 16,
-                "num_heads": 2,
-                "num_layers": 1,
-                "ffn_hiddens": 16,
-                "decoder_units": 16,
-                "embedding_dim": 8,
-            }
-        )
+        config = ModelConfig(**{**vars(config), **_bench.TINY_MODEL})
     model = build_seq2seq(
         tokenizer.source_vocab_size, tokenizer.target_vocab_size, config, seed=0
     )

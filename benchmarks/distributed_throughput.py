@@ -49,7 +49,7 @@ def main(argv=None):
     rounds = args.rounds or (2 if args.quick else 7)
     steps = args.steps_per_round or (2 if args.quick else 5)
 
-    from keras_selfattn.training.strategy import split_cpu
+    from keras_selfattn.training.distribute.strategy import split_cpu
 
     try:
         split_cpu(2)  # before TensorFlow initializes its devices
@@ -78,10 +78,9 @@ def main(argv=None):
     import keras
 
     from keras_selfattn import text
-    from keras_selfattn.models import ModelConfig
     from keras_selfattn.training import get_strategy
-    from keras_selfattn.training.train import (
-        _tokenizer_configs,
+    from keras_selfattn.training.data.run_tokenizer import tokenizer_configs
+    from keras_selfattn.training.fit.train import (
         build_and_compile,
         make_training_datasets,
     )
@@ -89,22 +88,13 @@ def main(argv=None):
 
     model_config = DEMO_MODEL_CONFIG
     if args.quick:
-        model_config = ModelConfig(
-            num_hiddens=16,
-            num_heads=2,
-            num_layers=1,
-            ffn_hiddens=16,
-            decoder_units=16,
-            embedding_dim=8,
-            max_source_len=32,
-            max_target_len=16,
-        )
+        model_config = _bench.tiny_model_config(32, 16)
     pairs = text.load_bundled_dates()[: 1024 if args.quick else 8192]
     splits = text.split_pairs(
         pairs, DEMO_TRAIN_CONFIG.split, seed=DEMO_TRAIN_CONFIG.seed
     )
     tokenizer = text.PairTokenizer.build(
-        splits.train, *_tokenizer_configs(DEMO_TRAIN_CONFIG)
+        splits.train, *tokenizer_configs(DEMO_TRAIN_CONFIG)
     )
 
     variants = [("default", False), ("mirrored", False)]

@@ -136,16 +136,7 @@ def main(argv=None):
     shape = (64, 13, 11, 190, 15)
     steps = args.steps
     if args.quick:
-        config = ModelConfig(
-            num_hiddens=16,
-            num_heads=2,
-            num_layers=1,
-            ffn_hiddens=16,
-            decoder_units=16,
-            embedding_dim=8,
-            max_source_len=8,
-            max_target_len=8,
-        )
+        config = _bench.tiny_model_config()
         shape, steps = (4, 6, 5, 20, 12), 2
     if args.dropout is not None:
         config = ModelConfig(**{**vars(config), "dropout": args.dropout})

@@ -38,6 +38,8 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _bench  # noqa: F401  (quiet TensorFlow)
 
+from keras_selfattn.run_layout import RunLayout
+
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
@@ -48,7 +50,7 @@ def cpu_seconds(pid):
 
 
 def history_rows(run_dir):
-    path = pathlib.Path(run_dir) / "history.csv"
+    path = RunLayout(run_dir).history
     if not path.exists():
         return []
     with open(path, newline="", encoding="utf-8") as handle:
@@ -79,7 +81,7 @@ def train(args):
         rows = history_rows(args.out)
         if len(rows) > seen:
             seen = len(rows)
-            model = pathlib.Path(args.out) / "model.keras"
+            model = RunLayout(args.out).model
             if model.exists():
                 shutil.copyfile(model, snaps / f"model-{seen}.keras")
         try:

@@ -107,7 +107,8 @@ def share_of(dataset, batches=100):
 
 def child_new(args):
     from keras_selfattn import text
-    from keras_selfattn.training import run_batches, run_data, train
+    from keras_selfattn.training import train
+    from keras_selfattn.training.data import run_batches, run_data
 
     model, TrainConfig, values = bench_configs()
     config = TrainConfig(**values, train_steps=10**6, eval_every=10**6)
@@ -141,7 +142,10 @@ def child_old(args):
 
     from keras_selfattn import text
 
-    train_module = importlib.import_module("keras_selfattn.training.train")
+    train_module = importlib.import_module("keras_selfattn.training.fit.train")
+    run_tokenizer = importlib.import_module(
+        "keras_selfattn.training.data.run_tokenizer"
+    )
     train = train_module.train
 
     model, TrainConfig, values = bench_configs()
@@ -149,7 +153,7 @@ def child_old(args):
     sample = text.read_pairs(args.data, max_pairs=50_000)
     splits = text.split_pairs(sample, config.split, seed=config.seed)
     tokenizer = text.PairTokenizer.build(
-        splits.train, *train_module._tokenizer_configs(config)
+        splits.train, *run_tokenizer.tokenizer_configs(config)
     )
     old = train_module.make_training_datasets(splits, tokenizer, model, config)[0]
     share, per_batch = share_of(old)

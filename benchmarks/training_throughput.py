@@ -35,7 +35,8 @@ VARIANTS = (
 def demo_batches(count, quick):
     """(list of (inputs, target_out) batches, source and target vocabulary sizes)."""
     from keras_selfattn import text
-    from keras_selfattn.training.train import _tokenizer_configs, load_pairs
+    from keras_selfattn.text import load_pairs
+    from keras_selfattn.training.data.run_tokenizer import tokenizer_configs
     from keras_selfattn.workflows import DEMO_MODEL_CONFIG, DEMO_TRAIN_CONFIG
 
     # 8000 of the 30000 pairs: the same vocabularies and longest pair as the full
@@ -45,7 +46,7 @@ def demo_batches(count, quick):
         pairs, DEMO_TRAIN_CONFIG.split, seed=DEMO_TRAIN_CONFIG.seed
     )
     tokenizer = text.PairTokenizer.build(
-        splits.train, *_tokenizer_configs(DEMO_TRAIN_CONFIG)
+        splits.train, *tokenizer_configs(DEMO_TRAIN_CONFIG)
     )
     # Static shapes: every batch padded to the longest pair (the target with </s>).
     lengths = [
@@ -91,21 +92,11 @@ def main(argv=None):
     rounds = args.rounds or (2 if args.quick else 9)
     steps = args.steps_per_round or (1 if args.quick else 6)
 
-    from keras_selfattn.models import ModelConfig
     from keras_selfattn.workflows import DEMO_MODEL_CONFIG, DEMO_TRAIN_CONFIG
 
     config = DEMO_MODEL_CONFIG
     if args.quick:
-        config = ModelConfig(
-            num_hiddens=16,
-            num_heads=2,
-            num_layers=1,
-            ffn_hiddens=16,
-            decoder_units=16,
-            embedding_dim=8,
-            max_source_len=32,
-            max_target_len=16,
-        )
+        config = _bench.tiny_model_config(32, 16)
     batches, source_vocab, target_vocab = demo_batches(max(steps, 2), args.quick)
     tokens = [int((target_out.numpy() != 0).sum()) for _, target_out in batches]
     shape = (

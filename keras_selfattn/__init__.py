@@ -15,9 +15,12 @@ of ``ksa.layers``, ``ksa.models`` or ``ksa.build_seq2seq``. Import ``keras`` and
 import importlib
 import sys
 
+from keras_selfattn import _moved
 from keras_selfattn._lazy import lazy_package
 
 __version__ = "0.1.0"
+
+_moved.install()  # the old module paths, with a DeprecationWarning
 
 __all__ = ["ModelConfig", "__version__", "build_seq2seq", "layers"]
 
@@ -35,9 +38,12 @@ __getattr__, __dir__ = lazy_package(
         "layers",
         "models",
         "plotting",
+        "run_layout",
+        "scoring",
         "serving",
         "text",
         "training",
+        "translation",
         "workflows",
     ),
 )

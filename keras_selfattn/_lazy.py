@@ -15,7 +15,7 @@ class _LazyPackage(types.ModuleType):
     """A package module in which a submodule never hides the public name it shares.
 
     ``keras_selfattn.training.train`` is the function; loading the submodule
-    ``training/train.py`` (directly, by any importer) would otherwise replace
+    ``training/fit/train.py`` (directly, by any importer) would otherwise replace
     the package attribute with the module.
     """
 

@@ -1,5 +1,7 @@
 """The allowed values of the enumerated options, in one Keras-free place.
 
+The search defaults (beam size, length penalty) live here too, for the same reason.
+
 The layers validate their arguments against these tuples, and the configuration
 dataclasses and the command line offer them as choices; keeping them here lets
 ``keras-selfattn --help`` and `ModelConfig` work without importing Keras.
@@ -11,7 +13,28 @@ SCORES = ("additive", "dot", "general", "scaled_dot")
 RNN_TYPES = ("gru", "lstm")
 # get_strategy(name) and TrainConfig.strategy.
 STRATEGIES = ("auto", "default", "mirrored", "multi_worker", "tpu")
-TOKENIZER_KINDS = ("word", "char", "subword", "sentencepiece")
-TOKENIZER_OPS = ("tensorflow_text", "core")
 
-__all__ = ["RNN_TYPES", "SCORES", "STRATEGIES"]
+# Tokenizer kinds (TokenizerConfig.kind, TrainConfig.source_tokenizer/target_tokenizer).
+TOKENIZER_KINDS = ("word", "char", "subword", "sentencepiece")
+# Tokenizer ops (TokenizerConfig.ops, TrainConfig.tokenizer_ops).
+TOKENIZER_OPS = ("tensorflow_text", "core")
+# The beam search defaults (decoding, the translator, the served signatures, the
+# command line, which reads them before TensorFlow loads).
+DEFAULT_BEAM_SIZE = 4
+DEFAULT_LENGTH_PENALTY = 0.6  # GNMT's alpha (Wu et al. 2016)
+# TrainConfig.lr_schedule.
+LR_SCHEDULES = ("inverse_sqrt", "cosine")
+# TrainConfig.best_by: what the best model and early stopping follow.
+BEST_BY = ("chrf", "bleu", "loss")
+
+__all__ = [
+    "BEST_BY",
+    "DEFAULT_BEAM_SIZE",
+    "DEFAULT_LENGTH_PENALTY",
+    "LR_SCHEDULES",
+    "RNN_TYPES",
+    "SCORES",
+    "STRATEGIES",
+    "TOKENIZER_KINDS",
+    "TOKENIZER_OPS",
+]

@@ -30,9 +30,12 @@ import weakref
 
 import tensorflow as tf
 
+from keras_selfattn.choices import DEFAULT_BEAM_SIZE, DEFAULT_LENGTH_PENALTY
 from keras_selfattn.reserved_ids import END_ID, PAD_ID, START_ID
 
 __all__ = [
+    "DEFAULT_BEAM_SIZE",
+    "DEFAULT_LENGTH_PENALTY",
     "BeamSearch",
     "GreedySearch",
     "beam_search_decode",
@@ -40,6 +43,10 @@ __all__ = [
     "greedy_decode",
     "length_penalty",
 ]
+
+# The beam search defaults of every caller (translate, evaluate, the served
+# signatures, export): the beam width, and the length normalization strength
+# alpha of GNMT's penalty ((5 + length) / 6) ** alpha (Wu et al. 2016 use 0.6).
 
 _NEG = -1e9  # a finite "minus infinity" for log-probabilities (keeps sums NaN-free)
 
@@ -245,7 +252,7 @@ class BeamSearch:
     """
 
     beam_size: int
-    alpha: float = 0.6
+    alpha: float = DEFAULT_LENGTH_PENALTY
 
     def __post_init__(self):
         if self.beam_size < 1:
@@ -332,7 +339,9 @@ class BeamSearch:
         }
 
 
-def beam_search_decode(model, source_ids, beam_size, max_len, alpha=0.6):
+def beam_search_decode(
+    model, source_ids, beam_size, max_len, alpha=DEFAULT_LENGTH_PENALTY
+):
     """Beam search with length normalization applied at every step.
 
     At each step every kept hypothesis is extended by every token, and the

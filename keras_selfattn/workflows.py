@@ -8,13 +8,19 @@ import pathlib
 from keras_selfattn import plotting, serving
 from keras_selfattn.inference import Translator, evaluate, format_metrics
 from keras_selfattn.models import ModelConfig
+from keras_selfattn.run_layout import (  # EXPORT_DIR, PLOTS_DIR: re-exported
+    ATTENTION_PLOT_FILE,
+    EXPORT_DIR,
+    HISTORY_PLOT_FILE,
+    PLOTS_DIR,
+    POSITIONAL_ENCODING_PLOT_FILE,
+    TOKENIZER_CONFIG_FILE,
+    RunLayout,
+    write_metrics,
+)
 from keras_selfattn.text import read_pairs
 from keras_selfattn.text.tokenizers import JOINER
 from keras_selfattn.training import TrainConfig, train
-from keras_selfattn.training.train import SPLITS_DIR, write_metrics
-
-PLOTS_DIR = "plots"
-EXPORT_DIR = "export"  # RUN_DIR/export/<model name>/<version>: TF Serving's layout
 
 DEMO_MODEL_CONFIG = ModelConfig(
     num_hiddens=64,
@@ -61,7 +67,7 @@ def build_vocab(data, out_dir, train_config=None, *, overwrite=False, verbose=Tr
         The `text.PairTokenizer`.
     """
     from keras_selfattn.text import learn_vocab
-    from keras_selfattn.training.run_tokenizer import tokenizer_configs
+    from keras_selfattn.training.data.run_tokenizer import tokenizer_configs
 
     train_config = train_config or TrainConfig()
     out_dir = _vocab_directory(out_dir, overwrite)
@@ -87,8 +93,6 @@ def build_vocab(data, out_dir, train_config=None, *, overwrite=False, verbose=Tr
 def _vocab_directory(out_dir, overwrite):
     """``out_dir`` as a path, refused when empty or (without ``overwrite``) when
     it already holds vocabularies."""
-    from keras_selfattn.text.pair_tokenizer import TOKENIZER_CONFIG_FILE
-
     out_dir = pathlib.Path(out_dir)
     if not str(out_dir).strip():
         raise ValueError(f"out_dir must name a directory. Received: {str(out_dir)!r}")
@@ -174,7 +178,7 @@ def report(result, num_heatmaps=4, beam_size=1, verbose=True):
         result.model_config.max_target_len,
     )
     test_pairs = result.test_pairs
-    data = f"the run's test split ({run_dir / SPLITS_DIR / 'test.tsv'})"
+    data = f"the run's test split ({RunLayout(run_dir).test_split})"
     metrics = (
         {"test": evaluate(translator, test_pairs, beam_size=beam_size, data=data)}
         if test_pairs
@@ -184,8 +188,8 @@ def report(result, num_heatmaps=4, beam_size=1, verbose=True):
     write_metrics(run_dir, metrics)
 
     plots = run_dir / PLOTS_DIR
-    plotting.plot_positional_encoding(plots / "positional_encoding.png")
-    plotting.plot_history(result.history, plots / "history.png")
+    plotting.plot_positional_encoding(plots / POSITIONAL_ENCODING_PLOT_FILE)
+    plotting.plot_history(result.history, plots / HISTORY_PLOT_FILE)
     samples = [source for source, _ in test_pairs[:num_heatmaps]]
     for i, translation in enumerate(
         translator.translate(samples, return_attention=True)
@@ -195,7 +199,7 @@ def report(result, num_heatmaps=4, beam_size=1, verbose=True):
                 translation.attention,
                 _labels(translation.source_tokens),
                 _labels(translation.target_tokens),
-                plots / f"attention_{i}.png",
+                plots / ATTENTION_PLOT_FILE.format(i),
                 title=translation.source,
             )
     if verbose and "test" in metrics:
@@ -245,7 +249,7 @@ def evaluate_run(run_dir, data=None, beam_size=1, translator=None):
     if data:
         label = data
     else:
-        data = pathlib.Path(run_dir) / SPLITS_DIR / "test.tsv"
+        data = RunLayout(run_dir).test_split
         label = f"the run's test split ({data})"
     return evaluate(translator, read_pairs(data), beam_size=beam_size, data=label)
 

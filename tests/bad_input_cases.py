@@ -120,7 +120,7 @@ def _env():
 # Holds the run-directory lock of argv[1] until its stdin closes (no TensorFlow).
 _LOCK_HOLDER = (
     "import sys\n"
-    "from keras_selfattn.training.run_lock import RunLock\n"
+    "from keras_selfattn.training.run.run_lock import RunLock\n"
     "lock = RunLock.acquire(sys.argv[1])\n"
     "print('held', flush=True)\n"
     "sys.stdin.read()\n"

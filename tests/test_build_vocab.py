@@ -10,7 +10,7 @@ from keras_selfattn import text
 from keras_selfattn.cli import main
 from keras_selfattn.text import learn_vocab, stream
 from keras_selfattn.training import TrainConfig
-from keras_selfattn.training.run_tokenizer import tokenizer_configs
+from keras_selfattn.training.data.run_tokenizer import tokenizer_configs
 from keras_selfattn.workflows import build_vocab
 
 
@@ -145,7 +145,7 @@ def test_build_vocab_sentencepiece(tmp_path, capsys):
 def test_train_vocab_and_a_named_model_must_agree(tmp_path):
     """`train --vocab DIR` with ``--*-sentencepiece-model``: the same model, or an
     error."""
-    from keras_selfattn.training.run_tokenizer import load_or_learn_tokenizer
+    from keras_selfattn.training.data.run_tokenizer import load_or_learn_tokenizer
 
     data = _german_pairs(tmp_path)
     both = TrainConfig(

@@ -158,7 +158,7 @@ def test_text_options_accept_only_their_choices(capsys):
     from keras_selfattn.layers.bahdanau_decoder import RNN_TYPES
     from keras_selfattn.models.config import ModelConfig
     from keras_selfattn.training.config import TrainConfig
-    from keras_selfattn.training.strategy import STRATEGIES
+    from keras_selfattn.training.distribute.strategy import STRATEGIES
 
     # The configs' lists are the very ones the layers and get_strategy check against.
     assert ModelConfig.CHOICES["rnn_type"] is RNN_TYPES

@@ -19,7 +19,8 @@ import pytest
 from keras_selfattn import cli
 from keras_selfattn.cli import checks, commands, errors, flags, quiet
 from keras_selfattn.models.config import ModelConfig
-from keras_selfattn.training.config import TrainConfig, load_run_config
+from keras_selfattn.run_layout import load_run_config
+from keras_selfattn.training.config import TrainConfig
 from tests.bad_input_cases import CASES, CLEAR, SKIPPED, Workspace, run_case
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -84,7 +85,7 @@ def test_lazy_names_resolve_to_the_real_objects():
     assert ksa.layers.PositionalEncoding is PositionalEncoding
     assert ksa.build_seq2seq is build_seq2seq
     # training/train.py has been imported: the package's `train` is still the function.
-    import keras_selfattn.training.train
+    import keras_selfattn.training.fit.train
 
     assert callable(training.train) and training.train.__name__ == "train"
     assert set(training.__all__) <= set(dir(training))

@@ -9,7 +9,7 @@ import re
 import pytest
 
 from keras_selfattn import text
-from keras_selfattn.training.presets import PRESETS
+from keras_selfattn.training.config.presets import preset_configs
 from tests.test_cli import cli
 
 pytestmark = pytest.mark.slow
@@ -82,9 +82,9 @@ def test_a_run_that_does_not_translate_fails_loudly(tmp_path):
     assert summary["best_by"] == "chrf" and summary["health"]["ok"] is False
     # The preset's settings, but the flags given win.
     config = json.loads((run / "config.json").read_text())
-    small = PRESETS["small"]
-    assert config["train"]["lr_schedule"] == small["train"]["lr_schedule"]
-    assert config["train"]["label_smoothing"] == small["train"]["label_smoothing"]
+    _, small = preset_configs("small")
+    assert config["train"]["lr_schedule"] == small.lr_schedule
+    assert config["train"]["label_smoothing"] == small.label_smoothing
     assert config["model"]["norm_first"] is True
     assert config["model"]["attentional_output"] is True
     assert config["model"]["num_hiddens"] == 16  # --num-hiddens over the preset's 256

@@ -15,6 +15,7 @@ import argparse
 import json
 import sys
 
+from keras_selfattn.choices import DEFAULT_BEAM_SIZE
 from keras_selfattn.cli import errors
 from keras_selfattn.cli.checks import check_arguments
 from keras_selfattn.cli.flags import (
@@ -30,8 +31,10 @@ from keras_selfattn.cli.flags import (
 )
 from keras_selfattn.cli.quiet import quiet_tensorflow
 from keras_selfattn.models.config import ModelConfig
+from keras_selfattn.run_layout import checkpoint_step
+from keras_selfattn.serving.publishing import DEFAULT_MODEL_NAME
 from keras_selfattn.training.config import TrainConfig
-from keras_selfattn.training.presets import PRESETS, preset_configs
+from keras_selfattn.training.config.presets import PRESETS, preset_configs
 
 
 def main(argv=None):
@@ -327,7 +330,7 @@ def _add_average(subparsers):
 
 
 def _average(args):
-    from keras_selfattn.training.averaging import average_run, checkpoint_step
+    from keras_selfattn.training.fit.averaging import average_run
 
     errors.check_run_directory(args.model)
     path, averaged = average_run(args.model, last=args.last, out=args.out)
@@ -351,10 +354,12 @@ def _add_export(subparsers):
     )
     version = parser.add_argument("--version", type=count(0), help="version number")
     shows(version, "highest + 1")
-    add_beam_option(parser, "hypotheses of the translate_nbest signature", default=4)
+    add_beam_option(
+        parser, "hypotheses of the translate_nbest signature", default=DEFAULT_BEAM_SIZE
+    )
     parser.add_argument(
         "--model-name",
-        default="translator",
+        default=DEFAULT_MODEL_NAME,
         help="served model name (warmup requests, docker line)",
     )
 

@@ -19,6 +19,8 @@ import os
 import sys
 import zipfile
 
+from keras_selfattn.run_layout import MODEL_FILE
+
 USAGE_ERROR = 2  # bad input: one line naming the file or argument
 # A bug (sysexits' EX_SOFTWARE): one line; --debug shows the traceback.
 INTERNAL_ERROR = 70
@@ -143,8 +145,6 @@ def _unreadable(what, error):
 
 
 def _model_file(run_dir):
-    from keras_selfattn.training.train import MODEL_FILE  # TensorFlow is loaded by now
-
     return os.path.join(run_dir, MODEL_FILE)
 
 

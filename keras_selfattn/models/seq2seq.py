@@ -415,34 +415,32 @@ class Seq2Seq(keras.Model):
         return [*states, ops.take(context, indices, axis=0)]
 
     # ----------------------------------------------------------------- config
+    # What get_config writes and from_config takes, listed once.
+    _CONFIG_KEYS = (
+        "name",
+        "trainable",
+        "source_vocab_size",
+        "target_vocab_size",
+        "config",
+        "seed",
+        "dtype",
+    )
+
     def get_config(self):
-        return {
-            "name": self.name,
-            "trainable": self.trainable,
-            "source_vocab_size": self.source_vocab_size,
-            "target_vocab_size": self.target_vocab_size,
+        values = {
             "config": dataclasses.asdict(self.model_config),
-            "seed": self.seed,
             "dtype": keras.dtype_policies.serialize(self.dtype_policy),
         }
-
-    _CONFIG_KEYS = frozenset(
-        {
-            "name",
-            "trainable",
-            "source_vocab_size",
-            "target_vocab_size",
-            "config",
-            "seed",
-            "dtype",
+        return {
+            key: values[key] if key in values else getattr(self, key)
+            for key in self._CONFIG_KEYS
         }
-    )
 
     @classmethod
     def from_config(cls, config):
         # keras.Model swallows unknown keyword arguments: refuse them here, so
         # that an edited or foreign model file fails instead of loading quietly.
-        unknown = sorted(set(config) - cls._CONFIG_KEYS)
+        unknown = sorted(set(config) - set(cls._CONFIG_KEYS))
         if unknown:
             raise ValueError(
                 f"Seq2Seq got unknown config arguments {unknown}; it takes "

@@ -57,7 +57,7 @@ __getattr__, __dir__ = lazy_package(
         "audit_saved_model": "keras_selfattn.serving.audit",
         "ServingCheck": "keras_selfattn.serving.check",
         "check_serving": "keras_selfattn.serving.check",
-        "DEFAULT_MODEL_NAME": "keras_selfattn.serving.export",
+        "DEFAULT_MODEL_NAME": "keras_selfattn.serving.publishing",
         "export_run": "keras_selfattn.serving.export",
         "export_translator": "keras_selfattn.serving.export",
         "sample_sources": "keras_selfattn.serving.export",

@@ -13,9 +13,11 @@ over each is initialized at load, so a missing vocabulary fails the load) and
 run's own test split).
 """
 
-import pathlib
-
+from keras_selfattn.decoding import DEFAULT_LENGTH_PENALTY
 from keras_selfattn.serving import publishing, warmup
+from keras_selfattn.serving.publishing import (  # re-exported
+    DEFAULT_MODEL_NAME,
+)
 from keras_selfattn.serving.signatures import (
     DEFAULT_BEAM_SIZE,
     NBEST_SIGNATURE,
@@ -32,7 +34,6 @@ __all__ = [
     "sample_sources",
 ]
 
-DEFAULT_MODEL_NAME = "translator"
 _NUM_WARMUP_TEXTS = 8
 _NUM_FALLBACK_TOKENS = 3
 
@@ -44,7 +45,7 @@ def export_translator(
     *,
     model_name=DEFAULT_MODEL_NAME,
     beam_size=DEFAULT_BEAM_SIZE,
-    alpha=0.6,
+    alpha=DEFAULT_LENGTH_PENALTY,
     warmup_texts=None,
 ):
     """Writes ``export_base/N/`` atomically: a SavedModel with its warmup records.
@@ -135,13 +136,18 @@ def sample_sources(run_dir, count=_NUM_WARMUP_TEXTS, tokenizer=None):
     Returns:
         list of 1 to ``count`` str.
     """
+    from keras_selfattn.run_layout import (
+        TEST_FILE,
+        TRAIN_FILE,
+        VALIDATION_FILE,
+        RunLayout,
+    )
     from keras_selfattn.text import PairTokenizer, read_pairs
-    from keras_selfattn.training.train import SPLITS_DIR
 
     if not isinstance(count, int) or isinstance(count, bool) or count < 1:
         raise ValueError(f"count must be a positive integer. Received: count={count!r}")
-    for name in ("test", "validation", "train"):
-        path = pathlib.Path(run_dir) / SPLITS_DIR / f"{name}.tsv"
+    for name in (TEST_FILE, VALIDATION_FILE, TRAIN_FILE):
+        path = RunLayout(run_dir).splits / name
         if path.is_file():
             sources = [
                 source
@@ -159,7 +165,7 @@ def export_run(
     *,
     model_name=DEFAULT_MODEL_NAME,
     beam_size=DEFAULT_BEAM_SIZE,
-    alpha=0.6,
+    alpha=DEFAULT_LENGTH_PENALTY,
     warmup_texts=None,
 ):
     """Exports a run directory as ``export_base/N/`` (``keras-selfattn export``).

@@ -14,6 +14,7 @@ import shutil
 import tempfile
 
 __all__ = [
+    "DEFAULT_MODEL_NAME",
     "TEMP_PREFIX",
     "list_versions",
     "next_version",
@@ -23,6 +24,9 @@ __all__ = [
 ]
 
 TEMP_PREFIX = ".export-tmp-"
+# The served model's name (TF Serving's --model_name, the warmup records' and the
+# clients' model_spec.name), unless the user chooses another.
+DEFAULT_MODEL_NAME = "translator"
 
 
 def list_versions(export_base):

@@ -32,6 +32,13 @@ held by a plain `tf.Module` passes the first and fails the second.)
 
 import pathlib
 
+from keras_selfattn.decoding import (  # DEFAULT_BEAM_SIZE: re-exported
+    DEFAULT_BEAM_SIZE,
+    DEFAULT_LENGTH_PENALTY,
+    beam_search_decode,
+    greedy_decode,
+)
+
 __all__ = [
     "DEFAULT_BEAM_SIZE",
     "NBEST_SIGNATURE",
@@ -42,7 +49,6 @@ __all__ = [
     "serving_functions",
 ]
 
-DEFAULT_BEAM_SIZE = 4
 SERVING_SIGNATURE = "serving_default"
 NBEST_SIGNATURE = "translate_nbest"
 TOKEN_IDS_SIGNATURE = "serve"
@@ -59,7 +65,9 @@ def _checked(tensor, shape):
     return tf.ensure_shape(tensor, shape)
 
 
-def serving_functions(translator, beam_size=DEFAULT_BEAM_SIZE, alpha=0.6):
+def serving_functions(
+    translator, beam_size=DEFAULT_BEAM_SIZE, alpha=DEFAULT_LENGTH_PENALTY
+):
     """The graph functions the SavedModel serves, with their input signatures.
 
     Args:
@@ -72,8 +80,6 @@ def serving_functions(translator, beam_size=DEFAULT_BEAM_SIZE, alpha=0.6):
         first.
     """
     import tensorflow as tf
-
-    from keras_selfattn.decoding import beam_search_decode, greedy_decode
 
     if not isinstance(beam_size, int) or isinstance(beam_size, bool) or beam_size < 1:
         raise ValueError(
@@ -175,7 +181,7 @@ def _vocabulary_tables(tokenizer, directory):
     """A `tf.Module` with an id -> token table per vocabulary file (the assets)."""
     import tensorflow as tf
 
-    from keras_selfattn.text.pair_tokenizer import SOURCE_VOCAB_FILE, TARGET_VOCAB_FILE
+    from keras_selfattn.run_layout import SOURCE_VOCAB_FILE, TARGET_VOCAB_FILE
     from keras_selfattn.text.vocab import UNK_TOKEN
 
     module = tf.Module(name="vocabulary_files")
@@ -202,7 +208,10 @@ def _vocabulary_tables(tokenizer, directory):
 
 
 def build_export_archive(
-    translator, beam_size=DEFAULT_BEAM_SIZE, alpha=0.6, asset_dir=None
+    translator,
+    beam_size=DEFAULT_BEAM_SIZE,
+    alpha=DEFAULT_LENGTH_PENALTY,
+    asset_dir=None,
 ):
     """A `keras.export.ExportArchive` with the model, its tokenizers and the signatures.
 

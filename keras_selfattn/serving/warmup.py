@@ -14,6 +14,8 @@ session-based loader.
 
 import pathlib
 
+from keras_selfattn.serving.publishing import DEFAULT_MODEL_NAME
+
 __all__ = [
     "MAX_WARMUP_RECORDS",
     "WARMUP_FILE",
@@ -98,7 +100,7 @@ def malformed_inputs(rank, dtype="string"):
 
 
 def make_predict_request(
-    inputs, signature_name="serving_default", model_name="translator"
+    inputs, signature_name="serving_default", model_name=DEFAULT_MODEL_NAME
 ):
     """A ``PredictRequest`` from ``{input name: array-like}``.
 
@@ -132,7 +134,10 @@ def make_predict_request(
 
 
 def warmup_requests_for_translation(
-    texts, model_name="translator", signatures=("serving_default",), token_ids=None
+    texts,
+    model_name=DEFAULT_MODEL_NAME,
+    signatures=("serving_default",),
+    token_ids=None,
 ):
     """``PredictionLog`` records for the translation signatures (and the token-id one).
 

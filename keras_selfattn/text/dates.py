@@ -50,6 +50,7 @@ __all__ = [
     "format_dates_tsv",
     "generate_date_pairs",
     "load_bundled_dates",
+    "load_pairs",
     "write_bundled_dates",
 ]
 
@@ -228,3 +229,20 @@ def write_bundled_dates(path: str | pathlib.Path | None = None) -> pathlib.Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(format_dates_tsv())
     return path
+
+
+def load_pairs(data, max_pairs=None):
+    """Pairs from a TSV path, a list of pairs, or (``data`` None) the bundled corpus.
+
+    Raises:
+        ValueError: no pairs (naming ``data``).
+    """
+    if data is None:
+        pairs = load_bundled_dates()
+    elif isinstance(data, (str, pathlib.Path)):
+        pairs = corpus.read_pairs(data)
+    else:
+        pairs = [tuple(pair) for pair in data]
+    if not pairs:
+        raise ValueError(f"No sentence pairs to train on. Received: data={data!r}")
+    return pairs if max_pairs is None else pairs[:max_pairs]

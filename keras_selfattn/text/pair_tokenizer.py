@@ -1,6 +1,7 @@
 """`PairTokenizer`: the source and target tokenizers of a run, saved together.
 
-A run directory holds three files written by `PairTokenizer.save`:
+A run directory holds three files written by `PairTokenizer.save` (their
+names are `keras_selfattn.run_layout`'s):
 
 - ``source_vocab.txt``, ``target_vocab.txt``: one token a line, in id order;
 - ``source.spm.model``, ``target.spm.model``: a "sentencepiece" side's
@@ -28,6 +29,12 @@ from collections.abc import Sequence
 
 import tensorflow as tf
 
+from keras_selfattn.run_layout import (  # the file names, re-exported here
+    SENTENCEPIECE_MODEL_FILES,
+    SOURCE_VOCAB_FILE,
+    TARGET_VOCAB_FILE,
+    TOKENIZER_CONFIG_FILE,
+)
 from keras_selfattn.text.sentencepiece_model import canonical_sentencepiece_model
 from keras_selfattn.text.tokenizers import Tokenizer, TokenizerConfig, build_tokenizer
 from keras_selfattn.text.vocab import Vocabulary
@@ -40,10 +47,6 @@ __all__ = [
     "PairTokenizer",
 ]
 
-SOURCE_VOCAB_FILE = "source_vocab.txt"
-TARGET_VOCAB_FILE = "target_vocab.txt"
-SENTENCEPIECE_MODEL_FILES = {"source": "source.spm.model", "target": "target.spm.model"}
-TOKENIZER_CONFIG_FILE = "tokenizer.json"
 _FORMAT = "keras_selfattn.text.PairTokenizer"
 _VERSION = 2
 

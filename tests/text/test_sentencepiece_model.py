@@ -12,7 +12,7 @@ from keras_selfattn.reserved_ids import RESERVED_TOKENS
 from keras_selfattn.text import sentencepiece_model as sentencepiece_lib
 from keras_selfattn.text.tokenizers import TokenizerConfig, build_tokenizer
 from keras_selfattn.training import TrainConfig
-from keras_selfattn.training.run_tokenizer import tokenizer_configs
+from keras_selfattn.training.data.run_tokenizer import tokenizer_configs
 from tests.text.german_sentences import GERMAN
 
 

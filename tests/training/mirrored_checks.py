@@ -16,7 +16,7 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from keras_selfattn.training.strategy import split_cpu
+from keras_selfattn.training.distribute.strategy import split_cpu
 
 split_cpu(2)  # before any TensorFlow op
 
@@ -27,10 +27,10 @@ import tensorflow as tf
 from keras_selfattn import text
 from keras_selfattn.models import ModelConfig
 from keras_selfattn.training import TrainConfig, dtype_policy, get_strategy
-from keras_selfattn.training.loss_scale import SyncedLossScaleOptimizer
-from keras_selfattn.training.per_replica_xla import use_per_replica_xla
-from keras_selfattn.training.train import (
-    _tokenizer_configs,
+from keras_selfattn.training.data.run_tokenizer import tokenizer_configs
+from keras_selfattn.training.distribute.loss_scale import SyncedLossScaleOptimizer
+from keras_selfattn.training.distribute.per_replica_xla import use_per_replica_xla
+from keras_selfattn.training.fit.train import (
     build_and_compile,
     make_training_datasets,
 )
@@ -70,7 +70,7 @@ def config(**overrides):
 
 PAIRS = text.load_bundled_dates()[:160]
 SPLITS = text.split_pairs(PAIRS, (0.8, 0.1, 0.1), seed=3)
-TOKENIZER = text.PairTokenizer.build(SPLITS.train, *_tokenizer_configs(config()))
+TOKENIZER = text.PairTokenizer.build(SPLITS.train, *tokenizer_configs(config()))
 
 
 def fit(strategy_name, **overrides):

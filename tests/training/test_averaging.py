@@ -6,8 +6,8 @@ import pytest
 
 from keras_selfattn import text
 from keras_selfattn.models import build_seq2seq
-from keras_selfattn.training.averaging import (
-    REPLACED_MODEL,
+from keras_selfattn.run_layout import REPLACED_MODEL_FILE
+from keras_selfattn.training.fit.averaging import (
     average_checkpoints,
     average_run,
     kept_checkpoints,
@@ -70,7 +70,7 @@ def test_average_run_replaces_model_keras_and_keeps_the_old_one(tmp_path):
         average_run(run, last=1)
     path, averaged = average_run(run, last=2)
     assert path == run / "model.keras" and averaged == paths[1:]
-    assert (run / REPLACED_MODEL).read_bytes() == paths[0].read_bytes()
+    assert (run / REPLACED_MODEL_FILE).read_bytes() == paths[0].read_bytes()
 
     got = keras.saving.load_model(path, compile=False).get_weights()
     np.testing.assert_allclose(got[0], (weights[1][0] + weights[2][0]) / 2, atol=1e-6)
@@ -103,7 +103,7 @@ def test_train_keeps_the_newest_checkpoints_and_average_uses_them(tmp_path):
     ]
     result = cli("average", "--model", run, "--last", "2")
     assert "the average of 2 checkpoints (steps 6, 8)" in result.stdout
-    assert (run / REPLACED_MODEL).exists()
+    assert (run / REPLACED_MODEL_FILE).exists()
     result = cli("evaluate", "--model", run, "--data", valid)
     assert '"bleu"' in result.stdout
     bad = cli("average", "--model", run, "--last", "1", check=False)

@@ -3,14 +3,14 @@
 import keras
 import numpy as np
 
-from keras_selfattn.training.backup import (
+from keras_selfattn.training.run.backup import (
     WorkerBackup,
     backed_up_epochs,
     read_backup,
     restore_backup,
     worker_backup_dir,
 )
-from keras_selfattn.training.train import _truncate_history
+from keras_selfattn.training.run.resume import truncate_history
 
 
 def small_model():
@@ -96,5 +96,5 @@ def test_a_resumed_history_keeps_each_epoch_once(tmp_path):
     history.write_text(
         "epoch,loss\n0,3.0\n1,2.5\n2,2.4\n"
     )  # epoch 2 ran, its backup was lost
-    _truncate_history(history, 2)
+    truncate_history(history, 2)
     assert history.read_text().splitlines() == ["epoch,loss", "0,3.0", "1,2.5"]

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from keras_selfattn import text
+from keras_selfattn.run_layout import load_run_config
 from keras_selfattn.training import train
-from keras_selfattn.training.backup import backed_up_epochs, read_backup
-from keras_selfattn.training.config import load_run_config
+from keras_selfattn.training.run.backup import backed_up_epochs, read_backup
 from tests.bad_input_cases import TINY_RUN_ARGS, run_in_process
 from tests.training.test_train import TINY_MODEL, tiny_train_config, weights
 

@@ -7,7 +7,7 @@ import time
 import pytest
 import tensorflow as tf
 
-from keras_selfattn.training.distributed import (
+from keras_selfattn.training.distribute.distributed import (
     PeerUnreachableError,
     read_cluster,
     split_address,

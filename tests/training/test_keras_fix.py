@@ -10,8 +10,8 @@ import keras
 import pytest
 import tensorflow as tf
 
-from keras_selfattn.training import keras_fix
-from keras_selfattn.training.keras_fix import (
+from keras_selfattn.training.distribute import keras_fix
+from keras_selfattn.training.distribute.keras_fix import (
     KERAS_FIX_ENV,
     keras_multi_worker_fix,
     keras_needs_multi_worker_fix,

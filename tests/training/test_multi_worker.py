@@ -23,7 +23,7 @@ import pytest
 
 import keras_selfattn  # noqa: F401  (registers the layers for load_model)
 from keras_selfattn import text
-from keras_selfattn.training.backup import backed_up_epochs
+from keras_selfattn.training.run.backup import backed_up_epochs
 from tests.training.cluster import (
     TINY_CLI_ARGS,
     TRAIN_ONLY,
@@ -256,7 +256,7 @@ def test_a_killed_worker_resumes_from_its_backup(tmp_path, data, uninterrupted):
 
 def test_stock_keras_fails_without_the_fix(tmp_path, data):
     """Proves the guard: on this Keras, the fix switched off brings keras#20585 back."""
-    from keras_selfattn.training.keras_fix import (
+    from keras_selfattn.training.distribute.keras_fix import (
         KERAS_FIX_ENV,
         keras_needs_multi_worker_fix,
     )

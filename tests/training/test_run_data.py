@@ -3,12 +3,13 @@
 import pytest
 
 from keras_selfattn import text
-from keras_selfattn.training import TrainConfig, run_batches, run_data
-from keras_selfattn.training.data_fingerprint import (
+from keras_selfattn.training import TrainConfig
+from keras_selfattn.training.data import run_batches, run_data
+from keras_selfattn.training.fit.step_loop import plan_steps
+from keras_selfattn.training.run.data_fingerprint import (
     describe_data_change,
     file_fingerprint,
 )
-from keras_selfattn.training.step_loop import plan_steps
 
 
 def test_with_a_file_per_worker_each_worker_reads_only_its_own(tmp_path):

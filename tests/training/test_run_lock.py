@@ -10,14 +10,14 @@ import sys
 
 import pytest
 
-from keras_selfattn.training import run_lock
-from keras_selfattn.training.run_dir import claim_run_dir, run_dir_state
+from keras_selfattn.training.run import run_lock
+from keras_selfattn.training.run.run_dir import claim_run_dir, run_dir_state
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 # Holds the lock of argv[1] until stdin closes (imports no TensorFlow: fast).
 HOLDER = (
     "import sys\n"
-    "from keras_selfattn.training.run_lock import RunLock\n"
+    "from keras_selfattn.training.run.run_lock import RunLock\n"
     "lock = RunLock.acquire(sys.argv[1])\n"
     "print('held', flush=True)\n"
     "sys.stdin.read()\n"

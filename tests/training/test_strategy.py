@@ -15,11 +15,11 @@ from keras_selfattn.cli import build_parser
 from keras_selfattn.models import ModelConfig
 from keras_selfattn.training import TrainConfig, get_strategy
 from keras_selfattn.training.config import same_training
-from keras_selfattn.training.distributed import worker_role
-from keras_selfattn.training.loss_scale import SyncedLossScaleOptimizer
-from keras_selfattn.training.tpu_audit import audit_train_step
-from keras_selfattn.training.train import (
-    _tokenizer_configs,
+from keras_selfattn.training.data.run_tokenizer import tokenizer_configs
+from keras_selfattn.training.distribute.distributed import worker_role
+from keras_selfattn.training.distribute.loss_scale import SyncedLossScaleOptimizer
+from keras_selfattn.training.distribute.tpu_audit import audit_train_step
+from keras_selfattn.training.fit.train import (
     build_and_compile,
     make_training_datasets,
 )
@@ -56,7 +56,7 @@ def prepared():
     pairs = text.load_bundled_dates()[:120]
     config = tiny_config()
     splits = text.split_pairs(pairs, config.split, seed=config.seed)
-    tokenizer = text.PairTokenizer.build(splits.train, *_tokenizer_configs(config))
+    tokenizer = text.PairTokenizer.build(splits.train, *tokenizer_configs(config))
     return splits, tokenizer
 
 

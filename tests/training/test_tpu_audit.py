@@ -7,7 +7,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from keras_selfattn.training.tpu_audit import audit_train_step
+from keras_selfattn.training.distribute.tpu_audit import audit_train_step
 
 
 def _model(hosted):

@@ -4,7 +4,7 @@ import pytest
 
 from keras_selfattn.models import ModelConfig
 from keras_selfattn.training.config import TrainConfig
-from keras_selfattn.training.train import train
+from keras_selfattn.training.fit.train import train
 
 
 @pytest.mark.parametrize("run_dir", ["gs://bucket/run", "s3://b/r"])

@@ -12,8 +12,8 @@ from keras import ops
 
 from keras_selfattn import text
 from keras_selfattn.models import InverseSquareRootSchedule, build_seq2seq
-from keras_selfattn.training.step_loop import StepEvaluation, StepPlan
-from keras_selfattn.training.watch import (
+from keras_selfattn.training.fit.step_loop import StepEvaluation, StepPlan
+from keras_selfattn.training.fit.watch import (
     DISTINCT_FLOOR,
     SOURCE_DEPENDENCE_FLOOR,
     Health,
@@ -187,7 +187,9 @@ def test_best_by_chrf_keeps_the_highest_score_and_stops_on_patience(
 
 
 def test_best_by_needs_translations():
-    with pytest.raises(ValueError, match="best_by must be 'loss', 'chrf' or 'bleu'"):
+    with pytest.raises(
+        ValueError, match="best_by must be one of 'chrf', 'bleu', 'loss'"
+    ):
         StepEvaluation(StepPlan(1, 1, 1, 1), None, "m.keras", 1, best_by="ter")
     from keras_selfattn.training import TrainConfig
 

@@ -7,10 +7,9 @@ the validation when a cadence says so and always at the last step, keeps the
 best model (``model.keras``, written under a temporary name and renamed into
 place, so a kill mid-write keeps the previous best), stops early after
 ``patience`` validations without a better loss, and logs the loss, the
-validation loss and the target tokens per second. `ResumableInput` gives
-``fit`` a dataset whose iterator can be checkpointed and restored, so a resumed
-run continues on the batches an uninterrupted run would have seen, without
-reading again what was already trained on.
+validation loss and the target tokens per second. The input a resumed run
+continues on is `keras_selfattn.training.run.resume.ResumableInput` (resuming
+is read in one place).
 """
 
 import dataclasses
@@ -21,14 +20,14 @@ import sys
 import time
 
 import keras
-import tensorflow as tf
 
-from keras_selfattn.training.backup import replace_atomically
+from keras_selfattn import _moved
+from keras_selfattn.choices import BEST_BY
+from keras_selfattn.training.run.backup import replace_atomically
 
 __all__ = [
     "HistoryLog",
     "ProgressLog",
-    "ResumableInput",
     "StepEvaluation",
     "StepPlan",
     "StopAtStep",
@@ -144,7 +143,8 @@ class StepEvaluation(keras.callbacks.Callback):
         verbose: print the lines of each validation.
         watch: a `watch.ValidationWatch`, or None (loss only).
         best_by: ``"loss"`` (lowest validation loss), ``"chrf"`` or ``"bleu"``
-            (highest score of the watch's translations; needs ``watch``).
+            (highest score of the watch's translations; without a ``watch``,
+            ``"loss"``); `TrainConfig.best_by` holds the default.
     """
 
     def __init__(
@@ -158,12 +158,13 @@ class StepEvaluation(keras.callbacks.Callback):
         counters=None,
         verbose=True,
         watch=None,
-        best_by="loss",
+        *,
+        best_by,
     ):
         super().__init__()
-        if best_by not in ("loss", "chrf", "bleu"):
+        if best_by not in BEST_BY:
             raise ValueError(
-                "best_by must be 'loss', 'chrf' or 'bleu'. "
+                f"best_by must be one of {', '.join(map(repr, BEST_BY))}. "
                 f"Received: best_by={best_by!r}"
             )
         self.plan = plan
@@ -217,51 +218,82 @@ class StepEvaluation(keras.callbacks.Callback):
     def on_epoch_end(self, epoch, logs=None):
         logs = logs if logs is not None else {}
         periods_done = epoch + 1
-        step = self.plan.step_after(periods_done)
         if not self.plan.evaluates(periods_done):
-            logs["val_loss"] = logs["cpu_seconds"] = float("nan")
-            for key in self.watch.log_keys() if self.watch else ():
-                logs[key] = float("nan")
-            self.examples = (
-                dict.fromkeys(self.watch.example_keys(), "") if self.watch else {}
-            )
+            self._no_validation(logs)
             return
+        self._measure_speed()
+        val_loss, watch_lines = self._validate(logs)
+        value = val_loss if self.best_by == "loss" else logs["val_" + self.best_by]
+        improved = self._keep_if_best(value)
+        self._stop_early(improved)
+        step = self.plan.step_after(periods_done)
+        if self.verbose:
+            self._print(step, logs, val_loss, improved, watch_lines)
+        self._alarm(step)
+        self._mark = (time.perf_counter(), self._tokens())
+
+    def _no_validation(self, logs):
+        """An epoch without validation: its columns of ``history.csv`` empty."""
+        logs["val_loss"] = logs["cpu_seconds"] = float("nan")
+        for key in self.watch.log_keys() if self.watch else ():
+            logs[key] = float("nan")
+        self.examples = (
+            dict.fromkeys(self.watch.example_keys(), "") if self.watch else {}
+        )
+
+    def _measure_speed(self):
+        """Target tokens/s since the last validation (`tokens_per_second`)."""
         now, tokens = time.perf_counter(), self._tokens()
         if self._mark and now > self._mark[0]:
             self.tokens_per_second = (tokens - self._mark[1]) / (now - self._mark[0])
+
+    def _validate(self, logs):
+        """The validation loss and the watch's scores into ``logs``.
+
+        Returns:
+            ``(val_loss, the watch's log lines)``.
+        """
         results = self.model.evaluate(self.validation, verbose=0, return_dict=True)
         for name, value in results.items():
             logs["val_" + name] = value
         times = os.times()
         logs["cpu_seconds"] = times.user + times.system  # this process, so far
-        val_loss = float(results["loss"])
         watch_lines = self._watch(logs) if self.watch is not None else []
-        value = val_loss if self.best_by == "loss" else logs["val_" + self.best_by]
+        return float(results["loss"]), watch_lines
+
+    def _keep_if_best(self, value):
+        """The best-model choice: saves the model when ``value`` is the best so far."""
         improved = self._improved(value)
         if improved:
-            self.best, self.wait = value, 0
+            self.best = value
             save_model_atomically(self.model, self.model_path)
-        else:
-            self.wait += 1
-            if self.wait >= self.patience:
-                self.model.stop_training = True
-        if self.verbose:
-            speed = (
-                f"  {self.tokens_per_second:,.0f} target tokens/s"
-                if self.tokens_per_second is not None and self.counters
-                else ""
-            )
-            print(
-                f"step {step}/{self.plan.total_steps}  "
-                f"loss {float(logs.get('loss', 'nan')):.4f}"
-                f"  val_loss {val_loss:.4f}{speed}  {logs['cpu_seconds']:,.0f} CPU-s"
-                + (f"  best by {self.best_by}" if improved else ""),
-                flush=True,
-            )
-            for line in watch_lines:
-                print(line, flush=True)
-        self._alarm(step)
-        self._mark = (time.perf_counter(), self._tokens())
+        return improved
+
+    def _stop_early(self, improved):
+        """Early stopping: ``patience`` validations without a better score."""
+        if improved:
+            self.wait = 0
+            return
+        self.wait += 1
+        if self.wait >= self.patience:
+            self.model.stop_training = True
+
+    def _print(self, step, logs, val_loss, improved, watch_lines):
+        """The log lines of one validation."""
+        speed = (
+            f"  {self.tokens_per_second:,.0f} target tokens/s"
+            if self.tokens_per_second is not None and self.counters
+            else ""
+        )
+        print(
+            f"step {step}/{self.plan.total_steps}  "
+            f"loss {float(logs.get('loss', 'nan')):.4f}"
+            f"  val_loss {val_loss:.4f}{speed}  {logs['cpu_seconds']:,.0f} CPU-s"
+            + (f"  best by {self.best_by}" if improved else ""),
+            flush=True,
+        )
+        for line in watch_lines:
+            print(line, flush=True)
 
 
 class HistoryLog(keras.callbacks.CSVLogger):
@@ -328,53 +360,5 @@ class ProgressLog(keras.callbacks.Callback):
         self._mark = (now, self.step, tokens)
 
 
-class ResumableInput:
-    """Gives ``model.fit`` a dataset whose iterator this object can save and restore.
-
-    ``fit`` makes its iterator with ``iter(dataset)``; the dataset handed to it
-    (`dataset`) records that iterator, and restores it from a checkpoint first
-    when `restore_from` was called. A `tf.data` iterator checkpoint holds its
-    position and its buffers (shuffle, prefetch), so restoring costs time in
-    proportion to the buffers, not to the steps already trained. Only for a
-    single-replica run: a distributed iterator is not checkpointable.
-
-    Args:
-        dataset: the training `tf.data.Dataset`.
-        state: extra variables saved and restored with the iterator (name -> var).
-    """
-
-    def __init__(self, dataset, state=None):
-        self.state = dict(state or {})
-        self.iterator = None
-        self._restore_path = None
-        holder = self
-        base = type(dataset)
-
-        def __iter__(ds):
-            iterator = base.__iter__(ds)
-            if holder._restore_path is not None:
-                checkpoint = tf.train.Checkpoint(iterator=iterator, **holder.state)
-                checkpoint.read(holder._restore_path).assert_consumed()
-                holder._restore_path = None
-            holder.iterator = iterator
-            return iterator
-
-        dataset.__class__ = type(
-            "Resumable" + base.__name__, (base,), {"__iter__": __iter__}
-        )
-        self.dataset = dataset
-
-    def restore_from(self, path):
-        """The next iterator starts where the checkpoint at ``path`` left off."""
-        self._restore_path = str(path)
-
-    def save(self, prefix):
-        """Writes the iterator (and `state`) to ``prefix``; returns the path.
-
-        None: ``fit`` has not iterated yet.
-        """
-        if self.iterator is None:
-            return None
-        return tf.train.Checkpoint(iterator=self.iterator, **self.state).write(
-            str(prefix)
-        )
+def __getattr__(name):  # names that moved out: keras_selfattn/_moved.py
+    return _moved.moved_name(__name__, name)

@@ -25,6 +25,7 @@ import numpy as np
 from keras import ops
 
 from keras_selfattn.reserved_ids import PAD_ID, START_ID
+from keras_selfattn.scoring import evaluate
 
 __all__ = [
     "DISTINCT_FLOOR",
@@ -141,7 +142,7 @@ class ValidationWatch:
         return [f"val_example_{i + 1}" for i in range(self.examples)]
 
     def _translator(self, model):
-        from keras_selfattn.inference import Translator
+        from keras_selfattn.translation import Translator  # imports TensorFlow
 
         return Translator(
             model,
@@ -174,8 +175,6 @@ class ValidationWatch:
             (`example_keys`: "source => translation (reference: ...)") and a
             `Health`.
         """
-        from keras_selfattn.inference import evaluate
-
         translator = self._translator(model)
         metrics = evaluate(translator, self.pairs)
         references = len({reference for _, reference in self.pairs})

@@ -7,8 +7,8 @@ import tensorflow as tf
 
 from keras_selfattn.models import MaskedAccuracy, build_seq2seq, masked_loss
 from keras_selfattn.models.schedules import InverseSquareRootSchedule
-from keras_selfattn.training.loss_scale import SyncedLossScaleOptimizer
-from keras_selfattn.training.per_replica_xla import use_per_replica_xla
+from keras_selfattn.training.distribute.loss_scale import SyncedLossScaleOptimizer
+from keras_selfattn.training.distribute.per_replica_xla import use_per_replica_xla
 
 __all__ = ["build_and_compile", "dtype_policy"]
 

@@ -19,27 +19,27 @@ import pathlib
 import tensorflow as tf
 
 from keras_selfattn import text
+from keras_selfattn.run_layout import (
+    DATA_FILE,
+    PAIRS_FILE,
+    SPLITS_DIR,
+    TEST_FILE,
+    VALIDATION_FILE,
+)
 from keras_selfattn.text import fingerprint_split, stream
 from keras_selfattn.training.config import data_settings
-from keras_selfattn.training.data_fingerprint import (
+from keras_selfattn.training.run.data_fingerprint import (
     describe_data_change,
     file_fingerprint,
 )
 
 __all__ = [
-    "DATA_FILE",
-    "PAIRS_FILE",
-    "SPLITS_DIR",
     "RunData",
     "data_fingerprint",
     "given_pairs",
     "prepare_run_data",
     "training_pairs",
 ]
-
-DATA_FILE = "data.json"
-PAIRS_FILE = "pairs.tsv"
-SPLITS_DIR = "splits"
 
 
 @dataclasses.dataclass
@@ -209,8 +209,8 @@ def _recorded_run_data(run_dir, files, fingerprint, *, valid_given, test_given):
             "it with the same data, or choose another run directory (or --overwrite)"
         )
     split_dir = run_dir / SPLITS_DIR
-    validation = text.read_pairs(split_dir / "validation.tsv")
-    test = _read_optional(split_dir / "test.tsv")
+    validation = text.read_pairs(split_dir / VALIDATION_FILE)
+    test = _read_optional(split_dir / TEST_FILE)
     split = None
     if record["split"]:
         held_out = ([] if valid_given else validation) + ([] if test_given else test)
@@ -267,11 +267,11 @@ def _count_training_pairs(files, split, train_config):
 def _write_record(run_dir, run_data):
     """Writes ``splits/`` and then ``data.json`` (replaced atomically)."""
     split_dir = run_dir / SPLITS_DIR
-    text.write_pairs(split_dir / "validation.tsv", run_data.validation)
+    text.write_pairs(split_dir / VALIDATION_FILE, run_data.validation)
     if (
         run_data.test
     ):  # no empty file: readers of splits/ expect pairs in what they find
-        text.write_pairs(split_dir / "test.tsv", run_data.test)
+        text.write_pairs(split_dir / TEST_FILE, run_data.test)
     record = {
         "fingerprint": run_data.fingerprint,
         "split": run_data.split.record() if run_data.split else None,

@@ -1,17 +1,22 @@
 """The one configuration object of training; saved as JSON in every run directory."""
 
 import dataclasses
-import json
 from typing import ClassVar
 
-from keras_selfattn.choices import STRATEGIES
+from keras_selfattn import _moved
+from keras_selfattn.choices import (
+    BEST_BY,
+    LR_SCHEDULES,
+    STRATEGIES,
+    TOKENIZER_KINDS,
+    TOKENIZER_OPS,
+)
 from keras_selfattn.config_checks import (
     check_choices,
     check_field_types,
     check_known_keys,
     check_range,
 )
-from keras_selfattn.models.config import ModelConfig
 
 # What a `TrainConfig` field matters for, declared once on the field
 # (``metadata={"roles": ...}``, see `_field`); a field declared without roles has
@@ -170,11 +175,11 @@ class TrainConfig:
     CHOICES: ClassVar[dict] = {
         "mixed_precision": ("float32", "mixed_float16", "mixed_bfloat16"),
         "strategy": STRATEGIES,
-        "source_tokenizer": ("word", "char", "subword", "sentencepiece"),
-        "target_tokenizer": ("word", "char", "subword", "sentencepiece"),
-        "tokenizer_ops": ("tensorflow_text", "core"),
-        "lr_schedule": ("inverse_sqrt", "cosine"),
-        "best_by": ("chrf", "bleu", "loss"),
+        "source_tokenizer": TOKENIZER_KINDS,
+        "target_tokenizer": TOKENIZER_KINDS,
+        "tokenizer_ops": TOKENIZER_OPS,
+        "lr_schedule": LR_SCHEDULES,
+        "best_by": BEST_BY,
     }
 
     # Fields added after runs were first saved, with the value that trains the way
@@ -184,6 +189,17 @@ class TrainConfig:
         "best_by": "loss",
         "validation_translations": 0,
     }
+
+    @classmethod
+    def from_dict(cls, values, source="TrainConfig"):
+        """A `TrainConfig` from a dict (``config.json``'s ``"train"``).
+
+        Unknown keys are refused (the error names ``source``); a missing key takes
+        its default, and a field in ``ADDED_LATER`` the value that trains the way
+        runs saved before it existed did (the one place that applies it).
+        """
+        check_known_keys(cls, values, source)
+        return cls(**{**cls.ADDED_LATER, **values})
 
     # Read from the fields' roles, below the class: the fields with the VOCAB role.
     VOCAB_FIELDS: ClassVar[tuple]
@@ -286,39 +302,5 @@ def same_training(first: "TrainConfig", second: "TrainConfig"):
     return what(first) == what(second)
 
 
-def save_run_config(path, model_config: ModelConfig, train_config: TrainConfig):
-    """Writes ``config.json``: {"model": ..., "train": ...}."""
-    payload = {
-        "model": dataclasses.asdict(model_config),
-        "train": dataclasses.asdict(train_config),
-    }
-    with open(path, "w", encoding="utf-8") as handle:
-        json.dump(payload, handle, indent=2, sort_keys=True)
-        handle.write("\n")
-
-
-def load_run_config(path):
-    """Reads ``config.json`` back into (ModelConfig, TrainConfig).
-
-    Raises:
-        ValueError: naming the file, when it is not JSON, lacks the ``"model"`` or
-            ``"train"`` object, or holds an unknown or invalid field.
-    """
-    with open(path, encoding="utf-8") as handle:
-        try:
-            payload = json.load(handle)
-        except ValueError as error:  # JSONDecodeError, UnicodeDecodeError
-            raise ValueError(f"{path} is not a JSON configuration: {error}") from None
-    if not isinstance(payload, dict) or not {"model", "train"} <= set(payload):
-        raise ValueError(
-            f'{path} must hold a "model" and a "train" object. '
-            f"Received keys: {sorted(payload) if isinstance(payload, dict) else None}"
-        )
-    configs = []
-    for key, cls in (("model", ModelConfig), ("train", TrainConfig)):
-        check_known_keys(cls, payload[key], f'{path} "{key}"')
-        try:
-            configs.append(cls(**{**getattr(cls, "ADDED_LATER", {}), **payload[key]}))
-        except ValueError as error:
-            raise ValueError(f'{path} "{key}": {error}') from None
-    return tuple(configs)
+def __getattr__(name):  # names that moved out: keras_selfattn/_moved.py
+    return _moved.moved_name(__name__, name)

@@ -17,12 +17,21 @@ noise of the last updates, often for a BLEU point or more, at no training cost.
 """
 
 import pathlib
-import re
 
 import keras
 import numpy as np
 
-from keras_selfattn.training.backup import replace_atomically
+from keras_selfattn import _moved
+from keras_selfattn.run_layout import (  # CHECKPOINTS_DIR, checkpoint_step: re-exported
+    CHECKPOINTS_DIR,
+    MODEL_FILE,
+    REPLACED_MODEL_FILE,
+    RunLayout,
+    checkpoint_file,
+    checkpoint_files,
+    checkpoint_step,
+)
+from keras_selfattn.training.run.backup import keep_newest, replace_atomically
 
 __all__ = [
     "CHECKPOINTS_DIR",
@@ -33,26 +42,10 @@ __all__ = [
     "kept_checkpoints",
 ]
 
-CHECKPOINTS_DIR = "checkpoints"
-REPLACED_MODEL = "model.before-average.keras"
-_NAME = re.compile(r"step-(\d+)\.keras")
-
-
-def checkpoint_step(path):
-    """The step of a kept checkpoint's file (``step-<step>.keras``), or None."""
-    match = _NAME.fullmatch(pathlib.Path(path).name)
-    return int(match.group(1)) if match else None
-
-
-def _checkpoint_files(directory):
-    """The ``step-<step>.keras`` files in ``directory``, oldest first (by step)."""
-    found = [(checkpoint_step(path), path) for path in directory.glob("step-*.keras")]
-    return [path for step, path in sorted(f for f in found if f[0] is not None)]
-
 
 def kept_checkpoints(run_dir):
     """The checkpoints kept in ``run_dir/checkpoints``, oldest first (by step)."""
-    return _checkpoint_files(pathlib.Path(run_dir) / CHECKPOINTS_DIR)
+    return checkpoint_files(RunLayout(run_dir).checkpoints)
 
 
 class KeepCheckpoints(keras.callbacks.Callback):
@@ -76,9 +69,12 @@ class KeepCheckpoints(keras.callbacks.Callback):
             return
         step = self.plan.step_after(epoch + 1)
         self.directory.mkdir(parents=True, exist_ok=True)
-        replace_atomically(self.model.save, self.directory / f"step-{step:08d}.keras")
-        for old in _checkpoint_files(self.directory)[: -self.keep]:
-            old.unlink(missing_ok=True)
+        replace_atomically(self.model.save, checkpoint_file(self.directory, step))
+        keep_newest(
+            checkpoint_files(self.directory),
+            self.keep,
+            lambda path: path.unlink(missing_ok=True),
+        )
 
 
 def _load(path):
@@ -172,11 +168,13 @@ def average_run(run_dir, last=None, out=None):
         )
     if out is not None:
         return average_checkpoints(kept, out), kept
-    from keras_selfattn.training.train import MODEL_FILE  # train imports this module
-
     model_path = run_dir / MODEL_FILE
     averaged = average_checkpoints(kept, run_dir / f"averaged-{model_path.name}")
     if model_path.exists():
-        model_path.replace(run_dir / REPLACED_MODEL)
+        model_path.replace(run_dir / REPLACED_MODEL_FILE)
     averaged.replace(model_path)
     return model_path, kept
+
+
+def __getattr__(name):  # names that moved out: keras_selfattn/_moved.py
+    return _moved.moved_name(__name__, name)

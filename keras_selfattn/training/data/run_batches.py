@@ -10,8 +10,8 @@ import dataclasses
 import tensorflow as tf
 
 from keras_selfattn.text.dataset import batch_by_length, encode_within_limits
-from keras_selfattn.training.resume import restored_input
-from keras_selfattn.training.run_data import training_pairs
+from keras_selfattn.training.data.run_data import training_pairs
+from keras_selfattn.training.run.resume import restored_input
 
 __all__ = [
     "files_of_worker",

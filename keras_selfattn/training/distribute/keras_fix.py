@@ -16,7 +16,7 @@ import keras
 import tensorflow as tf
 from packaging.version import Version
 
-from keras_selfattn.training.distributed import is_multi_worker
+from keras_selfattn.training.distribute.distributed import is_multi_worker
 
 __all__ = [
     "KERAS_FIX_ENV",

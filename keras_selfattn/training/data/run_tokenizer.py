@@ -1,9 +1,10 @@
 """A run's tokenizers (`TrainConfig` options): read from a vocabulary or learned."""
 
 from keras_selfattn import text
+from keras_selfattn.run_layout import TOKENIZER_CONFIG_FILE
 from keras_selfattn.text.learn_vocab import learn_pair_tokenizer
 from keras_selfattn.text.sentencepiece_model import read_sentencepiece_model
-from keras_selfattn.training import run_data as run_data_lib
+from keras_selfattn.training.data import run_data as run_data_lib
 
 __all__ = ["load_or_learn_tokenizer", "tokenizer_configs"]
 
@@ -38,7 +39,7 @@ def load_or_learn_tokenizer(vocab, work_dir, resuming, run_data, train_config):
     directory or a run directory; its tokenizer options must be the run's), or
     learned from the first ``vocab_sample_lines`` training pairs.
     """
-    if resuming and (work_dir / text.pair_tokenizer.TOKENIZER_CONFIG_FILE).exists():
+    if resuming and (work_dir / TOKENIZER_CONFIG_FILE).exists():
         return text.PairTokenizer.load(work_dir)
     wanted = tokenizer_configs(train_config)
     if vocab is not None:

@@ -22,15 +22,17 @@ batches already trained on.
 import json
 import os
 import pathlib
-import re
 
 import keras
 import numpy as np
+
+from keras_selfattn.run_layout import backup_epoch, backup_file, worker_backup_dir
 
 __all__ = [
     "WorkerBackup",
     "backed_up_epochs",
     "input_checkpoint",
+    "keep_newest",
     "read_backup",
     "remove_backup",
     "replace_atomically",
@@ -40,16 +42,6 @@ __all__ = [
     "worker_backup_dir",
 ]
 
-_WEIGHTS = "epoch-{:05d}.weights.h5"
-_STATE = "epoch-{:05d}.json"
-_INPUT = "epoch-{:05d}.input"
-_STATE_PATTERN = re.compile(r"^epoch-(\d{5,})\.json$")
-
-
-def worker_backup_dir(backup_root, worker_index):
-    """``backup_root/worker-<worker_index>``: one directory per worker."""
-    return pathlib.Path(backup_root) / f"worker-{worker_index}"
-
 
 def backed_up_epochs(directory):
     """The epochs with a complete backup in ``directory``, ascending (empty: none)."""
@@ -58,9 +50,9 @@ def backed_up_epochs(directory):
         return []
     epochs = []
     for path in directory.iterdir():
-        match = _STATE_PATTERN.match(path.name)
-        if match and (directory / _WEIGHTS.format(int(match.group(1)))).exists():
-            epochs.append(int(match.group(1)))
+        epoch = backup_epoch(path)
+        if epoch is not None and backup_file(directory, epoch, "weights").exists():
+            epochs.append(epoch)
     return sorted(epochs)
 
 
@@ -69,9 +61,7 @@ def read_backup(directory, epoch):
 
     ``{"epoch": N, "best": float | None, ...}``.
     """
-    with open(
-        pathlib.Path(directory) / _STATE.format(epoch), encoding="utf-8"
-    ) as handle:
+    with open(backup_file(directory, epoch, "state"), encoding="utf-8") as handle:
         return json.load(handle)
 
 
@@ -110,7 +100,7 @@ def restore_backup(model, directory, epoch):
     """
     if model.optimizer is not None and not model.optimizer.built:
         model.optimizer.build(model.trainable_variables)
-    model.load_weights(pathlib.Path(directory) / _WEIGHTS.format(epoch))
+    model.load_weights(backup_file(directory, epoch, "weights"))
     state = read_backup(directory, epoch)
     restore_seed_states(model, state.get("seed_states"))
     return state
@@ -158,7 +148,7 @@ class WorkerBackup(keras.callbacks.Callback):
             (None: every epoch).
         evaluation: a `step_loop.StepEvaluation` whose ``best`` and ``wait``
             (early stopping) are saved.
-        resumable: a `step_loop.ResumableInput` whose iterator is saved.
+        resumable: a `resume.ResumableInput` whose iterator is saved.
     """
 
     def __init__(
@@ -193,11 +183,11 @@ class WorkerBackup(keras.callbacks.Callback):
         self.directory.mkdir(parents=True, exist_ok=True)
         replace_atomically(
             lambda tmp: self.model.save_weights(tmp, overwrite=True),
-            self.directory / _WEIGHTS.format(done),
+            backup_file(self.directory, done, "weights"),
         )
         input_prefix = None
         if self.resumable is not None:
-            written = self.resumable.save(self.directory / _INPUT.format(done))
+            written = self.resumable.save(backup_file(self.directory, done, "input"))
             input_prefix = pathlib.Path(written).name if written else None
         state = {
             "epoch": done,
@@ -210,16 +200,37 @@ class WorkerBackup(keras.callbacks.Callback):
         }
         replace_atomically(
             lambda tmp: tmp.write_text(json.dumps(state) + "\n", encoding="utf-8"),
-            self.directory / _STATE.format(done),
+            backup_file(self.directory, done, "state"),
         )
-        for old in backed_up_epochs(self.directory)[: -self.keep]:
-            remove_backup(self.directory, old)
+        keep_newest(
+            backed_up_epochs(self.directory),
+            self.keep,
+            lambda epoch: remove_backup(self.directory, epoch),
+        )
+
+
+def keep_newest(saved, keep, remove):
+    """The one retention rule of the run's saved states: the newest ``keep`` stay.
+
+    Used by the backups (`WorkerBackup`, two epochs) and the kept checkpoints
+    (`averaging.KeepCheckpoints`, ``keep_checkpoints`` validations).
+
+    Args:
+        saved: what is saved, oldest first (epochs, checkpoint files).
+        keep: positive int, how many of the newest to keep.
+        remove: called with each one older than those.
+    """
+    if isinstance(keep, bool) or not isinstance(keep, int) or keep < 1:
+        raise ValueError(f"keep must be a positive integer. Received: keep={keep!r}")
+    for old in list(saved)[:-keep]:
+        remove(old)
 
 
 def remove_backup(directory, epoch):
     """Removes the backup of ``epoch`` (its JSON first: the epoch stops counting)."""
     directory = pathlib.Path(directory)
-    for name in (_STATE.format(epoch), _WEIGHTS.format(epoch)):
-        (directory / name).unlink(missing_ok=True)
-    for path in directory.glob(_INPUT.format(epoch) + "*"):
+    for part in ("state", "weights"):
+        backup_file(directory, epoch, part).unlink(missing_ok=True)
+    input_prefix = backup_file(directory, epoch, "input")
+    for path in directory.glob(input_prefix.name + "*"):
         path.unlink(missing_ok=True)

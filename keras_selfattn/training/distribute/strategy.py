@@ -7,7 +7,7 @@ import time
 import tensorflow as tf
 
 from keras_selfattn.choices import STRATEGIES
-from keras_selfattn.training.distributed import (
+from keras_selfattn.training.distribute.distributed import (
     read_cluster,
     split_address,
     wait_for_peers,
@@ -93,7 +93,7 @@ def get_strategy(name="auto", tpu=None, worker_timeout=120.0):
       ``TF_CONFIG`` describes, one process per machine, each with its GPUs (or
       CPU). Every worker first waits (at most ``worker_timeout`` seconds) until it
       reaches all the others, and fails naming the ones it could not reach
-      (`keras_selfattn.training.distributed.PeerUnreachableError`).
+      (`keras_selfattn.training.distribute.distributed.PeerUnreachableError`).
     * ``"tpu"``: a TPU found by ``TPUClusterResolver``: ``tpu`` is ``"local"`` on a
       Cloud TPU VM, a TPU name, or ``grpc://HOST:8470``. Without one, a ValueError
       says so (no traceback from the command line).

@@ -26,22 +26,24 @@ import json
 import os
 import pathlib
 
-from keras_selfattn.training.backup import backed_up_epochs, read_backup
-from keras_selfattn.training.config import (
-    CONTINUATION_FIELDS,
-    PLACEMENT_FIELDS,
+from keras_selfattn.run_layout import (
+    CONFIG_FILE,
+    DATA_FILE,
+    FINISHED_FILE,
+    RunLayout,
     load_run_config,
     save_run_config,
 )
-from keras_selfattn.training.run_dir import FINISHED_FILE
+from keras_selfattn.training.config import (
+    CONTINUATION_FIELDS,
+    PLACEMENT_FIELDS,
+)
+from keras_selfattn.training.run.backup import backed_up_epochs, read_backup
 
 __all__ = ["MAY_GROW", "reopen_finished_run"]
 
 # The training fields a continuation may change (with the plan's period kept).
 MAY_GROW = CONTINUATION_FIELDS
-_CONFIG_FILE = "config.json"
-_DATA_FILE = "data.json"
-_CHIEF_BACKUP = pathlib.Path("backup", "worker-0")
 
 
 def _changes(saved, current, skip=()):
@@ -89,12 +91,12 @@ def reopen_finished_run(
         f"{run_dir} holds a finished run; choose another run directory, or pass "
         "--overwrite (overwrite=True) to replace it"
     )
-    backup_dir = run_dir / _CHIEF_BACKUP
+    backup_dir = RunLayout(run_dir).worker_backup(0)  # the chief's
     last_backup = _last_backup(backup_dir, refuse)
     saved_train = _check_only_length_changes(
         run_dir, model_config, train_config, refuse
     )
-    record = json.loads((run_dir / _DATA_FILE).read_text(encoding="utf-8"))
+    record = json.loads((run_dir / DATA_FILE).read_text(encoding="utf-8"))
     _check_same_data(
         record, train_config, refuse, data, valid_data=valid_data, test_data=test_data
     )
@@ -127,7 +129,7 @@ def _last_backup(backup_dir, refuse):
 
 def _check_only_length_changes(run_dir, model_config, train_config, refuse):
     """The saved `TrainConfig`, once the new call changes only what may change."""
-    saved_model, saved_train = load_run_config(run_dir / _CONFIG_FILE)
+    saved_model, saved_train = load_run_config(run_dir / CONFIG_FILE)
     changed = _changes(saved_model, model_config) + _changes(
         saved_train, train_config, skip=MAY_GROW + PLACEMENT_FIELDS
     )
@@ -141,7 +143,7 @@ def _check_only_length_changes(run_dir, model_config, train_config, refuse):
 
 def _check_same_data(record, train_config, refuse, data, *, valid_data, test_data):
     """The new call's data files are those of ``data.json``'s ``record``."""
-    from keras_selfattn.training import run_data as run_data_lib
+    from keras_selfattn.training.data import run_data as run_data_lib
 
     if data is None:
         from keras_selfattn import text
@@ -159,7 +161,7 @@ def _check_same_data(record, train_config, refuse, data, *, valid_data, test_dat
 
 def _longer_plan(train_config, record, done, refuse):
     """The new call's `StepPlan`, which must train past the ``done`` steps."""
-    from keras_selfattn.training.step_loop import plan_steps
+    from keras_selfattn.training.fit.step_loop import plan_steps
 
     new_plan = plan_steps(train_config, record["train_pairs"])
     if new_plan.total_steps <= done:
@@ -174,7 +176,7 @@ def _check_backup_continues(
     backup_dir, epoch, done, saved_train, new_plan, record, refuse
 ):
     """The last backup (``epoch``) ends the run and a period of the new plan."""
-    from keras_selfattn.training.step_loop import plan_steps
+    from keras_selfattn.training.fit.step_loop import plan_steps
 
     state = read_backup(backup_dir, epoch)
     # The last step is always backed up: a run that went on past its last
@@ -204,7 +206,7 @@ def _mark_interrupted(run_dir, model_config, train_config):
     Killed in between, the same call finds a finished run with its own settings
     and continues it all the same.
     """
-    tmp = run_dir / f"tmp-{_CONFIG_FILE}"
+    tmp = run_dir / f"tmp-{CONFIG_FILE}"
     save_run_config(tmp, model_config, train_config)
-    os.replace(tmp, run_dir / _CONFIG_FILE)
+    os.replace(tmp, run_dir / CONFIG_FILE)
     (run_dir / FINISHED_FILE).unlink()

@@ -14,9 +14,9 @@ import os
 import pathlib
 import shutil
 
-from keras_selfattn.training.backup import backed_up_epochs, remove_backup
-from keras_selfattn.training.distributed import all_workers_values
-from keras_selfattn.training.run_lock import LOCK_FILE
+from keras_selfattn.run_layout import BACKUP_DIR, CONFIG_FILE, FINISHED_FILE, LOCK_FILE
+from keras_selfattn.training.distribute.distributed import all_workers_values
+from keras_selfattn.training.run.backup import backed_up_epochs, remove_backup
 
 __all__ = [
     "FINISHED_FILE",
@@ -28,10 +28,6 @@ __all__ = [
     "run_dir_state",
 ]
 
-FINISHED_FILE = "training.json"
-_CONFIG_FILE = "config.json"
-_BACKUP_DIR = "backup"
-
 
 def run_dir_state(run_dir) -> str:
     """``"new"``, ``"interrupted"``, ``"finished"`` or ``"foreign"``."""
@@ -42,7 +38,7 @@ def run_dir_state(run_dir) -> str:
         return "new"
     if (run_dir / FINISHED_FILE).exists():
         return "finished"
-    if (run_dir / _CONFIG_FILE).exists() and (run_dir / _BACKUP_DIR).is_dir():
+    if (run_dir / CONFIG_FILE).exists() and (run_dir / BACKUP_DIR).is_dir():
         return "interrupted"
     return "foreign"
 

@@ -39,9 +39,10 @@ import shutil
 import socket
 import sys
 
+from keras_selfattn.run_layout import LOCK_FILE
+
 __all__ = ["LOCK_FILE", "RunDirBusy", "RunLock", "hold_and_claim_run_dir"]
 
-LOCK_FILE = "train.lock"
 
 _REMOTE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 
@@ -153,7 +154,7 @@ def hold_and_claim_run_dir(run_dir, *, overwrite=False, reopen=None):
         RunDirBusy: another process holds the lock.
         ValueError: a remote path, or what `claim_run_dir` refuses.
     """
-    from keras_selfattn.training.run_dir import (  # imports TensorFlow
+    from keras_selfattn.training.run.run_dir import (  # imports TensorFlow
         claim_run_dir,
         run_dir_state,
     )

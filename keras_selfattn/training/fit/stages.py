@@ -1,0 +1,325 @@
+"""The stages of one `train` call, in order, on one `RunState`.
+
+`keras_selfattn.training.fit.train` claims the run directory, starts the
+strategy and then runs these: check a resumed configuration, prepare the data
+and the tokenizers, agree with the other workers where to restart, build the
+batches and the model (restoring a backup), fit with the callbacks (validation,
+backups, kept checkpoints, progress) and finish (the best model, the summary).
+Each stage reads what the stages before it set on the `RunState`.
+"""
+
+import dataclasses
+import pathlib
+
+import keras
+import tensorflow as tf
+
+from keras_selfattn import text
+from keras_selfattn.models import (
+    ModelConfig,
+)
+from keras_selfattn.run_layout import (
+    BACKUP_DIR,
+    CHECKPOINTS_DIR,
+    CONFIG_FILE,
+    HISTORY_FILE,
+    MODEL_FILE,
+    SPLITS_DIR,  # noqa: F401  (cli.py imports it from here)
+    load_run_config,
+    save_run_config,
+)
+from keras_selfattn.training.config import (
+    TrainConfig,
+    same_training,
+)
+from keras_selfattn.training.data import run_batches
+from keras_selfattn.training.data import run_data as run_data_lib
+from keras_selfattn.training.data.run_tokenizer import load_or_learn_tokenizer
+from keras_selfattn.training.distribute.distributed import (
+    WorkerRole,
+)
+from keras_selfattn.training.distribute.keras_fix import keras_multi_worker_fix
+from keras_selfattn.training.fit.averaging import KeepCheckpoints
+from keras_selfattn.training.fit.compiled_model import build_and_compile
+from keras_selfattn.training.fit.step_loop import (
+    HistoryLog,
+    ProgressLog,
+    StepEvaluation,
+    StepPlan,
+    StopAtStep,
+    plan_steps,
+)
+from keras_selfattn.training.fit.watch import ValidationWatch
+from keras_selfattn.training.run.backup import (
+    WorkerBackup,
+    restore_backup,
+    worker_backup_dir,
+)
+from keras_selfattn.training.run.resume import (
+    agree_on_restart,
+    truncate_history,
+)
+from keras_selfattn.training.run.run_dir import finish_run
+
+
+@dataclasses.dataclass
+class RunState:
+    """One `train` call: what it was given, then what its stages set, in order."""
+
+    run_dir: pathlib.Path
+    model_config: ModelConfig
+    train_config: TrainConfig
+    inputs: dict  # data, valid_data, test_data (as `train` takes them) and vocab
+    verbose: int
+    callbacks: tuple
+    # _start_strategy
+    strategy: tf.distribute.Strategy | None = None
+    role: WorkerRole | None = None
+    # _claim_run_dir
+    resuming: bool = False
+    work_dir: pathlib.Path | None = None  # run_dir on the chief, scratch elsewhere
+    # prepare_data
+    run_data: run_data_lib.RunData | None = None
+    tokenizer: text.PairTokenizer | None = None
+    plan: StepPlan | None = None
+    # agree_on_restart
+    initial_epoch: int = 0
+    # prepare_batches
+    counters: text.stream.StreamCounters | None = None
+    valid_batches: tf.data.Dataset | None = None
+    fit_input: object = None
+    resumable: object = None
+    # build_model
+    model: keras.Model | None = None
+    restored: dict = dataclasses.field(default_factory=dict)
+    # fit
+    stopper: StopAtStep | None = None
+    evaluation: StepEvaluation | None = None
+    history: keras.callbacks.History | None = None
+    # finish
+    summary: dict | None = None
+
+    @property
+    def backup_root(self):
+        return self.run_dir / BACKUP_DIR
+
+    @property
+    def backup_dir(self):
+        """This worker's own backups (`worker_backup_dir`)."""
+        return worker_backup_dir(self.backup_root, self.role.index)
+
+    @property
+    def replicas(self):
+        return self.strategy.num_replicas_in_sync
+
+    @property
+    def tpu(self):
+        return isinstance(self.strategy, tf.distribute.TPUStrategy)
+
+    @property
+    def chief_verbose(self):
+        """Whether this worker prints: the chief, when ``verbose``."""
+        return bool(self.verbose) and self.role.is_chief
+
+
+def check_resumed_config(run):
+    """An interrupted run resumes only with the configuration it started with."""
+    if not (run.resuming and run.role.is_chief):
+        return
+    saved_model_config, saved_train_config = load_run_config(run.run_dir / CONFIG_FILE)
+    if saved_model_config != run.model_config or not same_training(
+        saved_train_config, run.train_config
+    ):
+        raise ValueError(
+            f"{run.run_dir} holds an interrupted run with a different configuration; "
+            "resume it with the same settings or choose another run directory. "
+            f"Saved: {dataclasses.asdict(saved_model_config)} "
+            f"{dataclasses.asdict(saved_train_config)}"
+        )
+
+
+def prepare_data(run):
+    """Sets ``run_data``, ``tokenizer`` and ``plan``; writes ``config.json``."""
+    data, config = run.inputs["data"], run.train_config
+    run.run_data = run_data_lib.prepare_run_data(
+        text.bundled_dates_path() if data is None else data,
+        run.work_dir,
+        config,
+        valid_data=run.inputs["valid_data"],
+        test_data=run.inputs["test_data"],
+    )
+    if run.chief_verbose:
+        print(run.run_data.describe())
+    run.tokenizer = load_or_learn_tokenizer(
+        run.inputs["vocab"], run.work_dir, run.resuming, run.run_data, config
+    )
+    save_run_config(run.work_dir / CONFIG_FILE, run.model_config, config)
+    probe = text.stream.StreamCounters.create()
+    if not run_batches.first_pass_fits(
+        run.run_data, run.tokenizer, run.model_config, config, probe
+    ):
+        raise ValueError(
+            "No training pair fits the model: "
+            + run_batches.length_report(probe.values(), run.model_config)
+        )
+    run.plan = plan_steps(config, run.run_data.train_pairs)
+
+
+def agree_on_restart_epoch(run):
+    """Sets ``initial_epoch``, the backup all workers resume from (0: none)."""
+    run.initial_epoch = agree_on_restart(run.strategy, run.role, run.backup_dir)
+    if run.role.is_chief and run.resuming:
+        truncate_history(run.work_dir / HISTORY_FILE, run.initial_epoch)
+
+
+def prepare_batches(run):
+    """Sets ``counters``, ``valid_batches``, ``fit_input`` and ``resumable``."""
+    buckets = 1 if run.tpu else run.train_config.length_buckets
+    run.counters = text.stream.StreamCounters.create()
+    run.valid_batches = run_batches.validation_batches(
+        run.run_data.validation,
+        run.tokenizer,
+        run.model_config,
+        run.train_config,
+        replicas=run.replicas,
+        num_buckets=buckets,
+    )
+    run.fit_input, run.resumable = run_batches.training_input(
+        run.strategy,
+        run.role,
+        run.run_data,
+        run.tokenizer,
+        run.model_config,
+        run.train_config,
+        counters=run.counters,
+        num_buckets=buckets,
+        resume=(run.backup_dir, run.initial_epoch, run.plan),
+        checkpointable=run.replicas == 1 and not run.tpu,
+    )
+
+
+def build_model(run):
+    """Sets ``model``, built and compiled in the strategy's scope, and ``restored``.
+
+    ``restored`` is the state of the backup resumed from (best, wait), or empty.
+    """
+    plan = run.plan
+    with run.strategy.scope():
+        run.model = build_and_compile(
+            run.tokenizer,
+            run.model_config,
+            run.train_config,
+            run.strategy,
+            plan.steps_per_epoch or plan.total_steps,
+            total_steps=plan.total_steps,
+        )
+        if run.initial_epoch:
+            run.restored = restore_backup(run.model, run.backup_dir, run.initial_epoch)
+
+
+def fit(run):
+    """Sets ``history``: trains from ``initial_epoch`` to the plan's end."""
+    callbacks = fit_callbacks(run)
+    with keras_multi_worker_fix(run.strategy):
+        run.history = run.model.fit(
+            run.fit_input,
+            epochs=run.plan.periods,
+            initial_epoch=run.initial_epoch,
+            steps_per_epoch=run.plan.period,
+            callbacks=callbacks,
+            shuffle=False,  # the dataset is already shuffled, with the run's seed
+            verbose=run.verbose,
+        )
+
+
+def kept_checkpoints(run):
+    """`KeepCheckpoints` when ``keep_checkpoints`` > 0 (for checkpoint averaging)."""
+    keep = run.train_config.keep_checkpoints
+    if not keep:
+        return []
+    return [KeepCheckpoints(run.work_dir / CHECKPOINTS_DIR, keep, run.plan)]
+
+
+def fit_callbacks(run):
+    """``model.fit``'s callbacks, in order; sets ``stopper`` and ``evaluation``."""
+    config, plan = run.train_config, run.plan
+    run.stopper = StopAtStep(plan.total_steps, plan.step_after(run.initial_epoch))
+    run.evaluation = StepEvaluation(
+        plan,
+        run.valid_batches,
+        run.work_dir / MODEL_FILE,
+        config.patience,
+        best=run.restored.get("best"),
+        wait=run.restored.get("wait", 0),
+        counters=run.counters,
+        verbose=run.chief_verbose,
+        watch=validation_watch(run),
+        best_by=config.best_by,
+    )
+    return [
+        run.stopper,
+        *progress_log(run),
+        run.evaluation,
+        *kept_checkpoints(run),
+        HistoryLog(run.work_dir / HISTORY_FILE, run.evaluation),
+        # After the callbacks above: a backup of period N means they finished it.
+        WorkerBackup(
+            run.backup_dir,
+            plan=plan,
+            evaluation=run.evaluation,
+            resumable=run.resumable,
+        ),
+        *run.callbacks,
+    ]
+
+
+def validation_watch(run):
+    """The translations and health check of each validation (None: not on a TPU)."""
+    if not run.train_config.validation_translations or run.tpu:
+        return None
+    return ValidationWatch(
+        run.run_data.validation,
+        run.tokenizer,
+        run.model_config,
+        sample_size=run.train_config.validation_translations,
+    )
+
+
+def progress_log(run):
+    """``[ProgressLog]`` when the chief logs lines (``verbose=2``), else ``[]``."""
+    config = run.train_config
+    if not (config.log_every and run.verbose == 2 and run.role.is_chief):
+        return []
+    step = run.plan.step_after(run.initial_epoch)
+    return [
+        ProgressLog(
+            config.log_every, run.plan.total_steps, step=step, counters=run.counters
+        )
+    ]
+
+
+def finish(run):
+    """Sets ``summary`` (``training.json``), ends the run, loads the best model.
+
+    The best checkpoint, not the last step's weights, becomes ``model``.
+    """
+    counts = run.counters.values()
+    evaluation = run.evaluation
+    run.summary = {
+        "steps": run.stopper.step,
+        "pairs_read": counts["pairs"],
+        "dropped_for_length": counts["too_long"],
+        "malformed_lines_skipped": counts["malformed"],
+        "lines_with_extra_columns": counts["extra_columns"],
+        "best_by": evaluation.best_by,
+        "best": evaluation.best,
+        "health": None if evaluation.health is None else evaluation.health.to_dict(),
+    }
+    finish_run(run.work_dir, run.backup_dir, run.summary, run.strategy, run.role)
+    if run.chief_verbose:
+        print(run_batches.length_report(counts, run.model_config))
+        if run.train_config.skip_malformed:
+            print(f"{counts['malformed']} malformed lines skipped")
+        if counts["extra_columns"]:
+            print(text.stream.extra_columns_report(counts["extra_columns"]))
+    run.model = keras.saving.load_model(run.work_dir / MODEL_FILE)

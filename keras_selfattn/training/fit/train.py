@@ -1,0 +1,236 @@
+"""`train`: sentence pairs in, a run directory with a trained model out."""
+
+import dataclasses
+import functools
+import pathlib
+import shutil
+import tempfile
+
+import keras
+import tensorflow as tf
+
+from keras_selfattn import _moved, text
+from keras_selfattn.models import ModelConfig
+from keras_selfattn.training.config import TrainConfig
+from keras_selfattn.training.data.run_batches import make_training_datasets
+from keras_selfattn.training.distribute.distributed import (
+    lost_peers_are_errors,
+    worker_role,
+)
+from keras_selfattn.training.distribute.strategy import get_strategy
+from keras_selfattn.training.fit import stages
+from keras_selfattn.training.fit.compiled_model import build_and_compile, dtype_policy
+from keras_selfattn.training.run.continuation import reopen_finished_run
+from keras_selfattn.training.run.run_lock import hold_and_claim_run_dir
+
+# Names that moved out (the run-directory names, write_metrics, load_pairs):
+# keras_selfattn/_moved.py.
+
+
+def __getattr__(name):
+    return _moved.moved_name(__name__, name)
+
+
+@dataclasses.dataclass
+class TrainResult:
+    """What `train` returns: the trained model and everything needed to use it."""
+
+    run_dir: pathlib.Path
+    model: keras.Model
+    tokenizer: text.PairTokenizer
+    model_config: ModelConfig
+    train_config: TrainConfig
+    history: dict
+    test_pairs: list
+    worker_index: int = 0
+    is_chief: bool = (
+        True  # False: another worker wrote run_dir; this one's files are gone
+    )
+    summary: dict | None = (
+        None  # steps, pairs read and dropped for length (training.json)
+    )
+
+
+def train(  # long by its docstring only (the public contract); the body is 30 lines
+    data=None,
+    run_dir="runs/latest",
+    model_config=None,
+    train_config=None,
+    verbose=1,
+    callbacks=(),
+    *,
+    valid_data=None,
+    test_data=None,
+    vocab=None,
+    overwrite=False,
+):
+    """Trains a `build_seq2seq` model with ``model.fit`` on pairs streamed from files.
+
+    The data is streamed (`text.stream`): nothing proportional to the corpus is
+    held in memory. Validation and test pairs come from ``valid_data`` /
+    ``test_data`` or are held out of ``data`` by a fingerprint of the source
+    text (`text.fingerprint_split`, at most ``max_validation_pairs`` /
+    ``max_test_pairs``, drawn from a window at the head of the stream: 50,000
+    pairs with the defaults, whatever the corpus size). The vocabularies come
+    from ``vocab`` or are learned from the first ``vocab_sample_lines`` training
+    pairs. Batches are bucketed by length (`TrainConfig.length_buckets`).
+    Training runs ``train_steps`` steps
+    (or ``epochs`` epochs), validates every ``eval_every`` steps keeping the best
+    model (``model.keras``, replaced atomically) and stopping early after
+    ``patience`` validations without progress, and backs up every
+    ``save_every`` steps: rerunning the same call after a crash resumes from the
+    last backup (weights, optimizer, step, early stopping, dropout seeds, and on
+    one replica the input iterator itself) on the batches an uninterrupted run
+    would have seen. A finished run or a directory holding anything else is
+    refused unless ``overwrite``; an interrupted run whose data or configuration
+    changed is refused, naming what changed. A failed call leaves no run
+    directory it created behind (unless a backup exists to resume from).
+
+    The run directory receives ``model.keras``, ``config.json``, ``data.json``,
+    the vocabularies, ``tokenizer.json``, ``history.csv`` (a row per period),
+    ``training.json`` (steps, pairs dropped for length) and ``splits/``.
+
+    Distributed (``train_config.strategy``, see `get_strategy`): the strategy is
+    created first, the model is built and compiled in its scope, and
+    ``train_config.batch_size`` is the global batch, split across the replicas.
+    With several workers every worker runs this same call; the chief writes
+    ``run_dir``, the others write to a temporary directory that is removed at the
+    end, and every worker keeps its own backups in ``run_dir/backup/worker-<i>``.
+    With several replicas a resumed run skips the batches trained on (a
+    distributed iterator cannot be checkpointed).
+
+    Args:
+        data: file path(s) or glob pattern(s) of ``source<TAB>target`` lines
+            (``.gz`` read), a list of pairs (small data: written to
+            ``run_dir/pairs.tsv`` and streamed), or None for the bundled corpus.
+        run_dir: the run directory (created; reused when resuming).
+        model_config: a `ModelConfig` (default: ``ModelConfig()``).
+        train_config: a `TrainConfig` (default: ``TrainConfig()``).
+        verbose: Keras ``fit`` verbosity (1 shows the progress bar).
+        callbacks: extra Keras callbacks.
+        valid_data: validation file pattern(s) (default: held out of ``data``).
+        test_data: test file pattern(s) (default: held out of ``data``).
+        vocab: a directory with ``tokenizer.json`` and the vocabularies
+            (`workflows.build_vocab`'s output or a run directory).
+        overwrite: replace a finished run or a directory holding other files.
+
+    Returns:
+        A `TrainResult`.
+    """
+    run = stages.RunState(
+        run_dir=pathlib.Path(run_dir),
+        model_config=model_config or ModelConfig(),
+        train_config=train_config or TrainConfig(),
+        inputs={
+            "data": data,
+            "valid_data": valid_data,
+            "test_data": test_data,
+            "vocab": vocab,
+        },
+        verbose=verbose,
+        callbacks=callbacks,
+    )
+    # First, before any TensorFlow op: multi-worker collectives are configured
+    # at start-up.
+    _start_strategy(run)
+    created, lock = _claim_run_dir(run, run_dir, overwrite)
+    try:
+        # A peer lost mid-run (a collective failing) becomes one clear error naming it.
+        with lost_peers_are_errors(run.role, run.run_dir):
+            return _train(run)
+    except BaseException as error:
+        if created and not run.backup_root.exists():  # nothing to resume: leave nothing
+            shutil.rmtree(run.run_dir, ignore_errors=True)
+        malformed = text.stream.malformed_line_error(error)
+        if isinstance(error, tf.errors.InvalidArgumentError) and malformed:
+            raise malformed from None
+        raise
+    finally:
+        if not run.role.is_chief:
+            shutil.rmtree(run.work_dir, ignore_errors=True)
+        if lock is not None:
+            lock.release()
+
+
+def _start_strategy(run):
+    """Sets ``strategy`` and ``role``; the global batch must split over the replicas."""
+    config = run.train_config
+    run.strategy = get_strategy(
+        config.strategy, tpu=config.tpu, worker_timeout=config.worker_timeout
+    )
+    run.role = worker_role(run.strategy)
+    if config.batch_size % run.replicas:
+        raise ValueError(
+            "batch_size is the global batch and must split evenly across the "
+            f"{run.replicas} replicas. Received: batch_size={config.batch_size}"
+        )
+
+
+def _claim_run_dir(run, given_run_dir, overwrite):
+    """Sets ``resuming`` and ``work_dir``; returns ``(created, lock)`` (chief only).
+
+    ``given_run_dir`` is ``run_dir`` as the caller wrote it: a remote URL
+    (``gs://...``) is refused by name, before `pathlib.Path` folds its ``//``.
+
+    The chief holds the run directory's lock (run_lock.py) before writing
+    anything; a finished run that this call only trains longer continues
+    (continuation.py). The chief writes the run directory; the other workers run
+    the same callbacks (saving may read synchronized variables) into a scratch
+    directory.
+    """
+    if not run.role.is_chief:
+        run.resuming = run.backup_dir.exists()
+        prefix = f"keras-selfattn-worker{run.role.index}-"
+        run.work_dir = pathlib.Path(tempfile.mkdtemp(prefix=prefix))
+        return False, None
+    reopen = functools.partial(
+        reopen_finished_run,
+        model_config=run.model_config,
+        train_config=run.train_config,
+        data=run.inputs["data"],
+        valid_data=run.inputs["valid_data"],
+        test_data=run.inputs["test_data"],
+        verbose=bool(run.verbose),
+    )
+    state, created, lock = hold_and_claim_run_dir(
+        given_run_dir, overwrite=overwrite, reopen=reopen
+    )
+    run.resuming = state == "interrupted"
+    run.work_dir = run.run_dir
+    return created, lock
+
+
+def _train(run):
+    """The stages of a run, in order; each reads what those before it set on ``run``."""
+    stages.check_resumed_config(run)
+    keras.utils.set_random_seed(run.train_config.seed)
+    stages.prepare_data(run)
+    stages.agree_on_restart_epoch(run)
+    stages.prepare_batches(run)
+    with dtype_policy(run.train_config.mixed_precision):
+        stages.build_model(run)
+        stages.fit(run)
+        stages.finish(run)
+    return TrainResult(
+        run_dir=run.run_dir,
+        model=run.model,
+        tokenizer=run.tokenizer,
+        model_config=run.model_config,
+        train_config=run.train_config,
+        history={
+            k: [float(v) for v in values] for k, values in run.history.history.items()
+        },
+        test_pairs=list(run.run_data.test),
+        worker_index=run.role.index,
+        is_chief=run.role.is_chief,
+        summary=run.summary,
+    )
+
+
+__all__ = [
+    "TrainResult",
+    "build_and_compile",
+    "dtype_policy",
+    "make_training_datasets",
+    "train",
+]

@@ -1,0 +1,160 @@
+"""Where a resumed run restarts: the shared backup, the history kept, the input.
+
+A backup (`backup.WorkerBackup`) is numbered by the periods trained. The workers
+restart from the newest backup they all have (`agree_on_restart`); the rows of
+``history.csv`` after it are dropped (`truncate_history`), since the restart
+trains them again; and the input continues where the backup left it
+(`restored_input`): on one replica by restoring the checkpointed ``tf.data``
+iterator (`ResumableInput`: no batch read twice), on several by skipping the
+batches already trained on (a distributed iterator cannot be checkpointed).
+"""
+
+import csv
+
+import tensorflow as tf
+
+from keras_selfattn.training.distribute.distributed import all_workers_values
+from keras_selfattn.training.run.backup import backed_up_epochs, input_checkpoint
+
+__all__ = [
+    "ResumableInput",
+    "agree_on_restart",
+    "restored_input",
+    "truncate_history",
+]
+
+
+def agree_on_restart(strategy, role, backup_dir):
+    """The newest backup (periods trained) that every worker has; 0: a fresh start."""
+    newest = all_workers_values(
+        strategy, max(backed_up_epochs(backup_dir), default=0), role
+    )
+    initial_epoch = min(newest)
+    if initial_epoch and initial_epoch not in backed_up_epochs(backup_dir):
+        raise ValueError(
+            f"The workers' backups disagree (newest backups by worker: {newest}) and "
+            f"{backup_dir} has no backup {initial_epoch}; remove {backup_dir.parent} "
+            "to start the run again."
+        )
+    return initial_epoch
+
+
+def restored_input(
+    train_ds, counters, backup_dir, initial_epoch, plan, *, checkpointable
+):
+    """The dataset to give ``fit``, and the `ResumableInput` saving its iterator.
+
+    Args:
+        train_ds: the training stream (a function of the seed only).
+        counters: the stream's `StreamCounters`, saved and restored with it.
+        backup_dir: this worker's backups.
+        initial_epoch: the backup restarted from (0: none).
+        plan: the `StepPlan`.
+        checkpointable: whether the iterator can be checkpointed (one replica).
+    """
+    if checkpointable:
+        resumable = ResumableInput(train_ds, counters.variables())
+        restart_point = (
+            input_checkpoint(backup_dir, initial_epoch) if initial_epoch else None
+        )
+        if restart_point is not None or not initial_epoch:
+            if restart_point is not None:
+                resumable.restore_from(restart_point)
+            return resumable.dataset, resumable
+        return train_ds.skip(plan.step_after(initial_epoch)), resumable
+    # Replayed: the batches already trained on are read again and skipped.
+    return train_ds.skip(plan.step_after(initial_epoch)), None
+
+
+def truncate_history(path, epochs):
+    """Keeps the rows of ``history.csv`` for the first ``epochs`` epochs.
+
+    A resumed run redoes the rest.
+    """
+    if not path.exists():
+        return
+    with open(path, newline="", encoding="utf-8") as handle:
+        rows = list(csv.reader(handle))
+    if not rows:
+        return
+    header, body = rows[0], rows[1:]
+    column = header.index("epoch") if "epoch" in header else None
+    kept = [
+        row
+        for row in body
+        if column is None
+        or (row and row[column].isdigit() and int(row[column]) < epochs)
+    ]
+    with open(path, "w", newline="", encoding="utf-8") as handle:
+        csv.writer(handle).writerows([header, *kept])
+
+
+class ResumableInput:
+    """Gives ``model.fit`` a dataset whose iterator this object can save and restore.
+
+    ``fit`` makes its iterator with ``iter(dataset)``; the dataset handed to it
+    (`dataset`, a `tf.data.Dataset` over the given one's graph, which is left as
+    it was) records that iterator, and restores it from a checkpoint first when
+    `restore_from` was called. A `tf.data` iterator checkpoint holds its
+    position and its buffers (shuffle, prefetch), so restoring costs time in
+    proportion to the buffers, not to the steps already trained. Only for a
+    single-replica run: a distributed iterator is not checkpointable.
+
+    Args:
+        dataset: the training `tf.data.Dataset`.
+        state: extra variables saved and restored with the iterator (name -> var).
+    """
+
+    def __init__(self, dataset, state=None):
+        self.state = dict(state or {})
+        self.iterator = None
+        self._restore_path = None
+        self.dataset = _RecordingDataset(dataset, self)
+
+    def _started(self, iterator):
+        """Called with each iterator ``fit`` makes: restored first, then kept."""
+        if self._restore_path is not None:
+            checkpoint = tf.train.Checkpoint(iterator=iterator, **self.state)
+            checkpoint.read(self._restore_path).assert_consumed()
+            self._restore_path = None
+        self.iterator = iterator
+
+    def restore_from(self, path):
+        """The next iterator starts where the checkpoint at ``path`` left off."""
+        self._restore_path = str(path)
+
+    def save(self, prefix):
+        """Writes the iterator (and `state`) to ``prefix``; returns the path.
+
+        None: ``fit`` has not iterated yet.
+        """
+        if self.iterator is None:
+            return None
+        return tf.train.Checkpoint(iterator=self.iterator, **self.state).write(
+            str(prefix)
+        )
+
+
+class _RecordingDataset(tf.data.Dataset):
+    """The given dataset (the same graph), reporting each iterator it makes.
+
+    A `tf.data.Dataset` subclass, so Keras' ``fit`` takes it as the dataset it is
+    (its ``TFDatasetAdapter``); a transformation of it is a plain dataset again.
+    """
+
+    def __init__(self, dataset, resumable):
+        self._dataset = dataset
+        self._resumable = resumable
+        super().__init__(dataset._variant_tensor)
+
+    @property
+    def element_spec(self):
+        return self._dataset.element_spec
+
+    def _inputs(self):
+        return [self._dataset]
+
+    def __iter__(self):
+        iterator = super().__iter__()
+        self._resumable._started(iterator)
+        return iterator

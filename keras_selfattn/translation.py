@@ -1,0 +1,264 @@
+"""Translating text with a model and its tokenizer: `Translator`, `Translation`.
+
+The text a user gets: sources tokenized, decoded in the graph
+(`keras_selfattn.decoding`, greedy or beam) and detokenized by the target
+tokenizer, the same code the exported model serves.
+
+Why here, below `keras_selfattn.training` and not in `keras_selfattn.inference`:
+validation during training translates a sample of the validation pairs
+(`training.watch`), and import direction follows the data (text -> model ->
+training -> inference -> serving -> command line), so what validation needs sits
+on `decoding`, `models`' outputs, `text` and `run_layout` only.
+`keras_selfattn.inference` is the public name of this module's classes (and of
+`keras_selfattn.scoring`'s `evaluate`).
+"""
+
+import dataclasses
+import pathlib
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from keras_selfattn import text
+from keras_selfattn.decoding import (
+    DEFAULT_LENGTH_PENALTY,
+    beam_search_decode,
+    greedy_decode,
+)
+from keras_selfattn.run_layout import CONFIG_FILE, MODEL_FILE, load_run_config
+
+__all__ = ["ModelFileError", "Translation", "Translator", "source_ids_for_model"]
+
+
+class ModelFileError(ValueError):
+    """A run's ``model.keras`` that Keras could not load (`Translator.load`).
+
+    Keras raises what its loading code met (a TypeError for an argument a layer
+    does not take, a ValueError, a KeyError or h5py's OSError for a damaged
+    archive); this names the file, and the error Keras raised is its
+    ``__cause__``.
+
+    Attributes:
+        path: the ``model.keras`` file.
+    """
+
+    def __init__(self, path, error):
+        self.path = path
+        super().__init__(f"cannot read {path}: {type(error).__name__}: {error}")
+
+
+def _load_model(path):
+    """``keras.saving.load_model(path)``; what fails in it is a `ModelFileError`."""
+    try:
+        return keras.saving.load_model(path)
+    except Exception as error:
+        raise ModelFileError(path, error) from error
+
+
+@dataclasses.dataclass
+class Translation:
+    """One translated sentence.
+
+    Attributes:
+        source: the input text.
+        text: the translation, detokenized by the target tokenizer's graph code
+            (`Tokenizer.decode`, the same ops the exported ``serving_default``
+            runs), so it has the case, digits and spacing the model wrote; ""
+            for an input with no tokens.
+        score: log-probability of the translation (beam: length-normalized).
+        source_tokens: the source tokens the model saw (after truncation).
+        target_tokens: the produced tokens, the end token included ("word" and
+            "subword" tokens glued to the previous one start with
+            `keras_selfattn.text.tokenizers.JOINER`).
+        attention: (len(target_tokens), len(source_tokens)) weights (greedy only,
+            when asked for), else None.
+        truncated: True when the source was longer than the model's maximum.
+    """
+
+    source: str
+    text: str
+    score: float
+    source_tokens: list
+    target_tokens: list
+    attention: np.ndarray | None = None
+    truncated: bool = False
+
+
+def source_ids_for_model(ids, max_source_len):
+    """Ragged source token ids -> the model's ``source`` input (graph code).
+
+    The one home of this step for `Translator.encode_sources` and the exported
+    serving signatures (`keras_selfattn.serving.signatures`).
+
+    Args:
+        ids: integer `tf.RaggedTensor` (B, None), e.g. ``tokenizer.source.encode``.
+        max_source_len: longer rows are truncated to this many tokens.
+
+    Returns:
+        ``(ids, lengths)``: int32 (B, T) ids padded with ``PAD_ID``, T the longest
+        row after truncation and at least 1 (a batch of empty texts keeps one
+        padding column); int64 (B,) token counts before truncation.
+    """
+    lengths = ids.row_lengths()
+    ids = ids[:, :max_source_len].to_tensor(default_value=text.PAD_ID)
+    ids = tf.pad(ids, [[0, 0], [0, tf.maximum(0, 1 - tf.shape(ids)[1])]])
+    return tf.cast(ids, tf.int32), lengths
+
+
+class Translator:
+    """Translates text with a trained model and its tokenizer.
+
+    Args:
+        model: a `build_seq2seq` model.
+        tokenizer: the run's `text.PairTokenizer`.
+        max_source_len: longer sources are truncated to this many tokens.
+        max_target_len: the most target tokens produced (the end token excluded).
+
+    Example:
+
+        translator = Translator.load("runs/demo")
+        [t.text for t in translator.translate(["14 juillet 1989"], beam_size=4)]
+    """
+
+    def __init__(self, model, tokenizer, max_source_len, max_target_len):
+        self.model = model
+        self.tokenizer = tokenizer
+        self.max_source_len = max_source_len
+        self.max_target_len = max_target_len
+
+    @classmethod
+    def load(cls, run_dir):
+        """Loads ``model.keras``, the vocabularies and ``config.json`` of a run
+        directory.
+
+        Raises:
+            FileNotFoundError: not a run directory, or one without its files.
+            ModelFileError: Keras could not load ``model.keras``.
+            ValueError: a ``config.json`` or tokenizer file that is not valid.
+        """
+        run_dir = pathlib.Path(run_dir)
+        if not run_dir.is_dir():
+            raise FileNotFoundError(f"Run directory not found: {run_dir}")
+        missing = [
+            name for name in (MODEL_FILE, CONFIG_FILE) if not (run_dir / name).exists()
+        ]
+        if missing:
+            raise FileNotFoundError(
+                f"{run_dir} is not a finished run directory: missing "
+                f"{', '.join(missing)} (train a model into it with "
+                "`keras-selfattn train`)"
+            )
+        import keras_selfattn  # noqa: F401  (registers the layers before loading)
+
+        model_config, _ = load_run_config(run_dir / CONFIG_FILE)
+        model = _load_model(run_dir / MODEL_FILE)
+        tokenizer = text.PairTokenizer.load(run_dir)
+        return cls(
+            model, tokenizer, model_config.max_source_len, model_config.max_target_len
+        )
+
+    def encode_sources(self, texts):
+        """Texts -> (padded int32 ids (B, T), token strings per text, truncated
+        flags)."""
+        strings = tf.constant(list(texts), dtype=tf.string)
+        tokens = self.tokenizer.source.tokenize(
+            strings
+        )  # tokenized once: ids come from the tokens
+        ids, lengths = source_ids_for_model(
+            self.tokenizer.source.vocabulary.token_to_id(tokens), self.max_source_len
+        )
+        token_lists = [
+            [t.decode("utf-8") for t in row[: self.max_source_len]]
+            for row in tokens.to_list()
+        ]
+        return ids, token_lists, lengths.numpy() > self.max_source_len
+
+    def translate(
+        self,
+        texts,
+        beam_size=1,
+        return_attention=False,
+        alpha=DEFAULT_LENGTH_PENALTY,
+        batch_size=256,
+    ):
+        """Translates a list of strings.
+
+        Args:
+            texts: list of str. An empty string (or one with no tokens) translates
+                to "" with score 0; a text longer than the model's maximum is
+                truncated (``Translation.truncated``).
+            beam_size: 1 for greedy search, more for beam search.
+            return_attention: keep each sentence's attention weights (greedy only).
+            alpha: beam search length-normalization strength.
+            batch_size: sentences decoded together.
+
+        Returns:
+            list of `Translation`, one per text.
+        """
+        if isinstance(texts, str):
+            raise TypeError(
+                "translate expects a list of strings. Received: a single str"
+            )
+        if beam_size < 1:
+            raise ValueError(
+                f"beam_size must be at least 1. Received: beam_size={beam_size}"
+            )
+        if return_attention and beam_size > 1:
+            raise ValueError(
+                "return_attention is available with greedy search (beam_size=1) only"
+            )
+        results = []
+        texts = list(texts)
+        for start in range(0, len(texts), batch_size):
+            results.extend(
+                self._translate_batch(
+                    texts[start : start + batch_size],
+                    beam_size,
+                    return_attention,
+                    alpha,
+                )
+            )
+        return results
+
+    def _translate_batch(self, texts, beam_size, return_attention, alpha):
+        ids, source_tokens, truncated = self.encode_sources(texts)
+        max_len = self.max_target_len + 1
+        if beam_size == 1:
+            out = greedy_decode(
+                self.model, ids, max_len, return_attention=return_attention
+            )
+            best, scores, lengths = out["ids"], out["scores"], out["lengths"]
+        else:
+            out = beam_search_decode(self.model, ids, beam_size, max_len, alpha=alpha)
+            best, scores, lengths = (
+                out["ids"][:, 0],
+                out["scores"][:, 0],
+                out["lengths"][:, 0],
+            )
+        decoded = self.tokenizer.target.decode(best).numpy()
+        vocabulary = self.tokenizer.target.vocabulary.tokens
+        best, scores, lengths = best.numpy(), scores.numpy(), lengths.numpy()
+        results = []
+        for i, source in enumerate(texts):
+            if not source_tokens[i]:
+                results.append(Translation(source, "", 0.0, [], [], None, False))
+                continue
+            produced = [vocabulary[t] for t in best[i, : lengths[i]]]
+            attention = None
+            if return_attention:
+                attention = out["attention"].numpy()[
+                    i, : lengths[i], : len(source_tokens[i])
+                ]
+            results.append(
+                Translation(
+                    source,
+                    decoded[i].decode("utf-8"),
+                    float(scores[i]),
+                    source_tokens[i],
+                    produced,
+                    attention,
+                    bool(truncated[i]),
+                )
+            )
+        return results

@@ -1,0 +1,163 @@
+"""The package's imports go one way: no circle, and none climbs back up.
+
+Every ``import`` and ``from ... import`` of a ``keras_selfattn`` module is read
+with `ast`, those inside functions included (a lazy import is an import all the
+same), and the graph of the package's modules is checked against `LAYERS`, the
+house's order from the bottom up (docs/development.md, "Package layout"): a
+module may import its own layer and the layers below it, never one above. Import
+direction follows the data: text -> model -> training -> inference -> serving ->
+command line; what every layer reads (the run directory's layout, the Keras-free
+configurations) sits low.
+
+The names a package ``__init__`` loads on first use (`keras_selfattn._lazy`) and
+the deprecated old module paths (`keras_selfattn._moved`) are strings, not
+imports: they are not edges here.
+"""
+
+import ast
+import pathlib
+
+PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "keras_selfattn"
+
+# From the bottom up; a module belongs to the layer of its longest matching
+# prefix (``keras_selfattn.training.config`` before ``keras_selfattn.training``).
+LAYERS = (
+    (
+        "keras_selfattn",  # the package itself imports only _lazy statically
+        "keras_selfattn._lazy",
+        "keras_selfattn._moved",
+        "keras_selfattn.choices",
+        "keras_selfattn.config_checks",
+        "keras_selfattn.reserved_ids",
+    ),
+    # The Keras-free configurations, which the run directory's layout reads.
+    ("keras_selfattn.models.config", "keras_selfattn.training.config"),
+    ("keras_selfattn.run_layout",),
+    ("keras_selfattn.layers", "keras_selfattn.text"),
+    ("keras_selfattn.models", "keras_selfattn.decoding"),
+    # What validation during training uses, below training (not inference).
+    ("keras_selfattn.translation", "keras_selfattn.scoring"),
+    ("keras_selfattn.training",),
+    ("keras_selfattn.inference",),
+    ("keras_selfattn.serving", "keras_selfattn.plotting"),
+    ("keras_selfattn.workflows",),
+    ("keras_selfattn.cli", "keras_selfattn.__main__"),
+)
+
+
+def package_modules(package=PACKAGE):
+    """``{dotted module name: path}`` of every module under ``package``."""
+    modules = {}
+    for path in sorted(package.rglob("*.py")):
+        parts = list(path.relative_to(package.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        modules[".".join(parts)] = path
+    return modules
+
+
+def _resolve(node, name, modules):
+    """The absolute module an ``ImportFrom`` of ``name`` (in module ``name``) is."""
+    if not node.level:
+        return node.module
+    base = name.split(".")
+    if modules[name].name != "__init__.py":
+        base = base[:-1]
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def import_graph(package=PACKAGE):
+    """``{module: sorted package modules it imports}``, function bodies included."""
+    modules = package_modules(package)
+    root = package.name
+    graph = {}
+    for name, path in modules.items():
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                found.update(a.name for a in node.names if a.name.split(".")[0] == root)
+            elif isinstance(node, ast.ImportFrom):
+                module = _resolve(node, name, modules)
+                if module.split(".")[0] != root:
+                    continue
+                for alias in node.names:
+                    full = f"{module}.{alias.name}"
+                    found.add(full if full in modules else module)
+        graph[name] = sorted(found - {name})
+    return graph
+
+
+def layer_of(module):
+    """The index in `LAYERS` of ``module``'s longest matching prefix."""
+    best, best_length = None, -1
+    for index, prefixes in enumerate(LAYERS):
+        for prefix in prefixes:
+            matches = module == prefix or module.startswith(prefix + ".")
+            if matches and len(prefix) > best_length:
+                best, best_length = index, len(prefix)
+    if best is None:
+        raise AssertionError(f"{module} is in no layer of LAYERS: add it")
+    return best
+
+
+def climbs(graph):
+    """``"a -> b"`` for every import of a module in a higher layer."""
+    return [
+        f"{module} -> {target}"
+        for module, targets in graph.items()
+        for target in targets
+        if layer_of(target) > layer_of(module)
+    ]
+
+
+def cycles(graph):
+    """One cycle (a list of modules, first == last) per circle found, by DFS."""
+    found, state, stack = [], {}, []
+
+    def visit(module):
+        state[module] = "open"
+        stack.append(module)
+        for target in graph.get(module, ()):
+            if state.get(target) == "open":
+                found.append(stack[stack.index(target) :] + [target])
+            elif target not in state:
+                visit(target)
+        stack.pop()
+        state[module] = "done"
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module)
+    return found
+
+
+def test_the_graph_is_read_from_every_module():
+    graph = import_graph()
+    assert "keras_selfattn.run_layout" in graph
+    # a lazy import inside a function counts: translate's run loading
+    assert "keras_selfattn.run_layout" in graph["keras_selfattn.translation"]
+
+
+def test_no_import_circle():
+    assert cycles(import_graph()) == []
+
+
+def test_no_import_climbs_back_up():
+    assert climbs(import_graph()) == []
+
+
+def test_the_checks_find_a_circle_and_a_climb():
+    graph = {
+        "keras_selfattn.text.a": ["keras_selfattn.training.b"],
+        "keras_selfattn.training.b": ["keras_selfattn.text.a"],
+    }
+    assert cycles(graph) == [
+        ["keras_selfattn.text.a", "keras_selfattn.training.b", "keras_selfattn.text.a"]
+    ]
+    assert climbs(graph) == ["keras_selfattn.text.a -> keras_selfattn.training.b"]
+
+
+def test_every_module_is_in_a_layer():
+    for module in package_modules():
+        layer_of(module)
