@@ -5,7 +5,11 @@ Run: .venv/bin/python benchmarks/attention_vs_keras.py [--quick]
 
 Both layers get the same input X (batch, length, width), the same number of heads
 and the same key size (width / heads), no biases, no dropout, and compute
-self-attention (the peer as ``mha(X, X)``). One step is the forward pass, a
+self-attention (the peer as ``mha(X, X)``). "ours" is the layer as it runs on
+TensorFlow (its three steps: logits, masked softmax, weighted sum); "ours
+through dot_product_attention" is the same layer and weights forced onto one
+``keras.ops.dot_product_attention``, what it runs on JAX and torch, and what
+the peer runs (no scores asked for, no dropout). One step is the forward pass, a
 scalar loss and the gradients with respect to X and every weight, inside
 ``tf.function`` -- once without XLA and once with ``jit_compile=True``. The two
 layers' steps run interleaved in the same process (see _bench.py); the table
@@ -48,15 +52,28 @@ def make_steps(batch, length, width, num_heads, jit_compile, masked):
         lens = rng.integers(length * 3 // 4, length + 1, size=batch)
         lens[0] = length
         mask = tf.constant(np.arange(length)[None, :] < lens[:, None])
+
+    class ThroughFusedOp(MultiHeadSelfAttention):
+        """The layer forced onto keras.ops.dot_product_attention, as on JAX."""
+
+        def _fused_attention_applies(self, return_attention_scores, training):
+            return not return_attention_scores
+
     ours = MultiHeadSelfAttention(width, num_heads, use_bias=False)
+    fused_op = ThroughFusedOp(width, num_heads, use_bias=False)
     peer = keras.layers.MultiHeadAttention(
         num_heads, key_dim=width // num_heads, use_bias=False
     )
     ours(x[:1, :4])
+    fused_op(x[:1, :4])
+    fused_op.set_weights(ours.get_weights())
     peer(x[:1, :4], x[:1, :4])
 
     def attend_ours(x):
         return ours(x, mask=mask, training=True)
+
+    def attend_fused_op(x):
+        return fused_op(x, mask=mask, training=True)
 
     def attend_peer(x):
         if mask is None:
@@ -78,7 +95,11 @@ def make_steps(batch, length, width, num_heads, jit_compile, masked):
 
         return lambda: step(x).numpy()
 
-    return {"ours": step_for(ours, attend_ours), "keras": step_for(peer, attend_peer)}
+    return {
+        "ours": step_for(ours, attend_ours),
+        "fused_op": step_for(fused_op, attend_fused_op),
+        "keras": step_for(peer, attend_peer),
+    }
 
 
 def main(argv=None):
@@ -116,9 +137,11 @@ def main(argv=None):
                         f"({batch}, {length}, {width})",
                         "XLA" if jit_compile else "tf.function",
                         _bench.ms(_bench.median(samples["ours"])),
+                        _bench.ms(_bench.median(samples["fused_op"])),
                         _bench.ms(_bench.median(samples["keras"])),
                         f"**{ratio:.2f}**",
                         f"{best_ratio:.2f}",
+                        f"{_bench.paired_ratio(samples, 'ours', 'fused_op'):.2f}",
                         "yes" if ratio <= 1.0 else f"no (+{100 * (ratio - 1):.0f}%)",
                     ]
                 )
@@ -137,9 +160,11 @@ def main(argv=None):
                 "(batch, length, width)",
                 "compiled as",
                 "ours ms",
+                "ours through dot_product_attention ms",
                 "keras ms",
                 "ours / keras",
                 "fastest ours / fastest keras",
+                "ours / ours through dot_product_attention",
                 "no slower?",
             ],
             rows,

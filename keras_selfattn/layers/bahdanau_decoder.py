@@ -542,6 +542,23 @@ class BahdanauDecoderCell(keras.layers.Layer):
     def call(self, inputs, states, training=None):
         parts = self.unpack_states(states)
         context, _ = self._attend(self.top_hidden_state(states), parts, training)
+        return self.step_with_context(inputs, states, context, training=training)
+
+    def step_with_context(self, inputs, states, context, training=None):
+        """`call` with the step's context given: what ``top_hidden_state(states)``
+        attends to (`attention_context`), e.g. kept from the previous step's
+        `decoder_output_with_context`, whose query is the same tensor.
+
+        Args:
+            inputs: (B, E), the (embedded) decoder input of this step.
+            states: the states list.
+            context: (B, Dm) the context of ``top_hidden_state(states)``.
+            training: bool, passed to the sublayers.
+
+        Returns:
+            ``(output, new_states)`` as `call`.
+        """
+        parts = self.unpack_states(states)
         x = ops.concatenate([inputs, ops.cast(context, inputs.dtype)], axis=-1)
         per_layer = self.states_per_layer
         new_recurrent = []
@@ -577,7 +594,20 @@ class BahdanauDecoderCell(keras.layers.Layer):
         """
         if self.output_projection is None:
             return hidden
-        context, _ = self._attend(hidden, self.unpack_states(states), training)
+        context = self.attention_context(hidden, states, training=training)
+        return self.decoder_output_with_context(hidden, context, training=training)
+
+    def attention_context(self, queries, states, training=None):
+        """The context (B, Dm) that a step's query (B, units) attends to
+        (or (B, S, Dm) of (B, S, units) queries) over the memory of ``states``."""
+        context, _ = self._attend(queries, self.unpack_states(states), training)
+        return context
+
+    def decoder_output_with_context(self, hidden, context, training=None):
+        """`decoder_output` with the context of ``hidden`` given
+        (`attention_context`); ``hidden`` itself without ``attentional_output``."""
+        if self.output_projection is None:
+            return hidden
         output = self.output_projection(
             ops.concatenate([hidden, ops.cast(context, hidden.dtype)], axis=-1)
         )

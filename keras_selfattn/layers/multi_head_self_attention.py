@@ -26,6 +26,10 @@ from keras_selfattn.layers.relative_positions import (
     rotary_embedding,
 )
 
+# Backends whose keras.ops.dot_product_attention is a fused kernel (see
+# `MultiHeadSelfAttention._fused_attention_applies`).
+_FUSED_ATTENTION_BACKENDS = frozenset({"jax", "torch"})
+
 _OPTION_NAMES = (
     "num_hiddens",
     "num_heads",
@@ -211,7 +215,14 @@ class MultiHeadSelfAttention(keras.layers.Layer):
     -> `compute_attention` (`attention_logits` -> `attention_weights` ->
     `attend`, then zeros for queries with no key) -> the output projection.
     Override one step to change it alone, e.g. `attention_logits` for another
-    score or `compute_attention_mask` for another mask.
+    score or `compute_attention_mask` for another mask. On JAX and torch,
+    where the three steps are the layer's own and nothing needs them apart (no
+    returned weights, no relative positions, no attention dropout in training,
+    no float16 policy), `compute_attention` runs them as one
+    `keras.ops.dot_product_attention` (`fused_attention`) instead: the same
+    logits, mask and zeros, in the backend's fused kernel (JAX on a GPU:
+    cuDNN). On TensorFlow that op has no fused kernel and measured slower, so
+    the three steps run there.
 
     Example:
 
@@ -447,11 +458,12 @@ class MultiHeadSelfAttention(keras.layers.Layer):
     ):
         """Attention of the heads: logits, weights, their average of the values.
 
-        Runs `attention_logits`, `attention_weights` and `attend`, then gives a
-        query whose keys are all hidden zeros (`keeps_a_key`, computed once):
-        zero context, and zero weights when they are returned. Zeroing the
-        (B, T, H, D) context costs less than a pass over the (B, H, T, T)
-        weights before `attend`, which only returned weights get.
+        Runs `attention_logits`, `attention_weights` and `attend`, or
+        `fused_attention` where that applies (see `_fused_attention_applies`),
+        then gives a query whose keys are all hidden zeros (`keeps_a_key`,
+        computed once): zero context, and zero weights when they are returned.
+        Zeroing the (B, T, H, D) context costs less than a pass over the
+        (B, H, T, T) weights before `attend`, which only returned weights get.
 
         Args:
             query, key, value: ``(B, T, num_heads, head_size)``.
@@ -464,9 +476,13 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             weights ``(B, num_heads, Tq, Tk)`` in the compute dtype, or None
             unless ``return_attention_scores``.
         """
-        logits = self.attention_logits(query, key)
-        weights = self.attention_weights(logits, attention_mask)
-        context = self.attend(weights, value, training=training)
+        if self._fused_attention_applies(return_attention_scores, training):
+            context = self.fused_attention(query, key, value, attention_mask)
+            weights = None
+        else:
+            logits = self.attention_logits(query, key)
+            weights = self.attention_weights(logits, attention_mask)
+            context = self.attend(weights, value, training=training)
         kept = keeps_a_key(attention_mask)  # (B|1, 1, Tq|1, 1) or None
         if kept is not None:
             context = context * ops.cast(
@@ -477,6 +493,65 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         if kept is not None:
             weights = weights * ops.cast(kept, weights.dtype)
         return context, weights
+
+    def _fused_attention_applies(self, return_attention_scores, training):
+        """Whether `fused_attention` runs instead of the three steps.
+
+        Only on a backend whose ``dot_product_attention`` has a fused kernel
+        (JAX: ``jax.nn.dot_product_attention``, cuDNN on a GPU; torch:
+        ``scaled_dot_product_attention``). Not on TensorFlow: there keras'
+        op is the same einsum-softmax-einsum with the scale and the mask as
+        extra passes over the (B, H, T, S) logits, and it measured slower
+        than the three steps (benchmarks/attention_vs_keras.py). Nor when
+        the weights are returned, with relative positions (their terms enter
+        the logits and the context), with attention dropout in training
+        (``dot_product_attention`` has no dropout on the weights; keras'
+        MultiHeadAttention falls back in the same case), under a float16
+        policy (``dot_product_attention`` forms the logits in float16, which
+        overflows where ours are float32), nor when a subclass overrides one
+        of the steps (its step must run).
+        """
+        if keras.backend.backend() not in _FUSED_ATTENTION_BACKENDS:
+            return False
+        if return_attention_scores or self.max_relative_position is not None:
+            return False
+        if self.dropout > 0 and training is not None and training is not False:
+            return False
+        if self.compute_dtype == "float16":
+            return False
+        own = MultiHeadSelfAttention
+        return all(
+            getattr(type(self), step) is getattr(own, step)
+            for step in ("attention_logits", "attention_weights", "attend")
+        )
+
+    def fused_attention(self, query, key, value, attention_mask=None):
+        """The attention of the heads in one ``keras.ops.dot_product_attention``.
+
+        The query is scaled by ``1 / sqrt(head_size)`` (and rotated with
+        ``use_rotary``) first, as in `attention_logits`, and the kernel's own
+        scale is 1, so the logits are those of the three-step path. On JAX the
+        op is ``jax.nn.dot_product_attention``: XLA's einsum-softmax-einsum on
+        a CPU, cuDNN's fused kernel on a GPU where keras finds the shapes and
+        dtype allow it (``flash_attention=None``: keras decides); on torch,
+        ``scaled_dot_product_attention``. A query whose keys are all hidden
+        gets the uniform average of the values from the op (its logits are
+        all the same fill); `compute_attention` zeroes it.
+
+        Args:
+            query, key, value: ``(B, T, num_heads, head_size)``.
+            attention_mask: bool key mask ``(B|1, 1, Tq|1, Tk)``, or None.
+
+        Returns:
+            The context ``(B, Tq, num_heads, head_size)``.
+        """
+        query = query * ops.cast(1.0 / math.sqrt(self.head_size), query.dtype)
+        if self.use_rotary:
+            query = rotary_embedding(query, self.rotary_max_wavelength)
+            key = rotary_embedding(key, self.rotary_max_wavelength)
+        return ops.dot_product_attention(
+            query, key, value, mask=attention_mask, scale=1.0
+        )
 
     def attention_logits(self, query, key):
         """float32 logits ``(B, num_heads, Tq, Tk)``: ``q k^T / sqrt(head_size)``.

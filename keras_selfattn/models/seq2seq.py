@@ -81,9 +81,10 @@ class Seq2Seq(keras.Model):
         weights = model.decoder_attention(state)            # (B, T): the next step's
         state = model.reorder_decoder_state(state, rows)    # beam search: pick rows
 
-    ``state`` is the decoder cell's state list (see `BahdanauDecoderCell`): a flat
-    list of tensors, fit for ``keras.ops.while_loop``, that callers pass back as it
-    came.
+    ``state`` is the decoder cell's state list (see `BahdanauDecoderCell`), with
+    ``attentional_output`` followed by the next step's attention context (see
+    `decode_step`): a flat list of tensors, fit for ``keras.ops.while_loop``, that
+    callers pass back as it came.
 
     Args:
         source_vocab_size: int >= 5, number of source token ids (0 = padding).
@@ -309,16 +310,38 @@ class Seq2Seq(keras.Model):
 
         Returns:
             The decoder cell's states list (flat list of tensors; see
-            `BahdanauDecoderCell`), with the memory keys projected once.
+            `BahdanauDecoderCell`), with the memory keys projected once; with
+            ``attentional_output``, followed by the context that the next
+            step's query attends to (see `decode_step`).
         """
         encoded = self.encode(source_ids, training=training)
-        states = self.decoder.cell.get_initial_state_for_memory(
+        cell = self.decoder.cell
+        states = cell.get_initial_state_for_memory(
             encoded["memory"],
             memory_mask=encoded["memory_mask"],
             initial_state=encoded["initial_state"],
             training=training,
         )
-        return [ops.convert_to_tensor(s) for s in states]
+        states = [ops.convert_to_tensor(s) for s in states]
+        if not self._carries_context:
+            return states
+        query = cell.top_hidden_state(states)
+        return [*states, cell.attention_context(query, states, training=training)]
+
+    @property
+    def _carries_context(self):
+        """Whether the decoding state ends with the next step's context: with
+        ``attentional_output`` a step's output attends to the memory, and the
+        next step's query is that same output, so its context is kept, not
+        computed twice."""
+        return self.decoder.cell.output_projection is not None
+
+    def _split_context(self, decoder_state):
+        """The decoding state -> (the cell's states list, the kept context or None)."""
+        decoder_state = list(decoder_state)
+        if not self._carries_context:
+            return decoder_state, None
+        return decoder_state[:-1], decoder_state[-1]
 
     def decode_step(self, token_ids, decoder_state, training=False):
         """One decoder step.
@@ -332,23 +355,45 @@ class Seq2Seq(keras.Model):
         Returns:
             ``(logits, new_state)``: float32 (B, target_vocab_size) logits of the
             next token, and the states list for the next step.
+
+        With ``attentional_output`` the step's output attends to the memory
+        (`BahdanauDecoderCell.decoder_output`), and the next step's query is
+        that output: its context is kept at the end of the state and the next
+        step reuses it (at inference; with ``training`` the step attends again,
+        with its own attention dropout), one attention a step instead of two.
         """
         embedded = self.target_embedding(ops.convert_to_tensor(token_ids, "int32"))
         cell = self.decoder.cell
-        output, states = cell(embedded, decoder_state, training=training)
-        output = cell.decoder_output(output, states, training=training)
+        cell_states, context = self._split_context(decoder_state)
+        if context is None or training:
+            output, states = cell(embedded, cell_states, training=training)
+        else:
+            output, states = cell.step_with_context(
+                embedded, cell_states, context, training=training
+            )
+        states = [ops.convert_to_tensor(s) for s in states]
+        if context is None:
+            output = cell.decoder_output(output, states, training=training)
+        else:
+            context = cell.attention_context(output, states, training=training)
+            output = cell.decoder_output_with_context(
+                output, context, training=training
+            )
+            states.append(ops.convert_to_tensor(context))
         logits = ops.cast(self._logits(output), "float32")
-        return logits, [ops.convert_to_tensor(s) for s in states]
+        return logits, states
 
     def decoder_attention(self, decoder_state):
         """float32 (B, T): the attention weights over the source the next step uses."""
-        weights = self.decoder.cell.attention_weights(decoder_state, training=False)
+        cell_states, _ = self._split_context(decoder_state)
+        weights = self.decoder.cell.attention_weights(cell_states, training=False)
         return ops.cast(weights, "float32")
 
     def reorder_decoder_state(self, decoder_state, indices):
         """The state of rows ``indices`` (a beam search's surviving hypotheses).
 
-        Only the recurrent states are gathered: the memory, its projection and
+        Only the recurrent states (and the kept context, see `decode_step`)
+        are gathered: the memory, its projection and
         mask (and the dropout masks, all ones at inference) are the same for
         every hypothesis of one sentence, which is what a beam search keeps in
         rows ``indices``.
@@ -361,9 +406,13 @@ class Seq2Seq(keras.Model):
             The states list with the recurrent states gathered.
         """
         cell = self.decoder.cell
-        parts = cell.unpack_states(decoder_state)
+        cell_states, context = self._split_context(decoder_state)
+        parts = cell.unpack_states(cell_states)
         recurrent = [ops.take(s, indices, axis=0) for s in parts.recurrent]
-        return cell.pack_states(parts._replace(recurrent=recurrent))
+        states = cell.pack_states(parts._replace(recurrent=recurrent))
+        if context is None:
+            return states
+        return [*states, ops.take(context, indices, axis=0)]
 
     # ----------------------------------------------------------------- config
     # What get_config writes and from_config takes, listed once.

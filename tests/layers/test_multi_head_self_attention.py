@@ -477,3 +477,153 @@ def test_a_subclass_overrides_how_the_weights_are_applied():
         ops.convert_to_numpy(layer(X, training=True)),
         ops.convert_to_numpy(base(X, training=False)),
     )
+
+
+FUSED_BACKEND = keras.backend.backend() in ("jax", "torch")
+
+
+class AlwaysFused(MultiHeadSelfAttention):
+    """Runs `fused_attention` whenever the weights are not asked for, on every
+    backend (TensorFlow's layer keeps its three steps; the op is tested here)."""
+
+    def _fused_attention_applies(self, return_attention_scores, training):
+        return not return_attention_scores
+
+
+@pytest.fixture
+def fused_calls(monkeypatch):
+    """Counts the calls of ``keras.ops.dot_product_attention`` (still computing)."""
+    calls = []
+    original = ops.dot_product_attention
+
+    def counting(*args, **kwargs):
+        calls.append(kwargs.get("mask"))
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(ops, "dot_product_attention", counting)
+    return calls
+
+
+T = X.shape[1]
+EXPLICIT_MASK = np.tril(np.ones((T, T), bool))[None].repeat(2, 0)
+EXPLICIT_MASK[1, 2] = False  # query 2 of sequence 1 has no key at all
+FUSED_MASK_CASES = {
+    "none": ({}, None),
+    "lens (B,)": ({"valid_lens": np.array([0, 3], "int32")}, lens_mask([0, 3], T)),
+    "lens (B, T)": (
+        {"valid_lens": np.array([[1, 2, 3, 4, 5], [2, 2, 0, 1, 3]], "int32")},
+        lens_mask([[1, 2, 3, 4, 5], [2, 2, 0, 1, 3]], T),
+    ),
+    "keras mask": (
+        {"mask": np.array([[1, 1, 1, 0, 0], [0, 0, 0, 0, 0]], bool)},
+        np.array([[1, 1, 1, 0, 0], [0, 0, 0, 0, 0]], bool)[:, None].repeat(T, 1),
+    ),
+    "explicit": ({"attention_mask": EXPLICIT_MASK}, EXPLICIT_MASK),
+    "causal": ({"use_causal_mask": True}, np.tril(np.ones((2, T, T), bool))),
+    "causal and lens": (
+        {"use_causal_mask": True, "valid_lens": np.array([4, 0], "int32")},
+        np.tril(np.ones((2, T, T), bool)) & lens_mask([4, 0], T),
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(FUSED_MASK_CASES))
+@pytest.mark.parametrize("compiled", [False, True])
+def test_fused_path_keeps_every_mask_semantic(case, compiled, fused_calls):
+    """Without scores the layer runs `keras.ops.dot_product_attention`: the NumPy
+    reference's output, the explicit path's output, zeros for queries with no key."""
+    kwargs, key_mask = FUSED_MASK_CASES[case]
+    layer = AlwaysFused(12, 3)
+    layer.build(X.shape)  # weights made outside the compiled function
+
+    def attend(x):
+        return layer(x, **kwargs)
+
+    fused = ops.convert_to_numpy((jit_compiled(attend) if compiled else attend)(X))
+    assert len(fused_calls) >= 1
+    explicit, _ = layer(X, return_attention_scores=True, **kwargs)
+    np.testing.assert_allclose(fused, ops.convert_to_numpy(explicit), atol=1e-6)
+    reference, _ = numpy_reference(layer, X, key_mask)
+    np.testing.assert_allclose(fused, reference, atol=1e-5)
+    if key_mask is not None:
+        no_key = ~key_mask.any(-1)  # (B, Tq)
+        assert np.all(fused[no_key] == 0)  # zeros (no bias), not the values' mean
+        assert no_key.any() == (case not in ("causal",))
+
+
+def test_fused_path_matches_keras_multi_head_attention():
+    """Both without scores (the peer through dot_product_attention), copied
+    weights."""
+    heads, num_hiddens = 3, 12
+    ours = AlwaysFused(num_hiddens, heads)
+    ours(X)
+    peer = keras.layers.MultiHeadAttention(
+        heads, key_dim=num_hiddens // heads, use_bias=False
+    )
+    peer(X, X)
+    qkv_kernel = ops.convert_to_numpy(ours.query_key_value_dense.kernel).reshape(
+        X.shape[-1], 3, heads, -1
+    )
+    out_kernel = ops.convert_to_numpy(ours.output_dense.kernel).reshape(heads, -1, 12)
+    peer.set_weights([qkv_kernel[:, 0], qkv_kernel[:, 1], qkv_kernel[:, 2], out_kernel])
+    valid_lens = np.array([4, 2], "int32")
+    for kwargs, peer_kwargs in (
+        ({"valid_lens": valid_lens}, {"attention_mask": lens_mask(valid_lens, T)}),
+        ({"use_causal_mask": True}, {"use_causal_mask": True}),
+    ):
+        np.testing.assert_allclose(
+            ops.convert_to_numpy(ours(X, **kwargs)),
+            ops.convert_to_numpy(peer(X, X, **peer_kwargs)),
+            atol=1e-5,
+        )
+
+
+def test_rotary_fused_path_matches_the_explicit_path(fused_calls):
+    layer = AlwaysFused(12, 3, use_rotary=True)
+    lens = np.array([4, 0], "int32")
+    fused = ops.convert_to_numpy(layer(X, valid_lens=lens))
+    assert len(fused_calls) == 1
+    explicit, _ = layer(X, valid_lens=lens, return_attention_scores=True)
+    np.testing.assert_allclose(fused, ops.convert_to_numpy(explicit), atol=1e-6)
+    assert np.all(fused[1] == 0)
+
+
+class OwnWeights(MultiHeadSelfAttention):
+    def attention_weights(self, logits, attention_mask=None):
+        return super().attention_weights(logits, attention_mask)
+
+
+@pytest.mark.parametrize(
+    "make, call_kwargs, fused",
+    [
+        (lambda: MultiHeadSelfAttention(8, 2), {}, True),
+        (lambda: MultiHeadSelfAttention(8, 2, dropout=0.5), {"training": False}, True),
+        (lambda: MultiHeadSelfAttention(8, 2, dropout=0.5), {"training": True}, False),
+        (lambda: MultiHeadSelfAttention(8, 2, dropout=0.0), {"training": True}, True),
+        (
+            lambda: MultiHeadSelfAttention(8, 2),
+            {"return_attention_scores": True},
+            False,
+        ),
+        (lambda: MultiHeadSelfAttention(8, 2, max_relative_position=2), {}, False),
+        (lambda: MultiHeadSelfAttention(8, 2, dtype="mixed_float16"), {}, False),
+        (lambda: MultiHeadSelfAttention(8, 2, dtype="mixed_bfloat16"), {}, True),
+        (lambda: OwnWeights(8, 2), {}, False),
+    ],
+    ids=[
+        "plain",
+        "dropout-inference",
+        "dropout-training",
+        "no-dropout-training",
+        "scores",
+        "relative",
+        "float16",
+        "bfloat16",
+        "subclass-step",
+    ],
+)
+def test_fused_path_only_where_it_computes_the_same(
+    make, call_kwargs, fused, fused_calls
+):
+    make()(X, **call_kwargs)
+    assert bool(fused_calls) == (fused and FUSED_BACKEND)

@@ -231,13 +231,39 @@ def test_decode_steps_equal_the_full_pass(options):
         np.testing.assert_allclose(ops.convert_to_numpy(logits), full[:, t], atol=1e-5)
 
 
+@pytest.mark.parametrize(
+    "options", [{}, {"rnn_type": "lstm", "decoder_layers": 2, "norm_first": True}]
+)
+def test_kept_context_gives_the_logits_of_attending_twice(options):
+    """decode_step reuses the context its output attended to as the next step's
+    (one attention a step): the same logits, bit for bit, as the cell's own call
+    and decoder_output, which attend twice."""
+    model = tiny_model(**options)
+    cell = model.decoder.cell
+    state = model.initial_decoder_state(SOURCE)
+    cell_state = state[:-1]  # the state ends with the kept context
+    for t in range(TARGET_IN.shape[1]):
+        logits, state = model.decode_step(TARGET_IN[:, t], state)
+        embedded = model.target_embedding(ops.convert_to_tensor(TARGET_IN[:, t]))
+        output, cell_state = cell(embedded, cell_state, training=False)
+        expected = model._logits(cell.decoder_output(output, cell_state))
+        np.testing.assert_array_equal(
+            ops.convert_to_numpy(logits), ops.convert_to_numpy(expected)
+        )
+
+
 def test_reorder_decoder_state_gathers_only_the_recurrent_states():
     model = tiny_model()
     state = model.initial_decoder_state(SOURCE)
     cell = model.decoder.cell
     _, state = model.decode_step(np.array([2, 2], "int32"), state)
     swapped = model.reorder_decoder_state(state, np.array([1, 0]))
-    before, after = cell.unpack_states(state), cell.unpack_states(swapped)
+    # The state ends with the next step's context (attentional output), kept
+    # with its hypothesis.
+    np.testing.assert_array_equal(
+        ops.convert_to_numpy(swapped[-1]), ops.convert_to_numpy(state[-1])[::-1]
+    )
+    before, after = cell.unpack_states(state[:-1]), cell.unpack_states(swapped[:-1])
     np.testing.assert_array_equal(
         ops.convert_to_numpy(after.recurrent[0]),
         ops.convert_to_numpy(before.recurrent[0])[::-1],
@@ -344,7 +370,7 @@ def test_tied_embeddings_score_outputs_against_the_embedding_matrix(tmp_path):
     embedded = model.target_embedding(np.array([2, 2], "int32"))
     np.testing.assert_allclose(ops.convert_to_numpy(embedded), table[[2, 2]])
     cell = model.decoder.cell
-    output, states = cell(embedded, state)
+    output, states = cell(embedded, state[:-1])  # the state ends with the context
     hidden = ops.convert_to_numpy(cell.decoder_output(output, states))
     logits, _ = model.decode_step(np.array([2, 2], "int32"), state)
     np.testing.assert_allclose(

@@ -1,0 +1,326 @@
+"""The served translator under the session loader: speed against a baseline export,
+texts compared, and where the time goes (a profile per op category).
+
+Run: .venv/bin/python benchmarks/served_translator.py --run RUN --test TSV
+         [--baseline SAVED_MODEL] [--export-option NAME=VALUE ...] [--batch 32]
+         [--rounds 3] [--limit N] [--profile] [--no-beam]
+
+The run is exported with this tree's code (`keras_selfattn.serving.export_run`,
+with the given export options) and loaded as TF Serving loads it
+(``tf.compat.v1.saved_model.loader.load`` in a ``tf.compat.v1.Session``). With
+``--baseline`` (a SavedModel written from the same run by an older tree) both are
+loaded in this one process: every test source is translated by both, greedy
+(``serving_default``) and beam (``translate_nbest``), and the texts compared; then
+the passes over the test set in batches are timed round by round, interleaved (see
+_bench.py), and the table gives the median of the per-round ratios.
+
+``--profile`` traces one greedy and one beam pass of the new export
+(``RunOptions.FULL_TRACE``: every op's time, inside the decoding loop too) and
+sums the op times per category; the model's FLOPs per sentence are counted from
+its configuration and the sentences' own lengths, and set against a 1024^3
+float32 ``tf.matmul`` timed in the same process.
+"""
+
+import argparse
+import collections
+import os
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _bench
+
+# Op types per category of the profile (anything else: "other").
+CATEGORIES = {
+    "matmul": {"MatMul", "BatchMatMulV2", "BatchMatMulV3", "_MklMatMul", "Einsum"}
+    | {"_MklBatchMatMulV2", "_FusedMatMul", "_MklFusedMatMul", "_MklNativeMatMul"}
+    | {"_MklNativeFusedMatMul", "_MklNativeBatchMatMulV2", "_MklEinsum"},
+    "softmax and log-softmax": {"Softmax", "LogSoftmax", "_MklSoftmax"},
+    "argmax, top-k, sort": {"ArgMax", "TopKV2", "TopK"},
+    "gather, one-hot, select": {"GatherV2", "ResourceGather", "OneHot", "Select"}
+    | {"SelectV2", "GatherNd", "Where", "ScatterNd", "TensorScatterUpdate"},
+    "element-wise math": {"AddV2", "Add", "Mul", "Sub", "RealDiv", "Tanh", "Sigmoid"}
+    | {"Exp", "Log", "Rsqrt", "Sqrt", "Square", "Pow", "Neg", "Maximum", "Minimum"}
+    | {"SquaredDifference", "Relu", "Gelu", "Erf", "AddN", "Cast", "Equal", "Less"}
+    | {"LogicalAnd", "LogicalOr", "LogicalNot", "NotEqual", "GreaterEqual", "Greater"}
+    | {"LessEqual", "FloorDiv", "FloorMod", "BiasAdd", "_MklAdd", "_MklMul"}
+    | {"_MklLayerNorm", "_FusedBatchNormEx", "Sin", "Cos"},
+    "reductions": {"Sum", "Mean", "Max", "Min", "All", "Any", "Prod"},
+    "shape and copies": {"Reshape", "Transpose", "ConcatV2", "Pack", "Unpack"}
+    | {"Split", "SplitV", "StridedSlice", "Slice", "Tile", "ExpandDims", "Squeeze"}
+    | {"Shape", "Fill", "ZerosLike", "OnesLike", "BroadcastTo", "Identity", "Range"}
+    | {"_MklTranspose", "EnsureShape", "Const", "Size", "Rank", "BroadcastArgs"},
+    "while loop (control flow)": {"Enter", "Exit", "Merge", "Switch", "NextIteration"}
+    | {"LoopCond", "_SwitchN", "ControlTrigger", "NoOp"},
+    "variables": {"ReadVariableOp", "VarHandleOp", "_Recv", "_Send"},
+}
+
+
+def category(op_type):
+    if op_type.startswith(("String", "Unicode", "Regex", "LookupTable", "Ragged")):
+        return "text (tokenize, look up, detokenize)"
+    for name, types in CATEGORIES.items():
+        if op_type in types:
+            return name
+    return "other"
+
+
+class Served:
+    """One SavedModel under the session loader: greedy and n-best by text batch."""
+
+    def __init__(self, saved_model_dir):
+        import tensorflow as tf
+
+        self.graph = tf.Graph()
+        self.session = tf.compat.v1.Session(graph=self.graph)
+        meta = tf.compat.v1.saved_model.loader.load(
+            self.session, ["serve"], str(saved_model_dir)
+        )
+        self.signatures = {}
+        for name, output in (
+            ("serving_default", "translation"),
+            ("translate_nbest", "translations"),
+        ):
+            signature = meta.signature_def[name]
+            self.signatures[name] = (
+                signature.inputs["text"].name,
+                signature.outputs[output].name,
+            )
+
+    def run(self, name, batch, **kwargs):
+        feed, fetch = self.signatures[name]
+        return self.session.run(fetch, {feed: batch}, **kwargs)
+
+    def texts(self, name, batches):
+        return [
+            value.decode("utf-8")
+            for batch in batches
+            for value in self.run(name, batch).reshape(-1)
+        ]
+
+
+def _pass(served, name, batches):
+    def run():
+        for batch in batches:
+            served.run(name, batch)
+
+    return run
+
+
+def export_current(run_dir, base, options):
+    from keras_selfattn import serving
+
+    return serving.export_run(run_dir, base, 1, **options)
+
+
+def compare(args, batches, current, baseline):
+    """Texts of both, the interleaved timing: rows of the speed table."""
+    rows = []
+    names = ["serving_default"] + ([] if args.no_beam else ["translate_nbest"])
+    for name in names:
+        new, old = current.texts(name, batches), baseline.texts(name, batches)
+        differ = sum(a != b for a, b in zip(new, old))
+        steps = {"after": _pass(current, name, batches)}
+        steps["before"] = _pass(baseline, name, batches)
+        samples = _bench.interleaved(steps, args.rounds, warmup=1)
+        sentences = sum(len(b) for b in batches)
+        speed = {k: sentences / _bench.median(v) for k, v in samples.items()}
+        ratio = 1 / _bench.paired_ratio(samples, "after", "before")
+        rows.append(
+            [
+                f"{name} ({'greedy' if name == 'serving_default' else 'beam'})",
+                f"{speed['before']:.0f}",
+                f"{speed['after']:.0f}",
+                f"**{ratio:.2f}**",
+                f"{min(samples['before']) / min(samples['after']):.2f}",
+                f"{differ} of {len(new)}",
+            ]
+        )
+    return rows
+
+
+def trace_pass(served, name, batches):
+    """Op time per category (seconds) over one pass, and the pass's wall time."""
+    import tensorflow as tf
+
+    totals = collections.Counter()
+    start = time.perf_counter()
+    for batch in batches:
+        metadata = tf.compat.v1.RunMetadata()
+        options = tf.compat.v1.RunOptions(
+            trace_level=tf.compat.v1.RunOptions.FULL_TRACE
+        )
+        served.run(name, batch, options=options, run_metadata=metadata)
+        for device in metadata.step_stats.dev_stats:
+            for node in device.node_stats:
+                op_type = node.timeline_label.split("(")[0].split(" = ")[-1].strip()
+                op_type = op_type or node.node_name.split(":")[0]
+                totals[category(op_type)] += node.all_end_rel_micros * 1e-6
+    return totals, time.perf_counter() - start
+
+
+def matmul_flops_per_second(rounds=5, n=1024):
+    import tensorflow as tf
+
+    a = tf.random.normal([n, n])
+    b = tf.random.normal([n, n])
+    matmul = tf.function(lambda: tf.reduce_sum(tf.matmul(a, b)))
+    samples = _bench.interleaved({"m": lambda: matmul().numpy()}, rounds, 3)
+    return 2 * n**3 / _bench.median(samples["m"]), 2 * n**3 / min(samples["m"])
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--run", required=True, help="a trained run directory")
+    parser.add_argument("--test", required=True, help="the test TSV (source, target)")
+    parser.add_argument("--baseline", help="a SavedModel of the same run, before")
+    parser.add_argument(
+        "--export-option",
+        action="append",
+        default=[],
+        help="NAME=VALUE passed to export_run (VALUE as Python literal)",
+    )
+    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--limit", type=int, default=None, help="first N sources")
+    parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--no-beam", action="store_true")
+    args = parser.parse_args(argv)
+    report(args)
+
+
+def _options(pairs):
+    import ast
+
+    options = {}
+    for pair in pairs:
+        name, value = pair.split("=", 1)
+        options[name] = ast.literal_eval(value)
+    return options
+
+
+def report(args):
+    from keras_selfattn.text import read_pairs
+
+    sources = [s for s, _ in read_pairs(args.test)][: args.limit]
+    batches = [sources[i : i + args.batch] for i in range(0, len(sources), args.batch)]
+    with tempfile.TemporaryDirectory() as base:
+        current = Served(export_current(args.run, base, _options(args.export_option)))
+        if args.baseline:
+            rows = compare(args, batches, current, Served(args.baseline))
+            print()
+            print(
+                f"Served translator, session loader, {len(sources)} test sources in "
+                f"batches of {args.batch}, sentences/s:"
+            )
+            print()
+            _bench.print_table(
+                [
+                    "signature",
+                    "before",
+                    "after",
+                    "after / before (median of rounds)",
+                    "fastest before / fastest after",
+                    "texts that differ",
+                ],
+                rows,
+            )
+        if args.profile:
+            profile(args, batches, current)
+    print()
+    print(f"median of {args.rounds} interleaved rounds; {_bench.environment_line()}")
+    print(f"command: {_bench.command_line(__file__, sys.argv[1:])}")
+
+
+def profile(args, batches, served):
+    """Prints the op-category table and the FLOP count against the matmul peak."""
+    import json
+
+    import numpy as np
+
+    from keras_selfattn.inference import Translator
+
+    translator = Translator.load(args.run)
+    with open(os.path.join(args.run, "config.json")) as file:
+        config = json.load(file)
+    names = ["serving_default"] + ([] if args.no_beam else ["translate_nbest"])
+    rows = []
+    for name in names:
+        _pass(served, name, batches)()  # warm
+        totals, wall = trace_pass(served, name, batches)
+        timed = _bench.interleaved({"pass": _pass(served, name, batches)}, 1, 1, 0)
+        op_time = sum(totals.values())
+        for cat, seconds in totals.most_common():
+            rows.append(
+                [name, cat, f"{seconds:.3f}", f"{100 * seconds / op_time:.1f}%"]
+            )
+        rows.append([name, "all ops (sum)", f"{op_time:.3f}", "100%"])
+        rows.append([name, "wall, traced / untraced", f"{wall:.3f}", ""])
+        rows[-1][3] = f"{timed['pass'][0]:.3f} s untraced"
+    print()
+    print("Where the time goes, one traced pass (op time summed over both cores):")
+    print()
+    _bench.print_table(["signature", "op category", "seconds", "share"], rows)
+    flops_report(args, batches, served, translator, config, np)
+
+
+def flops_report(args, batches, served, translator, config, np):
+    """FLOPs per sentence (useful, and as run: every row until the batch's last)."""
+    model_config = config.get("model", config)
+    useful = executed = 0.0
+    sentences = 0
+    for batch in batches:
+        ids = translator.encode_sources(batch)[0].numpy()
+        lens = (ids != 0).sum(1)
+        out = served.run("serving_default", batch)
+        target = np.array(
+            [len(translator.tokenizer.target.encode([t])[0]) + 1 for t in out]
+        )
+        for source_len, target_len in zip(lens, target):
+            useful += sentence_flops(model_config, translator, source_len, target_len)
+        executed += len(batch) * sentence_flops(
+            model_config, translator, ids.shape[1], target.max()
+        )
+        sentences += len(batch)
+    timed = _bench.interleaved({"pass": _pass(served, "serving_default", batches)}, 3)
+    seconds = _bench.median(timed["pass"])
+    peak, best_peak = matmul_flops_per_second()
+    per_sentence, as_run = useful / sentences, executed / sentences
+    rate = useful / seconds
+    print()
+    print(
+        f"Greedy, batch {args.batch}: {per_sentence / 1e9:.4f} GFLOP per sentence "
+        f"(its own lengths), {as_run / 1e9:.4f} GFLOP as run (padded to the batch's "
+        f"longest source and target); {sentences / seconds:.0f} sentences/s = "
+        f"{rate / 1e9:.1f} useful GFLOP/s, {executed / seconds / 1e9:.1f} as run; "
+        f"1024^3 float32 matmul {peak / 1e9:.0f} GFLOP/s (best {best_peak / 1e9:.0f})"
+        f": **{100 * rate / peak:.1f}%** of the matmul peak useful, "
+        f"{100 * executed / seconds / peak:.1f}% as run; the peak allows "
+        f"{peak / per_sentence:.0f} sentences/s."
+    )
+
+
+def sentence_flops(config, translator, source_len, target_len):
+    """Multiply-adds x 2 of the model's matmuls for one sentence (greedy)."""
+    model = translator.model
+    d = config["num_hiddens"]
+    ffn = config["ffn_hiddens"]
+    units = config["decoder_units"]
+    emb = config["embedding_dim"]
+    vocab = model.target_vocab_size
+    s = float(source_len)
+    encoder = config["num_layers"] * (
+        s * (4 * d * d + 2 * d * ffn) + 2 * s * s * d  # projections, FFN, QK^T, AV
+    )
+    bridge = d * units
+    attention_units = units
+    attention = units * attention_units + s * attention_units * 2 + s * d
+    gru = 3 * (emb + d + units) * units
+    step = 2 * attention + gru + (units + d) * units + units * vocab
+    keys = s * d * attention_units
+    return 2 * (encoder + bridge + keys + target_len * step)
+
+
+if __name__ == "__main__":
+    main()
