@@ -321,12 +321,14 @@ def test_bad_input_case(case, tmp_path):
     ],
 )
 def test_unexpected_errors_are_one_line_and_debug_shows_them(
-    error, status, words, monkeypatch, capsys
+    error, status, words, monkeypatch, capsys, tmp_path
 ):
     def run(args):
         raise error
 
     monkeypatch.setattr(commands, "_run", run)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "d.tsv").write_text("un\tone\n")  # checked before _run
     argv = ["train", "--data", "d.tsv", "--out", "o"]
     with pytest.raises(SystemExit) as exited:
         cli.main(argv)
