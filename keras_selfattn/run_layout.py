@@ -18,8 +18,13 @@ Two ways to name a part, the same names underneath:
 The readers of the run's records live here too: `load_run_config` (``config.json``
 -> `ModelConfig`, `TrainConfig`, the fields added later filled by the classes'
 ``from_dict``) on `read_json` (a damaged JSON file -> one ``ValueError`` line
-naming it). Readers that check the parts against each other belong here beside
-them.
+naming it). `read_run_file` is the one reader of every other file a run reads
+(backups and their records, ``data.json``, ``training.json``, splits,
+vocabularies, checkpoints, SentencePiece models): what a damaged file raises
+becomes a `RunFileDamaged` error, ``FILE: damaged (reason); what to do``. And
+`check_run_parts` checks the parts against each other (the vocabulary files,
+``tokenizer.json``, ``config.json`` and ``model.keras``'s own configuration,
+read from the archive without building the model) before a run is used.
 
     RUN_DIR/
         model.keras               MODEL_FILE          the trained model
@@ -57,6 +62,7 @@ import dataclasses
 import json
 import pathlib
 import re
+import zipfile
 
 from keras_selfattn.models.config import ModelConfig
 from keras_selfattn.training.config import TrainConfig
@@ -87,14 +93,19 @@ __all__ = [
     "TOKENIZER_CONFIG_FILE",
     "TRAIN_FILE",
     "VALIDATION_FILE",
+    "RunFileDamaged",
     "RunLayout",
+    "RunPartsMismatch",
     "backup_epoch",
     "backup_file",
+    "check_run_parts",
     "checkpoint_file",
     "checkpoint_files",
     "checkpoint_step",
     "load_run_config",
     "read_json",
+    "read_run_file",
+    "read_run_json",
     "save_run_config",
     "worker_backup_dir",
     "write_metrics",
@@ -282,3 +293,216 @@ def write_metrics(run_dir, metrics):
         json.dumps(metrics, indent=2, sort_keys=True) + "\n", encoding="utf-8"
     )
     return path
+
+
+class RunFileDamaged(ValueError):
+    """A run's file that exists but cannot be read: ``FILE: damaged (reason); what
+    to do``. (A ValueError: the command line answers it in one line, exit 2.)
+
+    Attributes:
+        path: the file.
+        reason: what reading it met.
+        advice: what to do.
+    """
+
+    def __init__(self, path, reason, advice=None):
+        self.path = pathlib.Path(path)
+        self.reason = reason
+        self.advice = advice or damage_advice(path)
+        super().__init__(f"{path}: damaged ({reason}); {self.advice}")
+
+
+class RunPartsMismatch(ValueError):
+    """Two parts of a run directory that do not belong together (the message
+    names both files and what each says)."""
+
+
+def damage_advice(path):
+    """What to do about the damaged run file ``path`` (by its name)."""
+    path = pathlib.Path(path)
+    epoch = _BACKUP_PART.match(path.name)
+    if epoch:
+        return (
+            f"remove {path.parent}/epoch-{epoch.group(1)}.* to resume from the "
+            f"backup before it, or {path.parent.parent} to start the run again"
+        )
+    if checkpoint_step(path) is not None:
+        return "remove it (to average the others) or restore it from a copy"
+    if path.name in (DATA_FILE, FINISHED_FILE) or path.parent.name == SPLITS_DIR:
+        return (
+            "restore it from a copy, or train into a new run directory "
+            "(--overwrite starts this one again)"
+        )
+    return (
+        "restore it from a copy, or retrain (the model needs the files it was "
+        "trained with)"
+    )
+
+
+_BACKUP_PART = re.compile(r"^epoch-(\d{5,})\.(?:weights\.h5|json|input.*)$")
+
+
+def read_run_file(path, read, advice=None):
+    """``read(path)``, with what a damaged file raises turned into `RunFileDamaged`.
+
+    A missing file (FileNotFoundError) and a `RunFileDamaged` pass unchanged; an
+    error whose message starts with another file's name (a vocabulary that
+    ``tokenizer.json`` names) is that file's damage.
+
+    Args:
+        path: the file.
+        read: a function of the path (``json.loads``-like readers, Keras',
+            h5py's, ``PairTokenizer.load``).
+        advice: what to do (default: `damage_advice`).
+
+    Raises:
+        RunFileDamaged: ``path`` (or the file the error names) is damaged.
+    """
+    try:
+        return read(path)
+    except (FileNotFoundError, RunFileDamaged, RunPartsMismatch):
+        raise
+    except Exception as error:
+        damaged, reason = _named_file(path, error)
+        raise RunFileDamaged(damaged, reason, advice) from error
+
+
+def _named_file(path, error):
+    """``(file, reason)``: the file an error message starts with, else ``path``."""
+    message = " ".join((str(error) or type(error).__name__).split())
+    head, _, rest = message.partition(": ")
+    name = re.sub(r":\d+$", "", head)
+    if rest and name != str(path) and pathlib.Path(name).is_file():
+        return name, rest
+    if rest and name == str(path):
+        message = rest
+    message = message.replace(str(path), "the file")
+    if not isinstance(error, (ValueError, OSError)):
+        message = f"{type(error).__name__}: {message}"
+    return path, message[:300]
+
+
+def read_run_json(path):
+    """The JSON in a run's file ``path`` (`read_run_file`: damage named)."""
+    return read_run_file(
+        path, lambda p: json.loads(pathlib.Path(p).read_text(encoding="utf-8"))
+    )
+
+
+def _vocabulary_size(path):
+    """The tokens of a vocabulary file (one a line), counted without reading it
+    as a vocabulary."""
+    with open(path, encoding="utf-8", newline="") as handle:
+        return handle.read().removesuffix("\n").count("\n") + 1
+
+
+def model_archive_config(path):
+    """The configuration a ``.keras`` archive records (its ``config.json``), read
+    without building the model (no Keras, no TensorFlow)."""
+
+    def read(path):
+        with zipfile.ZipFile(path) as archive:
+            return json.loads(archive.read("config.json"))
+
+    return read_run_file(path, read)
+
+
+def _vocab_sizes(config):
+    """``{"source": n, "target": m}`` from a model's saved configuration (the
+    `Seq2Seq` model records its vocabulary sizes), or {} when none is found."""
+    stack = [config]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            if "source_vocab_size" in item and "target_vocab_size" in item:
+                return {
+                    side: item[f"{side}_vocab_size"] for side in ("source", "target")
+                }
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return {}
+
+
+def check_run_parts(run_dir, models=None):
+    """Checks that the parts of a run directory belong together.
+
+    The vocabulary files against ``tokenizer.json``'s record, and both against the
+    vocabulary sizes of the model files (``model.keras``, or ``models`` given:
+    e.g. the kept checkpoints ``average`` reads), read from each archive's
+    ``config.json`` without building a model. Parts that are not there are not
+    checked (their readers say they are missing).
+
+    Raises:
+        RunPartsMismatch: two parts disagree (both files and both sizes named).
+        RunFileDamaged: a part cannot be read.
+    """
+    run = RunLayout(run_dir)
+    if not run.tokenizer_config.is_file():
+        return
+    record = read_run_json(run.tokenizer_config)
+    sizes = {}
+    for side in ("source", "target"):
+        entry = record.get(side) if isinstance(record, dict) else None
+        if not isinstance(entry, dict) or "vocab_size" not in entry:
+            raise RunFileDamaged(run.tokenizer_config, f"no {side} vocab_size")
+        vocab = run.root / entry.get("vocab_file", f"{side}_vocab.txt")
+        sizes[side] = (entry["vocab_size"], run.tokenizer_config)
+        if vocab.is_file():
+            count = read_run_file(vocab, _vocabulary_size)
+            if count != entry["vocab_size"]:
+                raise RunPartsMismatch(
+                    f"{vocab} holds {count} tokens, but {run.tokenizer_config} "
+                    f"records vocab_size={entry['vocab_size']}: the parts are from "
+                    "different runs; restore the run's own files, or retrain"
+                )
+            sizes[side] = (count, vocab)
+    settings = read_run_json(run.config).get("model") if run.config.is_file() else None
+    for model in [run.model] if models is None else models:
+        if pathlib.Path(model).is_file() and zipfile.is_zipfile(model):
+            _check_model_parts(model, sizes, settings, run.config)
+
+
+# The settings that shape a model's weights: config.json's and the model's must
+# agree (lengths and dropout may change when a finished run is trained longer).
+_SHAPING_SETTINGS = (
+    "num_hiddens",
+    "num_heads",
+    "num_layers",
+    "ffn_hiddens",
+    "decoder_units",
+    "decoder_layers",
+    "rnn_type",
+    "embedding_dim",
+    "attention_score",
+    "attention_heads",
+    "tie_embeddings",
+    "position",
+)
+
+
+def _check_model_parts(model, sizes, settings, config_path):
+    """``model``'s archive records the vocabulary sizes ``sizes`` gives and the
+    shaping settings of config.json's ``settings`` (None: not checked)."""
+    archived = model_archive_config(model)
+    for side, value in _vocab_sizes(archived).items():
+        count, vocab = sizes[side]
+        if value != count:
+            raise RunPartsMismatch(
+                f"{vocab} holds {count} {side} tokens, but {model} was built for "
+                f"{value} (its {side} embedding): the vocabulary is not the "
+                "model's; use the vocabulary files the model was trained with "
+                "(or retrain)"
+            )
+    inner = archived.get("config", {}) if isinstance(archived, dict) else {}
+    model_settings = inner.get("config") if isinstance(inner, dict) else None
+    if not isinstance(settings, dict) or not isinstance(model_settings, dict):
+        return
+    for name in _SHAPING_SETTINGS:
+        both = name in settings and name in model_settings
+        if both and settings[name] != model_settings[name]:
+            raise RunPartsMismatch(
+                f"{config_path} records {name}={settings[name]!r}, but {model} "
+                f"was built with {name}={model_settings[name]!r}: the parts are "
+                "from different runs; restore the run's own files, or retrain"
+            )

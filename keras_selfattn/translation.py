@@ -33,7 +33,12 @@ from keras_selfattn.decoding import (
     greedy_decode,
 )
 from keras_selfattn.models import saving
-from keras_selfattn.run_layout import CONFIG_FILE, MODEL_FILE, load_run_config
+from keras_selfattn.run_layout import (
+    CONFIG_FILE,
+    MODEL_FILE,
+    check_run_parts,
+    load_run_config,
+)
 
 __all__ = ["ModelFileError", "Translation", "Translator", "source_ids_for_model"]
 
@@ -143,6 +148,7 @@ class Translator:
             FileNotFoundError: not a run directory, or one without its files.
             ModelFileError: Keras could not load ``model.keras``.
             ValueError: a ``config.json`` or tokenizer file that is not valid.
+            run_layout.RunPartsMismatch: the vocabularies are not the model's.
         """
         run_dir = pathlib.Path(run_dir)
         if not run_dir.is_dir():
@@ -156,9 +162,8 @@ class Translator:
                 f"{', '.join(missing)} (train a model into it with "
                 "`keras-selfattn train`)"
             )
-        import keras_selfattn  # noqa: F401  (registers the layers before loading)
-
         model_config, _ = load_run_config(run_dir / CONFIG_FILE)
+        check_run_parts(run_dir)  # the vocabularies are the model's
         model = _load_model(run_dir / MODEL_FILE)
         tokenizer = text.PairTokenizer.load(run_dir)
         return cls(

@@ -16,6 +16,8 @@ Outcome classes:
 - ``internal error``: exit status 70 (reported as a bug, one line);
 - ``traceback``: a Python traceback reached the user;
 - ``crash``: the process died from a signal (subprocess runs only);
+- ``quiet stop``: exit status 141 and nothing on stderr, as a Unix tool whose
+  reader went away (``| head``: a broken pipe);
 - ``skipped``: the case cannot be set up here (e.g. mounting a small file
   system needs root); the tests skip it.
 
@@ -44,8 +46,10 @@ UNCLEAR = "unclear error"
 INTERNAL = "internal error"
 TRACEBACK = "traceback"
 CRASH = "crash"
+QUIET = "quiet stop"
 SKIPPED = "skipped"
-OUTCOMES = (CLEAR, SENSIBLE, WRONG, UNCLEAR, INTERNAL, TRACEBACK, CRASH, SKIPPED)
+OUTCOMES = (CLEAR, SENSIBLE, QUIET, WRONG, UNCLEAR, INTERNAL, TRACEBACK, CRASH)
+OUTCOMES += (SKIPPED,)
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
 # `train` options of the tiny run the cases that need one share.
@@ -193,6 +197,7 @@ class Case:
     mentions: tuple = ()  # what a clear error must name, formatted with the argv
     check: object = None  # Result -> bool, for sensible results
     stdin: bytes = b""
+    stdout: str | None = None  # "full", "closed" or "broken-pipe": a faulty stdout
     needs_run: bool = False
     slow: bool = False  # seconds even without a run (check-serving starts a process)
 
@@ -771,6 +776,230 @@ CASES += [
 ]
 
 
+def _read_only(w):
+    """A folder on a read-only tmpfs (needs root; chmod does not stop root)."""
+    folder = _small_disk(w, "64k")
+    done = subprocess.run(
+        ["mount", "-o", "remount,ro", str(folder)], capture_output=True, check=False
+    )
+    if done.returncode:
+        raise Skip(f"cannot remount read-only: {done.stderr.decode().strip()}")
+    return folder
+
+
+def _fifo(w, name):
+    """A named pipe (``<(...)`` gives one) in the workspace."""
+    path = w.root / name
+    os.mkfifo(path)
+    return str(path)
+
+
+def _fed_fifo(w, name, content):
+    """A named pipe a process writes ``content`` into (evaluate reads it once)."""
+    path = _fifo(w, name)
+    writer = subprocess.Popen(
+        [sys.executable, "-c", f"open({path!r}, 'wb').write({content!r})"]
+    )
+    w.cleanups.append(lambda: (writer.kill(), writer.wait()))
+    return path
+
+
+def _bigger_vocabulary(run):
+    """source_vocab.txt and tokenizer.json agree (two tokens more), model.keras not."""
+    vocab = run / "source_vocab.txt"
+    vocab.write_text(vocab.read_text(encoding="utf-8") + "zzz1\nzzz2\n", "utf-8")
+    record = json.loads((run / "tokenizer.json").read_text())
+    record["source"]["vocab_size"] += 2
+    (run / "tokenizer.json").write_text(json.dumps(record))
+
+
+def _newest_backup(run, suffix):
+    return max((run / "backup" / "worker-0").glob(f"epoch-*{suffix}"))
+
+
+def _truncate_backup(suffix):
+    def edit(run):
+        path = _newest_backup(run, suffix)
+        path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+    return edit
+
+
+def _continue(w, change):
+    """``train`` training the trained run longer (a continuation), on a copy with
+    ``change`` applied; the options are the tiny run's."""
+    copy = w.run_copy("continued", change)
+    data = str(w.run.parent / "pairs.tsv")
+    return ["train", "--data", data, "--out", copy, "--epochs", "5", *TINY_RUN_ARGS]
+
+
+CASES += [
+    # issue 26: pair files before TensorFlow loads, pipes, globs
+    Case(
+        "train --valid-data a pipe (<(...))",
+        lambda w: [
+            *TRAIN,
+            "--data",
+            w.file("pairs.tsv"),
+            "--valid-data",
+            _fifo(w, "valid"),
+            "--out",
+            f"{w.root}/run",
+        ],
+        mentions=("--valid-data", "is a pipe", "more than once"),
+    ),
+    Case(
+        "train --test-data a missing file",
+        lambda w: [
+            *TRAIN,
+            "--data",
+            w.file("pairs.tsv"),
+            "--test-data",
+            f"{w.root}/missing-test.tsv",
+            "--out",
+            f"{w.root}/run",
+        ],
+        mentions=("missing-test.tsv", "file not found"),
+    ),
+    Case(
+        "train --data - (stdin)",
+        lambda w: [*TRAIN, "--data", "-", "--out", f"{w.root}/run"],
+        mentions=("--data", "stdin"),
+    ),
+    Case(
+        "train --data a pattern that matches nothing",
+        lambda w: [*TRAIN, "--data", f"{w.root}/no-*.tsv", "--out", f"{w.root}/r"],
+        mentions=("no-*.tsv",),
+    ),
+    Case(
+        "build-vocab --data a file whose name holds glob characters",
+        lambda w: [
+            "build-vocab",
+            "--data",
+            w.file("pairs[1]*.tsv", _pair_lines(50)),
+            "--out",
+            f"{w.root}/vocab",
+        ],
+        expect=SENSIBLE,
+        check=_says("source vocabulary"),
+        slow=True,
+    ),
+    Case(
+        "train --out a read-only folder",
+        lambda w: [
+            *TRAIN,
+            "--data",
+            w.file("pairs.tsv"),
+            "--out",
+            str(_read_only(w) / "run"),
+        ],
+        mentions=("small-disk/run", "Read-only file system"),
+        slow=True,
+    ),
+    Case(
+        "evaluate --data a pipe (read once)",
+        lambda w: [
+            "evaluate",
+            "--model",
+            str(w.run),
+            "--data",
+            _fed_fifo(w, "pairs", b"14 juillet 1989\t1989-07-14\n"),
+        ],
+        expect=SENSIBLE,
+        check=_says('"count": 1'),
+        needs_run=True,
+    ),
+    # issue 26: run parts that disagree, damaged files, full and read-only disks
+    Case(
+        "translate: vocabulary files that agree with tokenizer.json, not model.keras",
+        lambda w: [
+            "translate",
+            "--model",
+            w.run_copy("bigger-vocab", _bigger_vocabulary),
+            "x",
+        ],
+        mentions=("source_vocab.txt", "model.keras", "tokens"),
+        needs_run=True,
+    ),
+    Case(
+        "evaluate: config.json's num_hiddens is not model.keras's",
+        lambda w: [
+            "evaluate",
+            "--model",
+            w.run_copy(
+                "other-width", _edit_config(lambda c: c["model"].update(num_hiddens=64))
+            ),
+        ],
+        mentions=("config.json", "model.keras", "num_hiddens"),
+        needs_run=True,
+    ),
+    Case(
+        "train (trained longer): a damaged data.json",
+        lambda w: _continue(w, _truncate("data.json")),
+        mentions=("data.json: damaged",),
+        needs_run=True,
+    ),
+    Case(
+        "train (trained longer): a damaged backup record epoch-N.json",
+        lambda w: _continue(w, _truncate_backup(".json")),
+        mentions=("backup/worker-0/epoch-", ".json: damaged", "remove"),
+        needs_run=True,
+    ),
+    Case(
+        "train (trained longer): a truncated backup weights file",
+        lambda w: _continue(w, _truncate_backup(".weights.h5")),
+        mentions=(".weights.h5: damaged", "remove"),
+        needs_run=True,
+    ),
+    Case(
+        "export --export-dir on a disk that fills up (a 200 KiB tmpfs)",
+        lambda w: [
+            "export",
+            "--model",
+            str(w.run),
+            "--export-dir",
+            str(_small_disk(w, "200k") / "base"),
+        ],
+        mentions=("small-disk/base", "No space left on device"),
+        needs_run=True,
+    ),
+    Case(
+        "export --export-dir a read-only folder",
+        lambda w: [
+            "export",
+            "--model",
+            str(w.run),
+            "--export-dir",
+            str(_read_only(w) / "base"),
+        ],
+        mentions=("small-disk/base", "Read-only file system"),
+        needs_run=True,
+    ),
+    # issue 26: output errors
+    Case(
+        "translate: stdout on a full device (/dev/full)",
+        lambda w: ["translate", "--model", str(w.run), "14 juillet 1989"],
+        mentions=("stdout", "No space left on device"),
+        stdout="full",
+        needs_run=True,
+    ),
+    Case(
+        "translate: stdout closed (>&-)",
+        lambda w: ["translate", "--model", str(w.run), "14 juillet 1989"],
+        mentions=("stdout is closed",),
+        stdout="closed",
+        needs_run=True,
+    ),
+    Case(
+        "translate | head: the reader went away (a broken pipe)",
+        lambda w: ["translate", "--model", str(w.run), "14 juillet 1989"],
+        expect=QUIET,
+        stdout="broken-pipe",
+        needs_run=True,
+    ),
+]
+
+
 def classify(case, argv, result):
     """The outcome class of ``result`` for ``case`` (see the module docstring)."""
     if isinstance(result.status, int) and result.status < 0:
@@ -781,6 +1010,8 @@ def classify(case, argv, result):
         return SENSIBLE if case.check and case.check(result) else WRONG
     if result.status == 70:
         return INTERNAL
+    if result.status == 141 and not result.stderr.strip():
+        return QUIET
     last = result.stderr.strip().splitlines()[-1:] or [""]
     if result.status == 2 and "error:" in last[0]:
         wanted = [m.format(*argv) for m in case.mentions]
@@ -788,11 +1019,30 @@ def classify(case, argv, result):
     return f"exit {result.status}"
 
 
-def run_in_process(argv, stdin=b""):
-    """Runs ``keras_selfattn.cli.main(argv)`` here, capturing what it prints."""
+class _FaultyStdout(io.StringIO):
+    """A stdout whose writes fail as a full device's or a broken pipe's do."""
+
+    def __init__(self, fault):
+        super().__init__()
+        self.fault = fault
+
+    def write(self, text):
+        if self.fault == "broken-pipe":
+            raise BrokenPipeError(32, "Broken pipe")
+        raise OSError(28, "No space left on device")
+
+
+def run_in_process(argv, stdin=b"", stdout=None):
+    """Runs ``keras_selfattn.cli.main(argv)`` here, capturing what it prints.
+
+    ``stdout``: "full" or "broken-pipe" (writes fail so), "closed" (None, as
+    Python has it when fd 1 is closed).
+    """
     from keras_selfattn import cli
 
     out, err = io.StringIO(), io.StringIO()
+    if stdout is not None:
+        out = None if stdout == "closed" else _FaultyStdout(stdout)
     stdin_stream = io.TextIOWrapper(io.BytesIO(stdin), encoding="utf-8")
     with (
         contextlib.redirect_stdout(out),
@@ -806,7 +1056,7 @@ def run_in_process(argv, stdin=b""):
         except Exception:  # noqa: BLE001  (what a user would see as a traceback)
             traceback.print_exc(file=err)
             status = 1
-    return Result(status, out.getvalue(), err.getvalue())
+    return Result(status, out.getvalue() if out else "", err.getvalue())
 
 
 @contextlib.contextmanager
@@ -819,9 +1069,15 @@ def _swapped_stdin(stream):
         sys.stdin = saved
 
 
-def run_in_subprocess(argv, stdin=b"", env=None):
-    """Runs ``python -m keras_selfattn ARGV`` (argv bytes as the OS passes them)."""
+def run_in_subprocess(argv, stdin=b"", env=None, stdout=None):
+    """Runs ``python -m keras_selfattn ARGV`` (argv bytes as the OS passes them).
+
+    ``stdout``: "full" (/dev/full), "closed" (fd 1 closed), "broken-pipe" (a
+    pipe whose reader closed it before the command writes).
+    """
     command = [sys.executable, "-m", "keras_selfattn", *map(os.fsencode, argv)]
+    if stdout is not None:
+        return _faulty_stdout_run(command, stdin, env, stdout)
     done = subprocess.run(
         command, input=stdin, capture_output=True, env=env, timeout=600, check=False
     )
@@ -832,6 +1088,28 @@ def run_in_subprocess(argv, stdin=b"", env=None):
     )
 
 
+def _faulty_stdout_run(command, stdin, env, fault):
+    """`run_in_subprocess` with a faulty stdout (see there)."""
+    if fault == "closed":  # fd 1 closed by the shell that execs the command
+        command = ["sh", "-c", 'exec "$@" >&-', "sh", *command]
+    with contextlib.ExitStack() as stack:
+        if fault == "full":
+            out = stack.enter_context(open("/dev/full", "wb"))
+        else:
+            out = subprocess.PIPE if fault == "broken-pipe" else subprocess.DEVNULL
+        process = subprocess.Popen(
+            command,
+            stdin=subprocess.PIPE,
+            stdout=out,
+            stderr=subprocess.PIPE,
+            env=env,
+        )
+        if fault == "broken-pipe":
+            process.stdout.close()  # the reader is gone before anything is written
+        _, err = process.communicate(stdin, timeout=600)
+    return Result(process.returncode, "", err.decode("utf-8", "replace"))
+
+
 def run_case(case, workspace, runner=run_in_process):
     """Runs one case; returns (outcome class, argv, Result) (``skipped``: argv None)."""
     try:
@@ -839,7 +1117,8 @@ def run_case(case, workspace, runner=run_in_process):
             argv = case.argv(workspace)
         except Skip as skip:
             return SKIPPED, None, Result(None, "", str(skip))
-        result = runner(argv, stdin=case.stdin)
+        faults = {"stdout": case.stdout} if case.stdout else {}
+        result = runner(argv, stdin=case.stdin, **faults)
     finally:
         for cleanup in reversed(workspace.cleanups):
             cleanup()

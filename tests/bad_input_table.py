@@ -37,7 +37,9 @@ BEGIN, END = "<!-- bad-input-table -->", "<!-- /bad-input-table -->"
 def _subprocess_runner(tree):
     env = dict(os.environ, PYTHONPATH=str(tree))
     env.pop("TF_CPP_MIN_LOG_LEVEL", None)
-    return lambda argv, stdin=b"": run_in_subprocess(argv, stdin, env=env)
+    return lambda argv, stdin=b"", stdout=None: run_in_subprocess(
+        argv, stdin, env=env, stdout=stdout
+    )
 
 
 def _train_tiny_run(root):

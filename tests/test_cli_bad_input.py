@@ -7,6 +7,7 @@ TensorFlow, so they are fast; the cases that need a trained run are in
 
 import argparse
 import dataclasses
+import io
 import json
 import os
 import pathlib
@@ -321,12 +322,14 @@ def test_bad_input_case(case, tmp_path):
     ],
 )
 def test_unexpected_errors_are_one_line_and_debug_shows_them(
-    error, status, words, monkeypatch, capsys
+    error, status, words, monkeypatch, capsys, tmp_path
 ):
     def run(args):
         raise error
 
     monkeypatch.setattr(commands, "_run", run)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "d.tsv").write_text("un\tone\n")  # checked before _run
     argv = ["train", "--data", "d.tsv", "--out", "o"]
     with pytest.raises(SystemExit) as exited:
         cli.main(argv)
@@ -513,3 +516,123 @@ def test_reading_classifies_errors_by_type(tmp_path):
         read(raising(KeyError("source")))
     with pytest.raises(KeyError):
         read(raising(KeyError("source")), only_loading=True)
+
+
+@pytest.mark.parametrize(
+    "make, line",
+    [
+        (
+            lambda tf: tf.errors.ResourceExhaustedError(
+                None,
+                None,
+                "{{function_node SaveV2}} base/.export-tmp-x1/saved_model/variables/"
+                "part-0.tempstate1; No space left on device [Op:SaveV2]",
+            ),
+            "error: base: No space left on device",
+        ),
+        (
+            lambda tf: tf.errors.PermissionDeniedError(
+                None, None, "ro/run/events.out; Read-only file system"
+            ),
+            "error: ro/run/events.out: Read-only file system",
+        ),
+        (
+            lambda tf: tf.errors.FailedPreconditionError(
+                None, None, "/srv/out/ckpt.index; Permission denied"
+            ),
+            "error: /srv/out/ckpt.index: Permission denied",
+        ),
+    ],
+)
+def test_tensorflow_writers_full_disk_and_refusals_are_pythons_line(make, line):
+    import tensorflow as tf
+
+    wrapped = RuntimeError("Keras wrapped it")  # found through the causes
+    wrapped.__cause__ = make(tf)
+    for error in (make(tf), wrapped):
+        assert errors.failure(error) == (2, line)
+
+
+def test_a_data_file_removed_mid_stream_is_one_line_naming_it(tmp_path):
+    """The stream reopens its files each pass: a removed one is TensorFlow's
+    NotFoundError at IteratorGetNext, answered as the file gone (exit 2)."""
+    import tensorflow as tf
+
+    from keras_selfattn.text import stream
+
+    path = tmp_path / "pairs.tsv"
+    path.write_text("".join(f"{i}\tx{i}\n" for i in range(20)))
+    pairs = iter(stream.pair_stream([str(path)], repeat=True))
+    next(pairs)
+    path.rename(tmp_path / "away.tsv")
+    with pytest.raises(tf.errors.NotFoundError) as raised:
+        for _ in range(100):
+            next(pairs)
+    status, message = errors.failure(raised.value)
+    assert status == 2 and message.startswith(f"error: {path}: No such file")
+    assert "rerun the same command" in message and "\n" not in message
+
+
+@pytest.mark.parametrize(
+    "fault, status, line",
+    [
+        (OSError(28, "No space left on device"), 2, "error: cannot write the output"),
+        (BrokenPipeError(32, "Broken pipe"), 141, None),
+    ],
+)
+def test_output_errors_are_one_line_or_a_quiet_broken_pipe(fault, status, line):
+    class Failing(io.StringIO):
+        def write(self, text):
+            raise fault
+
+    saved = sys.stdout
+    sys.stdout = Failing()
+    try:
+        with pytest.raises(errors.OutputError) as raised, errors.guarded_output():
+            print("a translation")
+    finally:
+        sys.stdout = saved
+    got_status, message = errors.failure(raised.value)
+    assert got_status == status
+    assert message is None if line is None else message.startswith(line)
+
+
+def test_pair_files_are_checked_before_tensorflow_loads(tmp_path):
+    """A missing --data answers before TensorFlow loads, with the reader's words."""
+    code = (
+        "import sys\n"
+        "from keras_selfattn import cli\n"
+        "from keras_selfattn.cli import checks\n"
+        "args = cli.build_parser().parse_args(sys.argv[1:])\n"
+        "try:\n"
+        "    checks.check_arguments(args)\n"
+        "except OSError as error:\n"
+        "    print(error)\n"
+        "print('tensorflow' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, "train", "--data", "nothere.tsv", "--out", "o"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=dict(os.environ, PYTHONPATH=str(pathlib.Path(__file__).parents[1])),
+        check=True,
+    )
+    assert done.stdout.splitlines() == [
+        "No sentence-pair file matches 'nothere.tsv' (file not found)",
+        "False",
+    ]
+
+
+def test_evaluate_takes_a_pipe_train_does_not(tmp_path):
+    fifo = tmp_path / "pairs"
+    os.mkfifo(fifo)
+    parser = cli.build_parser()
+    checks.check_argument_paths(
+        parser.parse_args(["evaluate", "--model", str(tmp_path), "--data", str(fifo)])
+    )
+    for flag in ("--valid-data", "--test-data"):
+        argv = ["train", "--data", str(fifo.with_name("x")), flag, str(fifo)]
+        fifo.with_name("x").write_text("a\tb\n")
+        with pytest.raises(ValueError, match=f"{flag} must be .* is a pipe"):
+            checks.check_argument_paths(parser.parse_args([*argv, "--out", "o"]))

@@ -1,14 +1,30 @@
 """The argument checks that run before TensorFlow loads, so that their errors
-answer at once: file arguments (not empty; ``--model`` a directory; ``--data`` a
-regular file), arguments that are not UTF-8, a SentencePiece model given by the
-user, and a command's own configuration (its parser's ``configure``).
+answer at once: file arguments (not empty; ``--model`` a directory; the pair-file
+options ``--data``, ``--valid-data`` and ``--test-data`` name files that exist,
+or glob patterns that match some), arguments that are not UTF-8, a SentencePiece
+model given by the user, and a command's own configuration (its parser's
+``configure``).
+
+Pair files: a path that exists is that file, even when its name holds glob
+characters (``[``, ``*``, ``?``); a ``.gz`` file is read as it is. ``evaluate
+--data`` reads its file once, so a pipe (``<(zcat ...)``) works there; ``train``
+and ``build-vocab`` read theirs more than once (a fingerprint, the held-out
+window, each pass; again on resume), so a pipe is refused there with that
+reason. ``-`` (stdin) is refused: no command reads pairs from stdin.
 
 Each raises a ValueError or an OSError naming the argument and the value received
 (`errors.failure` turns it into one line and exit status 2).
 """
 
+import glob
 import os
 import stat
+
+# The pair-file options, and the commands that read them once only (a pipe works).
+_PAIR_FILE_OPTIONS = (("--data", "data"), ("--valid-data", "valid_data"))
+_PAIR_FILE_OPTIONS += (("--test-data", "test_data"),)
+_READ_ONCE = ("evaluate",)
+_GLOB_CHARACTERS = "*?["
 
 
 def check_arguments(args):
@@ -23,8 +39,8 @@ def check_arguments(args):
 
 
 def check_argument_paths(args):
-    """File arguments: not empty; ``--model`` a directory; ``--data`` a regular
-    file (or a glob pattern), not a directory, pipe or device."""
+    """File arguments: not empty; ``--model`` a directory; each pair file (see
+    the module docstring) a regular file that exists, or a pattern that matches."""
     for flag, dest in (("--out", "out"), ("--model", "model")):
         value = getattr(args, dest, None)
         if value is not None:
@@ -32,10 +48,12 @@ def check_argument_paths(args):
     model = getattr(args, "model", None)
     if model is not None and not os.path.isdir(model):  # before TensorFlow loads
         raise FileNotFoundError(f"Run directory not found: {model} (--model)")
-    values = getattr(args, "data", None)
-    for value in values if isinstance(values, list) else [values]:
-        if value is not None:
-            _check_data_path("--data", value)
+    read_once = getattr(args, "command", None) in _READ_ONCE
+    for flag, dest in _PAIR_FILE_OPTIONS:
+        values = getattr(args, dest, None)
+        for value in values if isinstance(values, list) else [values]:
+            if value is not None:
+                _check_data_path(flag, value, read_once=read_once)
 
 
 def _check_not_empty(flag, value):
@@ -43,28 +61,52 @@ def _check_not_empty(flag, value):
         raise ValueError(f"{flag} must not be empty. Received: {flag}={value!r}")
 
 
-def _check_data_path(flag, value):
-    """A pair file argument: not empty, and a regular file if it exists."""
+def _check_data_path(flag, value, read_once=False):
+    """A pair file argument: not empty, a regular file (a pipe when read once) if
+    it exists, else a pattern matching files; the messages are the readers'."""
     _check_not_empty(flag, value)
     try:
         mode = os.stat(value).st_mode
     except OSError:
-        return  # missing (or a glob pattern): the reader says so
-    if not stat.S_ISREG(mode):
-        # The stream is read more than once (the held-out window, then
-        # each training pass): a pipe would be empty the second time.
-        # .gz files are read as they are, so <(zcat ...) is not needed.
-        kind = (
-            "a directory"
-            if stat.S_ISDIR(mode)
-            else "a pipe (read once; pass the file, .gz is read)"
-            if stat.S_ISFIFO(mode)
-            else "a device or socket"
-        )
+        _check_missing(flag, value, read_once)
+        return
+    if stat.S_ISREG(mode) or (read_once and stat.S_ISFIFO(mode)):
+        return
+    # A pipe is empty the second time: train reads its files more than once
+    # (the fingerprint, the held-out window, each pass; again on resume). .gz
+    # files are read as they are, so <(zcat ...) is not needed.
+    kind = (
+        "a directory"
+        if stat.S_ISDIR(mode)
+        else "a pipe, and this command reads its files more than once (write it "
+        "to a file; .gz files are read as they are)"
+        if stat.S_ISFIFO(mode)
+        else "a device or socket"
+    )
+    raise ValueError(
+        f"{flag} must be a file of source<TAB>target lines; "
+        f"{value} is {kind}. Received: {flag}={value!r}"
+    )
+
+
+def _check_missing(flag, value, read_once):
+    """A pair file that does not exist: a pattern that matches, or an error
+    (the one the reader gives after TensorFlow loads). Remote paths (``gs://``)
+    are left to TensorFlow's file systems."""
+    if "://" in value:
+        return
+    if value == "-":
         raise ValueError(
-            f"{flag} must be a file of source<TAB>target lines; "
-            f"{value} is {kind}. Received: {flag}={value!r}"
+            f"{flag} - (stdin) is not read: give the pairs as a file. "
+            f"Received: {flag}={value!r}"
         )
+    if read_once:  # evaluate reads one file, not a pattern (corpus.read_pairs)
+        raise FileNotFoundError(f"Sentence-pair file not found: {value}")
+    if any(c in value for c in _GLOB_CHARACTERS):
+        if not glob.glob(value):
+            raise FileNotFoundError(f"No sentence-pair file matches {value!r}")
+        return
+    raise FileNotFoundError(f"No sentence-pair file matches {value!r} (file not found)")
 
 
 def decode_arguments(args):

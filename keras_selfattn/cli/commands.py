@@ -47,8 +47,9 @@ def main(argv=None):
     Otherwise exits (SystemExit) after one line on stderr: 2, bad input (naming
     the file or argument; argparse's usage errors too; TensorFlow not
     installed); 70, an internal error (``--debug`` shows the traceback); 130,
-    interrupted. The command line runs on TensorFlow whatever ``KERAS_BACKEND``
-    says, and says so in one line on stderr when it says otherwise.
+    interrupted; 141, quietly, when the reader of stdout went away (``| head``).
+    The command line runs on TensorFlow whatever ``KERAS_BACKEND`` says, and says
+    so in one line on stderr when it says otherwise.
     """
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -62,14 +63,16 @@ def main(argv=None):
         check_arguments(args)
         if not (args.verbose or args.debug):
             quiet_tensorflow()
-        return _run(args)
+        with errors.guarded_output():
+            return _run(args)
     except KeyboardInterrupt:
         status, message = errors.interrupted(args.command)
     except Exception as error:
         if args.debug:
             raise
         status, message = errors.failure(error)
-    parser.exit(status, f"keras-selfattn: {message}\n")  # as on a usage error
+    # as on a usage error (a broken pipe: no message)
+    parser.exit(status, message and f"keras-selfattn: {message}\n")
 
 
 def build_parser():

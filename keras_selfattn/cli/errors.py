@@ -11,15 +11,28 @@ translate at its last validation exits with `EXIT_NOT_TRANSLATING` (3,
 `health_status`). `failure` and `interrupted` choose the status and the line;
 `reading` and `opening_run` turn a file that cannot be read into a ValueError
 naming it. Imports no Keras or TensorFlow until a run is opened.
+
+TensorFlow's own writers (SavedModel, checkpoints, summaries, ``tf.io.gfile``)
+report a full disk or a refused write as ``tf.errors`` (ResourceExhaustedError,
+PermissionDeniedError, FailedPreconditionError...): `failure` gives them the line
+Python's OSError gets (``FILE: No space left on device``, exit 2), and a data
+file that disappears while a stream reads it (NotFoundError) names the file.
+
+The output: `guarded_output` wraps stdout for a command, so that a write that
+fails is an `OutputError`: a full device or a closed stdout is one line and exit
+2; a reader that went away (``| head``) ends the command quietly with
+`BROKEN_PIPE` (141, what a shell reports for a Unix tool killed by SIGPIPE).
 """
 
 import argparse
 import contextlib
+import errno
 import os
+import re
 import sys
 import zipfile
 
-from keras_selfattn.run_layout import MODEL_FILE
+from keras_selfattn.run_layout import MODEL_FILE, RunFileDamaged, check_run_parts
 
 USAGE_ERROR = 2  # bad input: one line naming the file or argument
 # A bug (sysexits' EX_SOFTWARE): one line; --debug shows the traceback.
@@ -28,6 +41,7 @@ INTERNAL_ERROR = 70
 # output ignored the source, or was one sentence for every input).
 EXIT_NOT_TRANSLATING = 3
 INTERRUPTED = 130
+BROKEN_PIPE = 141  # 128 + SIGPIPE: the reader of stdout went away (| head)
 _LONGEST_MESSAGE = 1000  # characters of an error message kept on its one line
 
 # The optional extras' modules (setup.py extras_require): "plots" and "serving".
@@ -44,8 +58,22 @@ class Parser(argparse.ArgumentParser):
         )
 
 
+class OutputError(OSError):
+    """Writing the command's output (stdout) failed; the OSError is the cause."""
+
+
 def failure(error):
-    """``(exit status, message)`` for an error that ended a command."""
+    """``(exit status, message)`` for an error that ended a command.
+
+    The message is None for a broken pipe (`BROKEN_PIPE`: nothing to say).
+    """
+    if isinstance(error, OutputError):
+        if isinstance(error.__cause__, BrokenPipeError):
+            return BROKEN_PIPE, None
+        return USAGE_ERROR, f"error: {error}"
+    tf_error = tensorflow_file_error(error)
+    if tf_error is not None:
+        return USAGE_ERROR, f"error: {one_line(tf_error)}"
     if isinstance(error, (ValueError, OSError)):
         return USAGE_ERROR, f"error: {one_line(error)}"
     if isinstance(error, ImportError) and _missing_extra(error):
@@ -57,6 +85,143 @@ def failure(error):
         f"internal error: {type(error).__name__}: {one_line(error)} "
         "(a bug: rerun with --debug for the traceback and report it)"
     )
+
+
+# TensorFlow's file-system errors (tf.errors classes, by name: no import here) and
+# the OS reasons their messages carry.
+_TF_FILE_ERRORS = (
+    "ResourceExhaustedError",
+    "PermissionDeniedError",
+    "FailedPreconditionError",
+    "UnknownError",
+    "InternalError",
+    "AbortedError",
+    "NotFoundError",
+)
+_OS_REASONS = {
+    "No space left on device": errno.ENOSPC,
+    "Permission denied": errno.EACCES,
+    "Read-only file system": errno.EROFS,
+    "File too large": errno.EFBIG,
+    "Disk quota exceeded": errno.EDQUOT,
+}
+_PATH = re.compile(r"(?<![\w.])(?:[a-z][a-z0-9+.-]*://|/)[^\s;,'\"]+")
+
+
+def tensorflow_file_error(error):
+    """The `OSError` a TensorFlow file-system error stands for, or None.
+
+    A full disk, a read-only folder or a refused permission met by TensorFlow's
+    writers (``FILE; No space left on device`` inside a ResourceExhaustedError,
+    a FailedPreconditionError...) is an OSError naming the file, as Python's
+    own; a file a ``tf.data`` reader no longer finds (a data file removed
+    mid-run: NotFoundError at IteratorGetNext) is a FileNotFoundError naming it.
+    The error and its causes are searched; Keras wraps TensorFlow's.
+    """
+    while error is not None:
+        name = type(error).__name__
+        if type(error).__module__.startswith("tensorflow") and name in _TF_FILE_ERRORS:
+            found = _as_os_error(error, name)
+            if found is not None:
+                return found
+        error = error.__cause__ or (
+            None if error.__suppress_context__ else error.__context__
+        )
+    return None
+
+
+def _as_os_error(error, name):
+    """The OSError in a TensorFlow error's message (TensorFlow writes ``FILE;
+    reason`` or ``FILE: reason``, the FILE as it was given), or None."""
+    text = getattr(error, "message", None) or str(error)
+    for reason, number in _OS_REASONS.items():
+        if reason in text:
+            where = _file_before(reason, text)
+            if where:  # export's staging folder is removed: name the base folder
+                where = re.sub(r"/\.export-tmp-[^/]*/.*$", "", where)
+            return OSError(number, reason, where or "a file TensorFlow wrote")
+    missing = _file_before("No such file or directory", text)
+    if name == "NotFoundError" and missing:
+        return FileNotFoundError(
+            errno.ENOENT,
+            "No such file or directory (it disappeared while it was read; a "
+            "run's backup is kept: put the file back and rerun the same command)",
+            missing,
+        )
+    return None
+
+
+def _file_before(reason, text):
+    """The file TensorFlow names before ``reason`` (``FILE; reason``), else the
+    first absolute path or URL of ``text``, else None."""
+    before = re.search(r"([^\s;:{}\[\]]+)\s*[;:,]\s*" + re.escape(reason), text)
+    if before:
+        return before.group(1)
+    paths = _PATH.findall(text)
+    return paths[0] if paths else None
+
+
+class _GuardedStream:
+    """A text stream whose failed writes are `OutputError`s naming it."""
+
+    def __init__(self, stream, name):
+        self._stream = stream
+        self._name = name
+
+    def _guard(self, method, *args):
+        try:
+            return getattr(self._stream, method)(*args)
+        except OSError as error:
+            reason = error.strerror or str(error) or type(error).__name__
+            raise OutputError(
+                f"cannot write the output to {self._name}: {reason}"
+            ) from error
+
+    def write(self, text):
+        return self._guard("write", text)
+
+    def flush(self):
+        return self._guard("flush")
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
+@contextlib.contextmanager
+def guarded_output():
+    """Runs a command with stdout guarded: its failures are `OutputError`s.
+
+    A closed stdout (fd 1 closed: Python's ``sys.stdout`` is None) is refused at
+    once; stdout is flushed before the block ends, so that a full device is met
+    here, not at interpreter exit. After a failed write stdout points to
+    /dev/null, so that the interpreter's last flush does not fail again.
+    """
+    if sys.stdout is None:
+        raise OutputError(
+            "stdout is closed: the command has nowhere to write its output "
+            "(redirect it to a file or /dev/null instead)"
+        )
+    saved = sys.stdout
+    sys.stdout = _GuardedStream(saved, "stdout")
+    try:
+        yield
+        sys.stdout.flush()
+    except OutputError:
+        _silence(saved)
+        raise
+    finally:
+        sys.stdout = saved
+
+
+def _silence(stream):
+    """Points ``stream``'s file descriptor to /dev/null (when it has one)."""
+    try:
+        fd = stream.fileno()
+    except (OSError, ValueError, AttributeError):
+        return
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, fd)
+    os.close(null)
 
 
 def interrupted(command):
@@ -149,16 +314,19 @@ def _model_file(run_dir):
 
 
 def check_run_directory(path):
-    """A run directory's ``model.keras``, when present, is a whole ``.keras`` archive.
-
-    (Keras calls a truncated archive "File not found".)
+    """A run directory's ``model.keras``, when present, is a whole ``.keras``
+    archive (Keras calls a truncated archive "File not found"), and its parts
+    belong together (`run_layout.check_run_parts`: vocabularies, tokenizer.json,
+    config.json and the model's own record), all before TensorFlow loads.
     """
     model = _model_file(path)
     if os.path.isfile(model) and not zipfile.is_zipfile(model):
-        raise ValueError(
-            f"{model} is not a .keras archive: the file is truncated or corrupt "
-            "(retrain, or restore it from a copy)"
+        raise RunFileDamaged(
+            model,
+            "not a .keras archive: the file is truncated or corrupt",
+            "retrain, or restore it from a copy",
         )
+    check_run_parts(path)
 
 
 def opening_run(run_dir, only_loading=False):

@@ -22,7 +22,10 @@ Two checks, no server needed:
    - the `warmup.malformed_inputs` (a bare string instead of a list, shapes
      [2, 0] and [1, 2] for ``text``; a wrong rank for every input of known rank)
      on every signature: each must answer InvalidArgument. A crash of the
-     replay process (TF Serving would die the same way) names the request.
+     replay process (a signal: TF Serving would die the same way) names the
+     request; a version the loader refuses is "does not load: FILE: reason"
+     (TF Serving refuses it and keeps serving the other versions). Each is one
+     problem line.
 
    A graph of core ops only is loaded WITHOUT tensorflow_text, which proves that
    it needs no tensorflow-text op.
@@ -33,6 +36,7 @@ import dataclasses
 import json
 import os
 import pathlib
+import re
 import signal
 import subprocess
 import sys
@@ -294,22 +298,41 @@ def _output_problems(what, output, expected_dtype, batch):
 
 
 def _replay_failure(done):
-    """One problem line for a replay process that died, naming the request it ran."""
-    how = f"exit status {done.returncode}"
-    if done.returncode < 0:
-        try:
-            how = f"killed by {signal.Signals(-done.returncode).name}"
-        except ValueError:
-            how = f"killed by signal {-done.returncode}"
-    running = [
-        line.split(_REPLAYING, 1)[1]
-        for line in done.stderr.splitlines()
-        if line.startswith(_REPLAYING)
-    ]
+    """One problem line for a replay process that failed, naming the request it
+    ran: a signal is a crash (TF Serving would die the same way); an exit status
+    is the replay's own failure (its last stderr line, no traceback)."""
+    lines = done.stderr.splitlines()
+    running = [line.split(_REPLAYING, 1)[1] for line in lines if _REPLAYING in line]
     during = f" while running {running[-1]}" if running else ""
+    said = [line.strip() for line in lines if line.strip() and _REPLAYING not in line]
+    last = f": {said[-1][:300]}" if said else ""
+    if done.returncode >= 0:
+        return (
+            f"the session-loader replay failed (exit status {done.returncode})"
+            f"{during}{last}"
+        )
+    try:
+        how = f"killed by {signal.Signals(-done.returncode).name}"
+    except ValueError:
+        how = f"killed by signal {-done.returncode}"
     return (
         f"the session-loader replay crashed ({how}){during}; a TF Serving process "
-        f"would die the same way:\n{done.stderr[-3000:]}"
+        f"would die the same way{last}"
+    )
+
+
+def _load_failure(saved_model_dir, load_error):
+    """``does not load: FILE: reason`` for a version the loader refused (FILE: the
+    version's file the error names, else the version folder)."""
+    root = str(saved_model_dir.resolve())
+    named = re.search(re.escape(root) + r"[^\s;:,'\"]*", load_error)
+    where = named.group(0) if named else str(saved_model_dir)
+    if not named and "RestoreV2" in load_error:  # reading the variables failed
+        where = str(saved_model_dir / "variables")
+    reason = load_error.replace(named.group(0), "the file") if named else load_error
+    return (
+        f"does not load: {where}: {reason[:500]} (TF Serving refuses this version "
+        "and keeps serving the others)"
     )
 
 
@@ -362,6 +385,9 @@ def check_serving(
     report, failure = _replay(saved_model_dir, requests, needs_text, timeout, python)
     if failure:
         check.problems.append(failure)
+        return check
+    if "load_error" in report:
+        check.problems.append(_load_failure(saved_model_dir, report["load_error"]))
         return check
     check.tensorflow_text_imported = report["tensorflow_text_imported"]
     check.results = report["results"]

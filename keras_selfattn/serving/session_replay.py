@@ -20,6 +20,9 @@ base64 of a serialized TensorProto}}]``. RESULTS.json: ``{"tensorflow_text_impor
 bool, "load_seconds": float, "signatures": {...}, "results": [{"name", "signature",
 "ok", "error", "seconds", "outputs": {name: {"dtype", "shape", "values"}}}]}``
 (strings as UTF-8 text, or ``{"invalid_utf8_b64": ...}`` when not valid UTF-8).
+A version the loader refuses (a damaged variables file, a missing asset) is not
+a crash: TF Serving refuses that version and keeps serving the others, so the
+script writes ``{"load_error": "TYPE: message"}`` (one line) and exits 0.
 """
 
 import argparse
@@ -176,9 +179,16 @@ def main(argv=None):
     report = {"results": []}
     start = time.monotonic()
     with tf.compat.v1.Session(graph=tf.Graph()) as session:
-        meta_graph = tf.compat.v1.saved_model.loader.load(
-            session, ["serve"], args.saved_model_dir
-        )
+        try:
+            meta_graph = tf.compat.v1.saved_model.loader.load(
+                session, ["serve"], args.saved_model_dir
+            )
+        except Exception as error:  # noqa: BLE001  (the loader's refusal, any type)
+            message = " ".join(str(error).split())[:1000]
+            report = {"load_error": f"{type(error).__name__}: {message}"}
+            with open(args.results, "w", encoding="utf-8") as handle:
+                json.dump(report, handle)
+            return 0
         report["load_seconds"] = time.monotonic() - start
         report["signatures"] = _signature_dtypes(meta_graph.signature_def)
         for request in requests:

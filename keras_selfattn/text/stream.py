@@ -3,7 +3,9 @@
 `resolve_data_files` turns ``--data`` values (files, glob patterns, repeated) into
 a sorted list of files through ``tf.io.gfile`` (so ``gs://`` works wherever
 TensorFlow has that filesystem), failing clearly on a pattern that matches
-nothing, a missing or empty file, or a directory. `pair_stream` reads them with
+nothing, a missing or empty file, a directory, or a pipe (read more than once). A
+path that exists is that file before it is tried as a pattern (a name may hold
+``[`` or ``*``). `pair_stream` reads them with
 `tf.data.TextLineDataset` (``.gz`` decompressed), interleaved over the files, and
 parses every line inside the graph with the rules of `corpus.read_pairs`: UTF-8
 (a byte-order mark allowed on line 1), ``\\n`` or ``\\r\\n`` ends, blank lines
@@ -26,6 +28,7 @@ import dataclasses
 import functools
 import os
 import re
+import stat
 from collections.abc import Sequence
 
 import tensorflow as tf
@@ -49,10 +52,11 @@ _BOM = b"\xef\xbb\xbf"
 def resolve_data_files(data: str | os.PathLike | Sequence[str | os.PathLike]) -> list:
     """The files named by ``data``: one file or glob pattern, or a list of them.
 
-    Every pattern must match at least one file; directories and empty files are
-    refused, and so is a truncated or corrupt ``.gz`` file (each is decompressed
-    once, `compressed.check_compressed_file`). The result is sorted within each pattern
-    and free of duplicates.
+    A path that exists is that file (its name may hold glob characters); every
+    other pattern must match at least one file; directories, pipes and empty
+    files are refused, and so is a truncated or corrupt ``.gz`` file (each is
+    decompressed once, `compressed.check_compressed_file`). The result is sorted
+    within each pattern and free of duplicates.
 
     Args:
         data: a path or glob (``shards/*.tsv.gz``), or a sequence of them.
@@ -62,7 +66,8 @@ def resolve_data_files(data: str | os.PathLike | Sequence[str | os.PathLike]) ->
 
     Raises:
         FileNotFoundError: a pattern matches nothing.
-        ValueError: ``data`` is empty, a match is a directory or an empty file.
+        ValueError: ``data`` is empty, a match is a directory, a pipe or device,
+            or an empty file.
         compressed.CompressedFileError: a ``.gz`` match is truncated or corrupt.
 
     Example:
@@ -95,7 +100,10 @@ def _pattern_matches(pattern, data):
             f"Expected a sentence-pair file or glob pattern, got a directory: "
             f"{pattern} (use {os.path.join(pattern, '*')!r} for its files)"
         )
-    matches = sorted(tf.io.gfile.glob(pattern))
+    # A file that exists is that file, whatever characters its name holds
+    # ("[", "*", "?" would make it a pattern that does not match itself).
+    exists = tf.io.gfile.exists(pattern)
+    matches = [pattern] if exists else sorted(tf.io.gfile.glob(pattern))
     if not matches:
         raise FileNotFoundError(
             f"No sentence-pair file matches {pattern!r}"
@@ -107,11 +115,27 @@ def _pattern_matches(pattern, data):
                 f"Expected a sentence-pair file, got a directory: {name} "
                 f"(matched by {pattern!r})"
             )
+        _refuse_pipe(name, pattern)
         if tf.io.gfile.stat(name).length == 0:
             raise ValueError(
                 f"{name}: the file is empty; expected lines of 'source<TAB>target'"
             )
     return matches
+
+
+def _refuse_pipe(name, pattern):
+    """A local pipe or device is refused: a stream reads its files more than once
+    (its size would read as 0, "the file is empty")."""
+    try:
+        mode = os.stat(name).st_mode
+    except OSError:
+        return  # a remote file system's path
+    if not stat.S_ISREG(mode):
+        raise ValueError(
+            f"{name} is not a regular file (a pipe or device; matched by "
+            f"{pattern!r}): sentence-pair files are read more than once; write "
+            "the pairs to a file (.gz files are read as they are)"
+        )
 
 
 @dataclasses.dataclass

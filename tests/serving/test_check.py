@@ -228,3 +228,33 @@ def test_a_crashed_replay_names_the_request():
     message = check_lib._replay_failure(done)
     assert "killed by SIGSEGV" in message
     assert "while running serving_default/rank_0" in message
+
+
+def test_a_replay_that_exits_is_not_called_a_crash():
+    done = subprocess.CompletedProcess(
+        [],
+        1,
+        "",
+        "replaying: serving_default/warmup[0]\nTraceback ...\nKeyError: 'x'\n",
+    )
+    message = check_lib._replay_failure(done)
+    assert message.startswith("the session-loader replay failed (exit status 1)")
+    assert "\n" not in message and "KeyError: 'x'" in message
+    assert "die the same way" not in message
+
+
+def test_a_version_that_does_not_load_is_one_problem_line(core_export, tmp_path):
+    """A damaged variables file: TF Serving refuses that version (and keeps the
+    others): "does not load: FILE: reason", one line, not a crash."""
+    import shutil
+
+    version = tmp_path / "1"
+    shutil.copytree(core_export, version)
+    data = next((version / "variables").glob("variables.data-*"))
+    data.write_bytes(data.read_bytes()[: data.stat().st_size // 2])
+    check = serving.check_serving(version)
+    assert not check.ok and len(check.problems) == 1, check.problems
+    problem = check.problems[0]
+    assert problem.startswith(f"does not load: {version}"), problem
+    assert "\n" not in problem and "keeps serving the others" in problem
+    assert "crashed" not in problem and "Traceback" not in problem

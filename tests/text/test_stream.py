@@ -305,3 +305,17 @@ def test_batches_by_length_are_padded_to_their_bucket():
         batch_by_length(
             _ids(lengths), max_source_length=16, max_target_length=8, batch_tokens=10
         )
+
+
+def test_an_existing_file_is_read_before_it_is_tried_as_a_pattern(tmp_path):
+    """A name with glob characters is that file (as a pattern it would not match
+    itself); a pipe is refused by name, not called empty."""
+    import os
+
+    named = tmp_path / "pairs[1]*?.tsv"
+    named.write_text("un\tone\n")
+    assert stream.resolve_data_files(str(named)) == [str(named)]
+    fifo = tmp_path / "pipe.tsv"
+    os.mkfifo(fifo)
+    with pytest.raises(ValueError, match=r"pipe\.tsv is not a regular file"):
+        stream.resolve_data_files(str(fifo))

@@ -55,7 +55,7 @@ def test_other_architectures_and_single_files_are_refused(tmp_path):
     with pytest.raises(ValueError, match=r"at least two model files"):
         average_checkpoints(paths, tmp_path / "avg.keras")
     (tmp_path / "junk.keras").write_bytes(b"not a zip")
-    with pytest.raises(ValueError, match=r"Cannot read the model file .*junk.keras"):
+    with pytest.raises(ValueError, match=r"junk.keras: damaged \(not a .keras archive"):
         average_checkpoints([paths[0], tmp_path / "junk.keras"], tmp_path / "x.keras")
 
 
@@ -74,6 +74,11 @@ def test_average_run_replaces_model_keras_and_keeps_the_old_one(tmp_path):
 
     got = keras.saving.load_model(path, compile=False).get_weights()
     np.testing.assert_allclose(got[0], (weights[1][0] + weights[2][0]) / 2, atol=1e-6)
+    # A second average replaces the first one, never the trained model.
+    average_run(run)
+    assert (run / REPLACED_MODEL_FILE).read_bytes() == paths[0].read_bytes()
+    got = keras.saving.load_model(path, compile=False).get_weights()
+    np.testing.assert_allclose(got[0], np.mean([w[0] for w in weights], 0), atol=1e-6)
     empty = tmp_path / "empty"
     empty.mkdir()
     with pytest.raises(

@@ -25,6 +25,8 @@ from keras_selfattn.run_layout import (
     SPLITS_DIR,
     TEST_FILE,
     VALIDATION_FILE,
+    read_run_file,
+    read_run_json,
 )
 from keras_selfattn.text import fingerprint_split, stream
 from keras_selfattn.training.config import data_settings
@@ -201,7 +203,7 @@ def given_pairs(data):
 
 def _recorded_run_data(run_dir, files, fingerprint, *, valid_given, test_given):
     """The `RunData` that ``run_dir`` recorded; refuses data that changed since."""
-    record = json.loads((run_dir / DATA_FILE).read_text(encoding="utf-8"))
+    record = read_run_json(run_dir / DATA_FILE)
     change = describe_data_change(record["fingerprint"], fingerprint)
     if change:
         raise ValueError(
@@ -209,7 +211,7 @@ def _recorded_run_data(run_dir, files, fingerprint, *, valid_given, test_given):
             "it with the same data, or choose another run directory (or --overwrite)"
         )
     split_dir = run_dir / SPLITS_DIR
-    validation = text.read_pairs(split_dir / VALIDATION_FILE)
+    validation = read_run_file(split_dir / VALIDATION_FILE, text.read_pairs)
     test = _read_optional(split_dir / TEST_FILE)
     split = None
     if record["split"]:
@@ -300,7 +302,9 @@ def _write_given_pairs(pairs, path):
 
 
 def _read_optional(path):
-    return text.read_pairs(path) if path.exists() and path.stat().st_size else []
+    if not (path.exists() and path.stat().st_size):
+        return []
+    return read_run_file(path, text.read_pairs)
 
 
 def training_pairs(run_data, train_config, *, repeat=False, counters=None):

@@ -12,11 +12,13 @@ noise of the last updates, often for a BLEU point or more, at no training cost.
   new ``.keras`` file, one file in memory at a time (the sum and the model being
   read), written atomically.
 - `average_run` (``keras-selfattn average --model RUN_DIR``): a run's kept
-  checkpoints averaged into its ``model.keras`` (the model it replaces is kept
-  as ``model.before-average.keras``), or into another file.
+  checkpoints averaged into its ``model.keras`` (the trained model is kept as
+  ``model.before-average.keras``, once: a second average replaces the first),
+  or into another file.
 """
 
 import pathlib
+import zipfile
 
 import keras
 import numpy as np
@@ -27,10 +29,13 @@ from keras_selfattn.run_layout import (  # CHECKPOINTS_DIR, checkpoint_step: re-
     CHECKPOINTS_DIR,
     MODEL_FILE,
     REPLACED_MODEL_FILE,
+    RunFileDamaged,
     RunLayout,
+    check_run_parts,
     checkpoint_file,
     checkpoint_files,
     checkpoint_step,
+    read_run_file,
 )
 from keras_selfattn.training.run.backup import keep_newest, replace_atomically
 
@@ -79,12 +84,13 @@ class KeepCheckpoints(keras.callbacks.Callback):
 
 
 def _load(path):
-    try:
-        return saving.load_model(path, compile=False, safe_mode=True)
-    except Exception as error:  # Keras raises many types for a bad file
-        raise ValueError(f"Cannot read the model file {str(path)!r}: {error}") from (
-            error
-        )
+    """The model in ``path``; a file Keras cannot read is `RunFileDamaged`."""
+    if pathlib.Path(path).is_file() and not zipfile.is_zipfile(path):
+        # (Keras calls a truncated archive "File not found".)
+        raise RunFileDamaged(path, "not a .keras archive: truncated or corrupt")
+    return read_run_file(
+        path, lambda p: saving.load_model(p, compile=False, safe_mode=True)
+    )
 
 
 def average_checkpoints(paths, out_path):
@@ -148,13 +154,18 @@ def average_run(run_dir, last=None, out=None):
         last: average the newest ``last`` checkpoints (>= 2); None: all kept.
         out: the ``.keras`` file to write; None: the run's ``model.keras``, the
             model it held moved to ``model.before-average.keras`` first (so that
-            ``evaluate``, ``translate`` and ``export`` use the average).
+            ``evaluate``, ``translate`` and ``export`` use the average). The
+            trained model is kept there however often this runs: when
+            ``model.before-average.keras`` exists, ``model.keras`` holds an
+            earlier average and is replaced.
 
     Returns:
         ``(out_path, averaged)``: the file written and the checkpoints averaged.
 
     Raises:
         ValueError: fewer than two checkpoints kept (or asked for).
+        run_layout.RunPartsMismatch: a checkpoint is not of the run's vocabularies.
+        run_layout.RunFileDamaged: a checkpoint Keras cannot read.
     """
     run_dir = pathlib.Path(run_dir)
     kept = kept_checkpoints(run_dir)
@@ -167,12 +178,16 @@ def average_run(run_dir, last=None, out=None):
             f"{str(run_dir / CHECKPOINTS_DIR)!r} holds {len(kept)} checkpoint(s); "
             "averaging needs two or more: train with --keep-checkpoints N (N >= 2)"
         )
+    check_run_parts(run_dir, models=[run_dir / MODEL_FILE, *kept])
     if out is not None:
         return average_checkpoints(kept, out), kept
     model_path = run_dir / MODEL_FILE
     averaged = average_checkpoints(kept, run_dir / f"averaged-{model_path.name}")
-    if model_path.exists():
-        model_path.replace(run_dir / REPLACED_MODEL_FILE)
+    replaced = run_dir / REPLACED_MODEL_FILE
+    # The trained model is kept once: a second average replaces the first one,
+    # never the model that training wrote.
+    if model_path.exists() and not replaced.exists():
+        model_path.replace(replaced)
     averaged.replace(model_path)
     return model_path, kept
 

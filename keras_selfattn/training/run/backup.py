@@ -26,11 +26,18 @@ import pathlib
 import keras
 import numpy as np
 
-from keras_selfattn.run_layout import backup_epoch, backup_file, worker_backup_dir
+from keras_selfattn.run_layout import (
+    backup_epoch,
+    backup_file,
+    read_run_file,
+    read_run_json,
+    worker_backup_dir,
+)
 
 __all__ = [
     "WorkerBackup",
     "backed_up_epochs",
+    "check_backup",
     "input_checkpoint",
     "keep_newest",
     "read_backup",
@@ -60,9 +67,30 @@ def read_backup(directory, epoch):
     """The JSON state of the backup of ``epoch``.
 
     ``{"epoch": N, "best": float | None, ...}``.
+
+    Raises:
+        run_layout.RunFileDamaged: the file is not JSON (truncated...).
     """
-    with open(backup_file(directory, epoch, "state"), encoding="utf-8") as handle:
-        return json.load(handle)
+    return read_run_json(backup_file(directory, epoch, "state"))
+
+
+def check_backup(directory, epoch):
+    """Reads the backup of ``epoch`` without loading it: its JSON state and its
+    weights file's HDF5 structure, so that a damaged backup is met before a
+    resume changes anything.
+
+    Raises:
+        run_layout.RunFileDamaged: naming the damaged file.
+    """
+    import h5py  # Keras' own dependency for .weights.h5
+
+    read_backup(directory, epoch)
+
+    def open_weights(path):
+        with h5py.File(path, "r") as weights:
+            weights.visit(lambda name: None)
+
+    read_run_file(backup_file(directory, epoch, "weights"), open_weights)
 
 
 def _seed_variables(model):
@@ -96,12 +124,14 @@ def restore_seed_states(model, states):
 def restore_backup(model, directory, epoch):
     """Loads the backup of ``epoch`` into ``model`` (weights and optimizer state).
 
-    Call it in the strategy's scope after ``compile``. Returns the JSON state.
+    Call it in the strategy's scope after ``compile``. Returns the JSON state. A
+    damaged file is `run_layout.RunFileDamaged` (both are read before the
+    model's weights change); nothing is written.
     """
+    state = read_backup(directory, epoch)
     if model.optimizer is not None and not model.optimizer.built:
         model.optimizer.build(model.trainable_variables)
-    model.load_weights(backup_file(directory, epoch, "weights"))
-    state = read_backup(directory, epoch)
+    read_run_file(backup_file(directory, epoch, "weights"), model.load_weights)
     restore_seed_states(model, state.get("seed_states"))
     return state
 

@@ -22,7 +22,6 @@ validations) is not continued: it would stop again at its next validation.
 """
 
 import dataclasses
-import json
 import os
 import pathlib
 
@@ -31,14 +30,20 @@ from keras_selfattn.run_layout import (
     DATA_FILE,
     FINISHED_FILE,
     RunLayout,
+    check_run_parts,
     load_run_config,
+    read_run_json,
     save_run_config,
 )
 from keras_selfattn.training.config import (
     CONTINUATION_FIELDS,
     PLACEMENT_FIELDS,
 )
-from keras_selfattn.training.run.backup import backed_up_epochs, read_backup
+from keras_selfattn.training.run.backup import (
+    backed_up_epochs,
+    check_backup,
+    read_backup,
+)
 
 __all__ = ["MAY_GROW", "reopen_finished_run"]
 
@@ -96,11 +101,11 @@ def reopen_finished_run(
     saved_train = _check_only_length_changes(
         run_dir, model_config, train_config, refuse
     )
-    record = json.loads((run_dir / DATA_FILE).read_text(encoding="utf-8"))
+    record = read_run_json(run_dir / DATA_FILE)
     _check_same_data(
         record, train_config, refuse, data, valid_data=valid_data, test_data=test_data
     )
-    summary = json.loads((run_dir / FINISHED_FILE).read_text(encoding="utf-8"))
+    summary = read_run_json(run_dir / FINISHED_FILE)
     done = summary["steps"]
     new_plan = _longer_plan(train_config, record, done, refuse)
     _check_backup_continues(
@@ -128,7 +133,9 @@ def _last_backup(backup_dir, refuse):
 
 
 def _check_only_length_changes(run_dir, model_config, train_config, refuse):
-    """The saved `TrainConfig`, once the new call changes only what may change."""
+    """The saved `TrainConfig`, once the new call changes only what may change
+    (and the run's parts agree: `run_layout.check_run_parts`)."""
+    check_run_parts(run_dir)
     saved_model, saved_train = load_run_config(run_dir / CONFIG_FILE)
     changed = _changes(saved_model, model_config) + _changes(
         saved_train, train_config, skip=MAY_GROW + PLACEMENT_FIELDS
@@ -175,7 +182,8 @@ def _longer_plan(train_config, record, done, refuse):
 def _check_backup_continues(
     backup_dir, epoch, done, saved_train, new_plan, record, refuse
 ):
-    """The last backup (``epoch``) ends the run and a period of the new plan."""
+    """The last backup (``epoch``) ends the run and a period of the new plan, and
+    it is whole (`backup.check_backup`: a damaged file refused before any change)."""
     from keras_selfattn.training.fit.step_loop import plan_steps
 
     state = read_backup(backup_dir, epoch)
@@ -198,6 +206,7 @@ def _check_backup_continues(
             f"every {new_plan.save_every}): pass --eval-every {old_plan.eval_every} "
             f"--save-every {old_plan.save_every} as the finished run had them"
         )
+    check_backup(backup_dir, epoch)
 
 
 def _mark_interrupted(run_dir, model_config, train_config):

@@ -13,8 +13,13 @@ import csv
 
 import tensorflow as tf
 
+from keras_selfattn.run_layout import read_run_file
 from keras_selfattn.training.distribute.distributed import all_workers_values
-from keras_selfattn.training.run.backup import backed_up_epochs, input_checkpoint
+from keras_selfattn.training.run.backup import (
+    backed_up_epochs,
+    check_backup,
+    input_checkpoint,
+)
 
 __all__ = [
     "ResumableInput",
@@ -36,6 +41,8 @@ def agree_on_restart(strategy, role, backup_dir):
             f"{backup_dir} has no backup {initial_epoch}; remove {backup_dir.parent} "
             "to start the run again."
         )
+    if initial_epoch:  # a damaged backup is met before anything is rewritten
+        check_backup(backup_dir, initial_epoch)
     return initial_epoch
 
 
@@ -115,7 +122,9 @@ class ResumableInput:
         """Called with each iterator ``fit`` makes: restored first, then kept."""
         if self._restore_path is not None:
             checkpoint = tf.train.Checkpoint(iterator=iterator, **self.state)
-            checkpoint.read(self._restore_path).assert_consumed()
+            read_run_file(
+                self._restore_path, lambda p: checkpoint.read(p).assert_consumed()
+            )
             self._restore_path = None
         self.iterator = iterator
 
