@@ -991,7 +991,7 @@ CASES += [
         needs_run=True,
     ),
     Case(
-        "translate | head: the reader went away (a broken pipe)",
+        "translate piped to head: the reader went away (a broken pipe)",
         lambda w: ["translate", "--model", str(w.run), "14 juillet 1989"],
         expect=QUIET,
         stdout="broken-pipe",
