@@ -152,12 +152,16 @@ def _write_column(buffer, t, values):
 def _take_per_sentence(values, indices):
     """values[b, indices[b, k], ...] for (B, N, ...) values and (B, K) indices.
 
-    A gather with one batch dimension (``tf.gather(..., batch_dims=1)``) as
-    ``ops.take_along_axis``: the (B, K) indices broadcast over the trailing axes.
+    A gather with one batch dimension (``tf.gather(..., batch_dims=1)``) as one
+    ``ops.take`` over the (B * N, ...) rows. (``ops.take_along_axis`` broadcasts
+    the indices over the trailing axes, which fails on an empty trailing axis: the
+    (B, K, 0) ids of a search that took no step, as an empty batch does.)
     """
-    trailing = len(values.shape) - 2
-    indices = ops.reshape(indices, tuple(ops.shape(indices)) + (1,) * trailing)
-    return ops.take_along_axis(values, indices, axis=1)
+    shape = ops.shape(values)
+    batch, n = shape[0], shape[1]
+    rows = indices + n * ops.arange(batch, dtype=indices.dtype)[:, None]
+    flat = ops.reshape(values, [batch * n, *shape[2:]])
+    return ops.take(flat, rows, axis=0)
 
 
 def _keep_shape(new, old):
