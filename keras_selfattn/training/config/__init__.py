@@ -72,6 +72,12 @@ class TrainConfig:
             the source instead of learning one (needs ``source_tokenizer=
             "sentencepiece"``; special ids other than ours are remapped).
         target_sentencepiece_model: the same for the target.
+        source_vocab_size: the size of a learned source vocabulary, the
+            reserved tokens included: a word or char vocabulary keeps at most
+            this many (None: every token); a subword (WordPiece) or
+            sentencepiece one aims at it (None: 8,000; WordPiece's learner
+            lands near it, not exactly on it).
+        target_vocab_size: the same for the target.
         split_digits: make every digit its own source token.
         tokenizer_ops: ``"tensorflow_text"`` or ``"core"`` (core TF ops only).
         patience: validations in a row without a better best_by score (chrF by
@@ -126,6 +132,10 @@ class TrainConfig:
         validation_translations: validation pairs translated (greedy) at every
             validation for chrF, BLEU, three examples and the health check
             (0: none; then best_by must be "loss").
+        threads: TensorFlow's intra-op and inter-op thread pools, this many
+            threads each (None: TensorFlow's choice, one per core). Set before
+            TensorFlow runs its first op; on a small shared CPU one thread a
+            run is often cheaper per step than two.
         log_every: steps between two progress lines (loss, target tokens/s,
             ETA) when the output is not a terminal (0: none).
         accumulate_steps: apply the optimizer once every this many batches, to the
@@ -156,6 +166,8 @@ class TrainConfig:
     target_tokenizer: str = _field("word", VOCAB)
     source_sentencepiece_model: str | None = _field(None, VOCAB)
     target_sentencepiece_model: str | None = _field(None, VOCAB)
+    source_vocab_size: int | None = _field(None, VOCAB)
+    target_vocab_size: int | None = _field(None, VOCAB)
     split_digits: bool = _field(True, VOCAB)
     tokenizer_ops: str = _field("tensorflow_text", VOCAB)
     patience: int = 4
@@ -183,6 +195,7 @@ class TrainConfig:
     keep_checkpoints: int = 0
     accumulate_steps: int = 1
     tensorboard: bool = _field(True, PLACEMENT)  # output only, like log_every
+    threads: int | None = _field(None, PLACEMENT)
 
     # The allowed values of the text fields (also the CLI's ``choices``).
     CHOICES: ClassVar[dict] = {
@@ -234,8 +247,11 @@ class TrainConfig:
             "shuffle_buffer",
             "vocab_sample_lines",
             "accumulate_steps",
+            "threads",
         ):
             check_range(self, name, minimum=1)
+        for name in ("source_vocab_size", "target_vocab_size"):
+            check_range(self, name, minimum=5)  # the 4 reserved tokens and one
         for name in (
             "warmup_steps",
             "patience",

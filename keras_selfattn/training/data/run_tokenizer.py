@@ -26,6 +26,7 @@ def tokenizer_configs(train_config):
             ops=train_config.tokenizer_ops,
             split_digits=train_config.split_digits,
             sentencepiece_model=model,
+            max_vocab_size=getattr(train_config, f"{side}_vocab_size"),
         )
 
     # The target keeps its case and Unicode form: text comes back as written.

@@ -13,7 +13,7 @@ from keras_selfattn.training.distribute.distributed import (
     wait_for_peers,
 )
 
-__all__ = ["STRATEGIES", "get_strategy", "split_cpu"]
+__all__ = ["STRATEGIES", "get_strategy", "set_threads", "split_cpu"]
 
 # One strategy object per kind and devices for the life of the process: two
 # MirroredStrategy objects over the same devices hand out the same collective
@@ -79,6 +79,35 @@ def _tpu_strategy(tpu, timeout):
             tpu, message.splitlines()[0] if message else type(error).__name__
         ) from None
     return tf.distribute.TPUStrategy(resolver)
+
+
+def set_threads(threads):
+    """TensorFlow's intra-op and inter-op pools at ``threads`` threads each.
+
+    None leaves TensorFlow's choice. The pools are fixed when TensorFlow runs
+    its first op: asked for later, the same value passes and another one is a
+    RuntimeError naming ``threads``, the value the process has, and the
+    environment variables that set it before TensorFlow starts.
+    """
+    if threads is None:
+        return
+    threading = tf.config.threading
+    try:
+        threading.set_intra_op_parallelism_threads(threads)
+        threading.set_inter_op_parallelism_threads(threads)
+    except RuntimeError:
+        pools = (
+            threading.get_intra_op_parallelism_threads(),
+            threading.get_inter_op_parallelism_threads(),
+        )
+        if pools != (threads, threads):
+            raise RuntimeError(
+                f"threads={threads} cannot take effect: TensorFlow has started "
+                f"with (intra-op, inter-op) pools of {pools} threads (0: one per "
+                "core). Set threads before any TensorFlow op runs, or "
+                f"TF_NUM_INTRAOP_THREADS={threads} TF_NUM_INTEROP_THREADS="
+                f"{threads} in the environment. Received: threads={threads}"
+            ) from None
 
 
 def get_strategy(name="auto", tpu=None, worker_timeout=120.0):

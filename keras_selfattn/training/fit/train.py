@@ -18,7 +18,7 @@ from keras_selfattn.training.distribute.distributed import (
     lost_peers_are_errors,
     worker_role,
 )
-from keras_selfattn.training.distribute.strategy import get_strategy
+from keras_selfattn.training.distribute.strategy import get_strategy, set_threads
 from keras_selfattn.training.fit import stages
 from keras_selfattn.training.fit.compiled_model import build_and_compile, dtype_policy
 from keras_selfattn.training.run.continuation import reopen_finished_run
@@ -178,6 +178,7 @@ def fit_verbosity(verbose):
 def _start_strategy(run):
     """Sets ``strategy`` and ``role``; the global batch must split over the replicas."""
     config = run.train_config
+    set_threads(config.threads)
     run.strategy = get_strategy(
         config.strategy, tpu=config.tpu, worker_timeout=config.worker_timeout
     )
