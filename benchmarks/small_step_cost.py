@@ -7,7 +7,8 @@
 
 Every variant is the ``small`` preset's model and optimizer (`build_and_compile`,
 XLA as the preset runs it) with the given source and target vocabulary sizes and
-`ModelConfig` overrides, in this one process, on the same random batch of 64
+`ModelConfig` overrides (``train.FIELD=value``: a `TrainConfig` one, e.g.
+``train.jit_compile=False``), in this one process, on the same random batch of 64
 pairs (source ``--source-len`` and target ``--target-len`` tokens, no padding).
 Rounds run the variants in turn, the order reversed every other round (A B B A
 ...), each ``--steps`` ``train_on_batch`` calls timed in CPU seconds of the
@@ -56,7 +57,11 @@ def build(sizes, fields, quick):
     from keras_selfattn.training.fit.compiled_model import build_and_compile
 
     model_config, train_config = preset_configs("small")
-    overrides = dict(fields)
+    overrides = {k: v for k, v in fields.items() if not k.startswith("train.")}
+    train_overrides = {
+        k.removeprefix("train."): v for k, v in fields.items() if k.startswith("train.")
+    }
+    train_config = type(train_config)(**{**vars(train_config), **train_overrides})
     if quick:
         overrides.update(num_hiddens=16, ffn_hiddens=32, num_layers=1)
         overrides.update(decoder_units=16, embedding_dim=16, num_heads=2)

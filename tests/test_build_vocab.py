@@ -168,3 +168,36 @@ def test_train_vocab_and_a_named_model_must_agree(tmp_path):
     )
     with pytest.raises(ValueError, match="--target-sentencepiece-model"):
         load_or_learn_tokenizer(vocab, tmp_path / "run3", False, None, other)
+
+
+def test_vocab_size_options_reach_the_learner(tmp_path, capsys):
+    pairs = text.load_bundled_dates()[:300]
+    data = text.write_pairs(tmp_path / "pairs.tsv", pairs)
+    out = tmp_path / "vocab"
+    code = main(
+        ["build-vocab", "--data", str(data), "--out", str(out)]
+        + ["--source-vocab-size", "30", "--target-vocab-size", "12"]
+    )
+    assert code == 0, capsys.readouterr().err
+    sized = text.PairTokenizer.load(out)
+    assert (sized.source_vocab_size, sized.target_vocab_size) == (30, 12)
+    # The kept words are the most frequent ones: count them with an unlimited
+    # vocabulary's own split.
+    build_vocab(str(data), tmp_path / "full", TrainConfig())
+    full = text.PairTokenizer.load(tmp_path / "full")
+    words = full.source.tokenize(tf.constant([source for source, _ in pairs]))
+    counts = {}
+    for token in words.flat_values.numpy():
+        counts[token.decode()] = counts.get(token.decode(), 0) + 1
+    kept = set(sized.source.vocabulary.tokens[4:])
+    dropped = set(counts) - kept
+    assert len(kept) == 26 and dropped
+    assert min(counts[t] for t in kept) >= max(counts[t] for t in dropped)
+    for bad in ("3", "-1"):
+        with pytest.raises(SystemExit) as exited:
+            main(
+                ["build-vocab", "--data", str(data), "--out", str(tmp_path / "x")]
+                + ["--source-vocab-size", bad]
+            )
+        assert exited.value.code == 2
+        assert f"source_vocab_size={bad}" in capsys.readouterr().err

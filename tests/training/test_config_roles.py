@@ -23,12 +23,15 @@ def test_the_role_lists_are_the_ones_runs_were_saved_with():
         "worker_timeout",
         "log_every",
         "tensorboard",  # output only: a run resumes with it on or off
+        "threads",  # the same steps on another thread count
     )
     assert TrainConfig.VOCAB_FIELDS == (
         "source_tokenizer",
         "target_tokenizer",
         "source_sentencepiece_model",
         "target_sentencepiece_model",
+        "source_vocab_size",
+        "target_vocab_size",
         "split_digits",
         "tokenizer_ops",
         "vocab_sample_lines",
