@@ -8,7 +8,8 @@
 Every variant is the ``small`` preset's model and optimizer (`build_and_compile`,
 XLA as the preset runs it) with the given source and target vocabulary sizes and
 `ModelConfig` overrides (``train.FIELD=value``: a `TrainConfig` one, e.g.
-``train.jit_compile=False``), in this one process, on the same random batch of 64
+``train.jit_compile=False``; ``keras_dropout=True``: the dropout masks drawn by
+Keras' RNG as before `HashDropout`), in this one process, on the same random batch of 64
 pairs (source ``--source-len`` and target ``--target-len`` tokens, no padding).
 Rounds run the variants in turn, the order reversed every other round (A B B A
 ...), each ``--steps`` ``train_on_batch`` calls timed in CPU seconds of the
@@ -19,6 +20,7 @@ so that a drift of the machine's load hits both alike. ``--quick``: tiny sizes.
 
 import argparse
 import ast
+import contextlib
 import os
 import resource
 import statistics
@@ -74,6 +76,22 @@ def build(sizes, fields, quick):
     )
 
 
+@contextlib.contextmanager
+def keras_dropout_masks(active):
+    """With ``active``: the model traced inside draws its dropout masks with
+    Keras' own `keras.layers.Dropout.call` (the RNG), not `HashDropout`'s hash:
+    the step before the hash, measured in the same process."""
+    from keras_selfattn.layers import HashDropout
+
+    hashed = HashDropout.call
+    if active:
+        HashDropout.call = HashDropout.__mro__[1].call
+    try:
+        yield
+    finally:
+        HashDropout.call = hashed
+
+
 def batch(sizes, args, seed=1):
     import numpy as np
 
@@ -104,10 +122,12 @@ def main(argv=None):
     variants = [parse_variant(v) for v in args.variant]
     steps = {}
     for name, sizes, fields in variants:
-        model = build(sizes, fields, args.quick)
-        x, y = batch(sizes, args)
-        for _ in range(3):  # tracing, XLA compilation
-            model.train_on_batch(x, y)
+        keras_dropout = fields.pop("keras_dropout", False)
+        with keras_dropout_masks(keras_dropout):
+            model = build(sizes, fields, args.quick)
+            x, y = batch(sizes, args)
+            for _ in range(3):  # tracing, XLA compilation
+                model.train_on_batch(x, y)
         steps[name] = (model, x, y)
     samples = {name: [] for name, _, _ in variants}
     names = list(samples)

@@ -11,6 +11,7 @@ from keras_selfattn.layers.bahdanau_decoder import (
     BahdanauDecoderCell,
     DecoderCellStates,
 )
+from keras_selfattn.layers.dropout import HashDropout
 from keras_selfattn.layers.learned_positional_encoding import LearnedPositionalEncoding
 from keras_selfattn.layers.masking import masked_softmax, valid_lens_to_mask
 from keras_selfattn.layers.multi_head_self_attention import MultiHeadSelfAttention
@@ -21,6 +22,7 @@ __all__ = [
     "BahdanauDecoder",
     "BahdanauDecoderCell",
     "DecoderCellStates",
+    "HashDropout",
     "LearnedPositionalEncoding",
     "MultiHeadSelfAttention",
     "PositionalEncoding",

@@ -13,6 +13,7 @@ from keras_selfattn.layers.arguments import (
     check_seed,
     clone_initializer,
 )
+from keras_selfattn.layers.dropout import HashDropout
 from keras_selfattn.layers.masking import (
     check_valid_lens,
     combine_masks,
@@ -161,7 +162,7 @@ class BahdanauAttention(keras.layers.Layer):
             self.query_dense = self._projection(units, "query_dense")
             self.key_dense = self._projection(units, "key_dense")
             self.score_dense = self._projection(1, "score_dense")
-        self.dropout_layer = keras.layers.Dropout(
+        self.dropout_layer = HashDropout(
             self.dropout, seed=self.seed, dtype=self.dtype_policy, name="dropout"
         )
 

@@ -22,6 +22,7 @@ from keras_selfattn.layers.arguments import (
     clone_initializer,
 )
 from keras_selfattn.layers.bahdanau_attention import BahdanauAttention
+from keras_selfattn.layers.dropout import HashDropout
 from keras_selfattn.layers.masking import (
     check_valid_lens,
     combine_masks,
@@ -249,7 +250,7 @@ class BahdanauDecoderCell(keras.layers.Layer):
             )
             for i in range(self.num_layers)
         ]
-        self.dropout_layer = keras.layers.Dropout(
+        self.dropout_layer = HashDropout(
             self.dropout, seed=self.seed, dtype=self.dtype_policy, name="dropout"
         )
         # The input of every layer above the first: normalized (layer_norm) and

@@ -13,6 +13,7 @@ from keras_selfattn.layers.arguments import (
     check_seed,
     clone_initializer,
 )
+from keras_selfattn.layers.dropout import HashDropout
 from keras_selfattn.layers.masking import (
     causal_mask,
     check_valid_lens,
@@ -297,7 +298,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         self.output_dense = keras.layers.Dense(
             self.num_hiddens, name="output", **dense_kwargs()
         )
-        self.dropout_layer = keras.layers.Dropout(
+        self.dropout_layer = HashDropout(
             self.dropout,
             seed=self.seed,
             dtype=self.dtype_policy,

@@ -5,6 +5,7 @@ import numpy as np
 from keras import ops
 
 from keras_selfattn.layers.arguments import check_positive_int, check_rate, check_seed
+from keras_selfattn.layers.dropout import HashDropout
 
 
 def _static_int(value):
@@ -98,7 +99,7 @@ class PositionalEncoding(keras.layers.Layer):
         self.seed = seed
         self.supports_masking = True
         self._table = self._fixed_table()
-        self.dropout_layer = keras.layers.Dropout(
+        self.dropout_layer = HashDropout(
             dropout, seed=seed, dtype=self.dtype_policy, name="dropout"
         )
 

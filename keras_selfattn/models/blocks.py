@@ -7,6 +7,7 @@ from keras import ops
 
 from keras_selfattn.layers import MultiHeadSelfAttention
 from keras_selfattn.layers.arguments import check_positive_int, check_rate, check_seed
+from keras_selfattn.layers.dropout import HashDropout
 
 
 @keras.saving.register_keras_serializable(package="keras_selfattn")
@@ -205,7 +206,7 @@ class TransformerEncoderBlock(keras.layers.Layer):
         self.ffn_norm = keras.layers.LayerNormalization(
             epsilon=1e-5, dtype=policy, name="ffn_norm"
         )
-        self.dropout_layer = keras.layers.Dropout(
+        self.dropout_layer = HashDropout(
             dropout, seed=seed, dtype=policy, name="dropout"
         )
 

@@ -19,6 +19,7 @@ from keras_selfattn.layers import (
     PositionalEncoding,
 )
 from keras_selfattn.layers.arguments import check_seed
+from keras_selfattn.layers.dropout import HashDropout
 from keras_selfattn.models.blocks import (
     DecoderBridge,
     ScaledTokenEmbedding,
@@ -209,7 +210,7 @@ class Seq2Seq(keras.Model):
                 dtype=policy,
             )
         else:
-            self.position = keras.layers.Dropout(
+            self.position = HashDropout(
                 config.dropout,
                 seed=_layer_seed(seed, 0),
                 name="embedding_dropout",
