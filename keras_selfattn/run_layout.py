@@ -25,6 +25,9 @@ becomes a `RunFileDamaged` error, ``FILE: damaged (reason); what to do``. And
 `check_run_parts` checks the parts against each other (the vocabulary files,
 ``tokenizer.json``, ``config.json`` and ``model.keras``'s own configuration,
 read from the archive without building the model) before a run is used.
+``history.csv`` has its reader and writer here too (`read_history`,
+`append_history`, `write_history`; `history_with_steps` reads the files of runs
+written before the rows were keyed by step).
 
     RUN_DIR/
         model.keras               MODEL_FILE          the trained model
@@ -36,7 +39,7 @@ read from the archive without building the model) before a run is used.
             validation.tsv        VALIDATION_FILE
             test.tsv              TEST_FILE
             (train.tsv            TRAIN_FILE, read by export's warmup when present)
-        history.csv               HISTORY_FILE        one row per epoch / validation
+        history.csv               HISTORY_FILE        a row per period, keyed by step
         metrics.json              METRICS_FILE        the test-split scores
         training.json             FINISHED_FILE       written when training finished
         train.lock                LOCK_FILE           held while a process trains
@@ -58,8 +61,11 @@ read from the archive without building the model) before a run is used.
         tensorboard/              TENSORBOARD_DIR     TensorBoard's event files
 """
 
+import csv
 import dataclasses
 import json
+import math
+import os
 import pathlib
 import re
 import zipfile
@@ -76,7 +82,9 @@ __all__ = [
     "EXPORT_DIR",
     "FINISHED_FILE",
     "HISTORY_FILE",
+    "HISTORY_PERIOD",
     "HISTORY_PLOT_FILE",
+    "HISTORY_STEP",
     "LOCK_FILE",
     "METRICS_FILE",
     "MODEL_FILE",
@@ -96,18 +104,23 @@ __all__ = [
     "RunFileDamaged",
     "RunLayout",
     "RunPartsMismatch",
+    "append_history",
     "backup_epoch",
     "backup_file",
     "check_run_parts",
     "checkpoint_file",
     "checkpoint_files",
     "checkpoint_step",
+    "history_columns",
+    "history_with_steps",
     "load_run_config",
+    "read_history",
     "read_json",
     "read_run_file",
     "read_run_json",
     "save_run_config",
     "worker_backup_dir",
+    "write_history",
     "write_metrics",
 ]
 
@@ -121,6 +134,9 @@ VALIDATION_FILE = "validation.tsv"  # in SPLITS_DIR
 TEST_FILE = "test.tsv"  # in SPLITS_DIR
 TRAIN_FILE = "train.tsv"  # in SPLITS_DIR: not written by train; read when present
 HISTORY_FILE = "history.csv"
+HISTORY_STEP = "step"  # history.csv's key and first column: the steps trained
+# Keras' period (its "epoch") from 0, the key of the files written before the step
+HISTORY_PERIOD = "epoch"
 METRICS_FILE = "metrics.json"
 FINISHED_FILE = "training.json"
 LOCK_FILE = "train.lock"
@@ -293,6 +309,79 @@ def write_metrics(run_dir, metrics):
         json.dumps(metrics, indent=2, sort_keys=True) + "\n", encoding="utf-8"
     )
     return path
+
+
+def read_history(path):
+    """The rows of ``history.csv`` (dicts of strings), oldest first; [] without it.
+
+    A run written before the rows were keyed by step has no ``step`` column
+    (its rows are keyed by ``epoch``, Keras' period from 0): `history_with_steps`
+    adds it.
+
+    Raises:
+        RunFileDamaged: the file is not CSV text.
+    """
+    path = pathlib.Path(path)
+    if not path.exists():
+        return []
+
+    def read(name):
+        with open(name, newline="", encoding="utf-8") as handle:
+            return list(csv.DictReader(handle))
+
+    return read_run_file(path, read)
+
+
+def history_with_steps(rows, step_after):
+    """``rows`` with a ``step`` in each: the rows of a run written before history
+    was keyed by step get ``step_after(epoch + 1)`` (the run's
+    ``StepPlan.step_after``); a row with neither a step nor an epoch number gets
+    an empty step. The rows are copied, not changed."""
+    kept = []
+    for row in rows:
+        row = dict(row)
+        if not row.get(HISTORY_STEP):
+            epoch = row.get(HISTORY_PERIOD) or ""
+            row[HISTORY_STEP] = step_after(int(epoch) + 1) if epoch.isdigit() else ""
+        kept.append(row)
+    return kept
+
+
+def write_history(path, rows):
+    """Writes ``rows`` (dicts) as ``history.csv``, atomically (a temporary file
+    renamed onto it): the columns ``step``, ``epoch``, then the others sorted;
+    a cell a row lacks stays empty."""
+    path = pathlib.Path(path)
+    names = set().union(*rows) if rows else set()
+    keys = [name for name in (HISTORY_STEP, HISTORY_PERIOD) if name in names]
+    header = keys + sorted(names - set(keys))
+    tmp = path.with_name(f"tmp-{path.name}")
+    with open(tmp, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(
+            handle, fieldnames=header, restval="", lineterminator="\n"
+        )
+        writer.writeheader()
+        writer.writerows(rows)
+    os.replace(tmp, path)
+    return path
+
+
+def append_history(path, row):
+    """Adds ``row`` (a dict) to ``history.csv`` (created if absent; rewritten whole
+    by `write_history`, so a column the file lacks is added to every row)."""
+    return write_history(path, [*read_history(path), row])
+
+
+def history_columns(rows):
+    """The numeric columns of history rows: name -> list of floats (an empty cell
+    is NaN); text columns (the validation examples) are left out."""
+    columns = {}
+    for name in rows[0] if rows else ():
+        try:
+            columns[name] = [float(row.get(name) or math.nan) for row in rows]
+        except ValueError:
+            continue
+    return columns
 
 
 class RunFileDamaged(ValueError):

@@ -16,6 +16,8 @@ from keras_selfattn.run_layout import (  # EXPORT_DIR, PLOTS_DIR: re-exported
     POSITIONAL_ENCODING_PLOT_FILE,
     TOKENIZER_CONFIG_FILE,
     RunLayout,
+    history_columns,
+    read_history,
     write_metrics,
 )
 from keras_selfattn.text import read_pairs
@@ -189,7 +191,10 @@ def report(result, num_heatmaps=4, beam_size=1, verbose=True):
 
     plots = run_dir / PLOTS_DIR
     plotting.plot_positional_encoding(plots / POSITIONAL_ENCODING_PLOT_FILE)
-    plotting.plot_history(result.history, plots / HISTORY_PLOT_FILE)
+    # The whole run's history.csv (a resumed or continued run's rows before this
+    # call too), keyed by step; Keras' history of this call without it.
+    history = history_columns(read_history(RunLayout(run_dir).history))
+    plotting.plot_history(history or result.history, plots / HISTORY_PLOT_FILE)
     samples = [source for source, _ in test_pairs[:num_heatmaps]]
     for i, translation in enumerate(
         translator.translate(samples, return_attention=True)

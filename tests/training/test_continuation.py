@@ -37,7 +37,7 @@ def test_a_finished_run_trains_longer_and_keeps_what_it_had(tmp_path, data, caps
     run = tmp_path / "run"
     train(str(data), run, TINY_MODEL, tiny_train_config(train_steps=8), verbose=0)
     before = _rows(run)
-    assert [row[0] for row in before] == ["epoch", "0", "1"]
+    assert [row[0] for row in before] == ["step", "4", "8"]
     assert backed_up_epochs(run / "backup" / "worker-0") == [2]
     finished = json.loads((run / "training.json").read_text())
 
@@ -69,7 +69,7 @@ def test_a_finished_run_trains_longer_and_keeps_what_it_had(tmp_path, data, caps
     assert f"continuing the finished run in {run} from step 8 to step 12" in out
     after = _rows(run)
     assert after[: len(before)] == before  # the history kept, not trained again
-    assert [row[0] for row in after] == ["epoch", "0", "1", "2"]
+    assert [row[0] for row in after] == ["step", "4", "8", "12"]
     assert len(result.history["loss"]) == 1  # only the new period trained
     assert json.loads((run / "training.json").read_text())["steps"] == 12
     assert backed_up_epochs(run / "backup" / "worker-0") == [3]
@@ -123,3 +123,24 @@ def test_the_command_continues_a_finished_run_by_epochs(tmp_path, data):
     assert json.loads((tmp_path / "run" / "training.json").read_text())["steps"] == (
         2 * steps
     )
+
+
+def test_a_run_written_before_history_had_steps_continues(tmp_path, data):
+    """A finished run whose history.csv is keyed by epoch only (as runs wrote it
+    before history was keyed by step) continues; its rows get their steps."""
+    run = tmp_path / "run"
+    train(str(data), run, TINY_MODEL, tiny_train_config(train_steps=8), verbose=0)
+    rows = _rows(run)
+    assert rows[0][:2] == ["step", "epoch"]
+    old = [row[1:] for row in rows]  # Keras' CSVLogger: epoch, then sorted keys
+    with open(run / "history.csv", "w", newline="", encoding="utf-8") as handle:
+        csv.writer(handle, lineterminator="\n").writerows(old)
+    train(str(data), run, TINY_MODEL, tiny_train_config(train_steps=12), verbose=0)
+    after = _rows(run)
+    assert [row[:2] for row in after] == [
+        ["step", "epoch"],
+        ["4", "0"],
+        ["8", "1"],
+        ["12", "2"],
+    ]
+    assert [row[1:] for row in after[:3]] == old  # the old rows' values kept

@@ -41,7 +41,7 @@ class TrainResult:
     tokenizer: text.PairTokenizer
     model_config: ModelConfig
     train_config: TrainConfig
-    history: dict
+    history: dict  # Keras' logs of the periods this call trained, and their "step"
     test_pairs: list
     worker_index: int = 0
     is_chief: bool = (
@@ -88,8 +88,9 @@ def train(  # long by its docstring only (the public contract); the body is 30 l
     directory it created behind (unless a backup exists to resume from).
 
     The run directory receives ``model.keras``, ``config.json``, ``data.json``,
-    the vocabularies, ``tokenizer.json``, ``history.csv`` (a row per period),
-    ``training.json`` (steps, pairs dropped for length) and ``splits/``.
+    the vocabularies, ``tokenizer.json``, ``history.csv`` (a row per period,
+    keyed by step), ``training.json`` (steps, pairs dropped for length) and
+    ``splits/``.
 
     Distributed (``train_config.strategy``, see `get_strategy`): the strategy is
     created first, the model is built and compiled in its scope, and
@@ -242,7 +243,8 @@ def _train(run):
         model_config=run.model_config,
         train_config=run.train_config,
         history={
-            k: [float(v) for v in values] for k, values in run.history.history.items()
+            **{k: [float(v) for v in vs] for k, vs in run.history.history.items()},
+            "step": [run.plan.step_after(epoch + 1) for epoch in run.history.epoch],
         },
         test_pairs=list(run.run_data.test),
         worker_index=run.role.index,
