@@ -196,7 +196,12 @@ class StepEvaluation(keras.callbacks.Callback):
             f"  chrF {scores['val_chrf']:.2f}  BLEU {scores['val_bleu']:.2f}"
             f"  distinct {scores['val_distinct']:.2f}"
             f"  source dependence {scores['val_source_dependence']:.3f}"
-            f"  ({len(self.watch.pairs)} validation pairs, greedy)"
+            + (
+                f"  top-3 share {scores['val_top_share']:.2f}"
+                if "val_top_share" in scores
+                else ""
+            )
+            + f"  ({len(self.watch.pairs)} validation pairs, greedy)"
         )
         return [summary] + [f"  {example}" for example in self.examples.values()]
 
