@@ -12,6 +12,7 @@ import tensorflow as tf
 
 from keras_selfattn import _moved, text
 from keras_selfattn.models import ModelConfig
+from keras_selfattn.run_layout import train_config_with_vocabulary
 from keras_selfattn.training.config import TrainConfig
 from keras_selfattn.training.data.run_batches import make_training_datasets
 from keras_selfattn.training.distribute.distributed import (
@@ -115,16 +116,22 @@ def train(  # long by its docstring only (the public contract); the body is 30 l
         valid_data: validation file pattern(s) (default: held out of ``data``).
         test_data: test file pattern(s) (default: held out of ``data``).
         vocab: a directory with ``tokenizer.json`` and the vocabularies
-            (`workflows.build_vocab`'s output or a run directory).
+            (`workflows.build_vocab`'s output or a run directory). Its tokenizer
+            settings replace ``train_config``'s
+            (`run_layout.train_config_with_vocabulary`); a field set away from
+            its default that contradicts them is refused.
         overwrite: replace a finished run or a directory holding other files.
 
     Returns:
         A `TrainResult`.
     """
+    train_config = train_config or TrainConfig()
+    if vocab is not None:
+        train_config = train_config_with_vocabulary(train_config, vocab)
     run = stages.RunState(
         run_dir=pathlib.Path(run_dir),
         model_config=model_config or ModelConfig(),
-        train_config=train_config or TrainConfig(),
+        train_config=train_config,
         inputs={
             "data": data,
             "valid_data": valid_data,
