@@ -4,6 +4,7 @@ scoring a trained run, learning the vocabularies."""
 import contextlib
 import json
 import pathlib
+import tempfile
 
 from keras_selfattn import plotting, serving
 from keras_selfattn.inference import Translator, evaluate, format_metrics
@@ -74,6 +75,7 @@ def build_vocab(data, out_dir, train_config=None, *, overwrite=False, verbose=Tr
     train_config = train_config or TrainConfig()
     out_dir = _vocab_directory(out_dir, overwrite)
     pairs = _vocab_pairs(data, train_config)
+    _check_writable(out_dir)
     with _naming_malformed_lines():
         tokenizer = learn_vocab.learn_pair_tokenizer(
             pairs(),
@@ -104,6 +106,22 @@ def _vocab_directory(out_dir, overwrite):
             "--overwrite (overwrite=True)"
         )
     return out_dir
+
+
+def _check_writable(out_dir):
+    """``out_dir`` created and written to (a temporary file), before learning,
+    which reads up to ``vocab_sample_lines`` pairs: a directory that cannot be
+    written fails now, not after that."""
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=out_dir, prefix="tmp-writable-"):
+            pass
+    except OSError as error:
+        raise OSError(
+            f"--out {out_dir} (out_dir) cannot be written "
+            f"({error.strerror or error}); the vocabularies are written there: "
+            "choose another directory",
+        ) from None
 
 
 def _vocab_pairs(data, train_config):

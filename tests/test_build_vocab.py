@@ -281,3 +281,34 @@ def test_the_vocabulary_settings_from_python(tmp_path):
     (tmp_path / "bad" / "tokenizer.json").write_text("[1, 2]")
     with pytest.raises(ValueError, match=r"tokenizer.json: damaged \(no source"):
         train_config_with_vocabulary(TrainConfig(), tmp_path / "bad")
+
+
+def test_an_out_that_cannot_be_written_fails_before_learning(
+    tmp_path, capsys, monkeypatch
+):
+    """Issue 27 §4c: build-vocab learned the whole vocabulary, then failed."""
+    import os
+
+    learned = []
+    monkeypatch.setattr(
+        learn_vocab, "learn_pair_tokenizer", lambda *a, **k: learned.append(a)
+    )
+    data = text.write_pairs(tmp_path / "p.tsv", text.load_bundled_dates()[:50])
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    targets = [blocker / "vocab"]  # under a file: cannot be created, even by root
+    if os.geteuid() != 0:  # root writes through permission bits
+        locked = tmp_path / "locked"
+        locked.mkdir()
+        locked.chmod(0o555)
+        targets.append(locked)
+    for out in targets:
+        with pytest.raises(SystemExit) as exited:
+            main(["build-vocab", "--data", str(data), "--out", str(out)])
+        assert exited.value.code == 2
+        err = capsys.readouterr().err
+        assert f"error: --out {out} (out_dir) cannot be written (" in err, err
+    with pytest.raises(OSError, match="cannot be written"):
+        build_vocab(str(data), blocker / "v", TrainConfig(), verbose=False)
+    assert not learned  # refused before any learning
+    assert not list(tmp_path.rglob("tmp-writable-*"))
