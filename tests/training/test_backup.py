@@ -129,7 +129,7 @@ def test_an_early_stopped_run_says_the_score_it_followed(tmp_path):
             continuation._check_backup_continues(
                 backup,
                 2,
-                (8, best_by),
+                {"steps": 8, "best_by": best_by},
                 TrainConfig(patience=1),
                 plan,
                 {"train_pairs": None},

@@ -10,7 +10,11 @@ import pytest
 from keras_selfattn import text
 from keras_selfattn.run_layout import load_run_config
 from keras_selfattn.training import train
-from keras_selfattn.training.run.backup import backed_up_epochs, read_backup
+from keras_selfattn.training.run.backup import (
+    INPUT_PIPELINE,
+    backed_up_epochs,
+    read_backup,
+)
 from tests.bad_input_cases import TINY_RUN_ARGS, run_in_process
 from tests.training.test_train import TINY_MODEL, tiny_train_config, weights
 
@@ -144,3 +148,32 @@ def test_a_run_written_before_history_had_steps_continues(tmp_path, data):
         ["12", "2"],
     ]
     assert [row[1:] for row in after[:3]] == old  # the old rows' values kept
+
+
+def test_a_backup_of_an_older_input_graph_continues_by_replaying(tmp_path, data):
+    """A run backed up before `INPUT_PIPELINE` (its iterator checkpoint of the graph
+    that counted every pass) continues: the batches trained on are read again and
+    skipped, and it ends with the weights of one 12-step run."""
+    run = tmp_path / "run"
+    train(str(data), run, TINY_MODEL, tiny_train_config(train_steps=8), verbose=0)
+    backup = run / "backup" / "worker-0"
+    (last,) = backed_up_epochs(backup)
+    state_file = backup / f"epoch-{last:05d}.json"
+    state = json.loads(state_file.read_text())
+    assert state.pop("input_pipeline") == INPUT_PIPELINE and state["input"]
+    state_file.write_text(json.dumps(state))  # as an older version wrote it
+    result = train(
+        str(data), run, TINY_MODEL, tiny_train_config(train_steps=12), verbose=0
+    )
+    reference = train(
+        str(data),
+        tmp_path / "reference",
+        TINY_MODEL,
+        tiny_train_config(train_steps=12),
+        verbose=0,
+    )
+    for got, expected in zip(weights(run), weights(reference.run_dir), strict=True):
+        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+    # Counted again from the start by the replay: the distinct pairs, as one run.
+    assert result.summary["pairs_read"] == reference.summary["pairs_read"]
+    assert read_backup(backup, 3)["input_pipeline"] == INPUT_PIPELINE

@@ -114,13 +114,7 @@ def reopen_finished_run(
     done = summary["steps"]
     new_plan = _longer_plan(train_config, record, done, refuse)
     _check_backup_continues(
-        backup_dir,
-        last_backup,
-        (done, summary.get("best_by") or saved_train.best_by),
-        saved_train,
-        new_plan,
-        record,
-        refuse,
+        backup_dir, last_backup, summary, saved_train, new_plan, record, refuse
     )
     _key_history_by_step(run_dir, saved_train, record)
     _mark_interrupted(run_dir, model_config, train_config)
@@ -196,17 +190,18 @@ _SCORE_NAMES = {"chrf": "chrF", "bleu": "BLEU", "loss": "loss"}
 
 
 def _check_backup_continues(
-    backup_dir, epoch, done_by, saved_train, new_plan, record, refuse
+    backup_dir, epoch, summary, saved_train, new_plan, record, refuse
 ):
     """The last backup (``epoch``) ends the run and a period of the new plan, and
     it is whole (`backup.check_backup`: a damaged file refused before any change).
 
-    ``done_by``: the steps the run trained and the score it followed
-    (``training.json``'s ``best_by``: "loss" where it had no translations to score).
+    ``summary``: ``training.json``, the steps the run trained and the score it
+    followed (``best_by``: "loss" where it had no translations to score).
     """
     from keras_selfattn.training.fit.step_loop import plan_steps
 
-    done, best_by = done_by
+    done = summary["steps"]
+    best_by = summary.get("best_by") or saved_train.best_by
     state = read_backup(backup_dir, epoch)
     # The last step is always backed up: a run that went on past its last
     # backup, or whose backup counts `patience` validations without progress,
