@@ -3,6 +3,7 @@
 matplotlib is imported inside each function, so importing the package never needs it.
 """
 
+import math
 import pathlib
 
 import numpy as np
@@ -104,17 +105,28 @@ def plot_attention(weights, source_tokens, target_tokens, path, title=None):
 
 
 def plot_history(history, path):
-    """Writes training and validation loss and accuracy by epoch (a History dict)."""
+    """Writes training and validation loss and accuracy by step.
+
+    Args:
+        history: metric name -> values, one a period: ``history.csv``'s columns
+            (`run_layout.history_columns`) or a Keras ``History.history``. Its
+            ``"step"`` values are the x axis; without them, the periods' numbers
+            (from 1, labelled "epoch"). NaN values (a period without validation)
+            are left out, so that each line joins the values measured.
+        path: the PNG file to write.
+    """
     plt = _pyplot()
+    steps = history.get("step")
     figure, axes = plt.subplots(1, 2, figsize=(9, 3.2))
     for axis, metric in zip(axes, ("loss", "accuracy")):
         for prefix in ("", "val_"):
             values = history.get(prefix + metric)
             if values:
-                axis.plot(
-                    range(1, len(values) + 1), values, marker="o", label=prefix + metric
-                )
-        axis.set_xlabel("epoch")
+                x = steps if steps else range(1, len(values) + 1)
+                points = [(a, b) for a, b in zip(x, values) if math.isfinite(b)]
+                if points:
+                    axis.plot(*zip(*points), marker="o", label=prefix + metric)
+        axis.set_xlabel("step" if steps else "epoch")
         axis.set_title(metric)
         if axis.get_lines():
             axis.legend()

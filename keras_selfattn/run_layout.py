@@ -25,6 +25,13 @@ becomes a `RunFileDamaged` error, ``FILE: damaged (reason); what to do``. And
 `check_run_parts` checks the parts against each other (the vocabulary files,
 ``tokenizer.json``, ``config.json`` and ``model.keras``'s own configuration,
 read from the archive without building the model) before a run is used.
+A vocabulary directory (``build-vocab --out``, or a run directory) is read
+without TensorFlow too: `vocabulary_settings` (``tokenizer.json`` -> the
+`TrainConfig` tokenizer fields) and `train_config_with_vocabulary` (a
+configuration that takes them, refusing a contradiction asked for).
+``history.csv`` has its reader and writer here too (`read_history`,
+`append_history`, `write_history`; `history_with_steps` reads the files of runs
+written before the rows were keyed by step).
 
     RUN_DIR/
         model.keras               MODEL_FILE          the trained model
@@ -36,7 +43,7 @@ read from the archive without building the model) before a run is used.
             validation.tsv        VALIDATION_FILE
             test.tsv              TEST_FILE
             (train.tsv            TRAIN_FILE, read by export's warmup when present)
-        history.csv               HISTORY_FILE        one row per epoch / validation
+        history.csv               HISTORY_FILE        a row per period, keyed by step
         metrics.json              METRICS_FILE        the test-split scores
         training.json             FINISHED_FILE       written when training finished
         train.lock                LOCK_FILE           held while a process trains
@@ -58,8 +65,11 @@ read from the archive without building the model) before a run is used.
         tensorboard/              TENSORBOARD_DIR     TensorBoard's event files
 """
 
+import csv
 import dataclasses
 import json
+import math
+import os
 import pathlib
 import re
 import zipfile
@@ -76,7 +86,9 @@ __all__ = [
     "EXPORT_DIR",
     "FINISHED_FILE",
     "HISTORY_FILE",
+    "HISTORY_PERIOD",
     "HISTORY_PLOT_FILE",
+    "HISTORY_STEP",
     "LOCK_FILE",
     "METRICS_FILE",
     "MODEL_FILE",
@@ -93,21 +105,29 @@ __all__ = [
     "TOKENIZER_CONFIG_FILE",
     "TRAIN_FILE",
     "VALIDATION_FILE",
+    "VOCABULARY_SETTINGS",
     "RunFileDamaged",
     "RunLayout",
     "RunPartsMismatch",
+    "append_history",
     "backup_epoch",
     "backup_file",
     "check_run_parts",
     "checkpoint_file",
     "checkpoint_files",
     "checkpoint_step",
+    "history_columns",
+    "history_with_steps",
     "load_run_config",
+    "read_history",
     "read_json",
     "read_run_file",
     "read_run_json",
     "save_run_config",
+    "train_config_with_vocabulary",
+    "vocabulary_settings",
     "worker_backup_dir",
+    "write_history",
     "write_metrics",
 ]
 
@@ -121,6 +141,9 @@ VALIDATION_FILE = "validation.tsv"  # in SPLITS_DIR
 TEST_FILE = "test.tsv"  # in SPLITS_DIR
 TRAIN_FILE = "train.tsv"  # in SPLITS_DIR: not written by train; read when present
 HISTORY_FILE = "history.csv"
+HISTORY_STEP = "step"  # history.csv's key and first column: the steps trained
+# Keras' period (its "epoch") from 0, the key of the files written before the step
+HISTORY_PERIOD = "epoch"
 METRICS_FILE = "metrics.json"
 FINISHED_FILE = "training.json"
 LOCK_FILE = "train.lock"
@@ -295,6 +318,79 @@ def write_metrics(run_dir, metrics):
     return path
 
 
+def read_history(path):
+    """The rows of ``history.csv`` (dicts of strings), oldest first; [] without it.
+
+    A run written before the rows were keyed by step has no ``step`` column
+    (its rows are keyed by ``epoch``, Keras' period from 0): `history_with_steps`
+    adds it.
+
+    Raises:
+        RunFileDamaged: the file is not CSV text.
+    """
+    path = pathlib.Path(path)
+    if not path.exists():
+        return []
+
+    def read(name):
+        with open(name, newline="", encoding="utf-8") as handle:
+            return list(csv.DictReader(handle))
+
+    return read_run_file(path, read)
+
+
+def history_with_steps(rows, step_after):
+    """``rows`` with a ``step`` in each: the rows of a run written before history
+    was keyed by step get ``step_after(epoch + 1)`` (the run's
+    ``StepPlan.step_after``); a row with neither a step nor an epoch number gets
+    an empty step. The rows are copied, not changed."""
+    kept = []
+    for row in rows:
+        row = dict(row)
+        if not row.get(HISTORY_STEP):
+            epoch = row.get(HISTORY_PERIOD) or ""
+            row[HISTORY_STEP] = step_after(int(epoch) + 1) if epoch.isdigit() else ""
+        kept.append(row)
+    return kept
+
+
+def write_history(path, rows):
+    """Writes ``rows`` (dicts) as ``history.csv``, atomically (a temporary file
+    renamed onto it): the columns ``step``, ``epoch``, then the others sorted;
+    a cell a row lacks stays empty."""
+    path = pathlib.Path(path)
+    names = set().union(*rows) if rows else set()
+    keys = [name for name in (HISTORY_STEP, HISTORY_PERIOD) if name in names]
+    header = keys + sorted(names - set(keys))
+    tmp = path.with_name(f"tmp-{path.name}")
+    with open(tmp, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(
+            handle, fieldnames=header, restval="", lineterminator="\n"
+        )
+        writer.writeheader()
+        writer.writerows(rows)
+    os.replace(tmp, path)
+    return path
+
+
+def append_history(path, row):
+    """Adds ``row`` (a dict) to ``history.csv`` (created if absent; rewritten whole
+    by `write_history`, so a column the file lacks is added to every row)."""
+    return write_history(path, [*read_history(path), row])
+
+
+def history_columns(rows):
+    """The numeric columns of history rows: name -> list of floats (an empty cell
+    is NaN); text columns (the validation examples) are left out."""
+    columns = {}
+    for name in rows[0] if rows else ():
+        try:
+            columns[name] = [float(row.get(name) or math.nan) for row in rows]
+        except ValueError:
+            continue
+    return columns
+
+
 class RunFileDamaged(ValueError):
     """A run's file that exists but cannot be read: ``FILE: damaged (reason); what
     to do``. (A ValueError: the command line answers it in one line, exit 2.)
@@ -387,6 +483,87 @@ def read_run_json(path):
     return read_run_file(
         path, lambda p: json.loads(pathlib.Path(p).read_text(encoding="utf-8"))
     )
+
+
+# The `TrainConfig` fields a vocabulary fixes, and where tokenizer.json records
+# each: (side, key of that side's TokenizerConfig). tokenizer_ops and
+# split_digits are one setting for both sides (`tokenizer_configs`).
+VOCABULARY_SETTINGS = {
+    "source_tokenizer": ("source", "kind"),
+    "target_tokenizer": ("target", "kind"),
+    "tokenizer_ops": ("source", "ops"),
+    "split_digits": ("source", "split_digits"),
+    "source_vocab_size": ("source", "max_vocab_size"),
+    "target_vocab_size": ("target", "max_vocab_size"),
+}
+
+
+def vocabulary_settings(directory):
+    """The `TrainConfig` tokenizer settings (`VOCABULARY_SETTINGS`) that the
+    vocabulary in ``directory`` was built with, read from its ``tokenizer.json``
+    (without TensorFlow); a setting it does not record is left out.
+
+    Raises:
+        FileNotFoundError: ``directory`` has no ``tokenizer.json``.
+        RunFileDamaged: it is not JSON, or not a tokenizer description.
+    """
+    path = pathlib.Path(directory) / TOKENIZER_CONFIG_FILE
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"No {TOKENIZER_CONFIG_FILE} in {directory}: not a vocabulary directory "
+            "(keras-selfattn build-vocab --out) or a run directory (--vocab)"
+        )
+    record = read_run_json(path)
+    record = record if isinstance(record, dict) else {}
+    sides = {side: record.get(side) for side in ("source", "target")}
+    if not all(isinstance(entry, dict) for entry in sides.values()):
+        raise RunFileDamaged(path, "no source and target tokenizer")
+    return {
+        name: sides[side][key]
+        for name, (side, key) in VOCABULARY_SETTINGS.items()
+        if key in sides[side]
+    }
+
+
+def train_config_with_vocabulary(train_config, directory, given=None):
+    """``train_config`` with the tokenizer settings of the vocabulary in
+    ``directory`` (`vocabulary_settings`): a run trained on a vocabulary uses
+    the tokenizers it was built with, and its ``config.json`` says so.
+
+    Args:
+        train_config: a `TrainConfig`.
+        directory: the vocabulary (``build-vocab --out``, or a run directory).
+        given: the settings asked for, field name -> how they were given (the
+            command line: the flags typed, ``{"target_tokenizer":
+            "--target-tokenizer word"}``). None: the fields of ``train_config``
+            that differ from `TrainConfig`'s defaults.
+
+    Raises:
+        ValueError: a setting asked for contradicts the vocabulary; the message
+            names how it was given and the vocabulary's value.
+    """
+    settings = vocabulary_settings(directory)
+    if given is None:
+        default = TrainConfig()
+        given = {
+            name: f"train_config.{name}={getattr(train_config, name)!r}"
+            for name in settings
+            if getattr(train_config, name) != getattr(default, name)
+        }
+    for name, how in given.items():
+        if name in settings and getattr(train_config, name) != settings[name]:
+            raise ValueError(
+                f"{how} contradicts the vocabulary in {directory}: its "
+                f"{TOKENIZER_CONFIG_FILE} records {name}={settings[name]!r}. Leave "
+                "it out to use the vocabulary's, or build a vocabulary with it "
+                "(keras-selfattn build-vocab)"
+            )
+    try:
+        return dataclasses.replace(train_config, **settings)
+    except ValueError as error:
+        raise ValueError(
+            f"{error} (with the tokenizer settings of the vocabulary in {directory})"
+        ) from None
 
 
 def _vocabulary_size(path):

@@ -4,6 +4,7 @@ scoring a trained run, learning the vocabularies."""
 import contextlib
 import json
 import pathlib
+import tempfile
 
 from keras_selfattn import plotting, serving
 from keras_selfattn.inference import Translator, evaluate, format_metrics
@@ -16,6 +17,8 @@ from keras_selfattn.run_layout import (  # EXPORT_DIR, PLOTS_DIR: re-exported
     POSITIONAL_ENCODING_PLOT_FILE,
     TOKENIZER_CONFIG_FILE,
     RunLayout,
+    history_columns,
+    read_history,
     write_metrics,
 )
 from keras_selfattn.text import read_pairs
@@ -72,6 +75,7 @@ def build_vocab(data, out_dir, train_config=None, *, overwrite=False, verbose=Tr
     train_config = train_config or TrainConfig()
     out_dir = _vocab_directory(out_dir, overwrite)
     pairs = _vocab_pairs(data, train_config)
+    _check_writable(out_dir)
     with _naming_malformed_lines():
         tokenizer = learn_vocab.learn_pair_tokenizer(
             pairs(),
@@ -102,6 +106,22 @@ def _vocab_directory(out_dir, overwrite):
             "--overwrite (overwrite=True)"
         )
     return out_dir
+
+
+def _check_writable(out_dir):
+    """``out_dir`` created and written to (a temporary file), before learning,
+    which reads up to ``vocab_sample_lines`` pairs: a directory that cannot be
+    written fails now, not after that."""
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=out_dir, prefix="tmp-writable-"):
+            pass
+    except OSError as error:
+        raise OSError(
+            f"--out {out_dir} (out_dir) cannot be written "
+            f"({error.strerror or error}); the vocabularies are written there: "
+            "choose another directory",
+        ) from None
 
 
 def _vocab_pairs(data, train_config):
@@ -189,7 +209,10 @@ def report(result, num_heatmaps=4, beam_size=1, verbose=True):
 
     plots = run_dir / PLOTS_DIR
     plotting.plot_positional_encoding(plots / POSITIONAL_ENCODING_PLOT_FILE)
-    plotting.plot_history(result.history, plots / HISTORY_PLOT_FILE)
+    # The whole run's history.csv (a resumed or continued run's rows before this
+    # call too), keyed by step; Keras' history of this call without it.
+    history = history_columns(read_history(RunLayout(run_dir).history))
+    plotting.plot_history(history or result.history, plots / HISTORY_PLOT_FILE)
     samples = [source for source, _ in test_pairs[:num_heatmaps]]
     for i, translation in enumerate(
         translator.translate(samples, return_attention=True)

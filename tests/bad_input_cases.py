@@ -202,6 +202,16 @@ class Case:
     slow: bool = False  # seconds even without a run (check-serving starts a process)
 
 
+# A vocabulary's tokenizer.json, as far as train --vocab reads it before loading it.
+_CHAR_TARGETS = json.dumps(
+    {
+        "format": "keras_selfattn.text.PairTokenizer",
+        "source": {"kind": "word"},
+        "target": {"kind": "char"},
+    }
+).encode()
+
+
 def _edit_config(change):
     def edit(run):
         path = run / "config.json"
@@ -996,6 +1006,33 @@ CASES += [
         expect=QUIET,
         stdout="broken-pipe",
         needs_run=True,
+    ),
+    # issue 27: a contradiction of the vocabulary typed; build-vocab's --out
+    Case(
+        "train --vocab DIR with a tokenizer flag that contradicts DIR's tokenizer.json",
+        lambda w: [
+            *TRAIN,
+            "--data",
+            w.file("pairs.tsv"),
+            "--vocab",
+            str(pathlib.Path(w.file("vocab/tokenizer.json", _CHAR_TARGETS)).parent),
+            "--target-tokenizer",
+            "word",
+            "--out",
+            f"{w.root}/run",
+        ],
+        mentions=("--target-tokenizer word", "vocab", "target_tokenizer='char'"),
+    ),
+    Case(
+        "build-vocab --out below a file (cannot be created)",
+        lambda w: [
+            "build-vocab",
+            "--data",
+            w.file("pairs.tsv"),
+            "--out",
+            f"{w.file('plain-file')}/vocab",
+        ],
+        mentions=("--out", "plain-file/vocab", "cannot be written"),
     ),
 ]
 

@@ -8,6 +8,7 @@ import tensorflow as tf
 
 from keras_selfattn import text
 from keras_selfattn.cli import main
+from keras_selfattn.run_layout import load_run_config, train_config_with_vocabulary
 from keras_selfattn.text import learn_vocab, stream
 from keras_selfattn.training import TrainConfig
 from keras_selfattn.training.data.run_tokenizer import tokenizer_configs
@@ -201,3 +202,113 @@ def test_vocab_size_options_reach_the_learner(tmp_path, capsys):
             )
         assert exited.value.code == 2
         assert f"source_vocab_size={bad}" in capsys.readouterr().err
+
+
+def _without(args, flag):
+    """``args`` without ``flag`` and its value."""
+    index = args.index(flag)
+    return args[:index] + args[index + 2 :]
+
+
+def test_train_takes_the_tokenizer_settings_of_its_vocab(tmp_path, capsys):
+    """Issue 27 §6: `train --vocab DIR` reads DIR's tokenizer.json; only a flag the
+    user typed that contradicts it is refused, naming the flag, the value and the
+    vocabulary's."""
+    from tests.bad_input_cases import TINY_RUN_ARGS, run_in_process
+
+    data = text.write_pairs(tmp_path / "pairs.tsv", text.load_bundled_dates()[:300])
+    vocab = tmp_path / "vocab"
+    code = main(
+        ["build-vocab", "--data", str(data), "--out", str(vocab)]
+        + ["--target-tokenizer", "char", "--no-split-digits"]
+    )
+    assert code == 0, capsys.readouterr().err
+    tiny = _without(TINY_RUN_ARGS, "--target-tokenizer")  # the vocabulary's: char
+    argv = ["train", "--data", str(data), "--vocab", str(vocab), *tiny]
+    argv += ["--train-steps", "2", "--eval-every", "2"]
+    # Contradictions typed: refused before anything is read or written.
+    for typed, recorded in (
+        (["--target-tokenizer", "word"], "target_tokenizer='char'"),
+        (["--split-digits"], "split_digits=False"),
+        (["--source-vocab-size", "40"], "source_vocab_size=None"),
+    ):
+        refused = run_in_process([*argv, "--out", str(tmp_path / "no"), *typed])
+        assert refused.status == 2, refused
+        assert f"{' '.join(typed)} contradicts the vocabulary in {vocab}" in (
+            refused.stderr
+        )
+        assert f"tokenizer.json records {recorded}" in refused.stderr
+        assert not (tmp_path / "no").exists()
+    # A flag that agrees is no contradiction.
+    agreeing = TrainConfig(target_tokenizer="char", split_digits=False)
+    given = {"target_tokenizer": "--target-tokenizer char"}
+    assert train_config_with_vocabulary(agreeing, vocab, given) == agreeing
+    # None typed: the vocabulary's settings, recorded as the run's.
+    run = tmp_path / "run"
+    trained = run_in_process([*argv, "--out", str(run)])
+    assert trained.status == 0, trained.stderr[-3000:]
+    saved = load_run_config(run / "config.json")[1]
+    assert (saved.target_tokenizer, saved.split_digits) == ("char", False)
+    assert saved.source_tokenizer == "word"
+    assert text.PairTokenizer.load(run).config() == (
+        text.PairTokenizer.load(vocab).config()
+    )
+
+
+def test_the_vocabulary_settings_from_python(tmp_path):
+    """`train(vocab=...)`: a field away from its default is asked for; a default
+    one takes the vocabulary's."""
+    build_vocab(
+        str(text.write_pairs(tmp_path / "p.tsv", text.load_bundled_dates()[:50])),
+        tmp_path / "vocab",
+        TrainConfig(target_tokenizer="char"),
+        verbose=False,
+    )
+    taken = train_config_with_vocabulary(TrainConfig(), tmp_path / "vocab")
+    assert taken.target_tokenizer == "char"
+    assert taken == TrainConfig(target_tokenizer="char")
+    with pytest.raises(ValueError) as refused:
+        train_config_with_vocabulary(
+            TrainConfig(target_tokenizer="subword"), tmp_path / "vocab"
+        )
+    assert str(refused.value).startswith(
+        "train_config.target_tokenizer='subword' contradicts the vocabulary in "
+        f"{tmp_path / 'vocab'}: its tokenizer.json records target_tokenizer='char'"
+    )
+    with pytest.raises(FileNotFoundError, match=r"No tokenizer.json in .*nothere"):
+        train_config_with_vocabulary(TrainConfig(), tmp_path / "nothere")
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "tokenizer.json").write_text("[1, 2]")
+    with pytest.raises(ValueError, match=r"tokenizer.json: damaged \(no source"):
+        train_config_with_vocabulary(TrainConfig(), tmp_path / "bad")
+
+
+def test_an_out_that_cannot_be_written_fails_before_learning(
+    tmp_path, capsys, monkeypatch
+):
+    """Issue 27 §4c: build-vocab learned the whole vocabulary, then failed."""
+    import os
+
+    learned = []
+    monkeypatch.setattr(
+        learn_vocab, "learn_pair_tokenizer", lambda *a, **k: learned.append(a)
+    )
+    data = text.write_pairs(tmp_path / "p.tsv", text.load_bundled_dates()[:50])
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    targets = [blocker / "vocab"]  # under a file: cannot be created, even by root
+    if os.geteuid() != 0:  # root writes through permission bits
+        locked = tmp_path / "locked"
+        locked.mkdir()
+        locked.chmod(0o555)
+        targets.append(locked)
+    for out in targets:
+        with pytest.raises(SystemExit) as exited:
+            main(["build-vocab", "--data", str(data), "--out", str(out)])
+        assert exited.value.code == 2
+        err = capsys.readouterr().err
+        assert f"error: --out {out} (out_dir) cannot be written (" in err, err
+    with pytest.raises(OSError, match="cannot be written"):
+        build_vocab(str(data), blocker / "v", TrainConfig(), verbose=False)
+    assert not learned  # refused before any learning
+    assert not list(tmp_path.rglob("tmp-writable-*"))

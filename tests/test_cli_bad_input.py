@@ -624,6 +624,33 @@ def test_pair_files_are_checked_before_tensorflow_loads(tmp_path):
     ]
 
 
+def test_the_early_glob_matches_what_the_reader_reads(tmp_path, monkeypatch):
+    """Issue 27 §4d: Python's glob skips dotfiles, tf.io.gfile.glob (the reader)
+    does not: the check before TensorFlow matches as the reader does."""
+    import tensorflow as tf
+
+    for name in ("shards/.a.tsv", "shards/b.tsv", ".hidden/c.tsv", "shards/x.gz"):
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_text("a\tb\n")
+    patterns = ["shards/*.tsv", "*/*.tsv", "shards/?a.tsv", "shards/[.b]*", "*/c*"]
+    patterns += ["shards/*.none", "none/*", "shards/.a.tsv"]
+    monkeypatch.chdir(tmp_path)
+
+    def same(paths):  # tf.io.gfile.glob writes "./x" where the first part is a glob
+        return sorted(os.path.normpath(path) for path in paths)
+
+    for pattern in (*patterns, *(str(tmp_path / p) for p in patterns)):
+        got = checks.glob_matches(pattern)
+        assert same(got) == same(tf.io.gfile.glob(pattern)), pattern
+    parser = cli.build_parser()
+    only_hidden = ["train", "--data", "shards/?a.tsv", "--out", "o"]
+    checks.check_argument_paths(parser.parse_args(only_hidden))  # no error
+    with pytest.raises(FileNotFoundError, match="No sentence-pair file matches"):
+        checks.check_argument_paths(
+            parser.parse_args(["train", "--data", "shards/*.none", "--out", "o"])
+        )
+
+
 def test_evaluate_takes_a_pipe_train_does_not(tmp_path):
     fifo = tmp_path / "pairs"
     os.mkfifo(fifo)

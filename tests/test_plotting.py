@@ -38,6 +38,45 @@ def test_history_figure(tmp_path):
     assert Image.open(path).format == "PNG"
 
 
+def _drawn(monkeypatch, history, tmp_path):
+    """The x label and each line's points of the loss panel of `plot_history`."""
+    seen = {}
+    save = plotting._save
+
+    def keep(figure, path, plt):
+        axis = figure.axes[0]
+        seen["xlabel"] = axis.get_xlabel()
+        seen["lines"] = {
+            line.get_label(): (list(line.get_xdata()), list(line.get_ydata()))
+            for line in axis.get_lines()
+        }
+        return save(figure, path, plt)
+
+    monkeypatch.setattr(plotting, "_save", keep)
+    assert (
+        Image.open(plotting.plot_history(history, tmp_path / "h.png")).format == "PNG"
+    )
+    return seen
+
+
+def test_the_history_figure_is_keyed_by_step(tmp_path, monkeypatch):
+    nan = float("nan")
+    history = {  # history.csv's columns: validation every other period
+        "step": [50.0, 100.0, 150.0, 200.0],
+        "epoch": [0.0, 1.0, 2.0, 3.0],
+        "loss": [3.0, 2.0, 1.5, 1.2],
+        "val_loss": [nan, 2.5, nan, 1.9],
+    }
+    seen = _drawn(monkeypatch, history, tmp_path)
+    assert seen["xlabel"] == "step"
+    assert seen["lines"]["loss"] == (history["step"], history["loss"])
+    assert seen["lines"]["val_loss"] == ([100.0, 200.0], [2.5, 1.9])  # NaN left out
+    # Keras' own History (no steps): by period, labelled epoch.
+    seen = _drawn(monkeypatch, {"loss": [2.0, 1.0]}, tmp_path)
+    assert seen["xlabel"] == "epoch"
+    assert seen["lines"]["loss"] == ([1, 2], [2.0, 1.0])
+
+
 def test_no_font_or_legend_warnings(tmp_path):
     from keras_selfattn.text.tokenizers import JOINER
 

@@ -16,8 +16,9 @@ Each raises a ValueError or an OSError naming the argument and the value receive
 (`errors.failure` turns it into one line and exit status 2).
 """
 
-import glob
+import fnmatch
 import os
+import pathlib
 import stat
 
 # The pair-file options, and the commands that read them once only (a pipe works).
@@ -103,10 +104,55 @@ def _check_missing(flag, value, read_once):
     if read_once:  # evaluate reads one file, not a pattern (corpus.read_pairs)
         raise FileNotFoundError(f"Sentence-pair file not found: {value}")
     if any(c in value for c in _GLOB_CHARACTERS):
-        if not glob.glob(value):
+        if not glob_matches(value):
             raise FileNotFoundError(f"No sentence-pair file matches {value!r}")
         return
     raise FileNotFoundError(f"No sentence-pair file matches {value!r} (file not found)")
+
+
+def glob_matches(pattern):
+    """The paths ``pattern`` matches as the data reader's ``tf.io.gfile.glob``
+    matches them: each path component by `fnmatch.fnmatchcase`, so that ``*``
+    and ``?`` match a leading dot too (Python's `glob` skips such files: ``*``
+    would not match ``.train.tsv`` here while the reader reads it).
+
+    Example:
+
+    >>> import pathlib, tempfile
+    >>> folder = pathlib.Path(tempfile.mkdtemp())
+    >>> _ = (folder / ".hidden.tsv").write_text("a\tb\n")
+    >>> [pathlib.Path(p).name for p in glob_matches(str(folder / "*.tsv"))]
+    ['.hidden.tsv']
+    """
+    parts = pathlib.PurePath(pattern).parts
+    found = [parts[0]] if not _magic(parts[0]) else _listed(".", parts[0], "")
+    for part in parts[1:]:
+        if _magic(part):
+            found = [path for base in found for path in _listed(base, part, base)]
+        else:
+            found = [
+                os.path.join(base, part)
+                for base in found
+                if os.path.lexists(os.path.join(base, part))
+            ]
+    return sorted(path for path in found if os.path.lexists(path))
+
+
+def _magic(part):
+    return any(c in part for c in _GLOB_CHARACTERS)
+
+
+def _listed(directory, part, prefix):
+    """The names in ``directory`` that ``part`` matches, joined to ``prefix``."""
+    try:
+        names = os.listdir(directory)
+    except OSError:  # not a directory, or not readable
+        return []
+    return [
+        os.path.join(prefix, name) if prefix else name
+        for name in sorted(names)
+        if fnmatch.fnmatchcase(name, part)
+    ]
 
 
 def decode_arguments(args):

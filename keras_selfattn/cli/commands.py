@@ -33,7 +33,11 @@ from keras_selfattn.cli.flags import (
 )
 from keras_selfattn.cli.quiet import quiet_tensorflow
 from keras_selfattn.models.config import ModelConfig
-from keras_selfattn.run_layout import checkpoint_step
+from keras_selfattn.run_layout import (
+    VOCABULARY_SETTINGS,
+    checkpoint_step,
+    train_config_with_vocabulary,
+)
 from keras_selfattn.serving.publishing import DEFAULT_MODEL_NAME
 from keras_selfattn.training.config import TrainConfig
 from keras_selfattn.training.config.presets import PRESETS, preset_configs
@@ -207,7 +211,9 @@ def _add_train(subparsers):
         )
         shows(held_out, "held out of --data")
     vocab = parser.add_argument(
-        "--vocab", help="vocabularies from build-vocab, or a run directory"
+        "--vocab",
+        help="vocabularies from build-vocab, or a run directory; the tokenizer "
+        "settings it was built with are used (a tokenizer flag given must agree)",
     )
     shows(vocab, "learned")
     parser.add_argument(
@@ -234,10 +240,29 @@ def _add_train(subparsers):
 
 
 def _configure_train(args):
-    """``args.model_config`` and ``args.train_config``: the preset, then the flags."""
+    """``args.model_config`` and ``args.train_config``: the preset, then the flags;
+    with ``--vocab``, the vocabulary's tokenizer settings (a flag typed that
+    contradicts one is refused, naming both)."""
     bases = preset_configs(args.preset) if args.preset else (None, None)
     args.model_config = config_from_args(ModelConfig, args, bases[0])
     args.train_config = config_from_args(TrainConfig, args, bases[1])
+    if args.vocab is not None:
+        args.train_config = train_config_with_vocabulary(
+            args.train_config, args.vocab, given=_typed_flags(args, VOCABULARY_SETTINGS)
+        )
+
+
+def _typed_flags(args, names):
+    """The flags of ``names`` given on the command line: name -> "--flag value"."""
+    typed = {}
+    for name in names:
+        value = getattr(args, name, None)
+        flag = name.replace("_", "-")
+        if isinstance(value, bool):
+            typed[name] = f"--{'' if value else 'no-'}{flag}"
+        elif value is not None:
+            typed[name] = f"--{flag} {value}"
+    return typed
 
 
 def _train(args):

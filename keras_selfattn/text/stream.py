@@ -40,6 +40,7 @@ __all__ = [
     "extra_columns_report",
     "malformed_line_error",
     "pair_stream",
+    "pair_stream_passes",
     "resolve_data_files",
 ]
 
@@ -144,8 +145,10 @@ class StreamCounters:
 
     Attributes:
         malformed: malformed lines skipped (``skip_malformed=True`` only).
-        pairs: pairs that reached the length check.
-        too_long: pairs dropped for being longer than the model's limits.
+        pairs: pairs that reached the length check (a training stream counts
+            its first pass only: distinct pairs, `pair_stream_passes`).
+        too_long: pairs dropped for being longer than the model's limits (of
+            those counted in ``pairs``).
         target_tokens: real target tokens (with ``</s>``) of the batches made.
         extra_columns: lines read with more than two tab-separated columns
             (columns after the second ignored; ``strict_columns=False`` only).
@@ -293,31 +296,78 @@ def pair_stream(
     >>> [(s.decode(), t.decode()) for s, t in pairs]
     [('Go.', 'Va !'), ('Hi.', 'Salut.')]
     """
-    files = [os.fspath(f) for f in files]
-    if not files:
-        raise ValueError("pair_stream: no files given")
-
-    def one_pass(seed, counters):
-        check = functools.partial(
-            _check,
-            strict_columns=strict_columns,
-            skip_malformed=skip_malformed,
-            counters=counters,
-        )
-        # Without repeat the files are read once, in the order given.
-        names = _file_names(files, seed if repeat else None)
-        return _checked_pairs(names, len(files), cycle_length, check)
-
-    if not repeat:
-        return one_pass(seed, counters)
+    files = _given_files(files)
+    read = functools.partial(
+        _one_pass,
+        files,
+        skip_malformed=skip_malformed,
+        strict_columns=strict_columns,
+        cycle_length=cycle_length,
+    )
+    if not repeat:  # read once, in the order given
+        return read(None, counters)
     # Repeated whole: each pass reads every file once (under FILE auto-sharding,
     # every file of this worker) before the next pass begins.
     if counters is None:
-        return one_pass(seed, None).repeat()
-    # Lines are counted once: the first pass counts, the passes after it (their
-    # file order drawn from seed + 1) read the same lines again.
+        return read(seed, None).repeat()
+    first, later = pair_stream_passes(
+        files,
+        skip_malformed=skip_malformed,
+        strict_columns=strict_columns,
+        counters=counters,
+        seed=seed,
+        cycle_length=cycle_length,
+    )
+    return first.concatenate(later)
+
+
+def pair_stream_passes(
+    files: Sequence[str],
+    *,
+    skip_malformed: bool = False,
+    strict_columns: bool = False,
+    counters: StreamCounters | None = None,
+    seed: int | None = None,
+    cycle_length: int = 4,
+) -> tuple:
+    """``(first, later)``: the first pass of ``pair_stream(..., repeat=True)`` with
+    ``counters`` and the passes after it, as two datasets (``first.concatenate(
+    later)`` is that stream). What counts pairs downstream (the length check)
+    counts on ``first`` only, so that its counts are of distinct pairs.
+
+    ``first`` reads the files in an order drawn from ``seed`` and counts in
+    ``counters``; ``later`` reads them forever from ``seed + 1`` (reshuffled each
+    pass) and counts nothing. Arguments as `pair_stream`'s.
+    """
+    files = _given_files(files)
+    read = functools.partial(
+        _one_pass,
+        files,
+        skip_malformed=skip_malformed,
+        strict_columns=strict_columns,
+        cycle_length=cycle_length,
+    )
     rest_seed = None if seed is None else seed + 1
-    return one_pass(seed, counters).concatenate(one_pass(rest_seed, None).repeat())
+    return read(seed, counters), read(rest_seed, None).repeat()
+
+
+def _given_files(files):
+    files = [os.fspath(f) for f in files]
+    if not files:
+        raise ValueError("pair_stream: no files given")
+    return files
+
+
+def _one_pass(files, seed, counters, *, skip_malformed, strict_columns, cycle_length):
+    """One pass over ``files`` (their order drawn from ``seed``; None: as given)."""
+    check = functools.partial(
+        _check,
+        strict_columns=strict_columns,
+        skip_malformed=skip_malformed,
+        counters=counters,
+    )
+    names = _file_names(files, seed)
+    return _checked_pairs(names, len(files), cycle_length, check)
 
 
 def _file_names(files, seed):

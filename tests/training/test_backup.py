@@ -2,7 +2,9 @@
 
 import keras
 import numpy as np
+import pytest
 
+from keras_selfattn.training.fit.step_loop import StepPlan
 from keras_selfattn.training.run.backup import (
     WorkerBackup,
     backed_up_epochs,
@@ -91,10 +93,67 @@ def test_restoring_gives_back_weights_and_optimizer_state(tmp_path):
         np.testing.assert_allclose(got, expected, rtol=1e-6)
 
 
-def test_a_resumed_history_keeps_each_epoch_once(tmp_path):
+def test_a_resumed_history_keeps_each_step_once(tmp_path):
     history = tmp_path / "history.csv"
     history.write_text(
-        "epoch,loss\n0,3.0\n1,2.5\n2,2.4\n"
-    )  # epoch 2 ran, its backup was lost
-    truncate_history(history, 2)
-    assert history.read_text().splitlines() == ["epoch,loss", "0,3.0", "1,2.5"]
+        "step,epoch,loss\n4,0,3.0\n8,1,2.5\n12,2,2.4\n"
+    )  # the period to step 12 ran, its backup was lost
+    plan = StepPlan(total_steps=12, eval_every=4, save_every=4, period=4)
+    truncate_history(history, plan, 2)
+    assert history.read_text().splitlines() == ["step,epoch,loss", "4,0,3.0", "8,1,2.5"]
+
+
+def test_a_resumed_run_written_before_steps_keys_its_old_history(tmp_path):
+    """history.csv of a run written when its rows were keyed by epoch only."""
+    history = tmp_path / "history.csv"
+    history.write_text("epoch,loss\n0,3.0\n1,2.5\n2,2.4\n")
+    plan = StepPlan(total_steps=10, eval_every=4, save_every=4, period=4)
+    truncate_history(history, plan, 2)
+    assert history.read_text().splitlines() == ["step,epoch,loss", "4,0,3.0", "8,1,2.5"]
+    truncate_history(history, plan, 3)  # nothing past step 10 to drop
+    assert len(history.read_text().splitlines()) == 3
+    truncate_history(tmp_path / "absent.csv", plan, 1)  # no history: nothing done
+    assert not (tmp_path / "absent.csv").exists()
+
+
+def test_an_early_stopped_run_says_the_score_it_followed(tmp_path):
+    from keras_selfattn.training.config import TrainConfig
+    from keras_selfattn.training.run import continuation
+
+    backup = worker_backup_dir(tmp_path / "backup", 0)
+    backup.mkdir(parents=True)
+    (backup / "epoch-00002.json").write_text('{"epoch": 2, "step": 8, "wait": 1}')
+    plan = StepPlan(total_steps=12, eval_every=4, save_every=4, period=4)
+    for best_by, shown in (("chrf", "chrF"), ("bleu", "BLEU"), ("loss", "loss")):
+        with pytest.raises(ValueError) as caught:
+            continuation._check_backup_continues(
+                backup,
+                2,
+                {"steps": 8, "best_by": best_by},
+                TrainConfig(patience=1),
+                plan,
+                {"train_pairs": None},
+                "refused",
+            )
+        assert (
+            f"with no better validation {shown} (--best-by {best_by}) for 1 "
+            "validations" in str(caught.value)
+        )
+
+
+def test_an_input_checkpoint_of_another_pipeline_is_replayed_instead(tmp_path):
+    """A backup written before `INPUT_PIPELINE` (its iterator checkpoint of the
+    graph that counted every pass) cannot restore into today's graph: resumed by
+    reading the batches again (input_checkpoint None), not refused as damaged."""
+    from keras_selfattn.training.run.backup import INPUT_PIPELINE, input_checkpoint
+
+    backup = worker_backup_dir(tmp_path / "backup", 0)
+    backup.mkdir(parents=True)
+    state = backup / "epoch-00001.json"
+    state.write_text('{"epoch": 1, "step": 4, "input": "epoch-00001.input-1"}')
+    assert input_checkpoint(backup, 1) is None
+    state.write_text(
+        '{"epoch": 1, "step": 4, "input": "epoch-00001.input-1", '
+        f'"input_pipeline": {INPUT_PIPELINE}}}'
+    )
+    assert input_checkpoint(backup, 1) == backup / "epoch-00001.input-1"

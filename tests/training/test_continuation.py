@@ -10,7 +10,11 @@ import pytest
 from keras_selfattn import text
 from keras_selfattn.run_layout import load_run_config
 from keras_selfattn.training import train
-from keras_selfattn.training.run.backup import backed_up_epochs, read_backup
+from keras_selfattn.training.run.backup import (
+    INPUT_PIPELINE,
+    backed_up_epochs,
+    read_backup,
+)
 from tests.bad_input_cases import TINY_RUN_ARGS, run_in_process
 from tests.training.test_train import TINY_MODEL, tiny_train_config, weights
 
@@ -37,7 +41,7 @@ def test_a_finished_run_trains_longer_and_keeps_what_it_had(tmp_path, data, caps
     run = tmp_path / "run"
     train(str(data), run, TINY_MODEL, tiny_train_config(train_steps=8), verbose=0)
     before = _rows(run)
-    assert [row[0] for row in before] == ["epoch", "0", "1"]
+    assert [row[0] for row in before] == ["step", "4", "8"]
     assert backed_up_epochs(run / "backup" / "worker-0") == [2]
     finished = json.loads((run / "training.json").read_text())
 
@@ -69,7 +73,7 @@ def test_a_finished_run_trains_longer_and_keeps_what_it_had(tmp_path, data, caps
     assert f"continuing the finished run in {run} from step 8 to step 12" in out
     after = _rows(run)
     assert after[: len(before)] == before  # the history kept, not trained again
-    assert [row[0] for row in after] == ["epoch", "0", "1", "2"]
+    assert [row[0] for row in after] == ["step", "4", "8", "12"]
     assert len(result.history["loss"]) == 1  # only the new period trained
     assert json.loads((run / "training.json").read_text())["steps"] == 12
     assert backed_up_epochs(run / "backup" / "worker-0") == [3]
@@ -123,3 +127,53 @@ def test_the_command_continues_a_finished_run_by_epochs(tmp_path, data):
     assert json.loads((tmp_path / "run" / "training.json").read_text())["steps"] == (
         2 * steps
     )
+
+
+def test_a_run_written_before_history_had_steps_continues(tmp_path, data):
+    """A finished run whose history.csv is keyed by epoch only (as runs wrote it
+    before history was keyed by step) continues; its rows get their steps."""
+    run = tmp_path / "run"
+    train(str(data), run, TINY_MODEL, tiny_train_config(train_steps=8), verbose=0)
+    rows = _rows(run)
+    assert rows[0][:2] == ["step", "epoch"]
+    old = [row[1:] for row in rows]  # Keras' CSVLogger: epoch, then sorted keys
+    with open(run / "history.csv", "w", newline="", encoding="utf-8") as handle:
+        csv.writer(handle, lineterminator="\n").writerows(old)
+    train(str(data), run, TINY_MODEL, tiny_train_config(train_steps=12), verbose=0)
+    after = _rows(run)
+    assert [row[:2] for row in after] == [
+        ["step", "epoch"],
+        ["4", "0"],
+        ["8", "1"],
+        ["12", "2"],
+    ]
+    assert [row[1:] for row in after[:3]] == old  # the old rows' values kept
+
+
+def test_a_backup_of_an_older_input_graph_continues_by_replaying(tmp_path, data):
+    """A run backed up before `INPUT_PIPELINE` (its iterator checkpoint of the graph
+    that counted every pass) continues: the batches trained on are read again and
+    skipped, and it ends with the weights of one 12-step run."""
+    run = tmp_path / "run"
+    train(str(data), run, TINY_MODEL, tiny_train_config(train_steps=8), verbose=0)
+    backup = run / "backup" / "worker-0"
+    (last,) = backed_up_epochs(backup)
+    state_file = backup / f"epoch-{last:05d}.json"
+    state = json.loads(state_file.read_text())
+    assert state.pop("input_pipeline") == INPUT_PIPELINE and state["input"]
+    state_file.write_text(json.dumps(state))  # as an older version wrote it
+    result = train(
+        str(data), run, TINY_MODEL, tiny_train_config(train_steps=12), verbose=0
+    )
+    reference = train(
+        str(data),
+        tmp_path / "reference",
+        TINY_MODEL,
+        tiny_train_config(train_steps=12),
+        verbose=0,
+    )
+    for got, expected in zip(weights(run), weights(reference.run_dir), strict=True):
+        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+    # Counted again from the start by the replay: the distinct pairs, as one run.
+    assert result.summary["pairs_read"] == reference.summary["pairs_read"]
+    assert read_backup(backup, 3)["input_pipeline"] == INPUT_PIPELINE

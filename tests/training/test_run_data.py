@@ -105,3 +105,47 @@ def test_the_log_line_says_where_the_held_out_pairs_come_from(tmp_path):
         "data: 1 file(s); 3 valid pairs from --valid-data;"
     )
     assert given.describe().endswith(f"; {given.train_pairs} to train on")
+
+
+@pytest.mark.parametrize("max_pairs", [None, 30])
+def test_the_length_counters_count_distinct_pairs_over_many_passes(tmp_path, max_pairs):
+    """Issue 27: "0 of 17408 pairs read" for a 400-line file counted every pass."""
+    from keras_selfattn.models import ModelConfig
+
+    short = [(f"a{i} b", "x y") for i in range(30)]
+    long = [(" ".join(["w"] * 9), "x") for _ in range(10)]  # 9 > max_source_len
+    pairs = short + long
+    path = text.write_pairs(tmp_path / "pairs.tsv", pairs)
+    config = TrainConfig(
+        seed=2,
+        batch_size=4,
+        shuffle_buffer=8,
+        source_tokenizer="word",
+        target_tokenizer="word",
+        max_pairs=max_pairs,
+    )
+    tokenizer = text.PairTokenizer.build(
+        pairs,
+        text.TokenizerConfig(kind="word"),
+        text.TokenizerConfig.for_target(kind="word"),
+    )
+    model = ModelConfig(max_source_len=5, max_target_len=5)
+    data = run_data.RunData([str(path)], None, [], [], None, {})
+    counters = text.stream.StreamCounters.create()
+    batches = run_batches.training_stream(
+        data, tokenizer, model, config, counters=counters, num_buckets=1
+    )
+    read = sum(1 for _ in batches.take(60))  # 240 pairs: 10 passes or more
+    assert read == 60
+    counts = counters.values()
+    distinct = pairs[: max_pairs or len(pairs)]
+    too_long = sum(1 for source, _ in distinct if len(source.split()) > 5)
+    assert (counts["pairs"], counts["too_long"]) == (len(distinct), too_long)
+    report = run_batches.length_report(counts, model)
+    assert report.startswith(f"{too_long} of {len(distinct)} pairs read")
+    # The stream is still every pass whole, one after another (one file: in
+    # file order), the first pass and the next ones alike.
+    fresh = text.stream.StreamCounters.create()
+    stream = run_data.training_pairs(data, config, repeat=True, counters=fresh)
+    got = [s.decode() for s, _ in stream.take(3 * len(distinct)).as_numpy_iterator()]
+    assert got == [source for source, _ in distinct] * 3

@@ -62,9 +62,9 @@ TINY_ARGS = [
 WORKER = REPO / "tests" / "training" / "train_worker.py"
 
 
-def history_epochs(run):
-    """The first column of history.csv, header included (a CSV: its text columns hold
-    spaces and commas)."""
+def history_steps(run):
+    """The first column of history.csv (its key, the step), header included (a CSV:
+    its text columns hold spaces and commas)."""
     with open(run / "history.csv", newline="", encoding="utf-8") as handle:
         return [row[0] for row in csv.reader(handle)]
 
@@ -195,8 +195,8 @@ def test_an_interrupted_run_resumes_exactly(tmp_path, data, uninterrupted):
         train(str(data), run, TINY_MODEL, config, verbose=0, callbacks=[Crash()])
     result = train(str(data), run, TINY_MODEL, config, verbose=0)
     assert result.history.get("loss", []) == []  # nothing trained twice
-    history = history_epochs(run)
-    assert history == ["epoch", "0", "1", "2"]  # every period once
+    history = history_steps(run)
+    assert history == ["step", "4", "8", "12"]  # every period once
     assert json.loads((run / "training.json").read_text())["steps"] == 12
     for got, expected in zip(weights(run), weights(reference.run_dir), strict=True):
         np.testing.assert_array_equal(got, expected)
@@ -234,8 +234,8 @@ def test_a_run_killed_mid_training_resumes_by_step(tmp_path, data, uninterrupted
     )
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert json.loads((run / "training.json").read_text())["steps"] == 12
-    history = history_epochs(run)
-    assert history == ["epoch", "0", "1", "2"]
+    history = history_steps(run)
+    assert history == ["step", "4", "8", "12"]
     for got, expected in zip(weights(run), weights(reference.run_dir), strict=True):
         np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
 

@@ -16,9 +16,12 @@ from keras_selfattn.training.fit.step_loop import StepEvaluation, StepPlan
 from keras_selfattn.training.fit.watch import (
     DISTINCT_FLOOR,
     SOURCE_DEPENDENCE_FLOOR,
+    TOP_SHARE_CEILING,
+    TOP_SHARE_MARGIN,
     Health,
     ValidationWatch,
     source_dependence,
+    top_share,
 )
 
 TINY = {
@@ -109,6 +112,8 @@ def test_health_check_catches_a_collapsed_encoder(tokenizer):
     # One sentence for every input: a collapsed model writes the same output.
     assert scores["val_distinct"] == health.distinct < DISTINCT_FLOOR
     assert any("same sentence for every input" in p for p in health.problems)
+    assert scores["val_top_share"] == health.top_share == 1.0
+    assert any("one of a few sentences" in p for p in health.problems)
     assert set(scores) == set(watch.log_keys())
     assert (
         list(examples)
@@ -127,6 +132,112 @@ def test_health_thresholds():
     low = Health(source_dependence=SOURCE_DEPENDENCE_FLOOR / 2, distinct=0.9)
     assert not low.ok and len(low.problems) == 1
     assert Health(0.3, DISTINCT_FLOOR / 2).to_dict()["ok"] is False
+    # a few strings: at the ceiling and over the margin times the references' share
+    assert not Health(0.3, 0.9, TOP_SHARE_CEILING, 0.2).ok
+    assert Health(0.3, 0.9, TOP_SHARE_CEILING - 0.01, 0.0).ok
+    assert Health(0.3, 0.9, 0.9, 0.9 / TOP_SHARE_MARGIN).ok  # not over the margin
+    assert Health(0.3, 0.9, 0.9, None).to_dict()["ok"] is False
+
+
+def number_pairs(count=200):
+    """A number corpus: digits spelled out -> the number as digits."""
+    names = [
+        "zero",
+        "one",
+        "two",
+        "three",
+        "four",
+        "five",
+        "six",
+        "seven",
+        "eight",
+        "nine",
+    ]
+    return [(" ".join(names[int(d)] for d in str(n)), str(n)) for n in range(count)]
+
+
+def word_pairs(count=200):
+    """A word corpus: short sentences -> their words reversed, capitalised."""
+    rng = np.random.default_rng(0)
+    words = [
+        "cat",
+        "dog",
+        "sun",
+        "sea",
+        "red",
+        "big",
+        "old",
+        "new",
+        "runs",
+        "eats",
+        "sees",
+        "tree",
+        "house",
+    ]
+    pairs = []
+    for _ in range(count):
+        sentence = list(rng.choice(words, size=rng.integers(2, 6)))
+        pairs.append((" ".join(sentence), " ".join(sentence[::-1]).capitalize()))
+    return pairs
+
+
+def _watch(pairs):
+    return ValidationWatch(pairs, tokenizer=None, model_config=None, sample_size=500)
+
+
+@pytest.mark.parametrize("corpus", [number_pairs, word_pairs])
+def test_a_two_string_model_fails_whatever_the_corpus(corpus):
+    """Issue 27 §5: one of two strings for every input (10% distinct translations,
+    source dependence 0.053) passed; it fails, on numbers and on words."""
+    pairs = corpus()
+    watch = _watch(pairs)
+    # Two strings for 180 inputs and 20 other ones: distinct is over its floor.
+    two = [("11", "the cat") if i % 2 else ("7", "a dog") for i in range(180)]
+    translations = [t[0 if corpus is number_pairs else 1] for t in two]
+    translations += [f"other {i}" for i in range(20)]
+    references = {reference for _, reference in pairs}
+    assert len(set(translations)) / len(references) >= DISTINCT_FLOOR
+    health = watch.health(translations, 0.053)
+    assert health.source_dependence > SOURCE_DEPENDENCE_FLOOR
+    assert health.top_share == pytest.approx(181 / 200)  # two strings and one other
+    assert health.reference_top_share < 0.1
+    assert not health.ok and len(health.problems) == 1
+    (problem,) = health.problems
+    assert "one of a few sentences for most inputs" in problem and "90%" in problem
+
+
+@pytest.mark.parametrize("corpus", [number_pairs, word_pairs])
+def test_varied_translations_pass(corpus):
+    pairs = corpus()
+    watch = _watch(pairs)
+    # Close to the references, with mistakes, but one a source.
+    translations = [reference[:-1] + "x" for _, reference in pairs]
+    health = watch.health(translations, 0.4)
+    assert health.ok, health.problems
+    assert health.top_share < TOP_SHARE_CEILING
+
+
+def test_a_corpus_whose_references_repeat_is_not_failed_for_translating_them():
+    """Questions answered yes / no / maybe: the references are three strings."""
+    rng = np.random.default_rng(1)
+    answers = rng.choice(["yes", "no", "maybe"], size=150, p=[0.5, 0.3, 0.2])
+    pairs = [(f"question {i} ?", str(answer)) for i, answer in enumerate(answers)]
+    watch = _watch(pairs)
+    right = watch.health([reference for _, reference in pairs], 0.3)
+    assert right.top_share == right.reference_top_share == 1.0
+    assert right.ok, right.problems
+    # ... also when it gets many wrong, as long as it writes what references say.
+    wrong = watch.health(list(rng.choice(["yes", "no", "maybe"], size=150)), 0.3)
+    assert wrong.ok, wrong.problems
+    # Only "yes": the distinct check (1 of 3 references: 0.33) lets it through,
+    # and 100% is not over twice the references' 100%; chrF will say the rest.
+    assert watch.health(["yes"] * 150, 0.3).ok
+
+
+def test_top_share():
+    assert top_share([]) == 0.0
+    assert top_share(["a"] * 3 + ["b", "c", "d"]) == pytest.approx(5 / 6)
+    assert top_share(list("abcdefghij")) == pytest.approx(0.3)
 
 
 class ScriptedWatch:

@@ -202,6 +202,11 @@ class Tokenizer(tf.Module):
     def tokenize(self, texts):
         """Strings -> string tokens (unknown ones as "<unk>" where the kind maps them).
 
+        Default: the kind's `split` of the normalized text, the tokens its
+        vocabulary counts ("word": words and punctuation, each glued one
+        starting with `JOINER`; "char": characters). The kinds that cut with a
+        model ("subword", "sentencepiece") override it.
+
         Args:
             texts: `tf.string` Tensor, rank 0 or 1.
 
@@ -209,7 +214,7 @@ class Tokenizer(tf.Module):
             `tf.RaggedTensor` (batch, None) of `tf.string` for rank 1; a 1-D
             `tf.string` Tensor for a scalar.
         """
-        raise NotImplementedError
+        return self.split(self.normalize(texts), self._config)
 
     def encode(self, texts):
         """Strings -> int32 token ids (unknown tokens -> `UNK_ID`), no start/end ids.

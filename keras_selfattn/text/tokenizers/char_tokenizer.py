@@ -47,18 +47,6 @@ class CharTokenizer(Tokenizer, kind="char"):
         """
         return tf.strings.unicode_split(normalized, "UTF-8")
 
-    def tokenize(self, texts):
-        """Strings -> their normalized characters.
-
-        Args:
-            texts: `tf.string` Tensor, rank 0 or 1.
-
-        Returns:
-            `tf.RaggedTensor` (batch, None) of `tf.string` for rank 1; a 1-D
-            `tf.string` Tensor for a scalar.
-        """
-        return self.split(self.normalize(texts), self._config)
-
     def detokenize(self, tokens):
         """Characters -> text: joined with "" (core TensorFlow ops).
 

@@ -37,18 +37,6 @@ class WordTokenizer(Tokenizer, kind="word"):
     def _learn(cls, texts, config, name):
         return cls(config, learn_frequency_vocabulary(texts, config), name=name)
 
-    def tokenize(self, texts):
-        """Strings -> word tokens, each glued one starting with `JOINER`.
-
-        Args:
-            texts: `tf.string` Tensor, rank 0 or 1.
-
-        Returns:
-            `tf.RaggedTensor` (batch, None) of `tf.string` for rank 1; a 1-D
-            `tf.string` Tensor for a scalar.
-        """
-        return self.split(self.normalize(texts), self._config)
-
     def detokenize(self, tokens):
         """Tokens -> text: joined with one space, each `JOINER` token glued on.
 

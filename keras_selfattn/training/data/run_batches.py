@@ -10,7 +10,11 @@ import dataclasses
 import tensorflow as tf
 
 from keras_selfattn.text.dataset import batch_by_length, encode_within_limits
-from keras_selfattn.training.data.run_data import training_pairs
+from keras_selfattn.training.data.run_data import (
+    Passes,
+    training_pairs,
+    training_passes,
+)
 from keras_selfattn.training.run.resume import restored_input
 
 __all__ = [
@@ -62,7 +66,8 @@ def training_stream(
 
     Files are read again and again (their order reshuffled each pass), pairs are
     tokenized and length-checked inside ``tf.data`` (`encode_within_limits`,
-    counted in ``counters``, with the real target tokens of each batch made),
+    the first pass counted in ``counters``, so that its counts are of distinct
+    pairs, with the real target tokens of each batch made),
     shuffled in a buffer of ``shuffle_buffer`` pairs
     and batched by length (`batch_by_length`, static shapes per bucket, the last
     partial batch of each bucket dropped). A function of the seed only. Under
@@ -70,7 +75,7 @@ def training_stream(
     shards the batches by element (DATA); `own_files_input` is the FILE way.
     """
     return shuffled_batches(
-        training_pairs(run_data, train_config, repeat=True, counters=counters),
+        training_passes(run_data, train_config, counters),
         tokenizer,
         model_config,
         train_config,
@@ -220,10 +225,21 @@ def shuffled_batches(
     replicas=1,
     num_buckets=None,
 ):
-    """Endless ``(source, target)`` strings -> shuffled, length-bucketed batches."""
-    ids = encode_within_limits(
-        pairs, tokenizer, counters=counters, **_limits(model_config)
-    )
+    """Endless ``(source, target)`` strings -> shuffled, length-bucketed batches.
+
+    ``pairs``: a dataset, or `run_data.Passes` (the length check counts in
+    ``counters`` on the first pass only: pairs read and dropped once each).
+    """
+    if isinstance(pairs, Passes):
+        ids = encode_within_limits(
+            pairs.first, tokenizer, counters=counters, **_limits(model_config)
+        ).concatenate(
+            encode_within_limits(pairs.later, tokenizer, **_limits(model_config))
+        )
+    else:
+        ids = encode_within_limits(
+            pairs, tokenizer, counters=counters, **_limits(model_config)
+        )
     batches = batch_by_length(
         # The stream is endless, so one iteration is the whole run: every new
         # iterator (Keras builds one more under a strategy) sees the same order.

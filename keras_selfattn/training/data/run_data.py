@@ -36,11 +36,13 @@ from keras_selfattn.training.run.data_fingerprint import (
 )
 
 __all__ = [
+    "Passes",
     "RunData",
     "data_fingerprint",
     "given_pairs",
     "prepare_run_data",
     "training_pairs",
+    "training_passes",
 ]
 
 
@@ -97,7 +99,7 @@ def _read_bounded(patterns, limit, train_config):
     return files, result
 
 
-def _base_stream(files, train_config, *, repeat=False, counters=None):
+def _reader(files, train_config):
     def read(counters, repeat):
         return stream.pair_stream(
             files,
@@ -108,6 +110,13 @@ def _base_stream(files, train_config, *, repeat=False, counters=None):
             seed=train_config.seed,
         )
 
+    return read
+
+
+def _base_stream(files, train_config, *, repeat=False, counters=None):
+    if repeat and counters is not None:
+        return _base_passes(files, train_config, counters).concatenate_all()
+    read = _reader(files, train_config)
     if not train_config.max_pairs:
         return read(counters, repeat)
     pairs = read(counters, False).take(train_config.max_pairs)
@@ -116,6 +125,46 @@ def _base_stream(files, train_config, *, repeat=False, counters=None):
             read(None, False).take(train_config.max_pairs).repeat()
         )
     return pairs
+
+
+@dataclasses.dataclass(frozen=True)
+class Passes:
+    """An endless training stream as its first pass (the one that counts) and the
+    passes after it (`stream.pair_stream_passes`).
+
+    Attributes:
+        first: `tf.data.Dataset` of the first pass's ``(source, target)`` pairs.
+        later: the passes after it, forever.
+    """
+
+    first: tf.data.Dataset
+    later: tf.data.Dataset
+
+    def map(self, function):
+        """`Passes` of ``function(dataset)`` applied to both."""
+        return Passes(function(self.first), function(self.later))
+
+    def concatenate_all(self):
+        """The whole stream: ``first`` then ``later``."""
+        return self.first.concatenate(self.later)
+
+
+def _base_passes(files, train_config, counters):
+    if not train_config.max_pairs:
+        first, later = stream.pair_stream_passes(
+            files,
+            skip_malformed=train_config.skip_malformed,
+            strict_columns=train_config.strict_columns,
+            counters=counters,
+            seed=train_config.seed,
+        )
+        return Passes(first, later)
+    read = _reader(files, train_config)
+    take = train_config.max_pairs
+    # the passes after the first count nothing again
+    return Passes(
+        read(counters, False).take(take), read(None, False).take(take).repeat()
+    )
 
 
 def data_fingerprint(data, train_config, *, valid_data=None, test_data=None):
@@ -311,3 +360,10 @@ def training_pairs(run_data, train_config, *, repeat=False, counters=None):
     """The training ``(source, target)`` strings of a run, in file order."""
     pairs = _base_stream(run_data.files, train_config, repeat=repeat, counters=counters)
     return run_data.split.train_filter(pairs) if run_data.split else pairs
+
+
+def training_passes(run_data, train_config, counters):
+    """``training_pairs(..., repeat=True, counters=counters)`` as `Passes`: the
+    first pass, which counts in ``counters``, and the passes after it."""
+    passes = _base_passes(run_data.files, train_config, counters)
+    return passes.map(run_data.split.train_filter) if run_data.split else passes

@@ -177,7 +177,7 @@ def agree_on_restart_epoch(run):
     """Sets ``initial_epoch``, the backup all workers resume from (0: none)."""
     run.initial_epoch = agree_on_restart(run.strategy, run.role, run.backup_dir)
     if run.role.is_chief and run.resuming:
-        truncate_history(run.work_dir / HISTORY_FILE, run.initial_epoch)
+        truncate_history(run.work_dir / HISTORY_FILE, run.plan, run.initial_epoch)
 
 
 def prepare_batches(run):
@@ -273,7 +273,7 @@ def fit_callbacks(run):
         run.evaluation,
         *tensorboard_log(run, watch),
         *kept_checkpoints(run),
-        HistoryLog(run.work_dir / HISTORY_FILE, run.evaluation),
+        HistoryLog(run.work_dir / HISTORY_FILE, run.evaluation, plan),
         # After the callbacks above: a backup of period N means they finished it.
         WorkerBackup(
             run.backup_dir,

@@ -24,6 +24,7 @@ import keras
 
 from keras_selfattn import _moved
 from keras_selfattn.choices import BEST_BY
+from keras_selfattn.run_layout import HISTORY_PERIOD, HISTORY_STEP, append_history
 from keras_selfattn.training.fit.progress import (  # noqa: F401  (their home)
     ProgressLog,
     target_tokens,
@@ -195,7 +196,12 @@ class StepEvaluation(keras.callbacks.Callback):
             f"  chrF {scores['val_chrf']:.2f}  BLEU {scores['val_bleu']:.2f}"
             f"  distinct {scores['val_distinct']:.2f}"
             f"  source dependence {scores['val_source_dependence']:.3f}"
-            f"  ({len(self.watch.pairs)} validation pairs, greedy)"
+            + (
+                f"  top-3 share {scores['val_top_share']:.2f}"
+                if "val_top_share" in scores
+                else ""
+            )
+            + f"  ({len(self.watch.pairs)} validation pairs, greedy)"
         )
         return [summary] + [f"  {example}" for example in self.examples.values()]
 
@@ -291,22 +297,41 @@ class StepEvaluation(keras.callbacks.Callback):
             print(line, flush=True)
 
 
-class HistoryLog(keras.callbacks.CSVLogger):
-    """``history.csv``: Keras' logs of every period and the validation examples.
+class HistoryLog(keras.callbacks.Callback):
+    """``history.csv``: a row per period, keyed by ``step``, with Keras' logs and
+    the validation examples (`run_layout.append_history`; ``epoch`` is Keras'
+    period, from 0).
 
     The examples (text) stay out of Keras' logs, which Keras averages.
 
     Args:
         path: the CSV file (appended to: a resumed run continues it).
         evaluation: the run's `StepEvaluation`.
+        plan: the run's `StepPlan` (the step of each period).
     """
 
-    def __init__(self, path, evaluation):
-        super().__init__(str(path), append=True)
+    def __init__(self, path, evaluation, plan):
+        super().__init__()
+        self.path = pathlib.Path(path)
         self.evaluation = evaluation
+        self.plan = plan
 
     def on_epoch_end(self, epoch, logs=None):
-        super().on_epoch_end(epoch, {**(logs or {}), **self.evaluation.examples})
+        row = {name: _cell(value) for name, value in (logs or {}).items()}
+        row.update(self.evaluation.examples)
+        row[HISTORY_STEP] = self.plan.step_after(epoch + 1)
+        row[HISTORY_PERIOD] = epoch
+        append_history(self.path, row)
+
+
+def _cell(value):
+    """A log value as history.csv writes it: text as it is, a number as a float."""
+    if isinstance(value, str):
+        return value
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return str(value)
 
 
 def __getattr__(name):  # names that moved out: keras_selfattn/_moved.py

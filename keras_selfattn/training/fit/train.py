@@ -12,6 +12,7 @@ import tensorflow as tf
 
 from keras_selfattn import _moved, text
 from keras_selfattn.models import ModelConfig
+from keras_selfattn.run_layout import train_config_with_vocabulary
 from keras_selfattn.training.config import TrainConfig
 from keras_selfattn.training.data.run_batches import make_training_datasets
 from keras_selfattn.training.distribute.distributed import (
@@ -41,7 +42,7 @@ class TrainResult:
     tokenizer: text.PairTokenizer
     model_config: ModelConfig
     train_config: TrainConfig
-    history: dict
+    history: dict  # Keras' logs of the periods this call trained, and their "step"
     test_pairs: list
     worker_index: int = 0
     is_chief: bool = (
@@ -88,8 +89,9 @@ def train(  # long by its docstring only (the public contract); the body is 30 l
     directory it created behind (unless a backup exists to resume from).
 
     The run directory receives ``model.keras``, ``config.json``, ``data.json``,
-    the vocabularies, ``tokenizer.json``, ``history.csv`` (a row per period),
-    ``training.json`` (steps, pairs dropped for length) and ``splits/``.
+    the vocabularies, ``tokenizer.json``, ``history.csv`` (a row per period,
+    keyed by step), ``training.json`` (steps, pairs dropped for length) and
+    ``splits/``.
 
     Distributed (``train_config.strategy``, see `get_strategy`): the strategy is
     created first, the model is built and compiled in its scope, and
@@ -114,16 +116,22 @@ def train(  # long by its docstring only (the public contract); the body is 30 l
         valid_data: validation file pattern(s) (default: held out of ``data``).
         test_data: test file pattern(s) (default: held out of ``data``).
         vocab: a directory with ``tokenizer.json`` and the vocabularies
-            (`workflows.build_vocab`'s output or a run directory).
+            (`workflows.build_vocab`'s output or a run directory). Its tokenizer
+            settings replace ``train_config``'s
+            (`run_layout.train_config_with_vocabulary`); a field set away from
+            its default that contradicts them is refused.
         overwrite: replace a finished run or a directory holding other files.
 
     Returns:
         A `TrainResult`.
     """
+    train_config = train_config or TrainConfig()
+    if vocab is not None:
+        train_config = train_config_with_vocabulary(train_config, vocab)
     run = stages.RunState(
         run_dir=pathlib.Path(run_dir),
         model_config=model_config or ModelConfig(),
-        train_config=train_config or TrainConfig(),
+        train_config=train_config,
         inputs={
             "data": data,
             "valid_data": valid_data,
@@ -242,7 +250,8 @@ def _train(run):
         model_config=run.model_config,
         train_config=run.train_config,
         history={
-            k: [float(v) for v in values] for k, values in run.history.history.items()
+            **{k: [float(v) for v in vs] for k, vs in run.history.history.items()},
+            "step": [run.plan.step_after(epoch + 1) for epoch in run.history.epoch],
         },
         test_pairs=list(run.run_data.test),
         worker_index=run.role.index,

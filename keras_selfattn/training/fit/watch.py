@@ -13,30 +13,45 @@ their references, and runs the health check:
 - **distinct translations**: distinct translations per distinct reference in the
   sample. A model that writes (nearly) one sentence for every input is below
   `DISTINCT_FLOOR`.
+- **a few strings**: the share of the sample's translations that are one of
+  their `TOP_STRINGS` most frequent (`top_share`). A model that writes one of a
+  few sentences for most inputs reaches `TOP_SHARE_CEILING` (half the sample)
+  whatever the corpus; it fails when that share is also more than
+  `TOP_SHARE_MARGIN` times the references' own top-3 share, so that a corpus
+  whose references repeat (a few answers to many questions) is not failed for
+  translating them.
 
 A failing check is an alarm in the log at the validation where it happens, and
 `train` fails (`TrainResult.summary["health"]`, a non-zero exit of the command)
 when it still fails at the last validation.
 """
 
+import collections
 import dataclasses
 
 import numpy as np
 from keras import ops
 
 from keras_selfattn.reserved_ids import PAD_ID, START_ID
-from keras_selfattn.scoring import evaluate
+from keras_selfattn.scoring import score_translations
 
 __all__ = [
     "DISTINCT_FLOOR",
     "SOURCE_DEPENDENCE_FLOOR",
+    "TOP_SHARE_CEILING",
+    "TOP_SHARE_MARGIN",
+    "TOP_STRINGS",
     "Health",
     "ValidationWatch",
     "source_dependence",
+    "top_share",
 ]
 
 SOURCE_DEPENDENCE_FLOOR = 0.01
 DISTINCT_FLOOR = 0.1
+TOP_STRINGS = 3  # the most frequent translations the "a few strings" check counts
+TOP_SHARE_CEILING = 0.5  # their share of the sample at which it fails...
+TOP_SHARE_MARGIN = 2.0  # ...when also over this times the references' own share
 _DEPENDENCE_PAIRS = 64  # teacher-forced pairs of the source-dependence check
 
 
@@ -48,10 +63,24 @@ class Health:
         source_dependence: see the module docstring; None when the sample has
             fewer than two different sources.
         distinct: distinct translations / distinct references in the sample.
+        top_share: the share of the sample's translations that are one of their
+            `TOP_STRINGS` most frequent (`top_share`); None: not measured.
+        reference_top_share: the same share of the sample's references.
     """
 
     source_dependence: float | None
     distinct: float
+    top_share: float | None = None
+    reference_top_share: float | None = None
+
+    @property
+    def few_strings(self) -> bool:
+        """Whether most translations are one of a few strings (module docstring)."""
+        if self.top_share is None:
+            return False
+        return self.top_share >= TOP_SHARE_CEILING and self.top_share > (
+            TOP_SHARE_MARGIN * (self.reference_top_share or 0.0)
+        )
 
     @property
     def problems(self) -> list[str]:
@@ -71,6 +100,13 @@ class Health:
                 f"translations per distinct reference {self.distinct:.2f} < "
                 f"{DISTINCT_FLOOR})"
             )
+        if self.few_strings:
+            problems.append(
+                f"it writes one of a few sentences for most inputs (its {TOP_STRINGS} "
+                f"most frequent translations are {self.top_share:.0%} of them, >= "
+                f"{TOP_SHARE_CEILING:.0%} and over {TOP_SHARE_MARGIN:g} times the "
+                f"references' {self.reference_top_share or 0.0:.0%})"
+            )
         return problems
 
     @property
@@ -82,8 +118,26 @@ class Health:
             "ok": self.ok,
             "source_dependence": self.source_dependence,
             "distinct": self.distinct,
+            "top_share": self.top_share,
+            "reference_top_share": self.reference_top_share,
             "problems": self.problems,
         }
+
+
+def top_share(texts, top=TOP_STRINGS):
+    """The share of ``texts`` that are one of their ``top`` most frequent strings
+    (0.0 for no texts).
+
+    Example:
+
+    >>> top_share(["a", "a", "b", "c", "d", "e"], top=2)
+    0.5
+    """
+    texts = list(texts)
+    if not texts:
+        return 0.0
+    counts = collections.Counter(texts).most_common(top)
+    return sum(count for _, count in counts) / len(texts)
 
 
 def source_dependence(model, source_ids, target_in):
@@ -135,7 +189,13 @@ class ValidationWatch:
 
     def log_keys(self):
         """The numbers `__call__` adds to Keras' logs (history.csv columns)."""
-        return ["val_chrf", "val_bleu", "val_distinct", "val_source_dependence"]
+        return [
+            "val_chrf",
+            "val_bleu",
+            "val_distinct",
+            "val_source_dependence",
+            "val_top_share",
+        ]
 
     def example_keys(self):
         """The history.csv columns of the examples."""
@@ -177,26 +237,38 @@ class ValidationWatch:
             `Health`.
         """
         translator = self.translator(model)
-        metrics = evaluate(translator, self.pairs)
-        references = len({reference for _, reference in self.pairs})
-        health = Health(
-            source_dependence=source_dependence(model, *self._batch(translator)),
-            distinct=metrics["distinct_translations"] / max(1, references),
+        sources = [source for source, _ in self.pairs]
+        references = [reference for _, reference in self.pairs]
+        translations = [t.text for t in translator.translate(sources)]
+        health = self.health(
+            translations, source_dependence(model, *self._batch(translator))
         )
+        scores = score_translations(translations, references)
         logs = {
-            "val_chrf": metrics["chrf"],
-            "val_bleu": metrics["bleu"],
+            "val_chrf": scores["chrf"],
+            "val_bleu": scores["bleu"],
             "val_distinct": health.distinct,
             "val_source_dependence": (
                 float("nan")
                 if health.source_dependence is None
                 else health.source_dependence
             ),
+            "val_top_share": health.top_share,
         }
         examples = dict.fromkeys(self.example_keys(), "")
-        for key, example in zip(examples, metrics["examples"]):
-            examples[key] = (
-                f"{example['source']} => {example['translation']} "
-                f"(reference: {example['reference']})"
-            )
+        for key, source, translation, reference in zip(
+            examples, sources, translations, references
+        ):
+            examples[key] = f"{source} => {translation} (reference: {reference})"
         return logs, examples, health
+
+    def health(self, translations, dependence):
+        """The `Health` of the sample's ``translations`` (greedy, one a pair, in
+        the sample's order), given their ``source_dependence``."""
+        references = [reference for _, reference in self.pairs]
+        return Health(
+            source_dependence=dependence,
+            distinct=len(set(translations)) / max(1, len(set(references))),
+            top_share=top_share(translations),
+            reference_top_share=top_share(references),
+        )

@@ -35,6 +35,7 @@ from keras_selfattn.run_layout import (
 )
 
 __all__ = [
+    "INPUT_PIPELINE",
     "WorkerBackup",
     "backed_up_epochs",
     "check_backup",
@@ -48,6 +49,15 @@ __all__ = [
     "seed_states",
     "worker_backup_dir",
 ]
+
+# The version of the training input's tf.data graph that a backup's input
+# checkpoint (``epoch-<N>.input``) holds the iterator of. An iterator checkpoint
+# restores only into the graph that wrote it, so a change of that graph's shape
+# (its datasets, not the functions they map) gives a new number; a backup of
+# another version (or none: the backups written before this number, whose graph
+# counted the length check on every pass) is resumed by reading again, and
+# skipping, the batches already trained on (`resume.restored_input`).
+INPUT_PIPELINE = 2
 
 
 def backed_up_epochs(directory):
@@ -137,9 +147,12 @@ def restore_backup(model, directory, epoch):
 
 
 def input_checkpoint(directory, epoch):
-    """The prefix of the input-iterator checkpoint of ``epoch``'s backup, or None."""
+    """The prefix of the input-iterator checkpoint of ``epoch``'s backup, or None
+    (none written, or one of another `INPUT_PIPELINE`, which cannot restore)."""
     state = read_backup(directory, epoch)
-    return pathlib.Path(directory) / state["input"] if state.get("input") else None
+    if not state.get("input") or state.get("input_pipeline") != INPUT_PIPELINE:
+        return None
+    return pathlib.Path(directory) / state["input"]
 
 
 def replace_atomically(write, path):
@@ -227,6 +240,7 @@ class WorkerBackup(keras.callbacks.Callback):
             "monitor": self.monitor,
             "seed_states": seed_states(self.model),
             "input": input_prefix,
+            "input_pipeline": INPUT_PIPELINE,
         }
         replace_atomically(
             lambda tmp: tmp.write_text(json.dumps(state) + "\n", encoding="utf-8"),

@@ -17,8 +17,9 @@ continues (no second warm-up); ``lr_schedule="inverse_sqrt"`` does not depend
 on the run's length, ``"cosine"`` stretches its decay to the new end from the
 step reached (as OpenNMT-tf does when ``max_step`` grows).
 
-A run that stopped early (no better validation loss for ``patience``
-validations) is not continued: it would stop again at its next validation.
+A run that stopped early (no better validation score, by its ``best_by``:
+chrF by default, for ``patience`` validations) is not continued: it would stop
+again at its next validation.
 """
 
 import dataclasses
@@ -29,11 +30,15 @@ from keras_selfattn.run_layout import (
     CONFIG_FILE,
     DATA_FILE,
     FINISHED_FILE,
+    HISTORY_STEP,
     RunLayout,
     check_run_parts,
+    history_with_steps,
     load_run_config,
+    read_history,
     read_run_json,
     save_run_config,
+    write_history,
 )
 from keras_selfattn.training.config import (
     CONTINUATION_FIELDS,
@@ -109,8 +114,9 @@ def reopen_finished_run(
     done = summary["steps"]
     new_plan = _longer_plan(train_config, record, done, refuse)
     _check_backup_continues(
-        backup_dir, last_backup, done, saved_train, new_plan, record, refuse
+        backup_dir, last_backup, summary, saved_train, new_plan, record, refuse
     )
+    _key_history_by_step(run_dir, saved_train, record)
     _mark_interrupted(run_dir, model_config, train_config)
     line = (
         f"continuing the finished run in {run_dir} from step {done} to step "
@@ -179,13 +185,23 @@ def _longer_plan(train_config, record, done, refuse):
     return new_plan
 
 
+# What the early-stopping message calls each `TrainConfig.best_by`.
+_SCORE_NAMES = {"chrf": "chrF", "bleu": "BLEU", "loss": "loss"}
+
+
 def _check_backup_continues(
-    backup_dir, epoch, done, saved_train, new_plan, record, refuse
+    backup_dir, epoch, summary, saved_train, new_plan, record, refuse
 ):
     """The last backup (``epoch``) ends the run and a period of the new plan, and
-    it is whole (`backup.check_backup`: a damaged file refused before any change)."""
+    it is whole (`backup.check_backup`: a damaged file refused before any change).
+
+    ``summary``: ``training.json``, the steps the run trained and the score it
+    followed (``best_by``: "loss" where it had no translations to score).
+    """
     from keras_selfattn.training.fit.step_loop import plan_steps
 
+    done = summary["steps"]
+    best_by = summary.get("best_by") or saved_train.best_by
     state = read_backup(backup_dir, epoch)
     # The last step is always backed up: a run that went on past its last
     # backup, or whose backup counts `patience` validations without progress,
@@ -195,8 +211,9 @@ def _check_backup_continues(
     ):
         raise ValueError(
             f"{refuse}: it stopped early, after {done} steps, with no better "
-            f"validation loss for {saved_train.patience} validations; training "
-            "longer would stop again"
+            f"validation {_SCORE_NAMES.get(best_by, best_by)} (--best-by "
+            f"{best_by}) for {saved_train.patience} validations; training longer "
+            "would stop again"
         )
     if new_plan.step_after(epoch) != done:
         old_plan = plan_steps(saved_train, record["train_pairs"])
@@ -207,6 +224,18 @@ def _check_backup_continues(
             f"--save-every {old_plan.save_every} as the finished run had them"
         )
     check_backup(backup_dir, epoch)
+
+
+def _key_history_by_step(run_dir, saved_train, record):
+    """A ``history.csv`` written before its rows were keyed by step gets its
+    steps from the finished run's own plan (this call's may have another period)."""
+    from keras_selfattn.training.fit.step_loop import plan_steps
+
+    path = RunLayout(run_dir).history
+    rows = read_history(path)
+    if rows and any(not row.get(HISTORY_STEP) for row in rows):
+        old_plan = plan_steps(saved_train, record["train_pairs"])
+        write_history(path, history_with_steps(rows, old_plan.step_after))
 
 
 def _mark_interrupted(run_dir, model_config, train_config):

@@ -2,18 +2,24 @@
 
 A backup (`backup.WorkerBackup`) is numbered by the periods trained. The workers
 restart from the newest backup they all have (`agree_on_restart`); the rows of
-``history.csv`` after it are dropped (`truncate_history`), since the restart
+``history.csv`` after its step are dropped (`truncate_history`), since the restart
 trains them again; and the input continues where the backup left it
 (`restored_input`): on one replica by restoring the checkpointed ``tf.data``
 iterator (`ResumableInput`: no batch read twice), on several by skipping the
-batches already trained on (a distributed iterator cannot be checkpointed).
+batches already trained on (a distributed iterator cannot be checkpointed), as
+also from a backup whose iterator checkpoint is of another input graph
+(`backup.INPUT_PIPELINE`: a run backed up by an older version).
 """
-
-import csv
 
 import tensorflow as tf
 
-from keras_selfattn.run_layout import read_run_file
+from keras_selfattn.run_layout import (
+    HISTORY_STEP,
+    history_with_steps,
+    read_history,
+    read_run_file,
+    write_history,
+)
 from keras_selfattn.training.distribute.distributed import all_workers_values
 from keras_selfattn.training.run.backup import (
     backed_up_epochs,
@@ -73,27 +79,24 @@ def restored_input(
     return train_ds.skip(plan.step_after(initial_epoch)), None
 
 
-def truncate_history(path, epochs):
-    """Keeps the rows of ``history.csv`` for the first ``epochs`` epochs.
+def truncate_history(path, plan, epochs):
+    """Keeps the rows of ``history.csv`` up to the step of the first ``epochs``
+    periods of ``plan`` (a `StepPlan`); a resumed run redoes the rest.
 
-    A resumed run redoes the rest.
+    The rows of a run written before history was keyed by step (an ``epoch``
+    column only) get their steps from ``plan`` (`run_layout.history_with_steps`),
+    so that the rows the resumed run adds line up with them.
     """
-    if not path.exists():
-        return
-    with open(path, newline="", encoding="utf-8") as handle:
-        rows = list(csv.reader(handle))
+    rows = read_history(path)
     if not rows:
         return
-    header, body = rows[0], rows[1:]
-    column = header.index("epoch") if "epoch" in header else None
+    last = plan.step_after(epochs)
     kept = [
         row
-        for row in body
-        if column is None
-        or (row and row[column].isdigit() and int(row[column]) < epochs)
+        for row in history_with_steps(rows, plan.step_after)
+        if str(row[HISTORY_STEP]).isdigit() and int(row[HISTORY_STEP]) <= last
     ]
-    with open(path, "w", newline="", encoding="utf-8") as handle:
-        csv.writer(handle).writerows([header, *kept])
+    write_history(path, kept)
 
 
 class ResumableInput:
