@@ -232,7 +232,7 @@ def _graph_key(strategy, key):
     return key if type(strategy) in (GreedySearch, BeamSearch) else (strategy, key)
 
 
-def decode(model, source_ids, strategy, max_len):
+def decode(model, source_ids, strategy, max_len, jit_compile=False):
     """Runs the decoder step by step, choosing tokens with ``strategy``.
 
     Args:
@@ -242,6 +242,12 @@ def decode(model, source_ids, strategy, max_len):
             ``initialize``, ``before_step``, ``step``, ``finalize`` and
             ``graph_key``).
         max_len: int, the most tokens to produce (the end id included).
+        jit_compile: TensorFlow: run the encoder and the loop as one XLA
+            program (`tf.function(jit_compile=True)`; what an exported
+            ``xla=True`` SavedModel runs, see `keras_selfattn.serving`). XLA
+            compiles it once per (batch size, source length): pad the sources
+            to a few lengths (the export does). JAX: no effect (the search is
+            always jitted there).
 
     Returns:
         the strategy's result (see `greedy_decode`, `beam_search_decode`), as
@@ -249,6 +255,13 @@ def decode(model, source_ids, strategy, max_len):
     """
     source_ids = ops.convert_to_tensor(source_ids, "int32")
     key = strategy.graph_key(max_len)
+    if jit_compile and _on_tensorflow():
+        if _executing_eagerly() and key is not None:
+            search = functools.partial(
+                _decode_with_xla, strategy=strategy, max_len=max_len
+            )
+            return _cached_graph(model, ("xla", key), search)(source_ids)
+        return _decode_with_xla(model, source_ids, strategy, max_len)
     if _executing_eagerly() and key is not None:
         if _on_tensorflow():
             search = functools.partial(_decode, strategy=strategy, max_len=max_len)
@@ -263,6 +276,22 @@ def decode(model, source_ids, strategy, max_len):
 def _decode(model, source_ids, strategy, max_len):
     """The loop, then the strategy's result."""
     return strategy.finalize(*_loop(model, source_ids, strategy, max_len))
+
+
+def _decode_with_xla(model, source_ids, strategy, max_len):
+    """TensorFlow: `_loop` as one XLA program, then the strategy's result.
+
+    XLA needs static shapes, so the loop returns whole buffers and the trim to
+    the steps taken (``finalize``) runs after it, outside the program.
+    """
+    import tensorflow as tf
+
+    loop = tf.function(
+        functools.partial(_loop, model, strategy=strategy, max_len=max_len),
+        jit_compile=True,
+        autograph=False,
+    )
+    return strategy.finalize(*loop(source_ids))
 
 
 def _loop(model, source_ids, strategy, max_len):
@@ -366,7 +395,9 @@ class GreedySearch:
         return result
 
 
-def greedy_decode(model, source_ids, max_len, return_attention=False):
+def greedy_decode(
+    model, source_ids, max_len, return_attention=False, jit_compile=False
+):
     """Greedy decoding: at each step the most likely next token.
 
     Args:
@@ -374,6 +405,7 @@ def greedy_decode(model, source_ids, max_len, return_attention=False):
         source_ids: int32 (B, T) source ids, 0-padded.
         max_len: int, the most tokens to produce (the end id included).
         return_attention: also return the attention weights of every step.
+        jit_compile: TensorFlow: one XLA program (see `decode`).
 
     Returns:
         dict with ``ids`` int32 (B, L) (tokens after the end id are 0),
@@ -383,7 +415,9 @@ def greedy_decode(model, source_ids, max_len, return_attention=False):
     """
     if _executing_eagerly() and isinstance(max_len, numbers.Integral):
         max_len, return_attention = int(max_len), bool(return_attention)
-    return decode(model, source_ids, GreedySearch(return_attention), max_len)
+    return decode(
+        model, source_ids, GreedySearch(return_attention), max_len, jit_compile
+    )
 
 
 def length_penalty(lengths, alpha):
@@ -507,7 +541,12 @@ class BeamSearch:
 
 
 def beam_search_decode(
-    model, source_ids, beam_size, max_len, alpha=DEFAULT_LENGTH_PENALTY
+    model,
+    source_ids,
+    beam_size,
+    max_len,
+    alpha=DEFAULT_LENGTH_PENALTY,
+    jit_compile=False,
 ):
     """Beam search with length normalization applied at every step.
 
@@ -527,6 +566,7 @@ def beam_search_decode(
         beam_size: int, hypotheses kept per sentence.
         max_len: int, the most tokens to produce (the end id included).
         alpha: float, strength of the length normalization.
+        jit_compile: TensorFlow: one XLA program (see `decode`).
 
     Returns:
         dict, best first along axis 1: ``ids`` int32 (B, K, L), ``lengths`` int32
@@ -538,4 +578,4 @@ def beam_search_decode(
         and isinstance(alpha, numbers.Real)
     ):
         max_len, beam_size, alpha = int(max_len), int(beam_size), float(alpha)
-    return decode(model, source_ids, BeamSearch(beam_size, alpha), max_len)
+    return decode(model, source_ids, BeamSearch(beam_size, alpha), max_len, jit_compile)

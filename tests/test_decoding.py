@@ -44,13 +44,17 @@ def tiny_model():
     )
 
 
-@pytest.fixture(scope="module")
-def model():
+def sharpened_model():
     model = tiny_model()
     # Sharpen the output layer so that sequences differ clearly in probability.
     kernel, bias = model.logits_dense.get_weights()
     model.logits_dense.set_weights([kernel * 6.0, bias])
     return model
+
+
+@pytest.fixture(scope="module")
+def model():
+    return sharpened_model()
 
 
 def sequence_log_prob(model, source, tokens):
