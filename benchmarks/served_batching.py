@@ -55,6 +55,7 @@ class Model:
 
     def __init__(self, saved_model_dir, signature):
         import tensorflow as tf
+        import tensorflow_text  # noqa: F401  (the server links its ops)
 
         self.session = tf.compat.v1.Session(graph=tf.Graph())
         meta = tf.compat.v1.saved_model.loader.load(
