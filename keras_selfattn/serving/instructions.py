@@ -11,6 +11,7 @@ from keras_selfattn.serving.signatures import NBEST_SIGNATURE
 __all__ = ["serving_instructions"]
 
 
+# Long: half of it is the docstring and its doctest of the printed commands.
 def serving_instructions(
     export_base,
     model_name=DEFAULT_MODEL_NAME,
