@@ -44,10 +44,10 @@ DEFAULT_SETTINGS = {
 }
 
 
-def allowed_sizes(max_batch_size):
-    """8, 16, ... up to ``max_batch_size`` (what batching_parameters.txt lists)."""
-    sizes = [s for s in (1, 2, 4, 8, 16, 32, 64, 128) if s < max_batch_size]
-    return [s for s in sizes if s >= 8 or max_batch_size <= 8] + [max_batch_size]
+def allowed_sizes(max_batch_size, smallest=8):
+    """Powers of two from ``smallest`` up to ``max_batch_size``: allowed_batch_sizes."""
+    sizes = [s for s in (1, 2, 4, 8, 16, 32, 64, 128) if smallest <= s < max_batch_size]
+    return [*sizes, max_batch_size]
 
 
 class Model:
@@ -72,10 +72,10 @@ class Model:
 class Batcher:
     """TF Serving's basic batch scheduler, in Python (see the module docstring)."""
 
-    def __init__(self, model, max_batch_size, timeout_micros, threads):
+    def __init__(self, model, max_batch_size, timeout_micros, threads, smallest=8):
         self.model, self.max_batch_size = model, max_batch_size
         self.timeout = timeout_micros * 1e-6
-        self.sizes = allowed_sizes(max_batch_size)
+        self.sizes = allowed_sizes(max_batch_size, smallest)
         self.lock = threading.Condition()
         self.open, self.opened_at = [], None
         self.closed = queue.Queue()
@@ -173,8 +173,7 @@ def _setting(text):
     name, values = text.split("=", 1)
     if values == "none":
         return name, None
-    size, timeout, threads = (int(v) for v in values.split(","))
-    return name, (size, timeout, threads)
+    return name, tuple(int(v) for v in values.split(","))
 
 
 def main(argv=None):
@@ -189,7 +188,7 @@ def main(argv=None):
         "--setting",
         action="append",
         type=_setting,
-        help="NAME=MAX_BATCH,TIMEOUT_US,THREADS or NAME=none (repeatable)",
+        help="NAME=MAX_BATCH,TIMEOUT_US,THREADS[,SMALLEST_ALLOWED] or NAME=none",
     )
     args = parser.parse_args(argv)
     from keras_selfattn.text import read_pairs
@@ -197,7 +196,7 @@ def main(argv=None):
     texts = [source for source, _ in read_pairs(args.test)]
     settings = dict(args.setting) if args.setting else DEFAULT_SETTINGS
     model = Model(args.saved_model, args.signature)
-    for size in allowed_sizes(32):  # warm every padded shape once
+    for size in allowed_sizes(32, 1):  # warm every padded shape once
         model.run(texts[:size])
     clients = [int(c) for c in args.clients.split(",")]
     results = {}
