@@ -65,8 +65,7 @@ def _checked(tensor, shape):
     return tf.ensure_shape(tensor, shape)
 
 
-# Long: three small signature closures over one translator and its settings, and
-# the documented arguments they share.
+# Long: three small signature closures over one translator and its settings.
 def serving_functions(
     translator, beam_size=DEFAULT_BEAM_SIZE, alpha=DEFAULT_LENGTH_PENALTY, xla=False
 ):
