@@ -44,13 +44,17 @@ def tiny_model():
     )
 
 
-@pytest.fixture(scope="module")
-def model():
+def sharpened_model():
     model = tiny_model()
     # Sharpen the output layer so that sequences differ clearly in probability.
     kernel, bias = model.logits_dense.get_weights()
     model.logits_dense.set_weights([kernel * 6.0, bias])
     return model
+
+
+@pytest.fixture(scope="module")
+def model():
+    return sharpened_model()
 
 
 def sequence_log_prob(model, source, tokens):
@@ -191,7 +195,9 @@ def test_bad_beam_size(model):
         beam_search_decode(model, SOURCE, beam_size=0, max_len=4)
 
 
-def reference_beam(model, source, beam_size, max_len, alpha, penalize_each_step):
+def reference_beam(
+    model, source, beam_size, max_len, alpha, penalize_each_step, vocab=TARGET_VOCAB
+):
     """Beam search in Python over teacher-forced full passes (no decoding API).
 
     With ``penalize_each_step`` the candidates of a step are ranked by
@@ -226,7 +232,7 @@ def reference_beam(model, source, beam_size, max_len, alpha, penalize_each_step)
         )
         candidates = [b for b in beams if b not in open_beams]  # finished: carried on
         for (tokens, log_prob), row in zip(open_beams, log_probs):
-            for token in range(1, TARGET_VOCAB):
+            for token in range(1, vocab):
                 candidates.append(((*tokens, token), log_prob + row[token]))
         rank = (lambda c: normalized(*c)) if penalize_each_step else (lambda c: c[1])
         beams = sorted(candidates, key=rank, reverse=True)[:beam_size]
@@ -337,3 +343,68 @@ def test_a_beam_strategy_can_rank_candidates_its_own_way(model):
             np.testing.assert_allclose(
                 np.asarray(out["scores"])[row, rank], score, atol=1e-4
             )
+
+
+def numpy_top_k(values, k):
+    """Top k of each row, ties to the lower index (a stable sort of -values)."""
+    order = np.argsort(-values, axis=-1, kind="stable")[:, :k]
+    return np.take_along_axis(values, order, -1), order
+
+
+@pytest.mark.parametrize("size", [600, 4096, 7919, 8000])
+@pytest.mark.parametrize("k", [1, 4, 8])
+def test_two_level_top_k_equals_a_sort_ties_included(size, k):
+    """The beam's top-k of long rows (blocks, then the best blocks) against a
+    stable NumPy sort: values drawn from few integers so that ties are many,
+    and normal values; sizes that fill the blocks and ones that need padding."""
+    from keras_selfattn.decoding import _top_k_of_rows
+
+    rng = np.random.default_rng(size + k)
+    for values in (
+        rng.integers(0, 5, [6, size]).astype("float32"),
+        rng.normal(size=[6, size]).astype("float32"),
+        np.full([2, size], -1e9, "float32"),
+    ):
+        best, indices = _top_k_of_rows(ops.convert_to_tensor(values), k, size)
+        expected_best, expected_indices = numpy_top_k(values, k)
+        np.testing.assert_array_equal(ops.convert_to_numpy(indices), expected_indices)
+        np.testing.assert_array_equal(ops.convert_to_numpy(best), expected_best)
+        assert ops.convert_to_numpy(indices).dtype == np.int32
+
+
+def test_beam_search_over_a_large_vocabulary_equals_the_python_reference():
+    """A vocabulary long enough for the two-level top-k (and each hypothesis'
+    best tokens only): the same hypotheses and scores as the Python search
+    that scores every token of every hypothesis."""
+    vocab = 700
+    keras.utils.set_random_seed(3)
+    model = build_seq2seq(
+        12,
+        vocab,
+        num_hiddens=16,
+        num_heads=2,
+        num_layers=1,
+        ffn_hiddens=32,
+        decoder_units=16,
+        embedding_dim=8,
+        dropout=0.0,
+    )
+    kernel, bias = model.logits_dense.get_weights()
+    bias[END_ID] += 2.0  # so that some hypotheses end within max_len
+    model.logits_dense.set_weights([kernel * 8.0, bias])
+    beam_size, max_len, alpha = 3, 4, 0.6
+    out = beam_search_decode(model, SOURCE, beam_size, max_len, alpha=alpha)
+    ended = 0
+    for row, source in enumerate(SOURCE):
+        expected = reference_beam(
+            model, source, beam_size, max_len, alpha, True, vocab=vocab
+        )
+        for rank, (score, tokens) in enumerate(expected):
+            length = np.asarray(out["lengths"])[row, rank]
+            assert tuple(np.asarray(out["ids"])[row, rank, :length]) == tokens
+            np.testing.assert_allclose(
+                np.asarray(out["scores"])[row, rank], score, atol=1e-4
+            )
+            ended += tokens[-1] == END_ID
+    if keras.config.backend() == "tensorflow":  # JAX draws other initial weights
+        assert ended, "choose weights with which some hypotheses end"

@@ -51,3 +51,38 @@ def test_cached_graphs_do_not_keep_the_model_alive():
     del model
     gc.collect()
     assert alive() is None
+
+
+def test_searches_compiled_with_xla_give_the_same_results():
+    """``jit_compile=True``: the encoder and the loop as one XLA program (what an
+    ``xla=True`` export runs), traced and eager: the same ids as the plain graph,
+    scores and attention close."""
+    from tests.test_decoding import sharpened_model
+
+    model = sharpened_model()
+    plain = greedy_decode(model, SOURCE, 6, return_attention=True)
+    compiled = tf.function(
+        lambda s: greedy_decode(model, s, 6, return_attention=True, jit_compile=True)
+    )(tf.constant(SOURCE))
+    eager = greedy_decode(model, SOURCE, 6, return_attention=True, jit_compile=True)
+    for result in (compiled, eager):
+        np.testing.assert_array_equal(result["ids"].numpy(), plain["ids"].numpy())
+        np.testing.assert_array_equal(
+            result["lengths"].numpy(), plain["lengths"].numpy()
+        )
+        np.testing.assert_allclose(
+            result["scores"].numpy(), plain["scores"].numpy(), atol=1e-5
+        )
+        assert result["attention"].shape == plain["attention"].shape
+        np.testing.assert_allclose(
+            result["attention"].numpy(), plain["attention"].numpy(), atol=1e-5
+        )
+    beam = beam_search_decode(model, SOURCE, 3, 6)
+    beam_xla = tf.function(
+        lambda s: beam_search_decode(model, s, 3, 6, jit_compile=True)
+    )(tf.constant(SOURCE))
+    np.testing.assert_array_equal(beam_xla["ids"].numpy(), beam["ids"].numpy())
+    np.testing.assert_allclose(
+        beam_xla["scores"].numpy(), beam["scores"].numpy(), atol=1e-5
+    )
+    assert ("xla", ("greedy", 6, True)) in decoding._GRAPHS[model]

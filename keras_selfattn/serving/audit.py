@@ -47,6 +47,14 @@ the model is never run; `WARNED_IO_OPS` (reads: ``ReadFile``, file readers and
 datasets, ``MatchingFiles``, ``Print``) are reported. Lookup tables initialized
 from a text file (the vocabulary assets) are not flagged.
 
+XLA. An export with ``xla=True`` adds no op type (checked on the tiny serving
+runs: the same op set as the default export; its searches are
+``StatefulPartitionedCall`` nodes of functions marked ``_XlaMustCompile``), but
+``tensorflow_model_server`` compiles such functions on CPU only when started with
+``--xla_cpu_compilation_enabled=true`` (experimental; without it the first request
+fails). The audit lists those functions (`list_xla_functions`) and names the flag
+(`OpAudit.needs_xla_flag`); the graph still counts as servable.
+
 Limits: the audit compares op NAMES (not attributes, not the values of file-name
 inputs). Default-valued attributes are stripped at export
 (``stripped_default_attrs``), so an op gaining an attribute is usually harmless.
@@ -68,6 +76,7 @@ __all__ = [
     "REFUSED_IO_OPS",
     "TF_TEXT_OPS",
     "WARNED_IO_OPS",
+    "XLA_SERVER_FLAG",
     "OpAudit",
     "OpRegistry",
     "audit_ops",
@@ -75,11 +84,17 @@ __all__ = [
     "installed_op_registry",
     "list_op_types",
     "list_run_op_types",
+    "list_xla_functions",
     "oldest_serving_release",
     "producer_version",
     "read_saved_model",
     "tf_text_version_for_serving",
 ]
+
+# What tf.function(jit_compile=True) marks in a function's (or its call node's)
+# attributes, and the model server flag without which a CPU server fails on it.
+_XLA_ATTRIBUTE = "_XlaMustCompile"
+XLA_SERVER_FLAG = "--xla_cpu_compilation_enabled=true"
 
 # Ops that call back into a Python interpreter: registered in core TensorFlow, but a
 # C++ server has no Python function to call.
@@ -293,6 +308,33 @@ def list_op_types(saved_model_dir):
         for function in meta_graph.graph_def.library.function:
             counts.update(node.op for node in function.node_def)
     return counts
+
+
+def list_xla_functions(saved_model_dir):
+    """The library functions a SavedModel must compile with XLA (``jit_compile``).
+
+    A function counts when its own attributes or a node that calls it carry
+    ``_XlaMustCompile = true``.
+
+    Args:
+        saved_model_dir: a SavedModel directory, e.g. ``BASE/1``.
+
+    Returns:
+        sorted list of function names (empty: no XLA needed).
+    """
+    names = set()
+    for meta_graph in read_saved_model(saved_model_dir).meta_graphs:
+        library = meta_graph.graph_def.library
+        nodes = list(meta_graph.graph_def.node)
+        for function in library.function:
+            if _XLA_ATTRIBUTE in function.attr and function.attr[_XLA_ATTRIBUTE].b:
+                names.add(function.signature.name)
+            nodes += function.node_def
+        functions = {f.signature.name for f in library.function}
+        for node in nodes:
+            if _XLA_ATTRIBUTE in node.attr and node.attr[_XLA_ATTRIBUTE].b:
+                names.update(n for n in _called_functions(node, functions))
+    return sorted(names)
 
 
 def _called_functions(node, library):
@@ -520,6 +562,13 @@ class OpAudit:
     oldest_serving: str | None = None
     serving_version: str | None = None
     release_problems: list = dataclasses.field(default_factory=list)
+    xla_functions: list = dataclasses.field(default_factory=list)
+
+    @property
+    def needs_xla_flag(self):
+        """True when the graph holds XLA-compiled functions: a CPU model server
+        must run with `XLA_SERVER_FLAG`."""
+        return bool(self.xla_functions)
 
     @property
     def ok(self):
@@ -560,6 +609,13 @@ class OpAudit:
                 f"exported by {exported}: serve it with the TF Serving release of the "
                 "TensorFlow that exported it, or newer"
             )
+        if self.needs_xla_flag:
+            lines.append(
+                f"XLA: {len(self.xla_functions)} function(s) compiled with XLA "
+                f"(exported with xla=True): on CPU run tensorflow_model_server with "
+                f"{XLA_SERVER_FLAG} (experimental); without it the first request "
+                "fails"
+            )
         for op, reason in sorted(self.io_warnings.items()):
             lines.append(f"WARNING I/O op {op}: {reason}")
         for op, reason in sorted(self.problems.items()):
@@ -576,6 +632,7 @@ def audit_ops(
     *,
     run_op_types=None,
     producer=None,
+    xla_functions=(),
 ):
     """Sorts op types into core / tensorflow-text / not servable by stock TF Serving.
 
@@ -588,6 +645,7 @@ def audit_ops(
         run_op_types: the op types that loading and serving would run, checked
             against `REFUSED_IO_OPS` and `WARNED_IO_OPS` (default: ``op_types``).
         producer: the TensorFlow version that exported the graph (e.g. ``"2.21.0"``).
+        xla_functions: the functions it compiles with XLA (`list_xla_functions`).
 
     Returns:
         An `OpAudit`.
@@ -620,6 +678,7 @@ def audit_ops(
         oldest_serving=oldest,
         serving_version=None if serving_version is None else str(serving_version),
         release_problems=_release_problems(serving_version, oldest, producer),
+        xla_functions=sorted(xla_functions),
     )
 
 
@@ -694,4 +753,5 @@ def audit_saved_model(saved_model_dir, serving_version=None, registry=None):
         registry,
         run_op_types=list_run_op_types(saved_model_dir),
         producer=producer_version(saved_model_dir),
+        xla_functions=list_xla_functions(saved_model_dir),
     )

@@ -47,6 +47,7 @@ def export_translator(
     beam_size=DEFAULT_BEAM_SIZE,
     alpha=DEFAULT_LENGTH_PENALTY,
     warmup_texts=None,
+    xla=False,
 ):
     """Writes ``export_base/N/`` atomically: a SavedModel with its warmup records.
 
@@ -61,6 +62,9 @@ def export_translator(
         alpha: beam search length normalization.
         warmup_texts: sample sentences for ``assets.extra/tf_serving_warmup_requests``
             (default: a few words of the source vocabulary, see `sample_sources`).
+        xla: compile the searches with XLA (opt-in, never the default: a CPU
+            ``tensorflow_model_server`` must then run with
+            ``--xla_cpu_compilation_enabled=true``; see docs/serving.md).
 
     Returns:
         The version folder, a `pathlib.Path`.
@@ -75,7 +79,11 @@ def export_translator(
         saved_model_dir = staging / "saved_model"
         # The vocabulary files, copied into assets/ by the saver.
         archive = build_export_archive(
-            translator, beam_size, alpha, asset_dir=staging / "vocabularies"
+            translator,
+            beam_size,
+            alpha,
+            asset_dir=staging / "vocabularies",
+            xla=xla,
         )
         archive.write_out(str(saved_model_dir), verbose=False)
         check_signatures(saved_model_dir)
@@ -167,6 +175,7 @@ def export_run(
     beam_size=DEFAULT_BEAM_SIZE,
     alpha=DEFAULT_LENGTH_PENALTY,
     warmup_texts=None,
+    xla=False,
 ):
     """Exports a run directory as ``export_base/N/`` (``keras-selfattn export``).
 
@@ -183,6 +192,7 @@ def export_run(
         alpha: beam search length normalization.
         warmup_texts: sample sentences for the warmup records (default:
             `sample_sources` of the run).
+        xla: compile the searches with XLA (see `export_translator`).
 
     Returns:
         The version folder, a `pathlib.Path`.
@@ -204,4 +214,5 @@ def export_run(
         beam_size=beam_size,
         alpha=alpha,
         warmup_texts=warmup_texts,
+        xla=xla,
     )

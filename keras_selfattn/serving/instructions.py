@@ -4,12 +4,14 @@ import json
 import pathlib
 import shlex
 
+from keras_selfattn.serving.audit import XLA_SERVER_FLAG
 from keras_selfattn.serving.export import DEFAULT_MODEL_NAME
 from keras_selfattn.serving.signatures import NBEST_SIGNATURE
 
 __all__ = ["serving_instructions"]
 
 
+# Long: half of it is the docstring and its doctest of the printed commands.
 def serving_instructions(
     export_base,
     model_name=DEFAULT_MODEL_NAME,
@@ -17,6 +19,7 @@ def serving_instructions(
     sample_text,
     rest_port=8501,
     grpc_port=8500,
+    xla=False,
 ):
     """The ``docker run`` line serving ``export_base`` and ``curl`` lines querying it.
 
@@ -27,6 +30,9 @@ def serving_instructions(
             knows, e.g. ``sample_sources(run_dir, 1)[0]``.
         rest_port: the host port of the REST API.
         grpc_port: the host port of the gRPC API.
+        xla: the export was written with ``xla=True``: the server gets
+            ``--xla_cpu_compilation_enabled=true`` (after the image name, as the
+            tensorflow/serving image passes its arguments to the model server).
 
     Returns:
         A multi-line string of shell commands.
@@ -63,6 +69,7 @@ def serving_instructions(
                 f"docker run -p {grpc_port}:8500 -p {rest_port}:8501 "
                 f"--mount {shlex.quote(mount)} "
                 f"-e MODEL_NAME={shlex.quote(model_name)} -t tensorflow/serving"
+                + (f" {XLA_SERVER_FLAG}" if xla else "")
             ),
             "# query:",
             f"curl -s {url}",

@@ -65,8 +65,9 @@ def _checked(tensor, shape):
     return tf.ensure_shape(tensor, shape)
 
 
+# Long: three small signature closures over one translator and its settings.
 def serving_functions(
-    translator, beam_size=DEFAULT_BEAM_SIZE, alpha=DEFAULT_LENGTH_PENALTY
+    translator, beam_size=DEFAULT_BEAM_SIZE, alpha=DEFAULT_LENGTH_PENALTY, xla=False
 ):
     """The graph functions the SavedModel serves, with their input signatures.
 
@@ -74,6 +75,12 @@ def serving_functions(
         translator: a `keras_selfattn.inference.Translator` (model, tokenizer, limits).
         beam_size: hypotheses returned by ``translate_nbest``.
         alpha: beam search length-normalization strength (as `Translator.translate`).
+        xla: compile each search (encoder and decoding loop, ids in and out) with
+            XLA (``jit_compile=True``; the text ops stay outside). OFF by default:
+            ``tensorflow_model_server`` runs such a graph on CPU only when started
+            with ``--xla_cpu_compilation_enabled=true`` (marked experimental), and
+            fails its first request without it (`keras_selfattn.serving.audit`
+            reports the flag).
 
     Returns:
         dict signature name -> ``(function, input_signature)``, ``serving_default``
@@ -90,8 +97,8 @@ def serving_functions(
     text_spec = [tf.TensorSpec([None], tf.string, name="text")]
 
     def translate(text):
-        ids, no_tokens = _source_ids(text, tokenizer, max_source_len)
-        out = greedy_decode(model, ids, max_len)
+        ids, no_tokens = _source_ids(text, tokenizer, max_source_len, xla)
+        out = greedy_decode(model, ids, max_len, jit_compile=xla)
         translation = tokenizer.target.decode(out["ids"])
         return {
             "translation": tf.where(no_tokens, tf.constant(""), translation),
@@ -99,8 +106,10 @@ def serving_functions(
         }
 
     def translate_nbest(text):
-        ids, no_tokens = _source_ids(text, tokenizer, max_source_len)
-        out = beam_search_decode(model, ids, beam_size, max_len, alpha=alpha)
+        ids, no_tokens = _source_ids(text, tokenizer, max_source_len, xla)
+        out = beam_search_decode(
+            model, ids, beam_size, max_len, alpha=alpha, jit_compile=xla
+        )
         shape = tf.shape(out["ids"])  # (B, K, L); an explicit shape: B may be 0
         flat = tf.reshape(out["ids"], [shape[0] * beam_size, shape[2]])
         translations = tf.reshape(tokenizer.target.decode(flat), [shape[0], beam_size])
@@ -127,8 +136,19 @@ def serving_functions(
     }
 
 
-def _source_ids(text, tokenizer, max_source_len):
-    """The checked batch -> (B, T) int32 ids (T >= 1) and which texts have no token."""
+# With ``xla``, source ids are padded to a multiple of this many columns (at most
+# max_source_len), so that XLA compiles one program per batch size and length
+# bucket, not one per length.
+XLA_SOURCE_BUCKET = 16
+
+
+def _source_ids(text, tokenizer, max_source_len, bucketed=False):
+    """The checked batch -> (B, T) int32 ids (T >= 1) and which texts have no token.
+
+    ``bucketed``: T padded up to a multiple of `XLA_SOURCE_BUCKET` (capped at
+    ``max_source_len``; the model's positions end there). Padding is masked, so
+    the translations do not change.
+    """
     import tensorflow as tf
 
     from keras_selfattn.inference import source_ids_for_model
@@ -138,6 +158,13 @@ def _source_ids(text, tokenizer, max_source_len):
         text, "UTF-8", "UTF-8", errors="replace", replacement_char=0xFFFD
     )
     ids, lengths = source_ids_for_model(tokenizer.source.encode(text), max_source_len)
+    if bucketed:
+        width = tf.shape(ids)[1]
+        bucket = tf.minimum(
+            (width + XLA_SOURCE_BUCKET - 1) // XLA_SOURCE_BUCKET * XLA_SOURCE_BUCKET,
+            tf.maximum(width, max_source_len),
+        )
+        ids = tf.pad(ids, [[0, 0], [0, bucket - width]])
     return ids, tf.equal(lengths, 0)
 
 
@@ -212,6 +239,7 @@ def build_export_archive(
     beam_size=DEFAULT_BEAM_SIZE,
     alpha=DEFAULT_LENGTH_PENALTY,
     asset_dir=None,
+    xla=False,
 ):
     """A `keras.export.ExportArchive` with the model, its tokenizers and the signatures.
 
@@ -223,6 +251,8 @@ def build_export_archive(
         alpha: beam search length normalization.
         asset_dir: a folder for the vocabulary files that become ``assets/``
             (copied at ``write_out``; keep it until then). None: no vocabulary assets.
+        xla: compile the searches with XLA (see `serving_functions`; needs
+            ``--xla_cpu_compilation_enabled=true`` on a CPU model server).
 
     Returns:
         The `keras.export.ExportArchive`.
@@ -235,7 +265,7 @@ def build_export_archive(
     if asset_dir is not None:
         archive.track(_vocabulary_tables(translator.tokenizer, asset_dir))
     for name, (function, input_signature) in serving_functions(
-        translator, beam_size, alpha
+        translator, beam_size, alpha, xla
     ).items():
         archive.add_endpoint(name, function, input_signature)
     return archive

@@ -43,6 +43,13 @@ def text_export(text_run_dir, tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def xla_export(text_run_dir, tmp_path_factory):
+    """BASE/1 of the tensorflow-text run, exported with ``xla=True``."""
+    base = tmp_path_factory.mktemp("xla_exports") / "translator"
+    return serving.export_run(text_run_dir, base, xla=True)
+
+
+@pytest.fixture(scope="session")
 def core_export(core_run_dir, tmp_path_factory):
     """BASE/1 of the core-ops run."""
     base = tmp_path_factory.mktemp("core_exports") / "translator"

@@ -140,6 +140,33 @@ def test_fresh_process_both_loaders_equal_translate(
 
 
 @pytest.mark.slow
+def test_xla_export_is_opt_in_audited_and_translates_alike(
+    text_export, xla_export, sample_texts, tmp_path
+):
+    """``xla=True``: the searches compile with XLA; the audit names the server flag
+    and the functions, the op set is the default export's, and
+    both loaders give the texts of the default export. The default needs no flag."""
+    plain_audit = audit.audit_saved_model(text_export)
+    xla_audit = audit.audit_saved_model(xla_export)
+    assert not plain_audit.needs_xla_flag and not plain_audit.xla_functions
+    assert "XLA" not in plain_audit.summary()
+    assert xla_audit.ok and xla_audit.needs_xla_flag
+    assert len(xla_audit.xla_functions) == 2  # greedy's and the beam's loop
+    assert audit.XLA_SERVER_FLAG in xla_audit.summary()
+    assert set(xla_audit.op_types) == set(plain_audit.op_types)
+    plain = load_in_fresh_process(text_export, sample_texts, tmp_path)
+    compiled = load_in_fresh_process(xla_export, sample_texts, tmp_path)
+    for loader in ("tf2", "session"):
+        for name, output in (
+            ("serving_default", "translation"),
+            ("translate_nbest", "translations"),
+        ):
+            assert compiled[loader][name][output] == plain[loader][name][output]
+    line = serving.serving_instructions(xla_export.parent, sample_text="a", xla=True)
+    assert line.splitlines()[1].endswith(f"tensorflow/serving {audit.XLA_SERVER_FLAG}")
+
+
+@pytest.mark.slow
 def test_core_export_loads_without_tensorflow_text(
     core_export, core_run_dir, sample_texts, tmp_path
 ):

@@ -21,8 +21,14 @@ pytestmark = pytest.mark.slow
 SCRIPT = pathlib.Path(__file__).with_name("malformed_requests_process.py")
 
 
-@pytest.mark.parametrize("loader", ["session", "tf2"])
-def test_malformed_requests_get_invalid_argument(text_export, loader):
+@pytest.mark.parametrize(
+    "export, loader",
+    [("text_export", "session"), ("text_export", "tf2"), ("xla_export", "session")],
+)
+def test_malformed_requests_get_invalid_argument(request, export, loader):
+    """Every malformed request answers InvalidArgument; the XLA export too (its
+    checks run before the compiled search)."""
+    text_export = request.getfixturevalue(export)
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": ""}
     done = subprocess.run(
         [sys.executable, "-I", str(SCRIPT), str(text_export), loader],
