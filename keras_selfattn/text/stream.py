@@ -296,29 +296,23 @@ def pair_stream(
     >>> [(s.decode(), t.decode()) for s, t in pairs]
     [('Go.', 'Va !'), ('Hi.', 'Salut.')]
     """
-    files = _given_files(files)
-    read = functools.partial(
-        _one_pass,
-        files,
-        skip_malformed=skip_malformed,
-        strict_columns=strict_columns,
-        cycle_length=cycle_length,
-    )
+    if repeat and counters is not None:
+        # The first pass counts (distinct pairs), the ones after it do not.
+        first, later = pair_stream_passes(
+            files,
+            skip_malformed=skip_malformed,
+            strict_columns=strict_columns,
+            counters=counters,
+            seed=seed,
+            cycle_length=cycle_length,
+        )
+        return first.concatenate(later)
+    read = _pass_reader(files, skip_malformed, strict_columns, cycle_length)
     if not repeat:  # read once, in the order given
         return read(None, counters)
     # Repeated whole: each pass reads every file once (under FILE auto-sharding,
     # every file of this worker) before the next pass begins.
-    if counters is None:
-        return read(seed, None).repeat()
-    first, later = pair_stream_passes(
-        files,
-        skip_malformed=skip_malformed,
-        strict_columns=strict_columns,
-        counters=counters,
-        seed=seed,
-        cycle_length=cycle_length,
-    )
-    return first.concatenate(later)
+    return read(seed, None).repeat()
 
 
 def pair_stream_passes(
@@ -339,16 +333,20 @@ def pair_stream_passes(
     ``counters``; ``later`` reads them forever from ``seed + 1`` (reshuffled each
     pass) and counts nothing. Arguments as `pair_stream`'s.
     """
-    files = _given_files(files)
-    read = functools.partial(
+    read = _pass_reader(files, skip_malformed, strict_columns, cycle_length)
+    rest_seed = None if seed is None else seed + 1
+    return read(seed, counters), read(rest_seed, None).repeat()
+
+
+def _pass_reader(files, skip_malformed, strict_columns, cycle_length):
+    """``read(seed, counters)``: one pass over ``files`` (`_one_pass`)."""
+    return functools.partial(
         _one_pass,
-        files,
+        _given_files(files),
         skip_malformed=skip_malformed,
         strict_columns=strict_columns,
         cycle_length=cycle_length,
     )
-    rest_seed = None if seed is None else seed + 1
-    return read(seed, counters), read(rest_seed, None).repeat()
 
 
 def _given_files(files):
