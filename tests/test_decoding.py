@@ -29,11 +29,11 @@ TARGET_VOCAB = 7  # ids 0..6; 3 is the end id
 SOURCE = np.array([[5, 6, 7, 8, 0], [9, 4, 0, 0, 0], [4, 5, 6, 7, 8]], "int32")
 
 
-def tiny_model():
-    keras.utils.set_random_seed(7)
+def tiny_model(target_vocab=TARGET_VOCAB, seed=7):
+    keras.utils.set_random_seed(seed)
     return build_seq2seq(
         12,
-        TARGET_VOCAB,
+        target_vocab,
         num_hiddens=16,
         num_heads=2,
         num_layers=1,
@@ -377,18 +377,7 @@ def test_beam_search_over_a_large_vocabulary_equals_the_python_reference():
     best tokens only): the same hypotheses and scores as the Python search
     that scores every token of every hypothesis."""
     vocab = 700
-    keras.utils.set_random_seed(3)
-    model = build_seq2seq(
-        12,
-        vocab,
-        num_hiddens=16,
-        num_heads=2,
-        num_layers=1,
-        ffn_hiddens=32,
-        decoder_units=16,
-        embedding_dim=8,
-        dropout=0.0,
-    )
+    model = tiny_model(vocab, seed=3)
     kernel, bias = model.logits_dense.get_weights()
     bias[END_ID] += 2.0  # so that some hypotheses end within max_len
     model.logits_dense.set_weights([kernel * 8.0, bias])

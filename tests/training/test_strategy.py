@@ -233,3 +233,17 @@ def test_train_uses_the_replica_synced_loss_scaling(prepared):
         )
         assert type(model.optimizer) is expected
         assert model.get_layer("logits").compute_dtype == "float32"
+
+
+def test_threads_after_tensorflow_started_is_refused_by_name():
+    from keras_selfattn.training.distribute.strategy import set_threads
+
+    tf.constant(1.0) + 1.0  # TensorFlow's pools now exist
+    set_threads(None)  # leaves them
+    pools = tf.config.threading.get_intra_op_parallelism_threads()
+    asked = pools + 3
+    with pytest.raises(RuntimeError, match=f"Received: threads={asked}"):
+        set_threads(asked)
+    assert tf.config.threading.get_intra_op_parallelism_threads() == pools
+    with pytest.raises(ValueError, match="threads=0"):
+        TrainConfig(threads=0)
