@@ -235,6 +235,29 @@ def test_train_uses_the_replica_synced_loss_scaling(prepared):
         assert model.get_layer("logits").compute_dtype == "float32"
 
 
+def test_adam_settings_reach_the_optimizer(prepared):
+    _splits, tokenizer = prepared
+    config = tiny_config(adam_beta_2=0.98, adam_epsilon=1e-9, clipnorm=0.0)
+    model = build_and_compile(
+        tokenizer, TINY_MODEL, config, tf.distribute.get_strategy(), 4
+    )
+    assert model.optimizer.beta_2 == 0.98 and model.optimizer.epsilon == 1e-9
+    assert model.optimizer.clipnorm is None  # 0 turns clipping off
+    defaults = build_and_compile(
+        tokenizer, TINY_MODEL, tiny_config(), tf.distribute.get_strategy(), 4
+    ).optimizer
+    assert (defaults.beta_2, defaults.epsilon) == (0.999, 1e-7)  # Keras' own
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("adam_beta_2", 1.0), ("adam_beta_2", 0.0), ("adam_epsilon", 0.0)],
+)
+def test_bad_adam_settings_are_refused_by_name(field, value):
+    with pytest.raises(ValueError, match=rf"{field}={value!r}"):
+        TrainConfig(**{field: value})
+
+
 def test_threads_after_tensorflow_started_is_refused_by_name():
     from keras_selfattn.training.distribute.strategy import set_threads
 

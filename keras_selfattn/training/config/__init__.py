@@ -58,6 +58,10 @@ class TrainConfig:
             follows lr_schedule (inverse_sqrt: peak * sqrt(warmup_steps / update);
             cosine: cosine decay to 5% at the last step).
         clipnorm: gradient-norm clipping (0 disables it).
+        adam_beta_2: Adam's decay of its squared-gradient average, in (0, 1)
+            (Keras' 0.999 by default; the Transformer's 0.98 forgets the large
+            gradients of the first steps sooner, so early updates are larger).
+        adam_epsilon: Adam's epsilon, > 0 (Keras' 1e-7; the Transformer's 1e-9).
         label_smoothing: smoothing of the one-hot targets in the loss, in [0, 1)
             (0: none; padding positions are ignored).
         seed: seeds the split, the shuffling, the initial weights and the dropouts:
@@ -159,6 +163,8 @@ class TrainConfig:
     learning_rate: float = 2e-3
     warmup_steps: int = 200
     clipnorm: float = 1.0
+    adam_beta_2: float = 0.999
+    adam_epsilon: float = 1e-7
     label_smoothing: float = 0.0
     seed: int = _field(0, DATA)
     split: tuple = _field((0.8, 0.1, 0.1), DATA)
@@ -263,8 +269,9 @@ class TrainConfig:
             "keep_checkpoints",
         ):
             check_range(self, name, minimum=0)
-        for name in ("learning_rate", "worker_timeout"):
+        for name in ("learning_rate", "worker_timeout", "adam_epsilon"):
             check_range(self, name, above=0)
+        check_range(self, "adam_beta_2", above=0, below=1)
         check_range(self, "label_smoothing", minimum=0, below=1)
         check_range(self, "seed", minimum=0, maximum=2**32 - 1)  # NumPy's seed range
         self._check_sentencepiece_models()

@@ -57,6 +57,8 @@ def build_and_compile(
     )
     optimizer = keras.optimizers.Adam(
         _schedule(train_config, total_steps or steps_per_epoch * train_config.epochs),
+        beta_2=train_config.adam_beta_2,
+        epsilon=train_config.adam_epsilon,
         clipnorm=train_config.clipnorm or None,
         gradient_accumulation_steps=(
             train_config.accumulate_steps if train_config.accumulate_steps > 1 else None
