@@ -24,11 +24,15 @@ DEFAULT_BEAM_SIZE = 4
 DEFAULT_LENGTH_PENALTY = 0.6  # GNMT's alpha (Wu et al. 2016)
 # TrainConfig.lr_schedule.
 LR_SCHEDULES = ("inverse_sqrt", "cosine")
+# TrainConfig.bucket_spacing and bucket_shapes(spacing=...): how the length
+# buckets divide the model's limits.
+BUCKET_SPACINGS = ("even", "geometric")
 # TrainConfig.best_by: what the best model and early stopping follow.
 BEST_BY = ("chrf", "bleu", "loss")
 
 __all__ = [
     "BEST_BY",
+    "BUCKET_SPACINGS",
     "DEFAULT_BEAM_SIZE",
     "DEFAULT_LENGTH_PENALTY",
     "LR_SCHEDULES",

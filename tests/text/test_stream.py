@@ -2,6 +2,7 @@
 batches by length."""
 
 import gzip
+import math
 
 import numpy as np
 import pytest
@@ -247,6 +248,58 @@ def _ids(lengths):
             tf.TensorSpec([None], tf.int32),
         ),
     )
+
+
+def test_geometric_buckets_grow_by_sqrt2_up_to_the_limits():
+    shapes = bucket_shapes(100, 60, 8, spacing="geometric")
+    expected = [
+        (math.ceil(100 / 2 ** (k / 2) - 1e-9), math.ceil(60 / 2 ** (k / 2) - 1e-9))
+        for k in range(7, -1, -1)
+    ]
+    assert shapes == expected and shapes[-1] == (100, 60)
+    assert shapes[:3] == [(9, 6), (13, 8), (18, 11)]
+    # Short limits, many buckets: equal buckets given once, never below 1.
+    assert bucket_shapes(3, 2, 8, spacing="geometric") == [(1, 1), (2, 1), (3, 2)]
+    with pytest.raises(ValueError, match="spacing='log'"):
+        bucket_shapes(10, 10, 4, spacing="log")
+
+
+def test_geometric_buckets_pad_short_pairs_less_than_even_ones():
+    """Each pair lands in the first bucket it fits, so the padded size of the
+    batches is a count over the pairs (NumPy below); on short pairs under long
+    limits geometric buckets pad less than even ones."""
+    rng = np.random.default_rng(1)
+    lengths = [(int(rng.integers(1, 12)), int(rng.integers(1, 12))) for _ in range(320)]
+    padded = {}
+    for spacing in ("even", "geometric"):
+        shapes = bucket_shapes(64, 64, 8, spacing=spacing)
+        # target_out carries the </s>: one more than the target's ids.
+        first = [
+            next((s, t) for s, t in shapes if ls <= s and lt + 1 <= t)
+            for ls, lt in lengths
+        ]
+        expected = sum(s + t for s, t in first)
+        total = 0
+        for inputs, target_out in batch_by_length(
+            _ids(lengths),
+            max_source_length=64,
+            max_target_length=64,
+            num_buckets=8,
+            bucket_spacing=spacing,
+            batch_size=16,
+            drop_remainder=False,
+        ).as_numpy_iterator():
+            shape = (inputs["source"].shape[1], target_out.shape[1])
+            for row_source, row_out in zip(inputs["source"], target_out, strict=True):
+                own = ((row_source != 0).sum(), (row_out != 0).sum())
+                assert shape == next(
+                    (s, t) for s, t in shapes if own[0] <= s and own[1] <= t
+                ), (own, shape, shapes)
+            total += inputs["source"].size + target_out.size
+        assert total == expected
+        padded[spacing] = total
+    real = sum(ls + lt + 1 for ls, lt in lengths)
+    assert real < padded["geometric"] < 0.85 * padded["even"], (real, padded)
 
 
 def test_batches_by_length_are_padded_to_their_bucket():

@@ -102,6 +102,10 @@ def test_cli_flags_for_the_new_fields():
             "--no-jit-compile",
             "--strategy",
             "tpu",
+            "--bucket-spacing",
+            "geometric",
+            "--adam-beta-2",
+            "0.98",
         ]
     )
     assert (args.tpu, args.worker_timeout, args.max_pairs) == (
@@ -114,6 +118,9 @@ def test_cli_flags_for_the_new_fields():
         False,
         "tpu",
     )
+    assert (args.bucket_spacing, args.adam_beta_2) == ("geometric", 0.98)
+    with pytest.raises(ValueError, match="bucket_spacing='log'"):
+        TrainConfig(bucket_spacing="log")
 
 
 # --- the TPU path, without a TPU -----------------------------------------------

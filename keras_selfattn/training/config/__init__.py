@@ -6,6 +6,7 @@ from typing import ClassVar
 from keras_selfattn import _moved
 from keras_selfattn.choices import (
     BEST_BY,
+    BUCKET_SPACINGS,
     LR_SCHEDULES,
     STRATEGIES,
     TOKENIZER_KINDS,
@@ -111,6 +112,10 @@ class TrainConfig:
         length_buckets: batches come in this many length buckets, each padded to
             its own lengths (1: every batch padded to the model's limits, the
             static shapes a TPU needs; a TPU strategy always uses 1).
+        bucket_spacing: how the buckets divide the length limits: ``"even"``
+            (bucket i of n up to (i + 1) / n of them) or ``"geometric"`` (each
+            bucket sqrt(2) times the previous, the last at the limits: less
+            padding when most pairs are far below the limits; use 6-8 buckets).
         batch_tokens: give each batch a budget of this many tokens (padding
             included, the longer side) instead of ``batch_size`` pairs.
         shuffle_buffer: pairs held in the shuffle buffer (bounded memory).
@@ -187,6 +192,7 @@ class TrainConfig:
     eval_every: int | None = _field(None, CONTINUATION)
     save_every: int | None = _field(None, CONTINUATION)
     length_buckets: int = 4
+    bucket_spacing: str = "even"
     batch_tokens: int | None = None
     shuffle_buffer: int = 10_000
     max_validation_pairs: int = _field(5000, DATA)
@@ -212,6 +218,7 @@ class TrainConfig:
         "tokenizer_ops": TOKENIZER_OPS,
         "lr_schedule": LR_SCHEDULES,
         "best_by": BEST_BY,
+        "bucket_spacing": BUCKET_SPACINGS,
     }
 
     # Fields added after runs were first saved, with the value that trains the way

@@ -249,6 +249,7 @@ def shuffled_batches(
             reshuffle_each_iteration=False,
         ),
         num_buckets=num_buckets or train_config.length_buckets,
+        bucket_spacing=train_config.bucket_spacing,
         batch_size=train_config.batch_size,
         batch_tokens=train_config.batch_tokens,
         batch_multiple=replicas,
@@ -295,6 +296,7 @@ def validation_batches(
     batches = batch_by_length(
         ids,
         num_buckets=num_buckets or train_config.length_buckets,
+        bucket_spacing=train_config.bucket_spacing,
         batch_size=train_config.batch_size,
         batch_tokens=train_config.batch_tokens,
         batch_multiple=replicas,
