@@ -16,7 +16,7 @@ pytestmark = pytest.mark.slow
 
 TINY_MODEL = [
     *("--num-hiddens", "16", "--num-heads", "2", "--num-layers", "1"),
-    *("--ffn-hiddens", "32", "--decoder-units", "16", "--embedding-dim", "8"),
+    *("--ffn-hiddens", "32", "--decoder-units", "16", "--embedding-dim", "16"),
     *("--max-target-len", "12", "--no-jit-compile", "--batch-size", "16"),
 ]
 
@@ -84,11 +84,13 @@ def test_a_run_that_does_not_translate_fails_loudly(tmp_path):
     assert summary["best_by"] == "chrf" and summary["health"]["ok"] is False
     # The preset's settings, but the flags given win.
     config = json.loads((run / "config.json").read_text())
-    _, small = preset_configs("small")
+    small_model, small = preset_configs("small")
     assert config["train"]["lr_schedule"] == small.lr_schedule
     assert config["train"]["label_smoothing"] == small.label_smoothing
     assert config["model"]["norm_first"] is True
     assert config["model"]["attentional_output"] is True
+    assert config["model"]["tie_embeddings"] is small_model.tie_embeddings is True
+    assert config["train"]["bucket_spacing"] == small.bucket_spacing == "geometric"
     assert config["model"]["num_hiddens"] == 16  # --num-hiddens over the preset's 256
     assert config["train"]["target_tokenizer"] == "char"
 

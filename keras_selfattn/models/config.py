@@ -131,8 +131,9 @@ class ModelConfig:
         if self.tie_embeddings and self.embedding_dim != self.decoder_units:
             raise ValueError(
                 "tie_embeddings needs embedding_dim == decoder_units (the decoder's "
-                "outputs are scored against the embeddings). Received: "
-                f"embedding_dim={self.embedding_dim}, "
+                "outputs are scored against the embeddings): set both to one width, "
+                "or turn tying off (--no-tie-embeddings; --preset small ties "
+                f"them). Received: embedding_dim={self.embedding_dim}, "
                 f"decoder_units={self.decoder_units}"
             )
         self._check_divisible("num_hiddens", "num_heads")

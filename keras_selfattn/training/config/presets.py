@@ -12,7 +12,11 @@ produced them.
 
 - ``small``: a CPU recipe (minutes to an hour on a laptop's cores): a 3-block
   pre-layer-norm encoder, 256 wide, and a one-layer GRU decoder with the
-  attentional output; inverse-square-root learning rate; label smoothing 0.1.
+  attentional output; tied target embeddings; WordPiece vocabularies of about
+  4,000 pieces a side; eight geometric length buckets; Adam at 2e-3 after 400
+  warm-up updates, then inverse square root; label smoothing 0.1. (Until
+  session 9: 8k vocabularies, untied, four even buckets, 1e-3 after 800: on
+  Multi30k BLEU 16.3 after 15 training CPU-minutes, this recipe 25.1.)
 - ``base``: a GPU-day recipe for corpora of 1M-10M pairs: a 6-block encoder 512
   wide, a two-layer residual, layer-normalized LSTM decoder with the attentional
   output, token-budget batches: updates of 8k tokens, accumulated from four
@@ -38,13 +42,19 @@ PRESETS = {
             "embedding_dim": 256,
             "max_source_len": 100,
             "max_target_len": 100,
+            "tie_embeddings": True,
         },
         "train": {
-            "learning_rate": 1e-3,
-            "warmup_steps": 800,
+            # the default peak learning rate (2e-3), reached in 400 updates
+            "warmup_steps": 400,
             "label_smoothing": 0.1,
             "source_tokenizer": "subword",
             "target_tokenizer": "subword",
+            "source_vocab_size": 4000,
+            "target_vocab_size": 4000,
+            # most sentences are far below the 100-token limits: little padding
+            "length_buckets": 8,
+            "bucket_spacing": "geometric",
             "epochs": 15,
         },
     },
