@@ -14,6 +14,7 @@ import pytest
 from tensorflow.core.protobuf import saved_model_pb2
 
 from keras_selfattn import cli, serving, text
+from keras_selfattn.cli import errors
 from keras_selfattn.inference import Translator
 from keras_selfattn.serving import audit, publishing, warmup
 from tests.serving.tiny_runs import BEAM_SIZE
@@ -318,6 +319,54 @@ def test_publish_is_a_rename_that_never_overwrites(tmp_path):
     assert publishing.publish(staged, base, 1, automatic=True) == base / "2"
     assert (base / "2" / "saved_model.pb").read_text() == "v2"
     assert (base / "1" / "keep").read_text() == "v1"
+
+
+@pytest.mark.parametrize("flags", [[], ["--xla"]], ids=["default", "xla"])
+def test_cli_export_xla_flag_reaches_export_run_and_the_docker_line(
+    flags, tmp_path, monkeypatch, capsys
+):
+    """``export --xla`` passes ``xla=True`` to `export_run` and the printed docker
+    line carries the server flag; without it, ``xla=False`` and no flag."""
+    received = {}
+
+    def export_run(run_dir, export_base, version, **options):
+        received.update(options)
+        return pathlib.Path(export_base) / "1"
+
+    monkeypatch.setattr(errors, "check_run_directory", lambda path: None)
+    monkeypatch.setattr(serving, "export_run", export_run)
+    monkeypatch.setattr(serving, "sample_sources", lambda run_dir, count: ["Va !"])
+    (tmp_path / "run").mkdir()
+    command = ["export", "--model", str(tmp_path / "run")]
+    assert cli.main([*command, "--export-dir", str(tmp_path / "b"), *flags]) == 0
+    assert received["xla"] is bool(flags)
+    docker = [
+        line for line in capsys.readouterr().out.splitlines() if "docker run" in line
+    ]
+    assert len(docker) == 1
+    assert docker[0].endswith(
+        f"tensorflow/serving {audit.XLA_SERVER_FLAG}" if flags else "tensorflow/serving"
+    )
+
+
+def test_serving_instructions_name_the_xla_flag_only_when_asked(tmp_path):
+    plain = serving.serving_instructions(tmp_path / "translator", sample_text="a")
+    compiled = serving.serving_instructions(
+        tmp_path / "translator", sample_text="a", xla=True
+    )
+    assert "xla" not in plain
+    assert compiled.count(audit.XLA_SERVER_FLAG) == 1
+    assert compiled.replace(f" {audit.XLA_SERVER_FLAG}", "") == plain
+
+
+@pytest.mark.slow
+def test_cli_export_xla_passes_the_op_audit(text_run_dir, tmp_path):
+    base = tmp_path / "translator"
+    command = ["export", "--model", str(text_run_dir), "--export-dir", str(base)]
+    assert cli.main([*command, "--xla"]) == 0
+    op_audit = audit.audit_saved_model(base / "1")
+    assert op_audit.ok and op_audit.needs_xla_flag
+    assert not set(op_audit.op_types) & audit.PYTHON_BOUND_OPS
 
 
 def test_serving_instructions_quote_paths(tmp_path):
