@@ -145,7 +145,7 @@ def test_xla_export_is_opt_in_audited_and_translates_alike(
     text_export, xla_export, sample_texts, tmp_path
 ):
     """``xla=True``: the searches compile with XLA; the audit names the server flag
-    and the functions, the op set is the default export's, and
+    and the functions, both pass the op audit, and
     both loaders give the texts of the default export. The default needs no flag."""
     plain_audit = audit.audit_saved_model(text_export)
     xla_audit = audit.audit_saved_model(xla_export)
@@ -154,7 +154,17 @@ def test_xla_export_is_opt_in_audited_and_translates_alike(
     assert xla_audit.ok and xla_audit.needs_xla_flag
     assert len(xla_audit.xla_functions) == 2  # greedy's and the beam's loop
     assert audit.XLA_SERVER_FLAG in xla_audit.summary()
-    assert set(xla_audit.op_types) == set(plain_audit.op_types)
+    # Both pass the audit; greedy's default loop drops finished rows (a scatter and
+    # a cond more), the XLA one keeps the whole batch: the op sets differ by those.
+    assert plain_audit.ok
+    assert set(plain_audit.op_types) ^ set(xla_audit.op_types) <= {
+        "TensorScatterUpdate",
+        "StatelessIf",
+        "If",
+        "Size",
+        "Greater",
+        "ZerosLike",
+    }
     plain = load_in_fresh_process(text_export, sample_texts, tmp_path)
     compiled = load_in_fresh_process(xla_export, sample_texts, tmp_path)
     for loader in ("tf2", "session"):
