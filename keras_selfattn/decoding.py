@@ -18,7 +18,10 @@ so they run on the TensorFlow and the JAX backend:
   eagerly, a search runs as a graph: a ``tf.function`` traced once per model and
   setting (``max_len``, beam size ...) and cached beside the model, for any batch
   and source length: op by op, the eager loop was 20-50x slower
-  (benchmarks/before_after.py).
+  (benchmarks/before_after.py). Greedy search drops the rows of finished
+  sentences from its loop there (`_loop_dropping_finished`: the same tokens,
+  less work); with ``jit_compile=True`` (XLA) every search keeps the whole
+  batch, as on JAX.
 - JAX: the loop (a ``lax.while_loop``) runs under ``jax.jit``, with the model's
   variables passed in as arguments (``keras.StatelessScope``, so a model that
   keeps training decodes with its current weights); one jitted function is
@@ -164,6 +167,22 @@ def _take_per_sentence(values, indices):
     return ops.take(flat, rows, axis=0)
 
 
+def _argmax_of_rows(values):
+    """int32 (R,): the index of each (R, V) row's largest value (the first on ties).
+
+    On TensorFlow ``tf.argmax`` itself: keras' ``ops.argmax`` first replaces
+    -0.0 by the smallest negative float (so that +0.0 wins over -0.0 on every
+    backend), three more passes over the (R, V) row per decoder step; a
+    log-probability is never -0.0 (the largest is ``0 - logsumexp``, +0.0 at
+    most), so the tokens are the same.
+    """
+    if _on_tensorflow():
+        import tensorflow as tf
+
+        return tf.argmax(values, axis=-1, output_type=tf.int32)
+    return ops.cast(ops.argmax(values, axis=-1), "int32")
+
+
 def _first_only(width):
     """(width,) bool constant: True at 0 only."""
     values = np.zeros([width], bool)
@@ -274,8 +293,17 @@ def decode(model, source_ids, strategy, max_len, jit_compile=False):
 
 
 def _decode(model, source_ids, strategy, max_len):
-    """The loop, then the strategy's result."""
-    return strategy.finalize(*_loop(model, source_ids, strategy, max_len))
+    """The loop, then the strategy's result.
+
+    TensorFlow, not under XLA: a strategy that can (``drops_finished_rows``,
+    as `GreedySearch`) runs `_loop_dropping_finished`, which stops computing the
+    rows of sentences that have ended; the result is the same.
+    """
+    if _on_tensorflow() and getattr(strategy, "drops_finished_rows", False):
+        loop = _loop_dropping_finished
+    else:
+        loop = _loop
+    return strategy.finalize(*loop(model, source_ids, strategy, max_len))
 
 
 def _decode_with_xla(model, source_ids, strategy, max_len):
@@ -325,6 +353,94 @@ def _loop(model, source_ids, strategy, max_len):
     return t, memory
 
 
+# Long: half of it is the docstring; the loop's body, condition and shape invariants.
+def _loop_dropping_finished(model, source_ids, strategy, max_len):
+    """TensorFlow: `_loop`, but the decoder runs only on the unfinished rows.
+
+    A batch decodes until its longest sentence ends; with the static `_loop`
+    every step computes every row, most of them for sentences that have
+    already ended (two thirds of greedy's matmul work on a served batch of 32,
+    benchmarks/RESULTS.md). Here the loop carries the active rows only:
+    ``rows`` (A,) holds their positions in the batch, and after each step the
+    rows that produced the end id are dropped from the tokens and from every
+    decoder state tensor (all are batch-major, (A, ...): the memory, its keys
+    and mask with the recurrent states; a gather, as a beam search's
+    `Seq2Seq.reorder_decoder_state` does), on the steps that end a sentence.
+    The strategy says whether it can run here (``drops_finished_rows``) and
+    writes each step's results into its full-batch tensors at ``rows``
+    (``step_active``), so a finished row keeps what the static loop leaves
+    there (padding after its end id, its score and length). A row's arithmetic
+    is its own, so the tokens are the static loop's (checked on the 1000
+    Multi30k test sentences, benchmarks/RESULTS.md).
+
+    The batch dimension of the loop's tensors changes from step to step: a
+    ``tf.while_loop`` with a ``None`` batch in its shape invariants (not XLA,
+    which needs static shapes; JAX and ``jit_compile=True`` run `_loop`).
+
+    Returns:
+        ``(t, memory)`` as `_loop`.
+    """
+    import tensorflow as tf
+
+    tokens, states, finished, memory = strategy.initialize(
+        model.initial_decoder_state(source_ids), source_ids, max_len
+    )
+    rows = tf.range(tf.shape(tokens)[0], dtype=tf.int32)
+    # Rows that start finished (none for greedy) are dropped before step 0.
+    active = tf.reshape(tf.where(tf.logical_not(finished)), [-1])
+    tokens, rows = tf.gather(tokens, active), tf.gather(rows, active)
+    states = [tf.gather(s, active) for s in states]
+    no_padding = _no_padding(model)
+
+    def body(t, tokens, states, rows, memory):
+        logits, states = model.decode_step(tokens, states, training=False)
+        log_probs = ops.log_softmax(logits + no_padding)  # padding never chosen
+        tokens, finished, memory = strategy.step_active(t, log_probs, rows, memory)
+
+        def drop_finished():
+            active = tf.reshape(tf.where(tf.logical_not(finished)), [-1])
+            kept = [tf.gather(x, active) for x in (tokens, rows, *states)]
+            return kept[0], kept[1], kept[2:]
+
+        # Most steps end no sentence: gather only on those that do.
+        tokens, rows, states = tf.cond(
+            tf.reduce_any(finished), drop_finished, lambda: (tokens, rows, states)
+        )
+        return t + 1, tokens, list(states), rows, memory
+
+    def cond(t, tokens, states, rows, memory):
+        return tf.logical_and(t < max_len, tf.size(rows) > 0)
+
+    def any_batch(tensor):
+        return tf.TensorShape([None]).concatenate(tensor.shape[1:])
+
+    loop_vars = (tf.constant(0, tf.int32), tokens, list(states), rows, memory)
+    t, _, _, _, memory = tf.while_loop(
+        cond,
+        body,
+        loop_vars,
+        shape_invariants=(
+            tf.TensorShape([]),
+            any_batch(tokens),
+            [any_batch(s) for s in states],
+            any_batch(rows),
+            tf.nest.map_structure(lambda m: m.shape, memory),
+        ),
+    )
+    return t, memory
+
+
+def _scatter_rows(buffer, rows, values, t=None):
+    """TensorFlow: ``buffer[rows] = values``, or ``buffer[rows, t] = values``."""
+    import tensorflow as tf
+
+    if t is None:
+        indices = rows[:, None]
+    else:
+        indices = tf.stack([rows, tf.fill(tf.shape(rows), t)], axis=1)
+    return tf.tensor_scatter_nd_update(buffer, indices, values)
+
+
 @dataclasses.dataclass(frozen=True)
 class GreedySearch:
     """At each step the most likely next token (`greedy_decode`).
@@ -334,13 +450,23 @@ class GreedySearch:
     ``before_step`` and ``step`` update them around each decoder step;
     ``finalize`` makes the result. ``graph_key`` names the cached graph (None:
     do not cache). ``choose`` picks the tokens: a subclass that samples
-    overrides it alone.
+    overrides it alone. On TensorFlow (not XLA) and without
+    ``return_attention`` the loop drops the rows of finished sentences
+    (`_loop_dropping_finished`): ``step_active`` is ``step`` for the active
+    rows only.
 
     Args:
         return_attention: also return the attention weights of every step.
     """
 
     return_attention: bool = False
+
+    @property
+    def drops_finished_rows(self):
+        """Whether `_loop_dropping_finished` may run this search (TensorFlow):
+        not with ``return_attention``, whose weights cover every step of every
+        row (after a sentence's end too, as the static loop computes them)."""
+        return not self.return_attention
 
     def graph_key(self, max_len):
         if not isinstance(max_len, numbers.Integral):
@@ -369,7 +495,7 @@ class GreedySearch:
 
     def choose(self, log_probs, t):
         """(B, V) log-probabilities of step ``t`` -> (B,) int32 tokens: the best."""
-        return ops.cast(ops.argmax(log_probs, axis=-1), "int32")
+        return _argmax_of_rows(log_probs)
 
     def step(self, model, t, log_probs, states, finished, memory):
         next_tokens = self.choose(log_probs, t)
@@ -383,6 +509,26 @@ class GreedySearch:
         }
         finished = ops.logical_or(finished, ops.equal(next_tokens, END_ID))
         return next_tokens, states, finished, memory
+
+    def step_active(self, t, log_probs, rows, memory):
+        """`step` for the active rows (TensorFlow): (A, V) log-probabilities ->
+        (A,) tokens, (A,) whether each row has ended, and ``memory`` with the
+        rows' scores, lengths and tokens written at ``rows``."""
+        import tensorflow as tf
+
+        next_tokens = self.choose(log_probs, t)
+        chosen = _take_per_sentence(log_probs, next_tokens[:, None])[:, 0]
+        memory = {
+            **memory,
+            "scores": _scatter_rows(
+                memory["scores"], rows, tf.gather(memory["scores"], rows) + chosen
+            ),
+            "lengths": _scatter_rows(
+                memory["lengths"], rows, tf.gather(memory["lengths"], rows) + 1
+            ),
+            "ids": _scatter_rows(memory["ids"], rows, next_tokens, t),
+        }
+        return next_tokens, tf.equal(next_tokens, END_ID), memory
 
     def finalize(self, t, memory):
         result = {

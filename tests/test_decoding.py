@@ -397,3 +397,51 @@ def test_beam_search_over_a_large_vocabulary_equals_the_python_reference():
             ended += tokens[-1] == END_ID
     if keras.config.backend() == "tensorflow":  # JAX draws other initial weights
         assert ended, "choose weights with which some hypotheses end"
+
+
+@on_tensorflow
+@pytest.mark.parametrize("return_attention", [False, True])
+def test_greedy_without_the_finished_rows_gives_the_static_loops_results(
+    return_attention,
+):
+    """On TensorFlow greedy stops computing the rows of ended sentences
+    (`_loop_dropping_finished`); its results are the static loop's (what XLA and
+    JAX run), for sentences that end at different steps, in eager calls and in a
+    traced function."""
+    import tensorflow as tf
+
+    from keras_selfattn import decoding
+
+    model = sharpened_model()
+    kernel, bias = model.logits_dense.get_weights()
+    bias[END_ID] += 2.0  # some sentences end at once, some later, some never
+    model.logits_dense.set_weights([kernel, bias])
+
+    rng = np.random.default_rng(3)
+    source = rng.integers(4, 12, size=(24, 7)).astype("int32")
+    source[np.arange(7)[None, :] >= rng.integers(1, 8, size=(24, 1))] = PAD_ID
+    max_len = 9
+    strategy = decoding.GreedySearch(return_attention)
+    static = tf.function(
+        lambda s: strategy.finalize(*decoding._loop(model, s, strategy, max_len))
+    )(source)
+    lengths = np.asarray(static["lengths"])
+    assert len(set(lengths.tolist())) > 2 and lengths.min() < max_len  # ends vary
+    traced = tf.function(
+        lambda s: greedy_decode(model, s, max_len, return_attention=return_attention)
+    )
+    for result in (
+        greedy_decode(model, source, max_len, return_attention=return_attention),
+        traced(source),
+    ):
+        assert sorted(result) == sorted(static)
+        for key in ("ids", "lengths"):
+            np.testing.assert_array_equal(
+                np.asarray(result[key]), np.asarray(static[key])
+            )
+        for key in {"scores", "attention"} & set(result):
+            np.testing.assert_allclose(
+                np.asarray(result[key]), np.asarray(static[key]), atol=1e-6
+            )
+    empty = greedy_decode(model, np.zeros([0, 5], "int32"), max_len)
+    assert np.asarray(empty["ids"]).shape == (0, 0)

@@ -38,6 +38,7 @@ from keras_selfattn.run_layout import (
     checkpoint_step,
     train_config_with_vocabulary,
 )
+from keras_selfattn.serving.audit import XLA_SERVER_FLAG
 from keras_selfattn.serving.publishing import DEFAULT_MODEL_NAME
 from keras_selfattn.training.config import TrainConfig
 from keras_selfattn.training.config.presets import PRESETS, preset_configs
@@ -400,6 +401,15 @@ def _add_export(subparsers):
         default=DEFAULT_MODEL_NAME,
         help="served model name (warmup requests, docker line)",
     )
+    parser.add_argument(
+        "--xla",
+        action="store_true",
+        help=(
+            "compile the searches with XLA (export_run(xla=True)); a CPU "
+            "tensorflow_model_server must then run with "
+            f"{XLA_SERVER_FLAG} (default: off, no server flag)"
+        ),
+    )
 
 
 def _export(args):
@@ -413,12 +423,13 @@ def _export(args):
             args.version,
             model_name=args.model_name,
             beam_size=args.beam,
+            xla=args.xla,
         )
     print(f"exported: {version_dir}")
     sample = serving.sample_sources(args.model, 1)[0]
     print(
         serving.serving_instructions(
-            args.export_dir, args.model_name, sample_text=sample
+            args.export_dir, args.model_name, sample_text=sample, xla=args.xla
         )
     )
     return 0

@@ -47,8 +47,9 @@ the model is never run; `WARNED_IO_OPS` (reads: ``ReadFile``, file readers and
 datasets, ``MatchingFiles``, ``Print``) are reported. Lookup tables initialized
 from a text file (the vocabulary assets) are not flagged.
 
-XLA. An export with ``xla=True`` adds no op type (checked on the tiny serving
-runs: the same op set as the default export; its searches are
+XLA. An export with ``xla=True`` adds no op type that the audit does not know
+(checked on the tiny serving runs: the default export's ops, less the scatter and
+cond of the default greedy loop's row dropping; its searches are
 ``StatefulPartitionedCall`` nodes of functions marked ``_XlaMustCompile``), but
 ``tensorflow_model_server`` compiles such functions on CPU only when started with
 ``--xla_cpu_compilation_enabled=true`` (experimental; without it the first request
