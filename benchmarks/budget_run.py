@@ -16,7 +16,8 @@ between the end of each period's last step and the end of that period's
 callbacks, i.e. the validation, its translations, the best-model save, and
 minus the snapshots' own saves). When
 ``train_cpu_s`` first passes a budget the current weights (not the best by
-validation: the same rule as the peer's `keras_hub_peer.py`) are saved to
+validation: the same rule as the peer's `keras_hub_peer.py`; with
+``--ema-momentum`` their moving average, what such a run validates) are saved to
 ``OUT/budget-<minutes>.keras``; after the last budget training stops (the run
 then ends as a stopped ``train`` does). ``OUT/budgets.json`` lists each
 snapshot's step and both CPU times, ``OUT/cpu_log.csv`` both times every 100
@@ -25,7 +26,9 @@ steps with the training loss.
 ``--threads N`` sets TF_NUM_INTRAOP_THREADS / TF_NUM_INTEROP_THREADS before
 TensorFlow loads (the package has no option of its own) and checks they took.
 
-``--score``: translates ``--test`` with each snapshot (greedy and/or beam), writes
+``--score``: translates ``--test`` with each snapshot (greedy and/or beam; with
+``--ema-momentum`` both the average and the last weights, whose figures are
+those of the same run without the average), writes
 the hypotheses beside it and prints sacrebleu BLEU / chrF (cased, against the
 raw references) in a markdown table; ``--tok-ref`` adds BLEU as the Multi30k
 papers compute it (`shared/tools/paper_bleu.py`'s pipeline: lowercased, Moses
@@ -92,18 +95,27 @@ class BudgetSnapshots:
         self.model.stop_training = True
 
     def _snapshot(self, minutes, train_cpu, now):
+        from keras_selfattn.training.fit.averaging import (
+            keeps_moving_average,
+            moving_average_in,
+        )
+
         path = self.out / f"budget-{minutes:g}.keras"
-        self.model.save(path)
+        row = {"budget_cpu_min": minutes, "step": self.step, "model": path.name}
+        if keeps_moving_average(self.model):
+            # The weights the average is taken over: the same run without it.
+            row["last_weights_model"] = f"budget-{minutes:g}.last-weights.keras"
+            self.model.save(self.out / row["last_weights_model"])
+        with moving_average_in(self.model) as model:  # --ema-momentum: the average
+            model.save(path)
         self.excluded += process_cpu() - now
         self.rows.append(
             {
-                "budget_cpu_min": minutes,
-                "step": self.step,
+                **row,
                 "train_cpu_s": round(train_cpu, 1),
                 "process_cpu_s": round(now, 1),
                 "with_validations_cpu_s": round(now - self.setup, 1),
                 "excluded_cpu_s": round(self.excluded, 1),
-                "model": path.name,
             }
         )
         (self.out / "budgets.json").write_text(json.dumps(self.rows, indent=1))
@@ -202,28 +214,34 @@ def score(args):
         shutil.copyfile(out / rows[0]["model"], out / "run" / "model.keras")
     translator = Translator.load(out / "run")
     print(
-        "| budget (train CPU-min) | step | process CPU-min | search | BLEU | chrF "
-        "| paper BLEU |"
+        "| budget (train CPU-min) | step | process CPU-min | weights | search | BLEU "
+        "| chrF | paper BLEU |"
     )
-    print("|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|")
     for row in rows:
         if args.only and f"{row['budget_cpu_min']:g}" not in args.only.split(","):
             continue
-        translator.model = keras.saving.load_model(out / row["model"])
-        for beam in [int(b) for b in args.beam.split(",")]:
-            hyps = [t.text for t in translator.translate(sources, beam_size=beam)]
-            name = out / f"{row['model']}.{pathlib.Path(args.test).stem}.beam{beam}.hyp"
-            name.write_text("\n".join(hyps) + "\n", encoding="utf-8")
-            bleu = BLEU().corpus_score(hyps, [references]).score
-            chrf = CHRF().corpus_score(hyps, [references]).score
-            paper = f"{paper_bleu(hyps, args.tok_ref):.2f}" if args.tok_ref else ""
-            search = "greedy" if beam == 1 else f"beam {beam}"
-            print(
-                f"| {row['budget_cpu_min']:g} | {row['step']:,} | "
-                f"{row['process_cpu_s'] / 60:.1f} | {search} | {bleu:.1f} | "
-                f"{chrf:.1f} | {paper} |",
-                flush=True,
-            )
+        models = [("average" if "last_weights_model" in row else "last", row["model"])]
+        if "last_weights_model" in row:
+            models.append(("last", row["last_weights_model"]))
+        for weights, model_file in models:
+            translator.model = keras.saving.load_model(out / model_file)
+            for beam in [int(b) for b in args.beam.split(",")]:
+                hyps = [t.text for t in translator.translate(sources, beam_size=beam)]
+                name = (
+                    out / f"{model_file}.{pathlib.Path(args.test).stem}.beam{beam}.hyp"
+                )
+                name.write_text("\n".join(hyps) + "\n", encoding="utf-8")
+                bleu = BLEU().corpus_score(hyps, [references]).score
+                chrf = CHRF().corpus_score(hyps, [references]).score
+                paper = f"{paper_bleu(hyps, args.tok_ref):.2f}" if args.tok_ref else ""
+                search = "greedy" if beam == 1 else f"beam {beam}"
+                print(
+                    f"| {row['budget_cpu_min']:g} | {row['step']:,} | "
+                    f"{row['process_cpu_s'] / 60:.1f} | {weights} | {search} | "
+                    f"{bleu:.1f} | {chrf:.1f} | {paper} |",
+                    flush=True,
+                )
 
 
 def main(argv=None):

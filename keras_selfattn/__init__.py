@@ -62,3 +62,4 @@ if "keras" in sys.modules:  # no start-up cost left to save: register for load_m
     importlib.import_module("keras_selfattn.models.seq2seq")  # and the layers
     importlib.import_module("keras_selfattn.models.losses")  # a compiled model's loss
     importlib.import_module("keras_selfattn.models.schedules")  # and its schedule
+    importlib.import_module("keras_selfattn.models.optimizers")  # and optimizer

@@ -5,13 +5,13 @@ registers it has been imported. The package's names load lazily, so a process
 that has imported only the command line or `keras_selfattn.translation` may not
 have imported them yet; `load_model` imports every module whose classes a saved
 model or its compile configuration holds (the model, its layers, the loss and
-metric, the learning-rate schedule) and then loads.
+metric, the optimizer and its learning-rate schedule) and then loads.
 """
 
 import keras
 
 # Imported for their registrations (@keras.saving.register_keras_serializable).
-from keras_selfattn.models import losses, schedules, seq2seq  # noqa: F401
+from keras_selfattn.models import losses, optimizers, schedules, seq2seq  # noqa: F401
 
 __all__ = ["load_model"]
 

@@ -158,6 +158,12 @@ class TrainConfig:
         keep_checkpoints: after every validation, the model is also saved to
             ``checkpoints/step-<step>.keras``, keeping the newest this many, for
             ``keras-selfattn average`` (checkpoint averaging; 0: none).
+        ema_momentum: keep an exponential moving average of the weights and
+            validate, keep and export it instead of the last weights (Polyak
+            averaging; `models.optimizers.MovingAverageAdam`): the average's
+            decay at update t is min(ema_momentum, (1 + t) / (10 + t)), in
+            [0, 1) (0: no average; 0.999: about the last 1,000 updates once
+            past update 9,000, the last tenth of the run before).
 
     Some fields carry roles (`VOCAB`, `DATA`, `PLACEMENT`, `CONTINUATION`) that
     say what else depends on them; `fields_with_role` lists them.
@@ -205,6 +211,7 @@ class TrainConfig:
     validation_translations: int = 500
     log_every: int = _field(100, PLACEMENT)
     keep_checkpoints: int = 0
+    ema_momentum: float = 0.0
     accumulate_steps: int = 1
     tensorboard: bool = _field(True, PLACEMENT)  # output only, like log_every
     threads: int | None = _field(None, PLACEMENT)
@@ -280,6 +287,7 @@ class TrainConfig:
             check_range(self, name, above=0)
         check_range(self, "adam_beta_2", above=0, below=1)
         check_range(self, "label_smoothing", minimum=0, below=1)
+        check_range(self, "ema_momentum", minimum=0, below=1)
         check_range(self, "seed", minimum=0, maximum=2**32 - 1)  # NumPy's seed range
         self._check_sentencepiece_models()
         if self.best_by != "loss" and not self.validation_translations:

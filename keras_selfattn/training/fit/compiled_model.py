@@ -6,6 +6,7 @@ import keras
 import tensorflow as tf
 
 from keras_selfattn.models import MaskedAccuracy, build_seq2seq, masked_loss
+from keras_selfattn.models.optimizers import MovingAverageAdam
 from keras_selfattn.models.schedules import InverseSquareRootSchedule
 from keras_selfattn.training.distribute.loss_scale import SyncedLossScaleOptimizer
 from keras_selfattn.training.distribute.per_replica_xla import use_per_replica_xla
@@ -55,15 +56,23 @@ def build_and_compile(
         model_config,
         seed=train_config.seed,
     )
-    optimizer = keras.optimizers.Adam(
-        _schedule(train_config, total_steps or steps_per_epoch * train_config.epochs),
-        beta_2=train_config.adam_beta_2,
-        epsilon=train_config.adam_epsilon,
-        clipnorm=train_config.clipnorm or None,
-        gradient_accumulation_steps=(
+    adam_options = {
+        "learning_rate": _schedule(
+            train_config, total_steps or steps_per_epoch * train_config.epochs
+        ),
+        "beta_2": train_config.adam_beta_2,
+        "epsilon": train_config.adam_epsilon,
+        "clipnorm": train_config.clipnorm or None,
+        "gradient_accumulation_steps": (
             train_config.accumulate_steps if train_config.accumulate_steps > 1 else None
         ),
-    )
+    }
+    if train_config.ema_momentum:
+        optimizer = MovingAverageAdam(
+            ema_momentum=train_config.ema_momentum, **adam_options
+        )
+    else:
+        optimizer = keras.optimizers.Adam(**adam_options)
     if train_config.mixed_precision == "mixed_float16":
         # float16 gradients underflow without loss scaling; bfloat16 has float32's
         # exponent range and needs none.

@@ -41,7 +41,7 @@ from keras_selfattn.training.distribute.distributed import (
     WorkerRole,
 )
 from keras_selfattn.training.distribute.keras_fix import keras_multi_worker_fix
-from keras_selfattn.training.fit.averaging import KeepCheckpoints
+from keras_selfattn.training.fit.averaging import KeepCheckpoints, SwapInMovingAverage
 from keras_selfattn.training.fit.compiled_model import build_and_compile
 from keras_selfattn.training.fit.progress import (
     ProgressBar,
@@ -266,8 +266,11 @@ def fit_callbacks(run):
         watch=watch,
         best_by=config.best_by,
     )
+    # First: every callback after it sees the average at a period's end.
+    average = [SwapInMovingAverage()] if config.ema_momentum else []
     return [
-        run.speed,  # first: it times the steps
+        *average,
+        run.speed,  # times the steps
         run.stopper,
         *progress_log(run),
         run.evaluation,
