@@ -445,3 +445,51 @@ def test_greedy_without_the_finished_rows_gives_the_static_loops_results(
             )
     empty = greedy_decode(model, np.zeros([0, 5], "int32"), max_len)
     assert np.asarray(empty["ids"]).shape == (0, 0)
+
+
+@on_tensorflow
+@pytest.mark.parametrize("beam_size", [1, 3])
+def test_beam_without_the_finished_sentences_gives_the_static_loops_results(
+    beam_size,
+):
+    """On TensorFlow a beam stops computing a sentence once all its hypotheses
+    have finished (`_loop_dropping_finished`); every hypothesis, its order,
+    length and score are the static loop's (what XLA and JAX run), for
+    sentences that end at different steps, eagerly and traced."""
+    import tensorflow as tf
+
+    from keras_selfattn import decoding
+
+    model = sharpened_model()
+    kernel, bias = model.logits_dense.get_weights()
+    bias[END_ID] += 2.0  # some sentences end at once, some later, some never
+    model.logits_dense.set_weights([kernel, bias])
+
+    rng = np.random.default_rng(3)
+    source = rng.integers(4, 12, size=(24, 7)).astype("int32")
+    source[np.arange(7)[None, :] >= rng.integers(1, 8, size=(24, 1))] = PAD_ID
+    max_len = 9
+    strategy = decoding.BeamSearch(beam_size)
+    assert strategy.drops_finished_rows and strategy.rows_per_sentence == beam_size
+    static = tf.function(
+        lambda s: strategy.finalize(*decoding._loop(model, s, strategy, max_len))
+    )(source)
+    # Sentences end (all hypotheses finished) at different steps, some never.
+    longest = np.asarray(static["lengths"]).max(axis=1)
+    assert len(set(longest.tolist())) > 1 and longest.min() < max_len
+    traced = tf.function(lambda s: beam_search_decode(model, s, beam_size, max_len))
+    for result in (
+        beam_search_decode(model, source, beam_size, max_len),
+        traced(source),
+    ):
+        assert sorted(result) == sorted(static)
+        for key in ("ids", "lengths"):
+            np.testing.assert_array_equal(
+                np.asarray(result[key]), np.asarray(static[key])
+            )
+        for key in ("scores", "log_probs"):
+            np.testing.assert_allclose(
+                np.asarray(result[key]), np.asarray(static[key]), atol=1e-6
+            )
+    empty = beam_search_decode(model, np.zeros([0, 5], "int32"), beam_size, max_len)
+    assert np.asarray(empty["ids"]).shape == (0, beam_size, 0)
