@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_selfattn.models import ModelConfig, saving
+from keras_selfattn.models import saving
 from keras_selfattn.models.optimizers import MovingAverageAdam, moving_average_decay
 from keras_selfattn.run_layout import backup_file
 from keras_selfattn.training import TrainConfig
@@ -25,18 +25,8 @@ from keras_selfattn.training.fit.averaging import (
 )
 from keras_selfattn.training.fit.compiled_model import build_and_compile
 from keras_selfattn.training.run.backup import restore_backup
+from tests.training.test_accumulation import MODEL  # the same tiny model, no dropout
 
-MODEL = ModelConfig(
-    num_hiddens=16,
-    num_heads=2,
-    num_layers=1,
-    ffn_hiddens=32,
-    decoder_units=16,
-    embedding_dim=8,
-    dropout=0.0,
-    max_source_len=8,
-    max_target_len=8,
-)
 VOCAB = types.SimpleNamespace(source_vocab_size=50, target_vocab_size=50)
 MOMENTUM = 0.95
 
