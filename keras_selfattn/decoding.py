@@ -355,28 +355,23 @@ def _loop(model, source_ids, strategy, max_len):
 
 # Long: half of it is the docstring; the loop's body, condition and shape invariants.
 def _loop_dropping_finished(model, source_ids, strategy, max_len):
-    """TensorFlow: `_loop`, but the decoder runs only on the unfinished sentences.
+    """TensorFlow: `_loop`, but the decoder runs only on the unfinished rows.
 
     A batch decodes until its longest sentence ends; with the static `_loop`
     every step computes every row, most of them for sentences that have
     already ended (two thirds of greedy's matmul work on a served batch of 32,
-    benchmarks/RESULTS.md). Here the loop carries the active sentences only:
-    ``rows`` (A,) holds their positions in the batch, the decoder runs on their
-    ``A * strategy.rows_per_sentence`` rows (one for greedy, a beam's
-    hypotheses), and after each step the sentences that have ended (greedy:
-    the end id; beam: every hypothesis finished) are dropped from the tokens,
-    the ``finished`` flags and every decoder state tensor (all are
-    row-major, (A * rows_per_sentence, ...): the memory, its keys and mask with
-    the recurrent states; a gather, as a beam search's
+    benchmarks/RESULTS.md). Here the loop carries the active rows only:
+    ``rows`` (A,) holds their positions in the batch, and after each step the
+    rows that produced the end id are dropped from the tokens and from every
+    decoder state tensor (all are batch-major, (A, ...): the memory, its keys
+    and mask with the recurrent states; a gather, as a beam search's
     `Seq2Seq.reorder_decoder_state` does), on the steps that end a sentence.
     The strategy says whether it can run here (``drops_finished_rows``) and
     writes each step's results into its full-batch tensors at ``rows``
-    (``step_active``), so an ended sentence keeps what the static loop leaves
-    there (greedy: padding after its end id, its score and length; beam: the
-    static loop only carries finished hypotheses on, unchanged and already in
-    their final order). A sentence's arithmetic is its own, so the results are
-    the static loop's (tests/test_decoding.py; the 1000 Multi30k test sentences
-    in benchmarks/RESULTS.md).
+    (``step_active``), so a finished row keeps what the static loop leaves
+    there (padding after its end id, its score and length). A row's arithmetic
+    is its own, so the tokens are the static loop's (checked on the 1000
+    Multi30k test sentences, benchmarks/RESULTS.md).
 
     The batch dimension of the loop's tensors changes from step to step: a
     ``tf.while_loop`` with a ``None`` batch in its shape invariants (not XLA,
@@ -387,59 +382,40 @@ def _loop_dropping_finished(model, source_ids, strategy, max_len):
     """
     import tensorflow as tf
 
-    per_sentence = strategy.rows_per_sentence
     tokens, states, finished, memory = strategy.initialize(
         model.initial_decoder_state(source_ids), source_ids, max_len
     )
-    rows = tf.range(tf.shape(source_ids)[0], dtype=tf.int32)
-
-    def ended(finished):  # (A, ...) -> (A,): every row of the sentence finished
-        return tf.reduce_all(finished, axis=list(range(1, finished.shape.rank)))
-
-    def keep(active, tokens, states, finished, rows):
-        """The loop's tensors of the sentences ``active`` only."""
-        decoder_rows = tf.reshape(
-            active[:, None] * per_sentence + tf.range(per_sentence, dtype=tf.int32),
-            [-1],
-        )
-        tokens = tf.gather(tokens, decoder_rows)
-        states = [tf.gather(s, decoder_rows) for s in states]
-        return tokens, states, tf.gather(finished, active), tf.gather(rows, active)
-
-    def unfinished(finished):
-        return tf.cast(
-            tf.reshape(tf.where(tf.logical_not(ended(finished))), [-1]), tf.int32
-        )
-
-    # Sentences that start finished (none for greedy or beam) are dropped first.
-    tokens, states, finished, rows = keep(
-        unfinished(finished), tokens, states, finished, rows
-    )
+    rows = tf.range(tf.shape(tokens)[0], dtype=tf.int32)
+    # Rows that start finished (none for greedy) are dropped before step 0.
+    active = tf.reshape(tf.where(tf.logical_not(finished)), [-1])
+    tokens, rows = tf.gather(tokens, active), tf.gather(rows, active)
+    states = [tf.gather(s, active) for s in states]
     no_padding = _no_padding(model)
 
-    def body(t, tokens, states, finished, rows, memory):
+    def body(t, tokens, states, rows, memory):
         logits, states = model.decode_step(tokens, states, training=False)
         log_probs = ops.log_softmax(logits + no_padding)  # padding never chosen
-        tokens, states, finished, memory = strategy.step_active(
-            model, t, log_probs, states, finished, rows, memory
-        )
-        states = list(states)
-        # Most steps end no sentence: gather only on those that do.
-        tokens, states, finished, rows = tf.cond(
-            tf.reduce_any(ended(finished)),
-            lambda: keep(unfinished(finished), tokens, states, finished, rows),
-            lambda: (tokens, states, finished, rows),
-        )
-        return t + 1, tokens, list(states), finished, rows, memory
+        tokens, finished, memory = strategy.step_active(t, log_probs, rows, memory)
 
-    def cond(t, tokens, states, finished, rows, memory):
+        def drop_finished():
+            active = tf.reshape(tf.where(tf.logical_not(finished)), [-1])
+            kept = [tf.gather(x, active) for x in (tokens, rows, *states)]
+            return kept[0], kept[1], kept[2:]
+
+        # Most steps end no sentence: gather only on those that do.
+        tokens, rows, states = tf.cond(
+            tf.reduce_any(finished), drop_finished, lambda: (tokens, rows, states)
+        )
+        return t + 1, tokens, list(states), rows, memory
+
+    def cond(t, tokens, states, rows, memory):
         return tf.logical_and(t < max_len, tf.size(rows) > 0)
 
     def any_batch(tensor):
         return tf.TensorShape([None]).concatenate(tensor.shape[1:])
 
-    loop_vars = (tf.constant(0, tf.int32), tokens, list(states), finished, rows, memory)
-    t, _, _, _, _, memory = tf.while_loop(
+    loop_vars = (tf.constant(0, tf.int32), tokens, list(states), rows, memory)
+    t, _, _, _, memory = tf.while_loop(
         cond,
         body,
         loop_vars,
@@ -447,7 +423,6 @@ def _loop_dropping_finished(model, source_ids, strategy, max_len):
             tf.TensorShape([]),
             any_batch(tokens),
             [any_batch(s) for s in states],
-            any_batch(finished),
             any_batch(rows),
             tf.nest.map_structure(lambda m: m.shape, memory),
         ),
@@ -535,13 +510,9 @@ class GreedySearch:
         finished = ops.logical_or(finished, ops.equal(next_tokens, END_ID))
         return next_tokens, states, finished, memory
 
-    # One decoder row a sentence (`_loop_dropping_finished`).
-    rows_per_sentence = 1
-
-    def step_active(self, model, t, log_probs, states, finished, rows, memory):
-        """`step` for the active sentences (TensorFlow): (A, V) log-probabilities
-        of rows that have not ended (``finished`` is all False) -> (A,) tokens,
-        the states, (A,) whether each row has ended now, and ``memory`` with the
+    def step_active(self, t, log_probs, rows, memory):
+        """`step` for the active rows (TensorFlow): (A, V) log-probabilities ->
+        (A,) tokens, (A,) whether each row has ended, and ``memory`` with the
         rows' scores, lengths and tokens written at ``rows``."""
         import tensorflow as tf
 
@@ -557,7 +528,7 @@ class GreedySearch:
             ),
             "ids": _scatter_rows(memory["ids"], rows, next_tokens, t),
         }
-        return next_tokens, states, tf.equal(next_tokens, END_ID), memory
+        return next_tokens, tf.equal(next_tokens, END_ID), memory
 
     def finalize(self, t, memory):
         result = {
@@ -701,30 +672,6 @@ class BeamSearch:
         ]
         finished = ops.logical_or(was_finished, ops.equal(next_tokens, END_ID))
         return ops.reshape(next_tokens, [-1]), states, finished, memory
-
-    # Dropping the sentences whose hypotheses have all finished is exact: the
-    # static loop carries them on unchanged, already ranked.
-    drops_finished_rows = True
-
-    @property
-    def rows_per_sentence(self):
-        """Decoder rows a sentence (`_loop_dropping_finished`): its hypotheses."""
-        return self.beam_size
-
-    def step_active(self, model, t, log_probs, states, finished, rows, memory):
-        """`step` for the active sentences (TensorFlow): their (A * K, V)
-        log-probabilities and (A, K) ``finished`` -> `step`'s results for them,
-        with ``memory``'s (B, K, ...) tensors written at ``rows``."""
-        import tensorflow as tf
-
-        active = {name: tf.gather(value, rows) for name, value in memory.items()}
-        tokens, states, finished, active = self.step(
-            model, t, log_probs, states, finished, active
-        )
-        memory = {
-            name: _scatter_rows(memory[name], rows, active[name]) for name in memory
-        }
-        return tokens, states, finished, memory
 
     def finalize(self, t, memory):
         log_probs, lengths = memory["log_probs"], memory["lengths"]
