@@ -198,7 +198,6 @@ def paper_bleu(hypotheses, tok_ref):
 
 def score(args):
     import keras
-    from sacrebleu.metrics import BLEU, CHRF
 
     from keras_selfattn import text
     from keras_selfattn.inference import Translator
@@ -221,20 +220,15 @@ def score(args):
     for row in rows:
         if args.only and f"{row['budget_cpu_min']:g}" not in args.only.split(","):
             continue
-        models = [("average" if "last_weights_model" in row else "last", row["model"])]
-        if "last_weights_model" in row:
-            models.append(("last", row["last_weights_model"]))
+        models = [("last", row["model"])]
+        if "last_weights_model" in row:  # an --ema-momentum run: both
+            models = [("average", row["model"]), ("last", row["last_weights_model"])]
         for weights, model_file in models:
             translator.model = keras.saving.load_model(out / model_file)
             for beam in [int(b) for b in args.beam.split(",")]:
-                hyps = [t.text for t in translator.translate(sources, beam_size=beam)]
-                name = (
-                    out / f"{model_file}.{pathlib.Path(args.test).stem}.beam{beam}.hyp"
+                bleu, chrf, paper = _score_translations(
+                    translator, sources, references, beam, args, out / model_file
                 )
-                name.write_text("\n".join(hyps) + "\n", encoding="utf-8")
-                bleu = BLEU().corpus_score(hyps, [references]).score
-                chrf = CHRF().corpus_score(hyps, [references]).score
-                paper = f"{paper_bleu(hyps, args.tok_ref):.2f}" if args.tok_ref else ""
                 search = "greedy" if beam == 1 else f"beam {beam}"
                 print(
                     f"| {row['budget_cpu_min']:g} | {row['step']:,} | "
@@ -242,6 +236,20 @@ def score(args):
                     f"{bleu:.1f} | {chrf:.1f} | {paper} |",
                     flush=True,
                 )
+
+
+def _score_translations(translator, sources, references, beam, args, model_path):
+    """BLEU, chrF and (with ``--tok-ref``) paper BLEU of one model's translations,
+    written beside ``model_path``."""
+    from sacrebleu.metrics import BLEU, CHRF
+
+    hyps = [t.text for t in translator.translate(sources, beam_size=beam)]
+    name = f"{model_path}.{pathlib.Path(args.test).stem}.beam{beam}.hyp"
+    pathlib.Path(name).write_text("\n".join(hyps) + "\n", encoding="utf-8")
+    bleu = BLEU().corpus_score(hyps, [references]).score
+    chrf = CHRF().corpus_score(hyps, [references]).score
+    paper = f"{paper_bleu(hyps, args.tok_ref):.2f}" if args.tok_ref else ""
+    return bleu, chrf, paper
 
 
 def main(argv=None):

@@ -399,19 +399,6 @@ def test_beam_search_over_a_large_vocabulary_equals_the_python_reference():
         assert ended, "choose weights with which some hypotheses end"
 
 
-def sentences_ending_at_different_steps():
-    """A model and 24 sources of 1-7 tokens whose translations end at once, at
-    different later steps, or never (the end id's bias raised)."""
-    model = sharpened_model()
-    kernel, bias = model.logits_dense.get_weights()
-    bias[END_ID] += 2.0
-    model.logits_dense.set_weights([kernel, bias])
-    rng = np.random.default_rng(3)
-    source = rng.integers(4, 12, size=(24, 7)).astype("int32")
-    source[np.arange(7)[None, :] >= rng.integers(1, 8, size=(24, 1))] = PAD_ID
-    return model, source
-
-
 @on_tensorflow
 @pytest.mark.parametrize("return_attention", [False, True])
 def test_greedy_without_the_finished_rows_gives_the_static_loops_results(
@@ -425,7 +412,14 @@ def test_greedy_without_the_finished_rows_gives_the_static_loops_results(
 
     from keras_selfattn import decoding
 
-    model, source = sentences_ending_at_different_steps()
+    model = sharpened_model()
+    kernel, bias = model.logits_dense.get_weights()
+    bias[END_ID] += 2.0  # some sentences end at once, some later, some never
+    model.logits_dense.set_weights([kernel, bias])
+
+    rng = np.random.default_rng(3)
+    source = rng.integers(4, 12, size=(24, 7)).astype("int32")
+    source[np.arange(7)[None, :] >= rng.integers(1, 8, size=(24, 1))] = PAD_ID
     max_len = 9
     strategy = decoding.GreedySearch(return_attention)
     static = tf.function(
