@@ -57,19 +57,30 @@ def model():
     return sharpened_model()
 
 
+def sequence_log_probs(model, source, sequences):
+    """Teacher-forced log-probability of each token sequence (padding excluded, as
+    searched), all in one padded batch: the decoder is causal, so the padding after
+    a sequence changes none of its positions."""
+    width = max(len(tokens) for tokens in sequences)
+    target_in = np.full((len(sequences), width), PAD_ID, "int32")
+    target_in[:, 0] = START_ID
+    for row, tokens in enumerate(sequences):
+        target_in[row, 1 : len(tokens)] = tokens[:-1]
+    logits = model.predict_on_batch(
+        {"source": np.repeat(source[None], len(sequences), 0), "target_in": target_in}
+    ).astype(np.float64)
+    logits[..., PAD_ID] = -np.inf
+    top = logits.max(-1, keepdims=True)
+    log_probs = logits - top - np.log(np.exp(logits - top).sum(-1, keepdims=True))
+    return [
+        float(sum(log_probs[row, t, token] for t, token in enumerate(tokens)))
+        for row, tokens in enumerate(sequences)
+    ]
+
+
 def sequence_log_prob(model, source, tokens):
     """Teacher-forced log-probability of `tokens` (padding excluded, as searched)."""
-    target_in = np.array([[START_ID] + list(tokens[:-1])], "int32")
-    logits = model.predict({"source": source[None], "target_in": target_in}, verbose=0)[
-        0
-    ]
-    logits[:, PAD_ID] = -np.inf
-    log_probs = (
-        logits
-        - np.log(np.exp(logits - logits.max(-1, keepdims=True)).sum(-1, keepdims=True))
-        - logits.max(-1, keepdims=True)
-    )
-    return float(sum(log_probs[t, token] for t, token in enumerate(tokens)))
+    return sequence_log_probs(model, source, [tokens])[0]
 
 
 def test_greedy_equals_a_python_loop_over_full_passes(model):
@@ -80,8 +91,8 @@ def test_greedy_equals_a_python_loop_over_full_passes(model):
         tokens = []
         for _ in range(max_len):
             target_in = np.array([[START_ID] + tokens], "int32")
-            logits = model.predict(
-                {"source": source[None], "target_in": target_in}, verbose=0
+            logits = model.predict_on_batch(
+                {"source": source[None], "target_in": target_in}
             )[0, -1]
             logits[PAD_ID] = -np.inf
             tokens.append(int(np.argmax(logits)))
@@ -116,10 +127,12 @@ def test_beam_search_finds_the_exhaustive_optimum(model):
     beam = beam_search_decode(
         model, SOURCE[:1], beam_size=len(candidates), max_len=max_len, alpha=alpha
     )
-    scored = []
-    for tokens in candidates:
-        penalty = ((5.0 + len(tokens)) / 6.0) ** alpha
-        scored.append((sequence_log_prob(model, SOURCE[0], tokens) / penalty, tokens))
+    scored = [
+        (log_prob / ((5.0 + len(tokens)) / 6.0) ** alpha, tokens)
+        for tokens, log_prob in zip(
+            candidates, sequence_log_probs(model, SOURCE[0], candidates)
+        )
+    ]
     scored.sort(reverse=True)
     best_ids = np.asarray(beam["ids"])[0, 0]
     length = np.asarray(beam["lengths"])[0, 0]
@@ -212,16 +225,19 @@ def reference_beam(
         open_beams = [b for b in beams if not b[0] or b[0][-1] != END_ID]
         if not open_beams:
             break
-        target_in = np.array([[START_ID, *tokens] for tokens, _ in open_beams], "int32")
-        logits = ops.convert_to_numpy(
-            model(
-                {
-                    "source": np.repeat(source[None], len(open_beams), 0),
-                    "target_in": target_in,
-                },
-                training=False,
-            )
-        )[:, -1].astype(np.float64)
+        # One input shape for every step (beam_size rows, max_len + 1 positions,
+        # padded): the decoder is causal, so the padding after a position does not
+        # change its logits, and a backend that compiles per shape (JAX) compiles
+        # this call once rather than once per (rows, length); predict_on_batch
+        # runs the model compiled (tf.function, jax.jit), not op by op.
+        position = len(open_beams[0][0])  # every open beam has as many tokens
+        target_in = np.full((beam_size, max_len + 1), PAD_ID, "int32")
+        target_in[:, 0] = START_ID
+        for row, (tokens, _) in enumerate(open_beams):
+            target_in[row, 1 : position + 1] = tokens
+        logits = model.predict_on_batch(
+            {"source": np.repeat(source[None], beam_size, 0), "target_in": target_in}
+        )[: len(open_beams), position].astype(np.float64)
         logits[:, PAD_ID] = -np.inf
         log_probs = (
             logits
