@@ -16,6 +16,7 @@ import pytest
 BENCHMARKS = pathlib.Path(__file__).resolve().parents[1] / "benchmarks"
 SCRIPTS = (
     "attention_vs_keras",
+    "attention_layouts",
     "decoder_train_step",
     "decoding_latency",
     "attention_scaling",
