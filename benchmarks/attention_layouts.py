@@ -30,13 +30,14 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _bench
+from attention_vs_keras import gradient_step, inputs_and_mask, keras_self_attention
 
 SHAPES = ((32, 128, 256), (8, 512, 256), (1, 2048, 256))
 NUM_HEADS = 8
 
 
-def variant_forwards(ours, peer, mask, width, num_heads):
-    """name -> forward function of X: the layer, its three other layouts, keras."""
+def variant_forwards(ours, mask, width, num_heads):
+    """name -> forward function of X: the layer and its three other layouts."""
     import numpy as np
     import tensorflow as tf
 
@@ -78,62 +79,37 @@ def variant_forwards(ours, peer, mask, width, num_heads):
         context = tf.einsum("bhqk,bkhd->bqhd", weights, v)
         return ours.output_dense(tf.reshape(zero_empty_rows(context), (b, t, width)))
 
-    def keras_mha(x):
-        if mask is None:
-            return peer(x, x, training=True)
-        pair = tf.logical_and(mask[:, :, None], mask[:, None, :])
-        return peer(x, x, attention_mask=pair, training=True)
-
     return {
         "ours": lambda x: ours(x, mask=mask, training=True),
         "heads_first_where": lambda x: heads_first(x, False),
         "heads_first_additive": lambda x: heads_first(x, True),
         "einsum_additive": einsum_additive,
-        "keras": keras_mha,
     }
 
 
 def make_steps(batch, length, width, num_heads, jit_compile, masked):
     import keras
     import numpy as np
-    import tensorflow as tf
 
     from keras_selfattn.layers import MultiHeadSelfAttention
 
-    rng = np.random.default_rng(0)
-    x = tf.constant(rng.normal(size=(batch, length, width)).astype("float32"))
-    mask = None
-    if masked:
-        lens = rng.integers(length * 3 // 4, length + 1, size=batch)
-        lens[0] = length
-        mask = tf.constant(np.arange(length)[None, :] < lens[:, None])
+    x, mask = inputs_and_mask(batch, length, width, masked)
     ours = MultiHeadSelfAttention(width, num_heads)
     ours(x[:1, :4])
     peer = keras.layers.MultiHeadAttention(
         num_heads, key_dim=width // num_heads, use_bias=False
     )
     peer(x[:1, :4], x[:1, :4])
-    forwards = variant_forwards(ours, peer, mask, width, num_heads)
+    forwards = variant_forwards(ours, mask, width, num_heads)
     reference = ours(x, mask=mask)
+    steps = {}
     for name, forward in forwards.items():
-        if name != "keras":  # other weights
-            np.testing.assert_allclose(forward(x), reference, atol=1e-4, err_msg=name)
-
-    def step_for(forward, variables):
-        @tf.function(jit_compile=jit_compile)
-        def step(x):
-            with tf.GradientTape() as tape:
-                tape.watch(x)
-                loss = tf.reduce_mean(tf.square(forward(x)))
-            grads = tape.gradient(loss, [x, *variables])
-            return tf.add_n([tf.reduce_sum(g) for g in grads])
-
-        return lambda: step(x).numpy()
-
-    return {
-        name: step_for(forward, (peer if name == "keras" else ours).trainable_variables)
-        for name, forward in forwards.items()
-    }
+        np.testing.assert_allclose(forward(x), reference, atol=1e-4, err_msg=name)
+        steps[name] = gradient_step(forward, ours.trainable_variables, x, jit_compile)
+    steps["keras"] = gradient_step(
+        keras_self_attention(peer, mask), peer.trainable_variables, x, jit_compile
+    )
+    return steps
 
 
 def main(argv=None):

@@ -37,12 +37,10 @@ QUICK_SHAPES = ((2, 16, 32),)
 NUM_HEADS = 8
 
 
-def make_steps(batch, length, width, num_heads, jit_compile, masked):
-    import keras
+def inputs_and_mask(batch, length, width, masked):
+    """The benchmark's X (batch, length, width) and padding mask (or None)."""
     import numpy as np
     import tensorflow as tf
-
-    from keras_selfattn.layers import MultiHeadSelfAttention
 
     rng = np.random.default_rng(0)
     x = tf.constant(rng.normal(size=(batch, length, width)).astype("float32"))
@@ -52,6 +50,43 @@ def make_steps(batch, length, width, num_heads, jit_compile, masked):
         lens = rng.integers(length * 3 // 4, length + 1, size=batch)
         lens[0] = length
         mask = tf.constant(np.arange(length)[None, :] < lens[:, None])
+    return x, mask
+
+
+def keras_self_attention(peer, mask):
+    """keras' MHA as self-attention, given the (B, T, T) mask Keras builds."""
+    import tensorflow as tf
+
+    def attend_peer(x):
+        if mask is None:
+            return peer(x, x, training=True)
+        pair = tf.logical_and(mask[:, :, None], mask[:, None, :])
+        return peer(x, x, attention_mask=pair, training=True)
+
+    return attend_peer
+
+
+def gradient_step(attend, variables, x, jit_compile):
+    """A callable timing one forward + backward of ``attend`` (loss: mean square)."""
+    import tensorflow as tf
+
+    @tf.function(jit_compile=jit_compile)
+    def step(x):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            loss = tf.reduce_mean(tf.square(attend(x)))
+        grads = tape.gradient(loss, [x, *variables])
+        return tf.add_n([tf.reduce_sum(g) for g in grads])
+
+    return lambda: step(x).numpy()
+
+
+def make_steps(batch, length, width, num_heads, jit_compile, masked):
+    import keras
+
+    from keras_selfattn.layers import MultiHeadSelfAttention
+
+    x, mask = inputs_and_mask(batch, length, width, masked)
 
     class ThroughFusedOp(MultiHeadSelfAttention):
         """The layer forced onto keras.ops.dot_product_attention, as on JAX."""
@@ -75,30 +110,14 @@ def make_steps(batch, length, width, num_heads, jit_compile, masked):
     def attend_fused_op(x):
         return fused_op(x, mask=mask, training=True)
 
-    def attend_peer(x):
-        if mask is None:
-            return peer(x, x, training=True)
-        pair = tf.logical_and(mask[:, :, None], mask[:, None, :])
-        return peer(x, x, attention_mask=pair, training=True)
-
-    def step_for(layer, attend):
-        variables = layer.trainable_variables
-
-        @tf.function(jit_compile=jit_compile)
-        def step(x):
-            with tf.GradientTape() as tape:
-                tape.watch(x)
-                y = attend(x)
-                loss = tf.reduce_mean(tf.square(y))
-            grads = tape.gradient(loss, [x, *variables])
-            return tf.add_n([tf.reduce_sum(g) for g in grads])
-
-        return lambda: step(x).numpy()
-
     return {
-        "ours": step_for(ours, attend_ours),
-        "fused_op": step_for(fused_op, attend_fused_op),
-        "keras": step_for(peer, attend_peer),
+        "ours": gradient_step(attend_ours, ours.trainable_variables, x, jit_compile),
+        "fused_op": gradient_step(
+            attend_fused_op, fused_op.trainable_variables, x, jit_compile
+        ),
+        "keras": gradient_step(
+            keras_self_attention(peer, mask), peer.trainable_variables, x, jit_compile
+        ),
     }
 
 
