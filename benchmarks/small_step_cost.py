@@ -5,17 +5,21 @@
         --variant v4k-tied=4077,3715,tie_embeddings=True \\
         --variant v4k-tied-nodropout=4077,3715,tie_embeddings=True,dropout=0.0
 
-Every variant is the ``small`` preset's model and optimizer (`build_and_compile`,
-XLA as the preset runs it) with the given source and target vocabulary sizes and
-`ModelConfig` overrides (``train.FIELD=value``: a `TrainConfig` one, e.g.
-``train.jit_compile=False``; ``keras_dropout=True``: the dropout masks drawn by
-Keras' RNG as before `HashDropout`), in this one process, on the same random batch of 64
-pairs (source ``--source-len`` and target ``--target-len`` tokens, no padding).
+Every variant is the ``small`` preset's model and optimizer (`build_and_compile`;
+XLA as ``train`` decides it: off on CPUs unless ``train.jit_compile=True``) with
+the given source and target vocabulary sizes and `ModelConfig` overrides
+(``train.FIELD=value``: a `TrainConfig` one, e.g. ``train.jit_compile=True``;
+``keras_dropout=True``: the dropout masks drawn by Keras' RNG as before
+`HashDropout`), in this one process, on the same random batch of 64 pairs
+(source ``--source-len`` and target ``--target-len`` tokens, no padding).
 Rounds run the variants in turn, the order reversed every other round (A B B A
 ...), each ``--steps`` ``train_on_batch`` calls timed in CPU seconds of the
 process (``resource.getrusage``, user + system, all threads); the figure is the
 median over rounds, and the ratio to the first variant is taken round by round
-so that a drift of the machine's load hits both alike. ``--quick``: tiny sizes.
+so that a drift of the machine's load hits both alike. The last column is the
+CPU seconds of each variant's first call (tracing, XLA's compilation where it
+compiles, and one step): what a new batch shape costs once. ``--quick``: tiny
+sizes.
 """
 
 import argparse
@@ -120,13 +124,16 @@ def main(argv=None):
         tf.config.threading.set_intra_op_parallelism_threads(args.threads)
         tf.config.threading.set_inter_op_parallelism_threads(args.threads)
     variants = [parse_variant(v) for v in args.variant]
-    steps = {}
+    steps, first_call = {}, {}
     for name, sizes, fields in variants:
         keras_dropout = fields.pop("keras_dropout", False)
         with keras_dropout_masks(keras_dropout):
             model = build(sizes, fields, args.quick)
             x, y = batch(sizes, args)
-            for _ in range(3):  # tracing, XLA compilation
+            start = cpu()
+            model.train_on_batch(x, y)  # tracing, XLA compilation
+            first_call[name] = cpu() - start
+            for _ in range(2):
                 model.train_on_batch(x, y)
         steps[name] = (model, x, y)
     samples = {name: [] for name, _, _ in variants}
@@ -139,13 +146,13 @@ def main(argv=None):
                 model.train_on_batch(x, y)
             samples[name].append((cpu() - start) / args.steps)
     first = names[0]
-    print(f"| variant | CPU-s per step | ratio to {first} |")
-    print("|---|---|---|")
+    print(f"| variant | CPU-s per step | ratio to {first} | first call CPU-s |")
+    print("|---|---|---|---|")
     for name in names:
         ratios = [a / b for a, b in zip(samples[name], samples[first], strict=True)]
         print(
             f"| {name} | {statistics.median(samples[name]):.3f} | "
-            f"{statistics.median(ratios):.2f} |"
+            f"{statistics.median(ratios):.2f} | {first_call[name]:.1f} |"
         )
     quick = " --quick" if args.quick else ""
     print(f"command: .venv/bin/python benchmarks/small_step_cost.py{quick}")

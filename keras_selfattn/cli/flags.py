@@ -83,7 +83,7 @@ def append_defaults(parser):
 
 def _config_argument_kind(cls, field, default):
     """add_argument's keywords for a field: how its flag parses its value."""
-    if isinstance(default, bool):
+    if isinstance(default, bool) or bool in typing.get_args(field.type):
         return {"action": argparse.BooleanOptionalAction}
     if default is None:  # an optional field (int | None) parses as its non-None type
         kind = next(t for t in typing.get_args(field.type) if t is not type(None))
@@ -99,10 +99,10 @@ def add_config_arguments(parser, cls, title, *, only=None, skip=()):
     """One ``--flag`` per field of the dataclass ``cls`` (``foo_bar`` -> ``--foo-bar``).
 
     Every flag defaults to None, meaning "the dataclass default" (the help shows
-    that one); booleans get ``--x/--no-x``; a field listed in ``cls.CHOICES``
-    accepts only those values. The help line is the field's entry in the class
-    docstring's ``Attributes:`` section. ``only`` (field names) or ``skip`` limit
-    the fields.
+    that one); booleans (also ``bool | None``) get ``--x/--no-x``; a field
+    listed in ``cls.CHOICES`` accepts only those values. The help line is the
+    field's entry in the class docstring's ``Attributes:`` section. ``only``
+    (field names) or ``skip`` limit the fields.
     """
     defaults = cls()
     docs = field_docs(cls)

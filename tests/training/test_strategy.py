@@ -19,6 +19,7 @@ from keras_selfattn.training.data.run_tokenizer import tokenizer_configs
 from keras_selfattn.training.distribute.distributed import worker_role
 from keras_selfattn.training.distribute.loss_scale import SyncedLossScaleOptimizer
 from keras_selfattn.training.distribute.tpu_audit import audit_train_step
+from keras_selfattn.training.fit.compiled_model import uses_xla
 from keras_selfattn.training.fit.train import (
     build_and_compile,
     make_training_datasets,
@@ -254,6 +255,24 @@ def test_adam_settings_reach_the_optimizer(prepared):
         tokenizer, TINY_MODEL, tiny_config(), tf.distribute.get_strategy(), 4
     ).optimizer
     assert (defaults.beta_2, defaults.epsilon) == (0.999, 1e-7)  # Keras' own
+
+
+@pytest.mark.parametrize(
+    ("jit_compile", "expected"), [(None, False), (True, True), (False, False)]
+)
+def test_xla_is_what_was_asked_and_none_leaves_it_to_the_device(
+    prepared, jit_compile, expected
+):
+    """None (``--preset small``) decides by the devices: no GPU here, so no XLA;
+    an explicit choice is kept either way."""
+    _splits, tokenizer = prepared
+    assert not tf.config.list_logical_devices("GPU")  # what this test assumes
+    config = tiny_config(jit_compile=jit_compile)
+    assert uses_xla(config) is expected
+    model = build_and_compile(
+        tokenizer, TINY_MODEL, config, tf.distribute.get_strategy(), 4
+    )
+    assert model.jit_compile is expected
 
 
 @pytest.mark.parametrize(

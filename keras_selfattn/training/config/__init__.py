@@ -87,11 +87,18 @@ class TrainConfig:
         tokenizer_ops: ``"tensorflow_text"`` or ``"core"`` (core TF ops only).
         patience: validations in a row without a better best_by score (chrF by
             default, or BLEU or the validation loss) before training stops.
-        jit_compile: compile the train step with XLA (``True``/``False``); Keras'
-            ``"auto"`` turns XLA off on CPU and under tf.distribute, so the default
-            here is ``True``: the whole step on one device, each replica's forward
-            and backward pass with several replicas (the all-reduce and the update
-            stay outside XLA), and nothing extra on a TPU (it always compiles).
+        jit_compile: compile the train step with XLA: ``True`` (the default),
+            ``False``, or ``None``: XLA where the step runs on a GPU or TPU, not
+            on CPUs (what ``--preset small`` sets). On a CPU XLA compiles the
+            step once for each length bucket's shape: for the demo's small
+            model that is soon paid back (its step 1.3-1.6x cheaper), for
+            ``--preset small`` it is about 25 CPU-seconds a shape against a step
+            only 5-10% cheaper, more than it gives back within an hour
+            (benchmarks/RESULTS.md, issue 24). With XLA: the whole step on one
+            device, each replica's forward and backward pass with several
+            replicas (the all-reduce and the update stay outside XLA; Keras' own
+            ``"auto"`` turns XLA off under tf.distribute), and nothing extra on
+            a TPU (it always compiles).
         strategy: ``"auto"``, ``"default"``, ``"mirrored"``, ``"multi_worker"`` or
             ``"tpu"``
             (see `get_strategy`).
@@ -188,7 +195,7 @@ class TrainConfig:
     split_digits: bool = _field(True, VOCAB)
     tokenizer_ops: str = _field("tensorflow_text", VOCAB)
     patience: int = 4
-    jit_compile: bool = True
+    jit_compile: bool | None = True
     strategy: str = _field("auto", PLACEMENT)
     mixed_precision: str = "float32"
     max_pairs: int | None = _field(None, DATA)

@@ -16,7 +16,9 @@ produced them.
   4,000 pieces a side; eight geometric length buckets; Adam at 2e-3 after 400
   warm-up updates, then inverse square root; label smoothing 0.1; the
   weights' moving average (``ema_momentum`` 0.999) is what is validated, kept
-  and exported. (Until session 9: 8k vocabularies, untied, four even buckets,
+  and exported; XLA where the step runs on a GPU, not on CPUs (``jit_compile``
+  None, since session 13: on a CPU its compilations took a fifth of a
+  15-minute budget). (Until session 9: 8k vocabularies, untied, four even buckets,
   1e-3 after 800: on Multi30k BLEU 16.3 after 15 training CPU-minutes, with
   those changes 25.1 under load; session 10, side by side with the KerasHub
   peer on a quieter machine: the moving average took greedy BLEU from 30.1 to
@@ -62,6 +64,10 @@ PRESETS = {
             "epochs": 15,
             # validate, keep and export the weights' moving average
             "ema_momentum": 0.999,
+            # XLA on a GPU, not on CPUs: there it compiles the step once per
+            # bucket shape (8 here), ~25 CPU-s each, for a step only 5-10%
+            # cheaper (benchmarks/RESULTS.md, issue 24, session 13).
+            "jit_compile": None,
         },
     },
     "base": {

@@ -11,7 +11,7 @@ from keras_selfattn.models.schedules import InverseSquareRootSchedule
 from keras_selfattn.training.distribute.loss_scale import SyncedLossScaleOptimizer
 from keras_selfattn.training.distribute.per_replica_xla import use_per_replica_xla
 
-__all__ = ["build_and_compile", "dtype_policy"]
+__all__ = ["build_and_compile", "dtype_policy", "uses_xla"]
 
 
 @contextlib.contextmanager
@@ -43,7 +43,7 @@ def build_and_compile(
     ``gradient_accumulation_steps`` (an update every N batches, on the mean of
     their gradients) and the schedule stretched by N (`_schedule`); with
     ``mixed_float16`` a
-    `SyncedLossScaleOptimizer` around it. XLA (``train_config.jit_compile``): Keras
+    `SyncedLossScaleOptimizer` around it. XLA (`uses_xla`): Keras
     compiles the whole step on one replica; with several replicas each replica's
     forward and backward pass is compiled (`use_per_replica_xla`), because Keras'
     whole-step XLA fails there; on a TPU the strategy compiles the step itself.
@@ -77,16 +77,32 @@ def build_and_compile(
         # float16 gradients underflow without loss scaling; bfloat16 has float32's
         # exponent range and needs none.
         optimizer = SyncedLossScaleOptimizer(optimizer)
-    per_replica_xla = train_config.jit_compile and replicas > 1 and not tpu
+    xla = uses_xla(train_config)
+    per_replica_xla = xla and replicas > 1 and not tpu
     model.compile(
         optimizer=optimizer,
         loss=masked_loss(label_smoothing=train_config.label_smoothing),
         metrics=[MaskedAccuracy()],
-        jit_compile=bool(train_config.jit_compile and not per_replica_xla and not tpu),
+        jit_compile=xla and not per_replica_xla and not tpu,
     )
     if per_replica_xla:
         use_per_replica_xla(model)
     return model
+
+
+def uses_xla(train_config):
+    """Whether the train step is compiled with XLA: ``train_config.jit_compile``,
+    or where that is None, whether TensorFlow sees a GPU (on a TPU the strategy
+    compiles the step whatever this says).
+
+    On CPUs XLA compiles the step once per length bucket's shape and gains little
+    a step, so within an hour of training it costs more than it gives
+    (benchmarks/RESULTS.md, issue 24); on a GPU it fuses what would be many
+    small kernels.
+    """
+    if train_config.jit_compile is not None:
+        return train_config.jit_compile
+    return bool(tf.config.list_logical_devices("GPU"))
 
 
 def _schedule(train_config, total_batches):
