@@ -91,6 +91,8 @@ def test_a_run_that_does_not_translate_fails_loudly(tmp_path):
     assert config["model"]["attentional_output"] is True
     assert config["model"]["tie_embeddings"] is small_model.tie_embeddings is True
     assert config["train"]["bucket_spacing"] == small.bucket_spacing == "geometric"
+    # The preset leaves XLA to the device; --no-jit-compile decides it outright.
+    assert small.jit_compile is None and config["train"]["jit_compile"] is False
     assert config["model"]["num_hiddens"] == 16  # --num-hiddens over the preset's 256
     assert config["train"]["target_tokenizer"] == "char"
 
