@@ -64,9 +64,7 @@ PRESETS = {
             "epochs": 15,
             # validate, keep and export the weights' moving average
             "ema_momentum": 0.999,
-            # XLA on a GPU, not on CPUs: there it compiles the step once per
-            # bucket shape (8 here), ~25 CPU-s each, for a step only 5-10%
-            # cheaper (benchmarks/RESULTS.md, issue 24, session 13).
+            # XLA on a GPU, not on CPUs (TrainConfig.jit_compile says why)
             "jit_compile": None,
         },
     },

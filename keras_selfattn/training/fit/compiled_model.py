@@ -93,12 +93,8 @@ def build_and_compile(
 def uses_xla(train_config):
     """Whether the train step is compiled with XLA: ``train_config.jit_compile``,
     or where that is None, whether TensorFlow sees a GPU (on a TPU the strategy
-    compiles the step whatever this says).
-
-    On CPUs XLA compiles the step once per length bucket's shape and gains little
-    a step, so within an hour of training it costs more than it gives
-    (benchmarks/RESULTS.md, issue 24); on a GPU it fuses what would be many
-    small kernels.
+    compiles the step whatever this says). Why None means no XLA on CPUs: the
+    field's entry in `TrainConfig`.
     """
     if train_config.jit_compile is not None:
         return train_config.jit_compile
