@@ -654,6 +654,7 @@ _SHAPING_SETTINGS = (
     "attention_score",
     "attention_heads",
     "tie_embeddings",
+    "deep_output_hiddens",
     "position",
 )
 

@@ -8,6 +8,7 @@ from keras_selfattn._lazy import lazy_package
 
 __all__ = [
     "DecoderBridge",
+    "DeepOutput",
     "InverseSquareRootSchedule",
     "MaskedAccuracy",
     "MaskedCrossEntropy",
@@ -25,6 +26,7 @@ __getattr__, __dir__ = lazy_package(
     __name__,
     {
         "DecoderBridge": "keras_selfattn.models.blocks",
+        "DeepOutput": "keras_selfattn.models.blocks",
         "ScaledTokenEmbedding": "keras_selfattn.models.blocks",
         "TransformerEncoderBlock": "keras_selfattn.models.blocks",
         "ModelConfig": "keras_selfattn.models.config",

@@ -280,6 +280,88 @@ class TransformerEncoderBlock(keras.layers.Layer):
 
 
 @keras.saving.register_keras_serializable(package="keras_selfattn")
+class DeepOutput(keras.layers.Layer):
+    """A hidden layer between the decoder's output and the output layer.
+
+    Bahdanau et al. (2015) read each target word off a "deep output"
+    (Pascanu et al. 2014): a hidden layer over the decoder state, the context
+    and the previous word, then the softmax. Here the decoder's output (with
+    ``attentional_output``, already Luong's ``tanh(W [h_t; c_t])``, which holds
+    the state and the context) goes through a pre-layer-norm position-wise
+    feed-forward network with a residual, as in a Transformer block:
+    ``out = x + Drop(W_2 relu(W_1 LN(x)))``. It runs on every target position
+    at once (outside the recurrence), so its cost is that of two matrix products
+    per token, and it gives the decoder the per-token capacity that a
+    Transformer decoder keeps in its feed-forward sublayers.
+
+    Args:
+        units: int, width of the decoder's output (input and output width).
+        hidden_units: int, width of the hidden layer.
+        dropout: float, dropout rate on the residual branch.
+        seed: optional int, seed of the dropout.
+        **kwargs: base layer arguments.
+
+    Call arguments:
+        inputs: (..., units).
+        training: bool, whether dropout is active.
+        mask: the Keras mask of ``inputs``; passes through.
+    """
+
+    def __init__(self, units, hidden_units, dropout=0.0, seed=None, **kwargs):
+        super().__init__(**kwargs)
+        self.units = check_positive_int("units", units)
+        self.hidden_units = check_positive_int("hidden_units", hidden_units)
+        self.dropout = check_rate("dropout", dropout)
+        self.seed = check_seed(seed)
+        self.supports_masking = True
+        policy = self.dtype_policy
+        self.norm = keras.layers.LayerNormalization(
+            epsilon=1e-5, dtype=policy, name="norm"
+        )
+        self.inner = keras.layers.Dense(
+            hidden_units, activation="relu", dtype=policy, name="inner"
+        )
+        self.outer = keras.layers.Dense(units, dtype=policy, name="outer")
+        self.dropout_layer = HashDropout(
+            dropout, seed=seed, dtype=policy, name="dropout"
+        )
+
+    def build(self, inputs_shape):
+        if inputs_shape[-1] != self.units:
+            raise ValueError(
+                f"DeepOutput(units={self.units}) needs inputs whose last axis is "
+                f"{self.units}. Received: inputs.shape={tuple(inputs_shape)}"
+            )
+        self.norm.build(inputs_shape)
+        self.inner.build(inputs_shape)
+        self.outer.build(tuple(inputs_shape[:-1]) + (self.hidden_units,))
+        self.dropout_layer.build(inputs_shape)
+        self.built = True
+
+    def call(self, inputs, training=None, mask=None):
+        branch = self.outer(self.inner(self.norm(inputs)))
+        return inputs + self.dropout_layer(branch, training=training)
+
+    def compute_mask(self, inputs, mask=None):
+        return mask
+
+    def compute_output_shape(self, inputs_shape):
+        return tuple(inputs_shape)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "units": self.units,
+                "hidden_units": self.hidden_units,
+                "dropout": self.dropout,
+                "seed": self.seed,
+            }
+        )
+        return config
+
+
+@keras.saving.register_keras_serializable(package="keras_selfattn")
 class DecoderBridge(keras.layers.Layer):
     """The decoder's initial recurrent state, computed from the encoder output.
 

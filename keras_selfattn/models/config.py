@@ -55,6 +55,10 @@ class ModelConfig:
         tie_embeddings: the target embedding is also the output layer (one
             matrix, Press & Wolf 2017); needs ``embedding_dim ==
             decoder_units``.
+        deep_output_hiddens: hidden width of a deep output (`DeepOutput`: a
+            pre-layer-norm residual feed-forward network between the decoder's
+            output and the output layer, Bahdanau et al. 2015's "deep output");
+            0: none (the decoder's output goes straight to the output layer).
     """
 
     num_hiddens: int = 128
@@ -77,6 +81,7 @@ class ModelConfig:
     decoder_layer_norm: bool = True
     attention_heads: int = 1
     tie_embeddings: bool = False
+    deep_output_hiddens: int = 0
 
     # The allowed values of the text fields (also the CLI's ``choices``).
     CHOICES: ClassVar[dict] = {
@@ -125,6 +130,7 @@ class ModelConfig:
         ):
             check_range(self, name, minimum=1)
         check_range(self, "num_layers", minimum=0)
+        check_range(self, "deep_output_hiddens", minimum=0)
         check_range(self, "dropout", minimum=0, below=1)
         self._check_divisible("decoder_units", "attention_heads")
         self._check_divisible("num_hiddens", "attention_heads")

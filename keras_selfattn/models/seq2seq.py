@@ -22,6 +22,7 @@ from keras_selfattn.layers.arguments import check_seed
 from keras_selfattn.layers.dropout import HashDropout
 from keras_selfattn.models.blocks import (
     DecoderBridge,
+    DeepOutput,
     ScaledTokenEmbedding,
     TiedEmbedding,
     TransformerEncoderBlock,
@@ -148,7 +149,7 @@ class Seq2Seq(keras.Model):
         hidden = self.decoder(
             self.target_embedding(target_in), memory, initial_state=initial_state
         )
-        logits = self._logits(hidden)
+        logits = self._logits(hidden, training=None)
         kwargs.setdefault("name", "seq2seq")
         super().__init__(
             inputs={"source": source, "target_in": target_in},
@@ -244,6 +245,18 @@ class Seq2Seq(keras.Model):
             name="bridge",
             dtype=policy,
         )
+        self.deep_output = (
+            DeepOutput(
+                config.decoder_units,
+                config.deep_output_hiddens,
+                dropout=config.dropout,
+                seed=_layer_seed(seed, 101),
+                name="deep_output",
+                dtype=policy,
+            )
+            if config.deep_output_hiddens
+            else None
+        )
         if config.tie_embeddings:
             self.target_embedding = TiedEmbedding(
                 target_vocab_size,
@@ -264,8 +277,11 @@ class Seq2Seq(keras.Model):
                 target_vocab_size, dtype="float32", name="logits"
             )
 
-    def _logits(self, hidden):
-        """Decoder outputs (..., decoder_units) -> float32 logits over the targets."""
+    def _logits(self, hidden, training=False):
+        """Decoder outputs (..., decoder_units) -> float32 logits over the targets
+        (through the deep output, when the model has one)."""
+        if self.deep_output is not None:
+            hidden = self.deep_output(hidden, training=training)
         if self.logits_dense is None:
             return self.target_embedding(hidden, reverse=True)
         return self.logits_dense(hidden)
@@ -381,7 +397,7 @@ class Seq2Seq(keras.Model):
                 output, context, training=training
             )
             states.append(ops.convert_to_tensor(context))
-        logits = ops.cast(self._logits(output), "float32")
+        logits = ops.cast(self._logits(output, training=training), "float32")
         return logits, states
 
     def decoder_attention(self, decoder_state):
