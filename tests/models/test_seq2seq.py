@@ -9,6 +9,7 @@ from keras import ops
 import keras_selfattn
 from keras_selfattn.models import (
     DecoderBridge,
+    DeepOutput,
     MaskedAccuracy,
     MaskedCrossEntropy,
     ModelConfig,
@@ -210,6 +211,8 @@ def test_bridge_is_the_masked_mean():
         {},
         {"rnn_type": "lstm", "decoder_layers": 2, "norm_first": True},
         {"attention_heads": 2, "tie_embeddings": True, "embedding_dim": 16},
+        {"deep_output_hiddens": 24, "tie_embeddings": True, "embedding_dim": 16},
+        {"deep_output_hiddens": 8, "rnn_type": "lstm", "attentional_output": False},
     ],
 )
 def test_decode_steps_equal_the_full_pass(options):
@@ -398,8 +401,106 @@ def test_tied_embeddings_train_and_the_mask_stays_on_the_ids():
         ({"tie_embeddings": True}, r"tie_embeddings needs embedding_dim == decoder"),
         ({"attention_heads": 3}, r"decoder_units must be divisible by attention_h"),
         ({"attention_heads": 0}, r"attention_heads"),
+        ({"deep_output_hiddens": -1}, r"deep_output_hiddens.*-1"),
+        ({"deep_output_hiddens": 2.5}, r"deep_output_hiddens"),
     ],
 )
 def test_decoder_options_are_checked_in_the_config(overrides, message):
     with pytest.raises(ValueError, match=message):
         ModelConfig(**{**TINY, **overrides})
+
+
+# ------------------------------------------------------- the deep output
+def _numpy_deep_output(x, layer):
+    """The book's feed-forward sublayer, pre-layer-norm, in NumPy:
+    x + relu(LN(x) W1 + b1) W2 + b2 (no dropout at inference)."""
+    gamma, beta = (ops.convert_to_numpy(w) for w in layer.norm.weights)
+    w1, b1 = (ops.convert_to_numpy(w) for w in layer.inner.weights)
+    w2, b2 = (ops.convert_to_numpy(w) for w in layer.outer.weights)
+    mean = x.mean(-1, keepdims=True)
+    variance = x.var(-1, keepdims=True)
+    normed = (x - mean) / np.sqrt(variance + 1e-5) * gamma + beta
+    return x + np.maximum(normed @ w1 + b1, 0.0) @ w2 + b2
+
+
+def test_deep_output_through_the_harness_and_against_numpy(tmp_path):
+    x = np.random.default_rng(0).normal(size=(2, 5, 8)).astype("float32")
+    run_layer_test(
+        DeepOutput,
+        {"units": 8, "hidden_units": 12, "dropout": 0.1, "seed": 3},
+        {"inputs": x},
+        expected_output_shapes=[(2, 5, 8)],
+        expected_num_trainable_weights=6,
+        mixed_precision_atol=3e-2,
+        run_fresh_process_load=False,
+        tmp_path=tmp_path,
+    )
+    layer = DeepOutput(8, 12, dropout=0.1, seed=3)
+    layer.build(x.shape)
+    rng = np.random.default_rng(1)
+    layer.set_weights(
+        [rng.normal(size=w.shape).astype("float32") for w in layer.weights]
+    )
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(layer(x)),
+        _numpy_deep_output(x, layer),
+        rtol=1e-4,
+        atol=1e-4,
+    )
+    # Training: dropout on the residual branch only, so x survives where it drops.
+    dropped = ops.convert_to_numpy(layer(x, training=True))
+    assert not np.allclose(dropped, _numpy_deep_output(x, layer), atol=1e-4)
+    mask = np.array([[True] * 5, [True, True, False, False, False]])
+    assert layer.compute_mask(x, mask) is mask
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"units": 8, "hidden_units": 0}, r"hidden_units.*0"),
+        ({"units": 0, "hidden_units": 4}, r"units.*0"),
+        ({"units": 8, "hidden_units": 4, "dropout": 1.5}, r"dropout.*1.5"),
+    ],
+)
+def test_deep_output_refuses_bad_arguments(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        DeepOutput(**kwargs)
+
+
+def test_deep_output_refuses_inputs_of_another_width():
+    with pytest.raises(ValueError, match=r"units=8.*inputs.shape=\(2, 3, 6\)"):
+        DeepOutput(8, 4)(np.zeros((2, 3, 6), "float32"))
+
+
+def test_the_deep_output_sits_between_the_decoder_and_the_tied_output_layer():
+    model = tiny_model(deep_output_hiddens=24, tie_embeddings=True, embedding_dim=16)
+    plain = tiny_model(tie_embeddings=True, embedding_dim=16)
+    # Its six weights: LN (2 * 16), inner (16 * 24 + 24), outer (24 * 16 + 16).
+    assert (
+        model.count_params() - plain.count_params() == 32 + 16 * 24 + 24 + 24 * 16 + 16
+    )
+    state = model.initial_decoder_state(SOURCE)
+    cell = model.decoder.cell
+    embedded = model.target_embedding(np.array([2, 2], "int32"))
+    output, states = cell(embedded, state[:-1])  # the state ends with the context
+    hidden = ops.convert_to_numpy(cell.decoder_output(output, states))
+    table = ops.convert_to_numpy(model.target_embedding.embeddings)
+    bias = ops.convert_to_numpy(model.target_embedding.bias)
+    expected = _numpy_deep_output(hidden, model.deep_output) @ table.T + bias
+    logits, _ = model.decode_step(np.array([2, 2], "int32"), state)
+    np.testing.assert_allclose(ops.convert_to_numpy(logits), expected, atol=1e-5)
+
+
+def test_a_model_with_a_deep_output_saves_loads_and_trains(tmp_path):
+    model = tiny_model(deep_output_hiddens=24)
+    path = tmp_path / "deep.keras"
+    model.save(path)
+    loaded = keras.saving.load_model(path, safe_mode=True)
+    assert loaded.model_config.deep_output_hiddens == 24
+    np.testing.assert_array_equal(predict(loaded), predict(model))
+    model.compile(optimizer=keras.optimizers.Adam(1e-2), loss=masked_loss)
+    data = ({"source": SOURCE, "target_in": TARGET_IN}, np.roll(TARGET_IN, -1, 1))
+    before = model.get_layer("deep_output").get_weights()
+    model.fit(*data, epochs=1, verbose=0)
+    after = model.get_layer("deep_output").get_weights()
+    assert all(not np.array_equal(b, a) for b, a in zip(before, after))

@@ -2,12 +2,13 @@
 each exported once, for every test module of tests/serving (session scope: the
 2-core machine trains each model once, about 20 s)."""
 
+import dataclasses
 import pathlib
 
 import pytest
 
 from keras_selfattn import serving, text
-from tests.serving.tiny_runs import train_tiny
+from tests.serving.tiny_runs import TINY_MODEL, train_tiny
 
 
 @pytest.fixture(scope="session")
@@ -20,8 +21,13 @@ def text_run_dir(tmp_path_factory):
 @pytest.fixture(scope="session")
 def core_run_dir(tmp_path_factory):
     """A run whose tokenizers use core TensorFlow ops only
-    (TokenizerConfig(ops="core"))."""
-    return train_tiny(tmp_path_factory.mktemp("core_run"), "core")
+    (TokenizerConfig(ops="core")); its model also has a deep output (`DeepOutput`,
+    so the served graphs, the op audit and the fresh-process loads cover it)."""
+    return train_tiny(
+        tmp_path_factory.mktemp("core_run"),
+        "core",
+        model=dataclasses.replace(TINY_MODEL, deep_output_hiddens=48),
+    )
 
 
 @pytest.fixture(scope="session")

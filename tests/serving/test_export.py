@@ -181,6 +181,9 @@ def test_xla_export_is_opt_in_audited_and_translates_alike(
 def test_core_export_loads_without_tensorflow_text(
     core_export, core_run_dir, sample_texts, tmp_path
 ):
+    # This run's model has a deep output: its served graphs carry it too.
+    settings = json.loads((pathlib.Path(core_run_dir) / "config.json").read_text())
+    assert settings["model"]["deep_output_hiddens"] > 0
     report = load_in_fresh_process(
         core_export, sample_texts, tmp_path, tensorflow_text=False
     )

@@ -22,9 +22,11 @@ NUM_PAIRS = 600
 BEAM_SIZE = serving.DEFAULT_BEAM_SIZE
 
 
-def train_tiny(run_dir, tokenizer_ops, tokenizers=("word", "char"), **options):
-    """A tiny run; ``tokenizers``: the source and target kinds; ``options``: more
-    `TrainConfig` fields."""
+def train_tiny(
+    run_dir, tokenizer_ops, tokenizers=("word", "char"), model=TINY_MODEL, **options
+):
+    """A tiny run; ``tokenizers``: the source and target kinds; ``model``: its
+    `ModelConfig`; ``options``: more `TrainConfig` fields."""
     config = TrainConfig(
         epochs=6,
         batch_size=32,
@@ -41,5 +43,5 @@ def train_tiny(run_dir, tokenizer_ops, tokenizers=("word", "char"), **options):
         **options,
     )
     return train(
-        text.load_bundled_dates()[:NUM_PAIRS], run_dir, TINY_MODEL, config, verbose=0
+        text.load_bundled_dates()[:NUM_PAIRS], run_dir, model, config, verbose=0
     ).run_dir
