@@ -90,6 +90,8 @@ def test_a_run_that_does_not_translate_fails_loudly(tmp_path):
     assert config["model"]["norm_first"] is True
     assert config["model"]["attentional_output"] is True
     assert config["model"]["tie_embeddings"] is small_model.tie_embeddings is True
+    assert config["model"]["deep_output_hiddens"] == small_model.deep_output_hiddens
+    assert small_model.deep_output_hiddens == 1024
     assert config["train"]["bucket_spacing"] == small.bucket_spacing == "geometric"
     # The preset leaves XLA to the device; --no-jit-compile decides it outright.
     assert small.jit_compile is None and config["train"]["jit_compile"] is False

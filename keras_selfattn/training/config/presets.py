@@ -12,7 +12,9 @@ produced them.
 
 - ``small``: a CPU recipe (minutes to an hour on a laptop's cores): a 3-block
   pre-layer-norm encoder, 256 wide, and a one-layer GRU decoder with the
-  attentional output; tied target embeddings; WordPiece vocabularies of about
+  attentional output and a deep output 1024 wide (since session 14: on
+  Multi30k it took validation chrF at step 2,000 to where the preset without
+  it was at step 4,000, for 6% more CPU a step); tied target embeddings; WordPiece vocabularies of about
   4,000 pieces a side; eight geometric length buckets; Adam at 2e-3 after 400
   warm-up updates, then inverse square root; label smoothing 0.1; the
   weights' moving average (``ema_momentum`` 0.999) is what is validated, kept
@@ -49,6 +51,8 @@ PRESETS = {
             "max_source_len": 100,
             "max_target_len": 100,
             "tie_embeddings": True,
+            # a deep output: the decoder's per-token capacity (session 14)
+            "deep_output_hiddens": 1024,
         },
         "train": {
             # the default peak learning rate (2e-3), reached in 400 updates
