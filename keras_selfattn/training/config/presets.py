@@ -14,9 +14,10 @@ produced them.
   pre-layer-norm encoder, 256 wide, and a one-layer GRU decoder with the
   attentional output and a deep output 1024 wide (since session 14: on
   Multi30k it took validation chrF at step 2,000 to where the preset without
-  it was at step 4,000, for 6% more CPU a step); tied target embeddings; WordPiece vocabularies of about
-  4,000 pieces a side; eight geometric length buckets; Adam at 2e-3 after 400
-  warm-up updates, then inverse square root; label smoothing 0.1; the
+  it was at step 4,000, for 6% more CPU a step); tied target embeddings;
+  WordPiece vocabularies of about 4,000 pieces a side; eight geometric length
+  buckets; Adam at 2e-3 after 400 warm-up updates, then inverse square root;
+  label smoothing 0.1; the
   weights' moving average (``ema_momentum`` 0.999) is what is validated, kept
   and exported; XLA where the step runs on a GPU, not on CPUs (``jit_compile``
   None, since session 13: on a CPU its compilations took a fifth of a
