@@ -12,19 +12,19 @@ produced them.
 
 - ``small``: a CPU recipe (minutes to an hour on a laptop's cores): a 3-block
   pre-layer-norm encoder, 256 wide, and a one-layer GRU decoder with the
-  attentional output and a deep output 1024 wide (since session 14: on
-  Multi30k it took validation chrF at step 2,000 to where the preset without
-  it was at step 4,000, for 6% more CPU a step); tied target embeddings;
-  WordPiece vocabularies of about 4,000 pieces a side; eight geometric length
-  buckets; Adam at 2e-3 after 400 warm-up updates, then inverse square root;
-  label smoothing 0.1; the weights' moving average (``ema_momentum`` 0.999) is
-  what is validated, kept and exported; XLA where the step runs on a GPU, not
-  on CPUs (``jit_compile`` None, since session 13: on a CPU its compilations
-  took a fifth of a 15-minute budget). (Until session 9: 8k vocabularies, untied, four even buckets,
-  1e-3 after 800: on Multi30k BLEU 16.3 after 15 training CPU-minutes, with
-  those changes 25.1 under load; session 10, side by side with the KerasHub
-  peer on a quieter machine: the moving average took greedy BLEU from 30.1 to
-  32.0 at 15 minutes, the peer 32.3.)
+  attentional output and a deep output 1024 wide (since session 14: on Multi30k
+  it took validation chrF at step 2,000 to where the preset without it was at
+  step 4,000, for 6% more CPU a step); tied target embeddings; WordPiece
+  vocabularies of about 4,000 pieces a side; eight geometric length buckets;
+  Adam at 2e-3 after 400 warm-up updates, then inverse square root; label
+  smoothing 0.1; the weights' moving average (``ema_momentum`` 0.999) is what is
+  validated, kept and exported; XLA where the step runs on a GPU, not on CPUs
+  (``jit_compile`` None, since session 13: on a CPU its compilations took a
+  fifth of a 15-minute budget). (Until session 9: 8k vocabularies, untied, four
+  even buckets, 1e-3 after 800: on Multi30k BLEU 16.3 after 15 training
+  CPU-minutes, with those changes 25.1 under load; session 10, side by side with
+  the KerasHub peer on a quieter machine: the moving average took greedy BLEU
+  from 30.1 to 32.0 at 15 minutes, the peer 32.3.)
 - ``base``: a GPU-day recipe for corpora of 1M-10M pairs: a 6-block encoder 512
   wide, a two-layer residual, layer-normalized LSTM decoder with the attentional
   output, token-budget batches: updates of 8k tokens, accumulated from four
