@@ -75,6 +75,8 @@ setup(
             "matplotlib>=3.8",
             "tensorflow-serving-api>=2.16.1,<2.22",
             "tensorboard>=2.16,<2.22",
+            # benchmarks/_bench.paper_bleu (BLEU as the Multi30k papers compute it)
+            "sacremoses>=0.1",
         ],
     },
     entry_points={"console_scripts": ["keras-selfattn=keras_selfattn.cli:main"]},

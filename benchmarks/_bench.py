@@ -124,6 +124,34 @@ def compiled_seq2seq(
     return model
 
 
+def paper_bleu(hypotheses, tok_ref, lang=None):
+    """BLEU as the Multi30k papers compute it (shared/tools/paper_bleu.py's pipeline).
+
+    The hypotheses are lowercased, Moses punctuation-normalized and tokenized
+    (escape on) and scored with sacrebleu against ``tok_ref``, the dataset's
+    ``*.lc.norm.tok.<lang>`` file, without further tokenization. ``lang``: the
+    Moses language, by default the reference file's suffix (``.de``, ``.en``...).
+    """
+    import pathlib
+
+    import sacrebleu
+    from sacremoses import MosesPunctNormalizer, MosesTokenizer
+
+    lang = lang or pathlib.Path(tok_ref).suffix.lstrip(".")
+    if not lang.isalpha():
+        raise ValueError(
+            "paper_bleu needs lang= where tok_ref has no language suffix. "
+            f"Received: tok_ref={str(tok_ref)!r}"
+        )
+    norm, tok = MosesPunctNormalizer(lang=lang), MosesTokenizer(lang=lang)
+    references = pathlib.Path(tok_ref).read_text(encoding="utf-8").splitlines()
+    hypotheses = [
+        tok.tokenize(norm.normalize(h.strip().lower()), escape=True, return_str=True)
+        for h in hypotheses
+    ]
+    return sacrebleu.corpus_bleu(hypotheses, [references], tokenize="none").score
+
+
 def environment_line():
     """One line naming the versions and the machine (printed under every table)."""
     import keras

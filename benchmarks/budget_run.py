@@ -32,7 +32,8 @@ those of the same run without the average), writes
 the hypotheses beside it and prints sacrebleu BLEU / chrF (cased, against the
 raw references) in a markdown table; ``--tok-ref`` adds BLEU as the Multi30k
 papers compute it (`shared/tools/paper_bleu.py`'s pipeline: lowercased, Moses
-normalized and tokenized, against the dataset's tok references).
+normalized and tokenized, against the dataset's tok references, in the language of
+the file's suffix; it needs sacremoses, the ``peer`` extra).
 """
 
 import argparse
@@ -44,6 +45,7 @@ import shutil
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _bench  # paper_bleu
 
 
 def process_cpu():
@@ -180,22 +182,6 @@ def train(args):
     print(json.dumps({"final_process_cpu_s": process_cpu()}), flush=True)
 
 
-def paper_bleu(hypotheses, tok_ref):
-    import sacrebleu
-    from sacremoses import MosesPunctNormalizer, MosesTokenizer
-
-    norm, tok = MosesPunctNormalizer(lang="de"), MosesTokenizer(lang="de")
-
-    def prep(line):
-        return tok.tokenize(
-            norm.normalize(line.strip().lower()), escape=True, return_str=True
-        )
-
-    refs = pathlib.Path(tok_ref).read_text(encoding="utf-8").splitlines()
-    hyps = [prep(h) for h in hypotheses]
-    return sacrebleu.corpus_bleu(hyps, [refs], tokenize="none").score
-
-
 def score(args):
     import keras
 
@@ -248,7 +234,7 @@ def _score_translations(translator, sources, references, beam, args, model_path)
     pathlib.Path(name).write_text("\n".join(hyps) + "\n", encoding="utf-8")
     bleu = BLEU().corpus_score(hyps, [references]).score
     chrf = CHRF().corpus_score(hyps, [references]).score
-    paper = f"{paper_bleu(hyps, args.tok_ref):.2f}" if args.tok_ref else ""
+    paper = f"{_bench.paper_bleu(hyps, args.tok_ref):.2f}" if args.tok_ref else ""
     return bleu, chrf, paper
 
 

@@ -56,6 +56,9 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "benchmarks"))
+import _bench  # paper_bleu
+
 QUICK_DATA = REPO / "keras_selfattn" / "text" / "data" / "dates.tsv"
 RESERVED = ["[PAD]", "[UNK]", "[START]", "[END]"]
 PAD, START, END = 0, 2, 3
@@ -407,20 +410,6 @@ def translate(peer, pair, sources, beam, batch_size=64):
     return [detokenize(t) for t in texts]
 
 
-def paper_bleu(hypotheses, tok_ref):
-    """BLEU as shared/tools/paper_bleu.py computes it (lowercased, Moses)."""
-    import sacrebleu
-    from sacremoses import MosesPunctNormalizer, MosesTokenizer
-
-    norm, tok = MosesPunctNormalizer(lang="de"), MosesTokenizer(lang="de")
-    references = pathlib.Path(tok_ref).read_text(encoding="utf-8").splitlines()
-    hypotheses = [
-        tok.tokenize(norm.normalize(h.strip().lower()), escape=True, return_str=True)
-        for h in hypotheses
-    ]
-    return sacrebleu.corpus_bleu(hypotheses, [references], tokenize="none").score
-
-
 def score(args, peer, pair):
     from sacrebleu.metrics import BLEU, CHRF
 
@@ -449,7 +438,9 @@ def score(args, peer, pair):
             bleu = BLEU().corpus_score(hypotheses, [references]).score
             chrf = CHRF().corpus_score(hypotheses, [references]).score
             paper = (
-                f"{paper_bleu(hypotheses, args.tok_ref):.2f}" if args.tok_ref else ""
+                f"{_bench.paper_bleu(hypotheses, args.tok_ref):.2f}"
+                if args.tok_ref
+                else ""
             )
             search = "greedy" if beam == 1 else f"beam {beam}"
             lines.append(

@@ -1,10 +1,13 @@
 """Where the demo model's training step spends its time: the TF profiler, summarized.
 
 Run: .venv/bin/python benchmarks/profile_train_step.py [--no-xla]
-         [--dropout R] [--top N] [--quick]
+         [--dropout R] [--top N] [--quick] [--preset small]
 
 Builds the demo model (``DEMO_MODEL_CONFIG``, batch 64, source 13 and target 11
-tokens, the demo's vocabulary sizes), runs a few ``train_on_batch`` steps under
+tokens, the demo's vocabulary sizes), or with ``--preset small`` that preset's
+model and optimizer as `small_step_cost.py` builds them (4,077 / 3,715 pieces,
+batch 64, source 16 and target 17 tokens; ``--no-xla`` is then how the preset
+trains on CPUs), runs a few ``train_on_batch`` steps under
 ``tf.profiler.experimental`` and reads the trace (the XSpace protobuf the
 profiler writes) directly, without TensorBoard: the exclusive time of every op
 (graph mode) or XLA thunk (``jit_compile=True``; a thunk that runs others counts
@@ -125,7 +128,12 @@ def main(argv=None):
     parser.add_argument(
         "--quick", action="store_true", help="tiny model, 2 steps (smoke run)"
     )
+    parser.add_argument(
+        "--preset", choices=["small"], help="that preset's model, not the demo's"
+    )
     args = parser.parse_args(argv)
+    if args.preset:
+        return profile_preset(args)
 
     from decoder_train_step import seq2seq_step
 
@@ -141,6 +149,39 @@ def main(argv=None):
     if args.dropout is not None:
         config = ModelConfig(**{**vars(config), "dropout": args.dropout})
     step, _ = seq2seq_step(config, *shape, jit_compile=args.xla)
+    title = (
+        f"Demo model train step ({'XLA' if args.xla else 'graph mode, no XLA'}, "
+        f"dropout {config.dropout}, batch {shape[0]}, source {shape[1]}, target "
+        f"{shape[2]})"
+    )
+    report(step, steps, title, args, argv)
+
+
+def profile_preset(args):
+    """The ``--preset small`` step (small_step_cost.py's model and batch)."""
+    import types
+
+    import small_step_cost
+
+    fields = {"train.jit_compile": args.xla}
+    if args.dropout is not None:
+        fields["dropout"] = args.dropout
+    sizes = (4077, 3715)
+    shape = types.SimpleNamespace(source_len=16, target_len=17)
+    if args.quick:
+        sizes, args.steps = (50, 40), 2
+    model = small_step_cost.build(sizes, fields, args.quick)
+    x, y = small_step_cost.batch(sizes, shape)
+    title = (
+        f"`--preset small` train step ({'XLA' if args.xla else 'graph mode, no XLA'}"
+        f", dropout {model.model_config.dropout}, "
+        f"batch 64, source 16, target 17, vocabularies {sizes[0]:,} / {sizes[1]:,})"
+    )
+    report(lambda: model.train_on_batch(x, y), args.steps, title, args, None)
+
+
+def report(step, steps, title, args, argv):
+    """Profiles ``steps`` calls of ``step`` (after two warm-up calls) and prints."""
     step()
     step()
     times = op_times(step, steps)
@@ -155,11 +196,7 @@ def main(argv=None):
             by_category["other"] += ms
 
     print()
-    print(
-        f"Demo model train step ({'XLA' if args.xla else 'graph mode, no XLA'}, "
-        f"dropout {config.dropout}, batch {shape[0]}, source {shape[1]}, target "
-        f"{shape[2]}), thread time per step by category:"
-    )
+    print(f"{title}, thread time per step by category:")
     print()
     _bench.print_table(
         ["category", "thread ms / step", "share"],

@@ -57,3 +57,35 @@ def test_keras_hub_peer_runs_in_quick_mode(tmp_path, capsys):
     assert "| greedy |" in out and "| beam 2 |" in out, out
     assert "command: .venv/bin/python benchmarks/keras_hub_peer.py --quick" in out, out
     assert (tmp_path / "budgets.json").exists()
+
+
+def test_paper_bleu_reproduces_the_tok_references_in_their_language(tmp_path):
+    """BLEU as the Multi30k papers compute it: the raw sentence, lowercased,
+    normalized and Moses-tokenized in the reference file's language, is its own
+    ``lc.norm.tok`` reference (100); German rules on English text are not."""
+    bench = _load("_bench")
+    # multi30k/dataset test_2016_flickr lines 30 and 226: data/task1/raw/*.en and
+    # data/task1/tok/*.lc.norm.tok.en
+    raw = [
+        "One man holds another man's head down and prepares to punch him in the face.",
+        'A woman on a boat named "El Corazon" drops black weights into the water.',
+    ]
+    tok = [
+        (
+            "one man holds another man &apos;s head down and prepares to punch him in"
+            " the face ."
+        ),
+        (
+            "a woman on a boat named &quot; el corazon &quot; drops black weights into"
+            " the water ."
+        ),
+    ]
+    (tmp_path / "ref.lc.norm.tok.en").write_text(
+        "\n".join(tok) + "\n", encoding="utf-8"
+    )
+    assert bench.paper_bleu(raw, tmp_path / "ref.lc.norm.tok.en") == pytest.approx(100)
+    german_rules = bench.paper_bleu(raw, tmp_path / "ref.lc.norm.tok.en", lang="de")
+    assert german_rules < 100
+    (tmp_path / "ref_tok").write_text("\n".join(tok) + "\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="lang=.*tok_ref='.*ref_tok'"):
+        bench.paper_bleu(raw, tmp_path / "ref_tok")
