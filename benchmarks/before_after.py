@@ -1,6 +1,7 @@
 """The layers and searches of the working tree vs an earlier commit, in one process.
 
 Run: .venv/bin/python benchmarks/before_after.py [--rev REV] [--quick] [--rounds N]
+         [--only attention|decoder|model|decoding|loss]
 
 Loads ``multi_head_self_attention.py``, ``bahdanau_attention.py``,
 ``bahdanau_decoder.py`` and ``decoding.py`` as they are at git revision REV
@@ -14,7 +15,11 @@ temporary modules, and times them against the working tree's, interleaved:
 - the whole demo seq2seq ``train_on_batch`` (the model built from this tree's
   ``build_seq2seq`` with the old or new attention and decoder classes);
 - greedy decoding of 30 tokens, batch 32, called eagerly (as
-  ``Translator.translate`` calls it) and inside ``tf.function``.
+  ``Translator.translate`` calls it) and inside ``tf.function``;
+- the label-smoothed masked loss (0.1) forward + backward on (64, 17, 3,715)
+  logits, and ``--preset small``'s ``train_on_batch`` (small_step_cost.py's model
+  and batch, graph mode as the preset trains on CPUs) compiled with the old or
+  the new loss.
 
 Each pair is checked for equal outputs first; ratios are ``after / before``
 (below 1: the working tree is faster).
@@ -36,6 +41,7 @@ MODULES = {
     "bahdanau_attention": "keras_selfattn/layers/bahdanau_attention.py",
     "bahdanau_decoder": "keras_selfattn/layers/bahdanau_decoder.py",
     "decoding": "keras_selfattn/decoding.py",
+    "losses": "keras_selfattn/models/losses.py",
 }
 
 
@@ -201,6 +207,63 @@ def model_cases(old, quick):
         )
 
 
+def loss_cases(old, quick):
+    import types
+
+    import numpy as np
+    import small_step_cost
+    import tensorflow as tf
+
+    from keras_selfattn.models import masked_loss
+    from keras_selfattn.training.fit import compiled_model
+
+    sizes = (50, 40) if quick else (4077, 3715)
+    rng = np.random.default_rng(0)
+    logits = tf.constant(rng.normal(size=(64, 17, sizes[1])).astype("float32") * 3)
+    targets = rng.integers(4, sizes[1], size=(64, 17))
+    targets[:, 14:] = 0
+    losses = {
+        "before": old["losses"].masked_loss(label_smoothing=0.1),
+        "after": masked_loss(label_smoothing=0.1),
+    }
+    np.testing.assert_allclose(
+        float(losses["after"](targets, logits)),
+        float(losses["before"](targets, logits)),
+        rtol=1e-6,
+    )
+
+    def loss_step(loss):
+        @tf.function
+        def step(z):
+            with tf.GradientTape() as tape:
+                tape.watch(z)
+                value = loss(targets, z)
+            return tf.reduce_sum(tape.gradient(value, z))
+
+        return lambda: step(logits).numpy()
+
+    yield (
+        f"label-smoothed masked loss fwd+bwd, logits (64, 17, {sizes[1]:,})",
+        "tf.function",
+        {side: loss_step(loss) for side, loss in losses.items()},
+    )
+    shape = types.SimpleNamespace(source_len=16, target_len=17)
+    x, y = small_step_cost.batch(sizes, shape)
+    steps = {}
+    current = compiled_model.masked_loss
+    for side, module_loss in (
+        ("after", current),
+        ("before", old["losses"].masked_loss),
+    ):
+        compiled_model.masked_loss = module_loss
+        try:
+            model = small_step_cost.build(sizes, {}, quick)
+        finally:
+            compiled_model.masked_loss = current
+        steps[side] = lambda model=model: model.train_on_batch(x, y)
+    yield ("`--preset small` train_on_batch, batch 64", "tf.function", steps)
+
+
 def decoding_cases(old, quick):
     import numpy as np
     import tensorflow as tf
@@ -253,6 +316,11 @@ def main(argv=None):
     parser.add_argument(
         "--rounds", type=int, default=None, help="timing rounds (default 5)"
     )
+    parser.add_argument(
+        "--only",
+        choices=["attention", "decoder", "model", "decoding", "loss"],
+        help="run one group of cases",
+    )
     args = parser.parse_args(argv)
     rounds = args.rounds or (2 if args.quick else 5)
     revision = subprocess.run(
@@ -265,7 +333,10 @@ def main(argv=None):
     old = load_old_modules(args.rev)
 
     rows = []
-    for cases in (attention_cases, decoder_cases, model_cases, decoding_cases):
+    cases_of = (attention_cases, decoder_cases, model_cases, decoding_cases, loss_cases)
+    if args.only:
+        cases_of = [c for c in cases_of if c.__name__.startswith(args.only)]
+    for cases in cases_of:
         for case, compiled, functions in cases(old, args.quick):
             calls = 1 if args.quick else _bench.calls_for(functions["after"], 0.1)
             samples = _bench.interleaved(functions, rounds, calls)

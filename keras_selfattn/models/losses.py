@@ -91,13 +91,21 @@ class MaskedCrossEntropy(keras.losses.Loss):
         # Padding positions get target 0 and zero logits (any finite value does):
         # their loss is computed, then dropped, and can never be NaN.
         logits = ops.where(ops.expand_dims(valid, -1), y_pred, 0.0)
-        losses = ops.sparse_categorical_crossentropy(
-            ops.where(valid, y_true, 0), logits, from_logits=True
-        )
+        targets = ops.where(valid, y_true, 0)
         if self.label_smoothing:
+            # One log-softmax serves both terms (-log p_y and the mean over the
+            # classes): a separate sparse cross-entropy would normalize the
+            # (B, T, V) logits a second time, forward and backward (the loss
+            # cost half as much CPU this way: benchmarks/RESULTS.md, issue 24).
             eps = self.label_smoothing
-            uniform = -ops.mean(ops.log_softmax(logits, axis=-1), axis=-1)
-            losses = (1.0 - eps) * losses + eps * uniform
+            log_probs = ops.log_softmax(logits, axis=-1)
+            picked = ops.take_along_axis(log_probs, targets[..., None], axis=-1)
+            uniform = ops.mean(log_probs, axis=-1)
+            losses = -(1.0 - eps) * picked[..., 0] - eps * uniform
+        else:
+            losses = ops.sparse_categorical_crossentropy(
+                targets, logits, from_logits=True
+            )
         losses = ops.where(valid, losses, 0.0)
         if self.reduction in _MEAN_REDUCTIONS:
             # Keras divides the sum by the number of positions; weighting the

@@ -336,6 +336,29 @@ def test_label_smoothing_against_a_hand_computation_and_keras():
         masked_loss(label_smoothing=1.0)
 
 
+def test_label_smoothed_gradient_against_numpy():
+    """d loss / d logits = (softmax(z) - smoothed target) / real tokens, 0 at padding:
+    the one log-softmax the loss computes gives the textbook gradient."""
+    import tensorflow as tf
+
+    rng = np.random.default_rng(3)
+    logits = rng.normal(size=(2, 4, 6)).astype("float32") * 3
+    y_true = rng.integers(1, 6, size=(2, 4))
+    y_true[1, 2:] = 0
+    eps = 0.1
+    z = tf.constant(logits)
+    with tf.GradientTape() as tape:
+        tape.watch(z)
+        loss = masked_loss(label_smoothing=eps)(y_true, z)
+    got = tape.gradient(loss, z).numpy()
+    p = np.exp(logits - logits.max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+    smoothed = (1 - eps) * np.eye(6)[y_true] + eps / 6
+    real = (y_true != 0)[..., None]
+    expected = np.where(real, p - smoothed, 0.0) / real.sum()
+    np.testing.assert_allclose(got, expected, atol=1e-6)
+
+
 def test_masked_loss_compiles_both_ways_and_serializes(tmp_path):
     """compile(loss=masked_loss) and (loss=masked_loss(...)); a .keras round trip."""
     model = tiny_model()
