@@ -60,10 +60,12 @@ class ModelFileError(ValueError):
         super().__init__(f"cannot read {path}: {type(error).__name__}: {error}")
 
 
-def _load_model(path):
-    """``keras.saving.load_model(path)``; what fails in it is a `ModelFileError`."""
+def _load_model(path, dtype=None):
+    """`saving.load_model(path, dtype)`; what fails in it is a `ModelFileError`."""
+    if dtype is not None:
+        saving.check_dtype_policy(dtype)  # a bad name is not the file's fault
     try:
-        return saving.load_model(path)
+        return saving.load_model(path, dtype=dtype)
     except Exception as error:
         raise ModelFileError(path, error) from error
 
@@ -140,9 +142,14 @@ class Translator:
         self.max_target_len = max_target_len
 
     @classmethod
-    def load(cls, run_dir):
+    def load(cls, run_dir, dtype=None):
         """Loads ``model.keras``, the vocabularies and ``config.json`` of a run
         directory.
+
+        ``dtype``: None (default): the model computes under the policy it was
+        trained with; a policy name such as ``"float32"``: under that one
+        (`keras_selfattn.models.saving.with_dtype_policy`), e.g. a bfloat16 run
+        on a CPU without bfloat16 units.
 
         Raises:
             FileNotFoundError: not a run directory, or one without its files.
@@ -164,7 +171,7 @@ class Translator:
             )
         model_config, _ = load_run_config(run_dir / CONFIG_FILE)
         check_run_parts(run_dir)  # the vocabularies are the model's
-        model = _load_model(run_dir / MODEL_FILE)
+        model = _load_model(run_dir / MODEL_FILE, dtype)
         tokenizer = text.PairTokenizer.load(run_dir)
         return cls(
             model, tokenizer, model_config.max_source_len, model_config.max_target_len

@@ -410,6 +410,16 @@ def _add_export(subparsers):
             f"{XLA_SERVER_FLAG} (default: off, no server flag)"
         ),
     )
+    parser.add_argument(
+        "--dtype",
+        default=None,
+        metavar="POLICY",
+        help=(
+            "the served graph computes under this Keras dtype policy, e.g. "
+            "float32 for a mixed_bfloat16 run served on CPUs without bfloat16 "
+            "units (default: the policy the model was trained with)"
+        ),
+    )
 
 
 def _export(args):
@@ -424,6 +434,7 @@ def _export(args):
             model_name=args.model_name,
             beam_size=args.beam,
             xla=args.xla,
+            dtype=args.dtype,
         )
     print(f"exported: {version_dir}")
     sample = serving.sample_sources(args.model, 1)[0]

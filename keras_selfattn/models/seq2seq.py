@@ -157,6 +157,11 @@ class Seq2Seq(keras.Model):
             dtype=policy,
             **kwargs,
         )
+        # The policy the layers were built with. Keras' functional model does
+        # not keep the ``dtype`` it is given (its dtype_policy is the global one
+        # at construction), so get_config reads this: a bfloat16 model loaded
+        # under the float32 default and saved again stays bfloat16.
+        self.layers_dtype_policy = policy
 
         # === Config ===
         self.source_vocab_size = source_vocab_size
@@ -446,7 +451,7 @@ class Seq2Seq(keras.Model):
     def get_config(self):
         values = {
             "config": dataclasses.asdict(self.model_config),
-            "dtype": keras.dtype_policies.serialize(self.dtype_policy),
+            "dtype": keras.dtype_policies.serialize(self.layers_dtype_policy),
         }
         return {
             key: values[key] if key in values else getattr(self, key)

@@ -176,6 +176,7 @@ def export_run(
     alpha=DEFAULT_LENGTH_PENALTY,
     warmup_texts=None,
     xla=False,
+    dtype=None,
 ):
     """Exports a run directory as ``export_base/N/`` (``keras-selfattn export``).
 
@@ -193,6 +194,11 @@ def export_run(
         warmup_texts: sample sentences for the warmup records (default:
             `sample_sources` of the run).
         xla: compile the searches with XLA (see `export_translator`).
+        dtype: None: the served graph computes under the policy the model was
+            trained with; ``"float32"`` (or another Keras policy name): under
+            that one, the same weights (`Translator.load`'s ``dtype``). A
+            ``mixed_bfloat16`` run served on CPUs without bfloat16 units wants
+            ``"float32"``: they emulate bfloat16 products, slower than float32's.
 
     Returns:
         The version folder, a `pathlib.Path`.
@@ -203,7 +209,7 @@ def export_run(
     """
     from keras_selfattn.inference import Translator
 
-    translator = Translator.load(run_dir)
+    translator = Translator.load(run_dir, dtype=dtype)
     if warmup_texts is None:
         warmup_texts = sample_sources(run_dir, tokenizer=translator.tokenizer)
     return export_translator(

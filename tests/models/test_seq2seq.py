@@ -296,6 +296,41 @@ def test_mixed_precision_policy_survives_a_keras_round_trip(tmp_path):
     assert loaded.decoder.cell.compute_dtype == "bfloat16"
     assert loaded.logits_dense.compute_dtype == "float32"
     np.testing.assert_array_equal(predict(loaded), predict(model))
+    # Saved again from where the default is float32 (a resumed run, `average`):
+    # the policy is the layers', not the global one at load (Keras' functional
+    # model does not keep the dtype it is given).
+    loaded.save(tmp_path / "again.keras")
+    again = keras.saving.load_model(tmp_path / "again.keras")
+    assert again.decoder.cell.compute_dtype == "bfloat16"
+    np.testing.assert_array_equal(predict(again), predict(model))
+
+
+def test_with_dtype_policy_runs_a_bfloat16_model_in_float32(tmp_path):
+    from keras_selfattn.models.saving import load_model, with_dtype_policy
+
+    keras.config.set_dtype_policy("mixed_bfloat16")
+    model = tiny_model()
+    keras.config.set_dtype_policy("float32")
+    model.save(tmp_path / "model.keras")
+    copy = load_model(tmp_path / "model.keras", dtype="float32")
+    assert copy.decoder.cell.compute_dtype == "float32"
+    assert {layer.compute_dtype for layer in copy._flatten_layers()} == {"float32"}
+    assert copy.get_config()["dtype"]["config"]["name"] == "float32"
+    for ours, theirs in zip(copy.get_weights(), model.get_weights(), strict=True):
+        assert ours.dtype == theirs.dtype
+        np.testing.assert_array_equal(ours, theirs)
+    # exactly a float32 model holding the same weights; close to the bfloat16 one
+    reference = tiny_model()
+    reference.set_weights(model.get_weights())
+    np.testing.assert_array_equal(predict(copy), predict(reference))
+    np.testing.assert_allclose(predict(copy), predict(model), atol=0.1)
+    assert with_dtype_policy(copy, "float32") is copy  # already there: itself
+    with pytest.raises(ValueError, match="dtype=.*float33"):
+        with_dtype_policy(model, "float33")
+    with pytest.raises(ValueError, match="dtype=.*float33"):
+        load_model(tmp_path / "model.keras", dtype="float33")
+    with pytest.raises(TypeError, match="Received: model of type Dense"):
+        with_dtype_policy(keras.layers.Dense(2), "float32")
 
 
 # ------------------------------------------------ the loss (issue 12 §4, issue 13)

@@ -17,7 +17,7 @@ from keras_selfattn import cli, serving, text
 from keras_selfattn.cli import errors
 from keras_selfattn.inference import Translator
 from keras_selfattn.serving import audit, publishing, warmup
-from tests.serving.tiny_runs import BEAM_SIZE
+from tests.serving.tiny_runs import BEAM_SIZE, train_tiny
 
 # One xdist worker runs every serving test, so the session fixtures train once.
 
@@ -197,6 +197,42 @@ def test_core_export_loads_without_tensorflow_text(
     assert report["tf2"]["serving_default"]["translation"] == expected
 
 
+def bfloat16_nodes(saved_model_dir):
+    """How many nodes of the SavedModel's graph and functions take bfloat16."""
+    from tensorflow.core.framework import types_pb2
+
+    graph = audit.read_saved_model(saved_model_dir).meta_graphs[0].graph_def
+    nodes = [*graph.node, *(n for f in graph.library.function for n in f.node_def)]
+    bf16 = types_pb2.DT_BFLOAT16
+    return sum(
+        any(v.type == bf16 or bf16 in v.list.type for v in node.attr.values())
+        for node in nodes
+    )
+
+
+@pytest.mark.slow
+def test_float32_export_of_a_bfloat16_run(tmp_path, sample_texts):
+    """``export_run(dtype="float32")`` of a mixed_bfloat16 run: a graph without
+    bfloat16 that passes the audit and serves what `Translator.load(run,
+    dtype="float32")` translates; the default export keeps the run's bfloat16."""
+    run_dir = train_tiny(
+        tmp_path / "run", "tensorflow_text", mixed_precision="mixed_bfloat16"
+    )
+    trained = serving.export_run(run_dir, tmp_path / "as_trained")
+    float32 = serving.export_run(run_dir, tmp_path / "float32", dtype="float32")
+    assert bfloat16_nodes(trained) > 0
+    assert bfloat16_nodes(float32) == 0
+    assert audit.audit_saved_model(float32).ok
+    report = load_in_fresh_process(float32, sample_texts, tmp_path)
+    expected = Translator.load(run_dir, dtype="float32").translate(sample_texts)
+    assert report["session"]["serving_default"]["translation"] == [
+        t.text for t in expected
+    ]
+    with pytest.raises(ValueError, match="dtype=.*float33"):
+        serving.export_run(run_dir, tmp_path / "bad", dtype="float33")
+    assert not (tmp_path / "bad").exists()
+
+
 @pytest.mark.slow
 def test_sentencepiece_export_serves_translate_text(sentencepiece_run_dir, tmp_path):
     """SentencePiece in and out of the graph: served text equals `translate` text."""
@@ -353,6 +389,7 @@ def test_cli_export_xla_flag_reaches_export_run_and_the_docker_line(
     command = ["export", "--model", str(tmp_path / "run")]
     assert cli.main([*command, "--export-dir", str(tmp_path / "b"), *flags]) == 0
     assert received["xla"] is bool(flags)
+    assert received["dtype"] is None
     docker = [
         line for line in capsys.readouterr().out.splitlines() if "docker run" in line
     ]
@@ -360,6 +397,22 @@ def test_cli_export_xla_flag_reaches_export_run_and_the_docker_line(
     assert docker[0].endswith(
         f"tensorflow/serving {audit.XLA_SERVER_FLAG}" if flags else "tensorflow/serving"
     )
+
+
+def test_cli_export_dtype_reaches_export_run(tmp_path, monkeypatch, capsys):
+    received = {}
+
+    def export_run(run_dir, export_base, version, **options):
+        received.update(options)
+        return pathlib.Path(export_base) / "1"
+
+    monkeypatch.setattr(errors, "check_run_directory", lambda path: None)
+    monkeypatch.setattr(serving, "export_run", export_run)
+    monkeypatch.setattr(serving, "sample_sources", lambda run_dir, count: ["Va !"])
+    (tmp_path / "run").mkdir()
+    command = ["export", "--model", str(tmp_path / "run"), "--dtype", "float32"]
+    assert cli.main([*command, "--export-dir", str(tmp_path / "b")]) == 0
+    assert received["dtype"] == "float32"
 
 
 def test_serving_instructions_name_the_xla_flag_only_when_asked(tmp_path):
