@@ -370,12 +370,9 @@ def test_publish_is_a_rename_that_never_overwrites(tmp_path):
     assert (base / "1" / "keep").read_text() == "v1"
 
 
-@pytest.mark.parametrize("flags", [[], ["--xla"]], ids=["default", "xla"])
-def test_cli_export_xla_flag_reaches_export_run_and_the_docker_line(
-    flags, tmp_path, monkeypatch, capsys
-):
-    """``export --xla`` passes ``xla=True`` to `export_run` and the printed docker
-    line carries the server flag; without it, ``xla=False`` and no flag."""
+def export_through_the_cli(flags, tmp_path, monkeypatch):
+    """The options ``keras-selfattn export ... FLAGS`` passes to `export_run`
+    (replaced by a recorder)."""
     received = {}
 
     def export_run(run_dir, export_base, version, **options):
@@ -388,6 +385,16 @@ def test_cli_export_xla_flag_reaches_export_run_and_the_docker_line(
     (tmp_path / "run").mkdir()
     command = ["export", "--model", str(tmp_path / "run")]
     assert cli.main([*command, "--export-dir", str(tmp_path / "b"), *flags]) == 0
+    return received
+
+
+@pytest.mark.parametrize("flags", [[], ["--xla"]], ids=["default", "xla"])
+def test_cli_export_xla_flag_reaches_export_run_and_the_docker_line(
+    flags, tmp_path, monkeypatch, capsys
+):
+    """``export --xla`` passes ``xla=True`` to `export_run` and the printed docker
+    line carries the server flag; without it, ``xla=False`` and no flag."""
+    received = export_through_the_cli(flags, tmp_path, monkeypatch)
     assert received["xla"] is bool(flags)
     assert received["dtype"] is None
     docker = [
@@ -399,19 +406,8 @@ def test_cli_export_xla_flag_reaches_export_run_and_the_docker_line(
     )
 
 
-def test_cli_export_dtype_reaches_export_run(tmp_path, monkeypatch, capsys):
-    received = {}
-
-    def export_run(run_dir, export_base, version, **options):
-        received.update(options)
-        return pathlib.Path(export_base) / "1"
-
-    monkeypatch.setattr(errors, "check_run_directory", lambda path: None)
-    monkeypatch.setattr(serving, "export_run", export_run)
-    monkeypatch.setattr(serving, "sample_sources", lambda run_dir, count: ["Va !"])
-    (tmp_path / "run").mkdir()
-    command = ["export", "--model", str(tmp_path / "run"), "--dtype", "float32"]
-    assert cli.main([*command, "--export-dir", str(tmp_path / "b")]) == 0
+def test_cli_export_dtype_reaches_export_run(tmp_path, monkeypatch):
+    received = export_through_the_cli(["--dtype", "float32"], tmp_path, monkeypatch)
     assert received["dtype"] == "float32"
 
 
