@@ -410,16 +410,15 @@ def _add_export(subparsers):
             f"{XLA_SERVER_FLAG} (default: off, no server flag)"
         ),
     )
-    parser.add_argument(
+    dtype = parser.add_argument(
         "--dtype",
-        default=None,
         metavar="POLICY",
         help=(
             "the served graph computes under this Keras dtype policy, e.g. "
-            "float32 for a mixed_bfloat16 run served on CPUs without bfloat16 "
-            "units (default: the policy the model was trained with)"
+            "float32 for a mixed_bfloat16 run served on CPUs without bfloat16 units"
         ),
     )
+    shows(dtype, "the policy the model was trained with")
 
 
 def _export(args):
