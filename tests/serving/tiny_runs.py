@@ -26,22 +26,22 @@ def train_tiny(
     run_dir, tokenizer_ops, tokenizers=("word", "char"), model=TINY_MODEL, **options
 ):
     """A tiny run; ``tokenizers``: the source and target kinds; ``model``: its
-    `ModelConfig`; ``options``: more `TrainConfig` fields."""
-    config = TrainConfig(
-        epochs=6,
-        batch_size=32,
-        learning_rate=1e-2,
-        warmup_steps=5,
-        patience=100,
-        jit_compile=False,
-        source_tokenizer=tokenizers[0],
-        target_tokenizer=tokenizers[1],
-        split_digits=True,
-        tokenizer_ops=tokenizer_ops,
-        validation_translations=0,  # no translations at each validation
-        best_by="loss",
-        **options,
-    )
+    `ModelConfig`; ``options``: `TrainConfig` fields, over the defaults below."""
+    settings = {
+        "epochs": 6,
+        "batch_size": 32,
+        "learning_rate": 1e-2,
+        "warmup_steps": 5,
+        "patience": 100,
+        "jit_compile": False,
+        "source_tokenizer": tokenizers[0],
+        "target_tokenizer": tokenizers[1],
+        "split_digits": True,
+        "tokenizer_ops": tokenizer_ops,
+        "validation_translations": 0,  # no translations at each validation
+        "best_by": "loss",
+    }
+    config = TrainConfig(**{**settings, **options})
     return train(
         text.load_bundled_dates()[:NUM_PAIRS], run_dir, model, config, verbose=0
     ).run_dir
