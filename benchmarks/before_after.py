@@ -208,8 +208,6 @@ def model_cases(old, quick):
 
 
 def loss_cases(old, quick):
-    import types
-
     import numpy as np
     import small_step_cost
     import tensorflow as tf
@@ -247,8 +245,7 @@ def loss_cases(old, quick):
         "tf.function",
         {side: loss_step(loss) for side, loss in losses.items()},
     )
-    shape = types.SimpleNamespace(source_len=16, target_len=17)
-    x, y = small_step_cost.batch(sizes, shape)
+    x, y = small_step_cost.batch(sizes)
     steps = {}
     current = compiled_model.masked_loss
     for side, module_loss in (
@@ -305,6 +302,15 @@ def decoding_cases(old, quick):
     )
 
 
+CASES = {
+    "attention": attention_cases,
+    "decoder": decoder_cases,
+    "model": model_cases,
+    "decoding": decoding_cases,
+    "loss": loss_cases,
+}
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument(
@@ -318,7 +324,7 @@ def main(argv=None):
     )
     parser.add_argument(
         "--only",
-        choices=["attention", "decoder", "model", "decoding", "loss"],
+        choices=list(CASES),
         help="run one group of cases",
     )
     args = parser.parse_args(argv)
@@ -333,10 +339,9 @@ def main(argv=None):
     old = load_old_modules(args.rev)
 
     rows = []
-    cases_of = (attention_cases, decoder_cases, model_cases, decoding_cases, loss_cases)
-    if args.only:
-        cases_of = [c for c in cases_of if c.__name__.startswith(args.only)]
-    for cases in cases_of:
+    for group, cases in CASES.items():
+        if args.only not in (None, group):
+            continue
         for case, compiled, functions in cases(old, args.quick):
             calls = 1 if args.quick else _bench.calls_for(functions["after"], 0.1)
             samples = _bench.interleaved(functions, rounds, calls)

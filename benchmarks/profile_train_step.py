@@ -159,19 +159,16 @@ def main(argv=None):
 
 def profile_preset(args):
     """The ``--preset small`` step (small_step_cost.py's model and batch)."""
-    import types
-
     import small_step_cost
 
     fields = {"train.jit_compile": args.xla}
     if args.dropout is not None:
         fields["dropout"] = args.dropout
     sizes = (4077, 3715)
-    shape = types.SimpleNamespace(source_len=16, target_len=17)
     if args.quick:
         sizes, args.steps = (50, 40), 2
     model = small_step_cost.build(sizes, fields, args.quick)
-    x, y = small_step_cost.batch(sizes, shape)
+    x, y = small_step_cost.batch(sizes)  # 16 source, 17 target tokens
     title = (
         f"`--preset small` train step ({'XLA' if args.xla else 'graph mode, no XLA'}"
         f", dropout {model.model_config.dropout}, "
