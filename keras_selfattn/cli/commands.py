@@ -418,7 +418,11 @@ def _add_export(subparsers):
             "float32 for a mixed_bfloat16 run served on CPUs without bfloat16 units"
         ),
     )
-    shows(dtype, "the policy the model was trained with")
+    shows(
+        dtype,
+        "the policy the model was trained with; float32 for a run trained with "
+        "--mixed-precision auto",
+    )
 
 
 def _export(args):

@@ -21,7 +21,11 @@ from keras_selfattn.training.distribute.distributed import (
 )
 from keras_selfattn.training.distribute.strategy import get_strategy, set_threads
 from keras_selfattn.training.fit import stages
-from keras_selfattn.training.fit.compiled_model import build_and_compile, dtype_policy
+from keras_selfattn.training.fit.compiled_model import (
+    build_and_compile,
+    dtype_policy,
+    training_policy,
+)
 from keras_selfattn.training.run.continuation import reopen_finished_run
 from keras_selfattn.training.run.run_lock import hold_and_claim_run_dir
 
@@ -239,7 +243,10 @@ def _train(run):
     stages.prepare_data(run)
     stages.agree_on_restart_epoch(run)
     stages.prepare_batches(run)
-    with dtype_policy(run.train_config.mixed_precision):
+    policy = training_policy(run.train_config, tpu=run.tpu)
+    if run.chief_verbose and run.train_config.mixed_precision == "auto":
+        print(f"mixed precision: auto -> {policy}")
+    with dtype_policy(policy):
         stages.build_model(run)
         stages.fit(run)
         stages.finish(run)
