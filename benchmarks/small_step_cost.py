@@ -9,7 +9,8 @@ Every variant is the ``small`` preset's model and optimizer (`build_and_compile`
 XLA as ``train`` decides it: off on CPUs unless ``train.jit_compile=True``) with
 the given source and target vocabulary sizes and `ModelConfig` overrides
 (``train.FIELD=value``: a `TrainConfig` one, e.g. ``train.jit_compile=True`` or
-``train.mixed_precision='mixed_bfloat16'`` (the model built under that policy);
+``train.mixed_precision='float32'`` (the model built under that policy; the
+preset's ``'auto'`` is bfloat16 where the CPU multiplies it natively);
 ``keras_dropout=True``: the dropout masks drawn by Keras' RNG as before
 `HashDropout`), in this one process, on the same random batch of 64 pairs
 (source ``--source-len`` and target ``--target-len`` tokens, no padding).
@@ -64,6 +65,7 @@ def build(sizes, fields, quick):
     from keras_selfattn.training.fit.compiled_model import (
         build_and_compile,
         dtype_policy,
+        training_policy,
     )
 
     model_config, train_config = preset_configs("small")
@@ -79,7 +81,7 @@ def build(sizes, fields, quick):
     tokenizer = types.SimpleNamespace(
         source_vocab_size=sizes[0], target_vocab_size=sizes[1]
     )
-    with dtype_policy(train_config.mixed_precision):  # as `train` builds it
+    with dtype_policy(training_policy(train_config)):  # as `train` builds it
         return build_and_compile(
             tokenizer, model_config, train_config, tf.distribute.get_strategy(), 1000
         )
