@@ -28,7 +28,8 @@ TensorFlow loads (the package has no option of its own) and checks they took.
 
 ``--score``: translates ``--test`` with each snapshot (greedy and/or beam; with
 ``--ema-momentum`` both the average and the last weights, whose figures are
-those of the same run without the average), writes
+those of the same run without the average; ``--weights average`` only the
+first), writes
 the hypotheses beside it and prints sacrebleu BLEU / chrF (cased, against the
 raw references) in a markdown table; ``--tok-ref`` adds BLEU as the Multi30k
 papers compute it (`shared/tools/paper_bleu.py`'s pipeline: lowercased, Moses
@@ -209,6 +210,7 @@ def score(args):
         models = [("last", row["model"])]
         if "last_weights_model" in row:  # an --ema-momentum run: both
             models = [("average", row["model"]), ("last", row["last_weights_model"])]
+            models = [m for m in models if args.weights in ("both", m[0])]
         for weights, model_file in models:
             translator.model = keras.saving.load_model(out / model_file)
             for beam in [int(b) for b in args.beam.split(",")]:
@@ -248,6 +250,12 @@ def main(argv=None):
     parser.add_argument("--tok-ref")
     parser.add_argument("--beam", default="1,4")
     parser.add_argument("--only", help="score only these budgets, e.g. 15,60")
+    parser.add_argument(
+        "--weights",
+        choices=["both", "average", "last"],
+        default="both",
+        help="an --ema-momentum run's snapshots to score (default: both)",
+    )
     parser.add_argument("rest", nargs="*", help="`keras-selfattn train` flags")
     args = parser.parse_args(argv)
     if args.score:
