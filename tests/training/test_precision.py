@@ -13,7 +13,6 @@ import keras
 import pytest
 
 from keras_selfattn import text
-from keras_selfattn.models import ModelConfig
 from keras_selfattn.run_layout import CONFIG_FILE, MODEL_FILE
 from keras_selfattn.serving.export import export_dtype
 from keras_selfattn.training import TrainConfig, train
@@ -23,6 +22,7 @@ from keras_selfattn.training.fit.compiled_model import (
     native_bfloat16,
     training_policy,
 )
+from tests.training.mirrored_checks import MODEL as TINY
 
 # /proc/cpuinfo as Linux writes it: one block a logical CPU, "flags : ..." in each.
 AVX512_ONLY = "processor\t: 0\nflags\t\t: fpu sse2 avx2 avx512f avx512_vnni\n\n"
@@ -103,19 +103,6 @@ def test_the_small_preset_chooses_and_the_default_stays_float32():
     assert TrainConfig().mixed_precision == "float32"
     with pytest.raises(ValueError, match="mixed_precision.*'automatic'"):
         TrainConfig(mixed_precision="automatic")
-
-
-TINY = ModelConfig(
-    num_hiddens=16,
-    num_heads=2,
-    num_layers=1,
-    ffn_hiddens=32,
-    decoder_units=16,
-    embedding_dim=8,
-    dropout=0.0,
-    max_source_len=24,
-    max_target_len=12,
-)
 
 
 def test_an_auto_run_keeps_auto_and_its_model_the_chosen_policy(
