@@ -147,9 +147,13 @@ class Translator:
         directory.
 
         ``dtype``: None (default): the model computes under the policy it was
-        trained with; a policy name such as ``"float32"``: under that one
-        (`keras_selfattn.models.saving.with_dtype_policy`), e.g. a bfloat16 run
-        on a CPU without bfloat16 units.
+        trained with, except a run trained with ``mixed_precision="auto"``:
+        float32 (the training machine chose bfloat16 for its own speed; this
+        one may lack the units, and served at batch 32 bfloat16 was no faster
+        even where they exist), so that such a run translates alike wherever
+        it is loaded, served or not; a policy name such as ``"float32"``: under
+        that one (`keras_selfattn.models.saving.with_dtype_policy`), e.g. a
+        bfloat16 run on a CPU without bfloat16 units.
 
         Raises:
             FileNotFoundError: not a run directory, or one without its files.
@@ -169,8 +173,10 @@ class Translator:
                 f"{', '.join(missing)} (train a model into it with "
                 "`keras-selfattn train`)"
             )
-        model_config, _ = load_run_config(run_dir / CONFIG_FILE)
+        model_config, train_config = load_run_config(run_dir / CONFIG_FILE)
         check_run_parts(run_dir)  # the vocabularies are the model's
+        if dtype is None and train_config.mixed_precision == "auto":
+            dtype = "float32"
         model = _load_model(run_dir / MODEL_FILE, dtype)
         tokenizer = text.PairTokenizer.load(run_dir)
         return cls(

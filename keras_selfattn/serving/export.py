@@ -13,8 +13,6 @@ over each is initialized at load, so a missing vocabulary fails the load) and
 run's own test split).
 """
 
-import pathlib
-
 from keras_selfattn.decoding import DEFAULT_LENGTH_PENALTY
 from keras_selfattn.serving import publishing, warmup
 from keras_selfattn.serving.publishing import (  # re-exported
@@ -31,7 +29,6 @@ from keras_selfattn.serving.signatures import (
 
 __all__ = [
     "DEFAULT_MODEL_NAME",
-    "export_dtype",
     "export_run",
     "export_translator",
     "sample_sources",
@@ -169,22 +166,6 @@ def sample_sources(run_dir, count=_NUM_WARMUP_TEXTS, tokenizer=None):
     return _vocabulary_sample(tokenizer or PairTokenizer.load(run_dir))
 
 
-def export_dtype(run_dir, dtype=None):
-    """The policy `export_run` serves a run under: ``dtype`` when given; else
-    None (the one the model was trained with), or ``"float32"`` where the run's
-    ``mixed_precision`` was ``"auto"``: there the training machine chose
-    bfloat16 for its own speed, and a server without bfloat16 units would
-    emulate it (slower than float32); ``dtype="mixed_bfloat16"`` keeps it.
-    """
-    from keras_selfattn.run_layout import CONFIG_FILE, load_run_config
-
-    config_path = pathlib.Path(run_dir) / CONFIG_FILE
-    if dtype is not None or not config_path.is_file():
-        return dtype  # a missing config.json: Translator.load says so
-    _, train_config = load_run_config(config_path)
-    return "float32" if train_config.mixed_precision == "auto" else None
-
-
 def export_run(
     run_dir,
     export_base,
@@ -215,11 +196,11 @@ def export_run(
         xla: compile the searches with XLA (see `export_translator`).
         dtype: None: the served graph computes under the policy the model was
             trained with, except for a run whose ``mixed_precision`` was
-            ``"auto"`` (`export_dtype`): float32; ``"float32"`` (or another
-            Keras policy name): under that one, the same weights
-            (`Translator.load`'s ``dtype``). A ``mixed_bfloat16`` run served on
-            CPUs without bfloat16 units wants ``"float32"``: they emulate
-            bfloat16 products, slower than float32's.
+            ``"auto"``: float32 (`Translator.load`'s ``dtype``); ``"float32"``
+            (or another Keras policy name): under that one, the same weights.
+            A ``mixed_bfloat16`` run served on CPUs without bfloat16 units
+            wants ``"float32"``: they emulate bfloat16 products, slower than
+            float32's.
 
     Returns:
         The version folder, a `pathlib.Path`.
@@ -230,7 +211,7 @@ def export_run(
     """
     from keras_selfattn.inference import Translator
 
-    translator = Translator.load(run_dir, dtype=export_dtype(run_dir, dtype))
+    translator = Translator.load(run_dir, dtype=dtype)
     if warmup_texts is None:
         warmup_texts = sample_sources(run_dir, tokenizer=translator.tokenizer)
     return export_translator(

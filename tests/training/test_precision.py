@@ -2,8 +2,8 @@
 
 `native_bfloat16` decides from the device (a TPU, the GPUs' compute capability,
 the CPU's flags and what oneDNN may use); a run keeps ``"auto"`` in its
-config.json and its model the policy it was built under; `export_run` serves
-such a run in float32 unless asked otherwise.
+config.json and its model the policy it was built under; `Translator.load`
+(translate, evaluate, export) loads such a run in float32 unless asked otherwise.
 """
 
 import json
@@ -13,8 +13,8 @@ import keras
 import pytest
 
 from keras_selfattn import text
+from keras_selfattn.inference import Translator
 from keras_selfattn.run_layout import CONFIG_FILE, MODEL_FILE
-from keras_selfattn.serving.export import export_dtype
 from keras_selfattn.training import TrainConfig, train
 from keras_selfattn.training.config.presets import preset_configs
 from keras_selfattn.training.fit import compiled_model
@@ -129,20 +129,8 @@ def test_an_auto_run_keeps_auto_and_its_model_the_chosen_policy(
     model = keras.saving.load_model(result.run_dir / MODEL_FILE)
     assert model.layers_dtype_policy.name == trained_under
     assert keras.config.dtype_policy().name == "float32"  # the global one is back
-    # served in float32 unless the export asks for the trained policy
-    assert export_dtype(result.run_dir) == "float32"
-    assert export_dtype(result.run_dir, "mixed_bfloat16") == "mixed_bfloat16"
-
-
-def test_other_runs_export_under_the_policy_they_trained_with(tmp_path):
-    from keras_selfattn.run_layout import save_run_config
-
-    for policy in ("float32", "mixed_bfloat16"):
-        run_dir = tmp_path / policy
-        run_dir.mkdir()
-        save_run_config(
-            run_dir / CONFIG_FILE, TINY, TrainConfig(mixed_precision=policy)
-        )
-        assert export_dtype(run_dir) is None  # Translator.load: as trained
-        assert export_dtype(run_dir, "float32") == "float32"
-    assert export_dtype(tmp_path / "missing") is None  # Translator.load names it
+    # loaded (translate, evaluate, export) in float32 unless asked otherwise
+    loaded = Translator.load(result.run_dir).model
+    assert loaded.layers_dtype_policy.name == "float32"
+    kept = Translator.load(result.run_dir, dtype="mixed_bfloat16").model
+    assert kept.layers_dtype_policy.name == "mixed_bfloat16"

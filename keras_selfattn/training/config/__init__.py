@@ -110,8 +110,8 @@ class TrainConfig:
             ``float32`` (`keras_selfattn.training.fit.compiled_model.native_bfloat16`).
             On such a CPU the ``small`` step costs 0.81x float32's with the same
             loss curve; elsewhere bfloat16 is emulated, 1.87x. A run trained
-            under ``"auto"`` is exported in float32 unless the export asks
-            otherwise (its server may lack the bfloat16 units).
+            under ``"auto"`` is loaded after training (translate, evaluate,
+            export) in float32 unless asked otherwise (`Translator.load`).
         tpu: with ``strategy="tpu"``: ``"local"`` (a Cloud TPU VM), a TPU name or
             ``grpc://HOST:8470``; None lets ``TPUClusterResolver`` look it up.
         worker_timeout: seconds a worker waits for the others of ``TF_CONFIG`` (or
