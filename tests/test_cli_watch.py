@@ -96,6 +96,11 @@ def test_a_run_that_does_not_translate_fails_loudly(tmp_path):
     # The preset leaves XLA to the device; --no-jit-compile decides it outright.
     assert small.jit_compile is None and config["train"]["jit_compile"] is False
     assert config["model"]["num_hiddens"] == 16  # --num-hiddens over the preset's 256
+    # bfloat16 where this machine multiplies it natively, float32 elsewhere
+    assert config["train"]["mixed_precision"] == small.mixed_precision == "auto"
+    assert re.search(
+        r"^mixed precision: auto -> (mixed_bfloat16|float32)$", out, re.MULTILINE
+    )
     assert config["train"]["target_tokenizer"] == "char"
 
 
