@@ -134,6 +134,65 @@ def _jitted_search(model_ref, search):
     return call
 
 
+class _CastOnce(keras.StatelessScope):
+    """TensorFlow: a model's variables read as values cast before the loop.
+
+    Under a mixed policy (``mixed_bfloat16``, ``mixed_float16``) a layer reads
+    its float32 variables cast to its compute dtype at every call, so inside the
+    decoding loop every step cast every decoder weight again (40% of a bfloat16
+    export's op time at batch 32, the output layer's 3,715 x 256 embedding the
+    most; benchmarks/RESULTS.md, issue 28). Here each such variable is read and
+    cast once, before the loop; the loop takes the cast tensor as an invariant
+    and a read inside it returns that tensor (a `keras.StatelessScope`, as the
+    JAX path maps values onto variables). The values are those the layers cast
+    (this package's layer methods that read a weight outside Keras' autocast
+    cast it to their compute dtype themselves), so the results are the same
+    bit for bit (tests/test_decoding_graphs.py).
+
+    Args:
+        casts: ``(variable, dtype)`` pairs, from `_compute_dtypes`.
+    """
+
+    def __init__(self, casts):
+        super().__init__()
+        self.cast = {id(v): ops.cast(v.value, dtype) for v, dtype in casts}
+
+    def get_current_value(self, variable):
+        value = super().get_current_value(variable)  # an update made inside
+        if value is None:
+            value = self.cast.get(id(variable))
+        if value is None and self.original_scope is not None:
+            value = self.original_scope.get_current_value(variable)  # nested
+        return value
+
+
+def _compute_dtypes(model):
+    """``(variable, dtype)`` of the float variables that every layer owning them
+    reads in one compute dtype other than their own (autocast, a mixed policy)."""
+    seen = {}
+    for layer in model._flatten_layers(include_self=True, recursive=True):
+        for variable in layer._trainable_variables + layer._non_trainable_variables:
+            own = keras.backend.standardize_dtype(variable._dtype)
+            reads = own
+            if variable._autocast and "float" in own:
+                reads = layer.compute_dtype
+            seen.setdefault(id(variable), (variable, own, set()))[2].add(reads)
+    return [
+        (variable, next(iter(reads)))
+        for variable, own, reads in seen.values()
+        if len(reads) == 1 and own not in reads
+    ]
+
+
+def _weights_cast_once(model):
+    """The context of a TensorFlow decoding loop: `_CastOnce` where the model
+    has variables to cast (a mixed policy), else nothing."""
+    import contextlib
+
+    casts = _compute_dtypes(model) if _on_tensorflow() else []
+    return _CastOnce(casts) if casts else contextlib.nullcontext()
+
+
 def _no_padding(model):
     """(V,) float32: ``_NEG`` at the padding id, 0 elsewhere (added to the logits)."""
     return _at_padding(model.target_vocab_size, _NEG, 0.0)
@@ -345,11 +404,12 @@ def _loop(model, source_ids, strategy, max_len):
     def cond(t, tokens, states, finished, memory):
         return ops.logical_and(t < max_len, ops.logical_not(ops.all(finished)))
 
-    t, _, _, _, memory = ops.while_loop(
-        cond,
-        body,
-        (ops.convert_to_tensor(0, "int32"), tokens, list(states), finished, memory),
-    )
+    with _weights_cast_once(model):
+        t, _, _, _, memory = ops.while_loop(
+            cond,
+            body,
+            (ops.convert_to_tensor(0, "int32"), tokens, list(states), finished, memory),
+        )
     return t, memory
 
 
@@ -415,18 +475,19 @@ def _loop_dropping_finished(model, source_ids, strategy, max_len):
         return tf.TensorShape([None]).concatenate(tensor.shape[1:])
 
     loop_vars = (tf.constant(0, tf.int32), tokens, list(states), rows, memory)
-    t, _, _, _, memory = tf.while_loop(
-        cond,
-        body,
-        loop_vars,
-        shape_invariants=(
-            tf.TensorShape([]),
-            any_batch(tokens),
-            [any_batch(s) for s in states],
-            any_batch(rows),
-            tf.nest.map_structure(lambda m: m.shape, memory),
-        ),
-    )
+    with _weights_cast_once(model):
+        t, _, _, _, memory = tf.while_loop(
+            cond,
+            body,
+            loop_vars,
+            shape_invariants=(
+                tf.TensorShape([]),
+                any_batch(tokens),
+                [any_batch(s) for s in states],
+                any_batch(rows),
+                tf.nest.map_structure(lambda m: m.shape, memory),
+            ),
+        )
     return t, memory
 
 

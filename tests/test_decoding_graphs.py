@@ -86,3 +86,60 @@ def test_searches_compiled_with_xla_give_the_same_results():
         beam_xla["scores"].numpy(), beam["scores"].numpy(), atol=1e-5
     )
     assert ("xla", ("greedy", 6, True)) in decoding._GRAPHS[model]
+
+
+def _variable_casts_in_loops(function):
+    """Cast nodes fed by a variable read, inside the loops (and their conds) of
+    ``function``'s graph: the nested functions of its library."""
+    graph = function.get_concrete_function(tf.constant(SOURCE)).graph
+    library = graph.as_graph_def().library
+    count = 0
+    for nested in library.function:
+        nodes = {node.name: node for node in nested.node_def}
+        for node in nested.node_def:
+            source = nodes.get(node.input[0].split(":")[0]) if node.input else None
+            if node.op == "Cast" and source is not None:
+                count += source.op == "ReadVariableOp"
+    return count
+
+
+def test_mixed_precision_weights_are_cast_once_before_the_loop(monkeypatch):
+    """Under mixed_bfloat16 a layer reads its float32 weights cast to bfloat16 at
+    every call; the searches cast each one once, before the loop (`_CastOnce`):
+    no cast of a variable is left inside the loops, and the results are those of
+    casting at every step bit for bit, greedy and beam, with the tied output layer,
+    the deep output, two decoder layers and the kept attention context."""
+    import contextlib
+
+    import keras
+
+    from keras_selfattn.models import build_seq2seq
+
+    keras.config.set_dtype_policy("mixed_bfloat16")
+    try:
+        keras.utils.set_random_seed(3)
+        model = build_seq2seq(
+            12, 11, num_hiddens=16, num_heads=2, num_layers=1, ffn_hiddens=32,
+            decoder_units=16, embedding_dim=16, dropout=0.0, tie_embeddings=True,
+            deep_output_hiddens=24, decoder_layers=2,
+        )  # fmt: skip
+    finally:
+        keras.config.set_dtype_policy("float32")
+    assert model.decoder.cell.compute_dtype == "bfloat16"
+    source = tf.constant(SOURCE)
+
+    def searches():
+        greedy = tf.function(lambda s: greedy_decode(model, s, 6))
+        beam = tf.function(lambda s: beam_search_decode(model, s, 3, 6))
+        return greedy, beam, [f(source) for f in (greedy, beam)]
+
+    greedy, beam, once = searches()
+    assert _variable_casts_in_loops(greedy) == _variable_casts_in_loops(beam) == 0
+    monkeypatch.setattr(
+        decoding, "_weights_cast_once", lambda model: contextlib.nullcontext()
+    )
+    greedy, beam, every_step = searches()
+    assert _variable_casts_in_loops(greedy) > 0 and _variable_casts_in_loops(beam) > 0
+    for ours, reference in zip(once, every_step, strict=True):
+        for key in ("ids", "scores", "lengths"):
+            np.testing.assert_array_equal(ours[key].numpy(), reference[key].numpy())
