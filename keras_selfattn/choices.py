@@ -22,6 +22,9 @@ TOKENIZER_OPS = ("tensorflow_text", "core")
 # command line, which reads them before TensorFlow loads).
 DEFAULT_BEAM_SIZE = 4
 DEFAULT_LENGTH_PENALTY = 0.6  # GNMT's alpha (Wu et al. 2016)
+# Length groups a served request is searched in, at once (export_run(groups=...),
+# `keras-selfattn export --groups`): two loops keep two cores busy.
+DEFAULT_GROUPS = 2
 # TrainConfig.lr_schedule.
 LR_SCHEDULES = ("inverse_sqrt", "cosine")
 # TrainConfig.bucket_spacing and bucket_shapes(spacing=...): how the length
@@ -34,6 +37,7 @@ __all__ = [
     "BEST_BY",
     "BUCKET_SPACINGS",
     "DEFAULT_BEAM_SIZE",
+    "DEFAULT_GROUPS",
     "DEFAULT_LENGTH_PENALTY",
     "LR_SCHEDULES",
     "RNN_TYPES",

@@ -17,7 +17,7 @@ import json
 import sys
 
 from keras_selfattn import backends
-from keras_selfattn.choices import DEFAULT_BEAM_SIZE
+from keras_selfattn.choices import DEFAULT_BEAM_SIZE, DEFAULT_GROUPS
 from keras_selfattn.cli import errors
 from keras_selfattn.cli.checks import check_arguments
 from keras_selfattn.cli.flags import (
@@ -410,6 +410,16 @@ def _add_export(subparsers):
             f"{XLA_SERVER_FLAG} (default: off, no server flag)"
         ),
     )
+    parser.add_argument(
+        "--groups",
+        type=count(1),
+        default=DEFAULT_GROUPS,
+        help=(
+            "each request's sentences are sorted by length and searched as this "
+            "many groups at once, on separate cores (1: one search a request; "
+            "the same translations either way)"
+        ),
+    )
     dtype = parser.add_argument(
         "--dtype",
         metavar="POLICY",
@@ -438,6 +448,7 @@ def _export(args):
             beam_size=args.beam,
             xla=args.xla,
             dtype=args.dtype,
+            groups=args.groups,
         )
     print(f"exported: {version_dir}")
     sample = serving.sample_sources(args.model, 1)[0]

@@ -34,6 +34,7 @@ from keras_selfattn._lazy import lazy_package
 
 __all__ = [
     "DEFAULT_BEAM_SIZE",
+    "DEFAULT_GROUPS",
     "DEFAULT_MODEL_NAME",
     "NBEST_SIGNATURE",
     "SERVING_SIGNATURE",
@@ -63,6 +64,7 @@ __getattr__, __dir__ = lazy_package(
         "sample_sources": "keras_selfattn.serving.export",
         "serving_instructions": "keras_selfattn.serving.instructions",
         "DEFAULT_BEAM_SIZE": "keras_selfattn.serving.signatures",
+        "DEFAULT_GROUPS": "keras_selfattn.serving.signatures",
         "NBEST_SIGNATURE": "keras_selfattn.serving.signatures",
         "SERVING_SIGNATURE": "keras_selfattn.serving.signatures",
         "TOKEN_IDS_SIGNATURE": "keras_selfattn.serving.signatures",

@@ -20,6 +20,7 @@ from keras_selfattn.serving.publishing import (  # re-exported
 )
 from keras_selfattn.serving.signatures import (
     DEFAULT_BEAM_SIZE,
+    DEFAULT_GROUPS,
     NBEST_SIGNATURE,
     SERVING_SIGNATURE,
     TOKEN_IDS_SIGNATURE,
@@ -48,6 +49,7 @@ def export_translator(
     alpha=DEFAULT_LENGTH_PENALTY,
     warmup_texts=None,
     xla=False,
+    groups=DEFAULT_GROUPS,
 ):
     """Writes ``export_base/N/`` atomically: a SavedModel with its warmup records.
 
@@ -65,6 +67,9 @@ def export_translator(
         xla: compile the searches with XLA (opt-in, never the default: a CPU
             ``tensorflow_model_server`` must then run with
             ``--xla_cpu_compilation_enabled=true``; see docs/serving.md).
+        groups: each request's sentences are searched as this many length
+            groups at once (`keras_selfattn.serving.signatures.in_length_groups`;
+            no server flag, the same translations).
 
     Returns:
         The version folder, a `pathlib.Path`.
@@ -84,6 +89,7 @@ def export_translator(
             alpha,
             asset_dir=staging / "vocabularies",
             xla=xla,
+            groups=groups,
         )
         archive.write_out(str(saved_model_dir), verbose=False)
         check_signatures(saved_model_dir)
@@ -177,6 +183,7 @@ def export_run(
     warmup_texts=None,
     xla=False,
     dtype=None,
+    groups=DEFAULT_GROUPS,
 ):
     """Exports a run directory as ``export_base/N/`` (``keras-selfattn export``).
 
@@ -194,6 +201,8 @@ def export_run(
         warmup_texts: sample sentences for the warmup records (default:
             `sample_sources` of the run).
         xla: compile the searches with XLA (see `export_translator`).
+        groups: length groups searched at once per request (see
+            `export_translator`).
         dtype: None: the served graph computes under the policy the model was
             trained with, except for a run whose ``mixed_precision`` was
             ``"auto"``: float32 (`Translator.load`'s ``dtype``); ``"float32"``
@@ -223,4 +232,5 @@ def export_run(
         alpha=alpha,
         warmup_texts=warmup_texts,
         xla=xla,
+        groups=groups,
     )

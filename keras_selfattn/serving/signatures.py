@@ -30,8 +30,10 @@ loader of ``saved_model_cli run`` and ``tensorflow_model_server``. (A Keras 3 mo
 held by a plain `tf.Module` passes the first and fails the second.)
 """
 
+import functools
 import pathlib
 
+from keras_selfattn.choices import DEFAULT_GROUPS  # re-exported
 from keras_selfattn.decoding import (  # DEFAULT_BEAM_SIZE: re-exported
     DEFAULT_BEAM_SIZE,
     DEFAULT_LENGTH_PENALTY,
@@ -41,11 +43,13 @@ from keras_selfattn.decoding import (  # DEFAULT_BEAM_SIZE: re-exported
 
 __all__ = [
     "DEFAULT_BEAM_SIZE",
+    "DEFAULT_GROUPS",
     "NBEST_SIGNATURE",
     "SERVING_SIGNATURE",
     "TOKEN_IDS_SIGNATURE",
     "build_export_archive",
     "check_signatures",
+    "in_length_groups",
     "serving_functions",
 ]
 
@@ -67,7 +71,11 @@ def _checked(tensor, shape):
 
 # Long: three small signature closures over one translator and its settings.
 def serving_functions(
-    translator, beam_size=DEFAULT_BEAM_SIZE, alpha=DEFAULT_LENGTH_PENALTY, xla=False
+    translator,
+    beam_size=DEFAULT_BEAM_SIZE,
+    alpha=DEFAULT_LENGTH_PENALTY,
+    xla=False,
+    groups=DEFAULT_GROUPS,
 ):
     """The graph functions the SavedModel serves, with their input signatures.
 
@@ -81,6 +89,11 @@ def serving_functions(
             with ``--xla_cpu_compilation_enabled=true`` (marked experimental), and
             fails its first request without it (`keras_selfattn.serving.audit`
             reports the flag).
+        groups: each request's sentences are sorted by source length and
+            searched as this many independent groups (`in_length_groups`): the
+            graph executor runs them at once on separate cores, and short
+            sources are not padded to the request's longest. 1: one search over
+            the whole request.
 
     Returns:
         dict signature name -> ``(function, input_signature)``, ``serving_default``
@@ -88,17 +101,30 @@ def serving_functions(
     """
     import tensorflow as tf
 
-    if not isinstance(beam_size, int) or isinstance(beam_size, bool) or beam_size < 1:
-        raise ValueError(
-            f"beam_size must be a positive integer. Received: beam_size={beam_size!r}"
-        )
+    for name, value in (("beam_size", beam_size), ("groups", groups)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(
+                f"{name} must be a positive integer. Received: {name}={value!r}"
+            )
     model, tokenizer = translator.model, translator.tokenizer
     max_source_len, max_len = translator.max_source_len, translator.max_target_len + 1
     text_spec = [tf.TensorSpec([None], tf.string, name="text")]
 
+    def greedy(ids):
+        return greedy_decode(model, ids, max_len, jit_compile=xla)
+
+    def beam(ids):
+        return beam_search_decode(
+            model, ids, beam_size, max_len, alpha=alpha, jit_compile=xla
+        )
+
+    def search(function, ids):
+        bucket = functools.partial(_bucketed, max_source_len=max_source_len)
+        return in_length_groups(function, ids, groups, bucket if xla else None)
+
     def translate(text):
-        ids, no_tokens = _source_ids(text, tokenizer, max_source_len, xla)
-        out = greedy_decode(model, ids, max_len, jit_compile=xla)
+        ids, no_tokens = _source_ids(text, tokenizer, max_source_len)
+        out = search(greedy, ids)
         translation = tokenizer.target.decode(out["ids"])
         return {
             "translation": tf.where(no_tokens, tf.constant(""), translation),
@@ -106,10 +132,8 @@ def serving_functions(
         }
 
     def translate_nbest(text):
-        ids, no_tokens = _source_ids(text, tokenizer, max_source_len, xla)
-        out = beam_search_decode(
-            model, ids, beam_size, max_len, alpha=alpha, jit_compile=xla
-        )
+        ids, no_tokens = _source_ids(text, tokenizer, max_source_len)
+        out = search(beam, ids)
         shape = tf.shape(out["ids"])  # (B, K, L); an explicit shape: B may be 0
         flat = tf.reshape(out["ids"], [shape[0] * beam_size, shape[2]])
         translations = tf.reshape(tokenizer.target.decode(flat), [shape[0], beam_size])
@@ -142,13 +166,8 @@ def serving_functions(
 XLA_SOURCE_BUCKET = 16
 
 
-def _source_ids(text, tokenizer, max_source_len, bucketed=False):
-    """The checked batch -> (B, T) int32 ids (T >= 1) and which texts have no token.
-
-    ``bucketed``: T padded up to a multiple of `XLA_SOURCE_BUCKET` (capped at
-    ``max_source_len``; the model's positions end there). Padding is masked, so
-    the translations do not change.
-    """
+def _source_ids(text, tokenizer, max_source_len):
+    """The checked batch -> (B, T) int32 ids (T >= 1) and which texts have no token."""
     import tensorflow as tf
 
     from keras_selfattn.inference import source_ids_for_model
@@ -158,14 +177,79 @@ def _source_ids(text, tokenizer, max_source_len, bucketed=False):
         text, "UTF-8", "UTF-8", errors="replace", replacement_char=0xFFFD
     )
     ids, lengths = source_ids_for_model(tokenizer.source.encode(text), max_source_len)
-    if bucketed:
-        width = tf.shape(ids)[1]
-        bucket = tf.minimum(
-            (width + XLA_SOURCE_BUCKET - 1) // XLA_SOURCE_BUCKET * XLA_SOURCE_BUCKET,
-            tf.maximum(width, max_source_len),
-        )
-        ids = tf.pad(ids, [[0, 0], [0, bucket - width]])
     return ids, tf.equal(lengths, 0)
+
+
+def _bucketed(ids, max_source_len):
+    """``ids`` with T padded up to a multiple of `XLA_SOURCE_BUCKET` (capped at
+    ``max_source_len``; the model's positions end there). Padding is masked, so
+    the translations do not change."""
+    import tensorflow as tf
+
+    width = tf.shape(ids)[1]
+    bucket = tf.minimum(
+        (width + XLA_SOURCE_BUCKET - 1) // XLA_SOURCE_BUCKET * XLA_SOURCE_BUCKET,
+        tf.maximum(width, max_source_len),
+    )
+    return tf.pad(ids, [[0, 0], [0, bucket - width]])
+
+
+def in_length_groups(search, source_ids, groups, pad_width=None):
+    """``search(source_ids)`` as ``groups`` searches over length-sorted rows.
+
+    The rows are sorted by source length (stable) and cut into ``groups`` runs
+    of consecutive rows, each trimmed to its own longest source; each run is
+    searched on its own, and the results are put back in the input order. The
+    searches share no tensor, so TensorFlow's executor runs their loops at once
+    (its inter-op threads: one core each), and a run of short sources is not
+    padded to the batch's longest. A row's arithmetic is its own: the tokens are
+    those of one search over the batch, the scores equal to float rounding
+    (benchmarks/RESULTS.md, issue 28).
+
+    Args:
+        search: ``ids -> dict`` of batch-major tensors (`greedy_decode`'s or
+            `beam_search_decode`'s result); its ``ids`` may differ in their last
+            axis (the steps taken) from run to run: they are padded with 0.
+        source_ids: int32 (B, T) source ids, 0-padded at the end of each row.
+        groups: int >= 1, the number of runs (1: ``search(source_ids)``).
+            A batch of fewer rows leaves some runs empty.
+        pad_width: None, or ``ids -> ids`` applied to each run's trimmed ids
+            (the XLA export pads them to a few widths).
+
+    Returns:
+        ``search``'s dict over the whole batch, rows in the input order.
+    """
+    import tensorflow as tf
+
+    if groups == 1:
+        return search(source_ids if pad_width is None else pad_width(source_ids))
+    lengths = tf.reduce_sum(tf.cast(tf.not_equal(source_ids, 0), tf.int32), axis=1)
+    order = tf.argsort(lengths, stable=True)
+    ids, lengths = tf.gather(source_ids, order), tf.gather(lengths, order)
+    batch = tf.shape(ids)[0]
+    results = []
+    for group in range(groups):
+        start, stop = batch * group // groups, batch * (group + 1) // groups
+        width = tf.reduce_max(tf.concat([lengths[start:stop], [1]], axis=0))
+        run = ids[start:stop, :width]
+        results.append(search(run if pad_width is None else pad_width(run)))
+    steps = tf.reduce_max(tf.stack([tf.shape(r["ids"])[-1] for r in results]))
+    inverse = tf.math.invert_permutation(order)
+    merged = {}
+    for key in results[0]:
+        values = [r[key] for r in results]
+        if key == "ids":
+            values = [_pad_last_axis(v, steps) for v in values]
+        merged[key] = tf.gather(tf.concat(values, axis=0), inverse)
+    return merged
+
+
+def _pad_last_axis(tensor, size):
+    """``tensor`` padded with zeros at the end of its last axis to ``size``."""
+    import tensorflow as tf
+
+    pad = [[0, 0]] * (tensor.shape.rank - 1) + [[0, size - tf.shape(tensor)[-1]]]
+    return tf.pad(tensor, pad)
 
 
 def _checked_token_ids(source, target_in, tokenizer):
@@ -240,6 +324,7 @@ def build_export_archive(
     alpha=DEFAULT_LENGTH_PENALTY,
     asset_dir=None,
     xla=False,
+    groups=DEFAULT_GROUPS,
 ):
     """A `keras.export.ExportArchive` with the model, its tokenizers and the signatures.
 
@@ -253,6 +338,7 @@ def build_export_archive(
             (copied at ``write_out``; keep it until then). None: no vocabulary assets.
         xla: compile the searches with XLA (see `serving_functions`; needs
             ``--xla_cpu_compilation_enabled=true`` on a CPU model server).
+        groups: length groups searched at once per request (`serving_functions`).
 
     Returns:
         The `keras.export.ExportArchive`.
@@ -265,7 +351,7 @@ def build_export_archive(
     if asset_dir is not None:
         archive.track(_vocabulary_tables(translator.tokenizer, asset_dir))
     for name, (function, input_signature) in serving_functions(
-        translator, beam_size, alpha, xla
+        translator, beam_size, alpha, xla, groups
     ).items():
         archive.add_endpoint(name, function, input_signature)
     return archive

@@ -1,0 +1,105 @@
+"""The served searches in length groups (`in_length_groups`): each request's rows
+sorted by source length and searched as several independent loops give the tokens
+of one search over the request, in the request's order."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_selfattn import serving
+from keras_selfattn.decoding import beam_search_decode, greedy_decode
+from keras_selfattn.serving.signatures import in_length_groups, serving_functions
+from tests.test_decoding import sharpened_model
+
+# Rows of many lengths, unsorted, with ties (the sort is stable) and one row
+# as long as the batch.
+SOURCE = np.array(
+    [
+        [5, 6, 7, 0, 0, 0, 0],
+        [9, 4, 5, 6, 7, 8, 11],
+        [4, 0, 0, 0, 0, 0, 0],
+        [8, 9, 10, 11, 0, 0, 0],
+        [6, 5, 0, 0, 0, 0, 0],
+        [7, 0, 0, 0, 0, 0, 0],
+        [10, 4, 9, 0, 0, 0, 0],
+    ],
+    "int32",
+)
+
+
+@pytest.fixture(scope="module")
+def model():
+    return sharpened_model()
+
+
+def _searched(model, search, groups, source):
+    function = tf.function(
+        lambda ids: in_length_groups(lambda x: search(model, x), ids, groups),
+        input_signature=[tf.TensorSpec([None, None], tf.int32)],
+    )
+    return {k: v.numpy() for k, v in function(tf.constant(source)).items()}
+
+
+@pytest.mark.parametrize(
+    "search",
+    [
+        lambda model, ids: greedy_decode(model, ids, 6),
+        lambda model, ids: beam_search_decode(model, ids, 3, 6),
+    ],
+    ids=["greedy", "beam"],
+)
+def test_groups_give_the_tokens_of_one_search_in_the_input_order(model, search):
+    whole = _searched(model, search, 1, SOURCE)
+    # Each row alone is the reference of its own tokens: the order is the input's.
+    for row in range(len(SOURCE)):
+        alone = _searched(model, search, 1, SOURCE[row : row + 1])
+        steps = alone["ids"].shape[-1]
+        np.testing.assert_array_equal(whole["ids"][row, ..., :steps], alone["ids"][0])
+        assert not whole["ids"][row, ..., steps:].any()
+    for groups in (2, 3, 7, 10):  # 10: more groups than rows, some empty
+        grouped = _searched(model, search, groups, SOURCE)
+        assert set(grouped) == set(whole)
+        for key in whole:
+            assert grouped[key].shape == whole[key].shape, (key, groups)
+        np.testing.assert_array_equal(grouped["ids"], whole["ids"])
+        np.testing.assert_array_equal(grouped["lengths"], whole["lengths"])
+        np.testing.assert_allclose(grouped["scores"], whole["scores"], atol=1e-5)
+
+
+def test_groups_of_an_empty_batch_and_of_one_row(model):
+    search = lambda model, ids: greedy_decode(model, ids, 6)
+    empty = _searched(model, search, 2, np.zeros([0, 3], "int32"))
+    assert empty["ids"].shape[0] == 0 and empty["scores"].shape == (0,)
+    one = _searched(model, search, 2, SOURCE[1:2])
+    np.testing.assert_array_equal(
+        one["ids"], _searched(model, search, 1, SOURCE[1:2])["ids"]
+    )
+
+
+def test_groups_must_be_a_positive_integer(text_run_dir):
+    from keras_selfattn.inference import Translator
+
+    translator = Translator.load(text_run_dir)
+    for bad in (0, -2, 1.5, True, "2"):
+        with pytest.raises(ValueError, match=f"groups={bad!r}"):
+            serving_functions(translator, groups=bad)
+
+
+@pytest.mark.slow
+def test_an_export_in_one_group_translates_as_the_default(
+    text_export, text_run_dir, sample_texts, tmp_path
+):
+    """The default export (`DEFAULT_GROUPS` length groups a request) and
+    ``groups=1``, under both loaders in a fresh process: the same texts."""
+    from tests.serving.test_export import load_in_fresh_process
+
+    assert serving.DEFAULT_GROUPS > 1
+    one = serving.export_run(text_run_dir, tmp_path / "one_group", groups=1)
+    grouped = load_in_fresh_process(text_export, sample_texts, tmp_path)
+    single = load_in_fresh_process(one, sample_texts, tmp_path)
+    for loader in ("tf2", "session"):
+        for name, output in (
+            ("serving_default", "translation"),
+            ("translate_nbest", "translations"),
+        ):
+            assert grouped[loader][name][output] == single[loader][name][output]
