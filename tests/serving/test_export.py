@@ -152,7 +152,8 @@ def test_xla_export_is_opt_in_audited_and_translates_alike(
     assert not plain_audit.needs_xla_flag and not plain_audit.xla_functions
     assert "XLA" not in plain_audit.summary()
     assert xla_audit.ok and xla_audit.needs_xla_flag
-    assert len(xla_audit.xla_functions) == 2  # greedy's and the beam's loop
+    # greedy's and the beam's loop, in each of a request's length groups
+    assert len(xla_audit.xla_functions) == 2 * serving.DEFAULT_GROUPS
     assert audit.XLA_SERVER_FLAG in xla_audit.summary()
     # Both pass the audit; greedy's default loop drops finished rows (a scatter and
     # a cond more), the XLA one keeps the whole batch: the op sets differ by those.
