@@ -3,6 +3,7 @@
 import csv
 import dataclasses
 import json
+import shutil
 
 import numpy as np
 import pytest
@@ -27,6 +28,29 @@ def data(tmp_path_factory):
     return text.write_pairs(path, text.load_bundled_dates()[:300])
 
 
+@pytest.fixture(scope="module")
+def eight_steps(tmp_path_factory, data):
+    """A finished run of 8 steps (two periods of 4); the tests continue copies of it."""
+    run = tmp_path_factory.mktemp("eight_steps") / "run"
+    train(str(data), run, TINY_MODEL, tiny_train_config(train_steps=8), verbose=0)
+    return run
+
+
+@pytest.fixture(scope="module")
+def twelve_steps(tmp_path_factory, data):
+    """One uninterrupted run of 12 steps: what 8 steps continued to 12 must equal
+    (read, never trained further)."""
+    run = tmp_path_factory.mktemp("twelve_steps") / "run"
+    return train(
+        str(data), run, TINY_MODEL, tiny_train_config(train_steps=12), verbose=0
+    )
+
+
+def _copy(run, tmp_path):
+    """A copy of the finished ``run`` for one test to continue."""
+    return shutil.copytree(run, tmp_path / "run")
+
+
 def _rows(run):
     with open(run / "history.csv", newline="", encoding="utf-8") as handle:
         return list(csv.reader(handle))
@@ -37,9 +61,10 @@ def _column(rows, name):
     return [float(row[index]) for row in rows[1:]]
 
 
-def test_a_finished_run_trains_longer_and_keeps_what_it_had(tmp_path, data, capsys):
-    run = tmp_path / "run"
-    train(str(data), run, TINY_MODEL, tiny_train_config(train_steps=8), verbose=0)
+def test_a_finished_run_trains_longer_and_keeps_what_it_had(
+    tmp_path, data, eight_steps, twelve_steps, capsys
+):
+    run = _copy(eight_steps, tmp_path)
     before = _rows(run)
     assert [row[0] for row in before] == ["step", "4", "8"]
     assert backed_up_epochs(run / "backup" / "worker-0") == [2]
@@ -83,10 +108,7 @@ def test_a_finished_run_trains_longer_and_keeps_what_it_had(tmp_path, data, caps
     # root), so 8 steps continued to 12 are the 12 steps of one run: the same
     # weights, optimizer state, dropout masks and batches.
     assert tiny_train_config().lr_schedule == "inverse_sqrt"
-    reference = tmp_path / "reference"
-    train(
-        str(data), reference, TINY_MODEL, tiny_train_config(train_steps=12), verbose=0
-    )
+    reference = twelve_steps.run_dir
     for name in ("epoch", "loss", "val_loss"):  # (not the timings)
         np.testing.assert_allclose(
             _column(_rows(reference), name), _column(after, name), rtol=1e-5
@@ -129,11 +151,10 @@ def test_the_command_continues_a_finished_run_by_epochs(tmp_path, data):
     )
 
 
-def test_a_run_written_before_history_had_steps_continues(tmp_path, data):
+def test_a_run_written_before_history_had_steps_continues(tmp_path, data, eight_steps):
     """A finished run whose history.csv is keyed by epoch only (as runs wrote it
     before history was keyed by step) continues; its rows get their steps."""
-    run = tmp_path / "run"
-    train(str(data), run, TINY_MODEL, tiny_train_config(train_steps=8), verbose=0)
+    run = _copy(eight_steps, tmp_path)
     rows = _rows(run)
     assert rows[0][:2] == ["step", "epoch"]
     old = [row[1:] for row in rows]  # Keras' CSVLogger: epoch, then sorted keys
@@ -150,12 +171,13 @@ def test_a_run_written_before_history_had_steps_continues(tmp_path, data):
     assert [row[1:] for row in after[:3]] == old  # the old rows' values kept
 
 
-def test_a_backup_of_an_older_input_graph_continues_by_replaying(tmp_path, data):
+def test_a_backup_of_an_older_input_graph_continues_by_replaying(
+    tmp_path, data, eight_steps, twelve_steps
+):
     """A run backed up before `INPUT_PIPELINE` (its iterator checkpoint of the graph
     that counted every pass) continues: the batches trained on are read again and
     skipped, and it ends with the weights of one 12-step run."""
-    run = tmp_path / "run"
-    train(str(data), run, TINY_MODEL, tiny_train_config(train_steps=8), verbose=0)
+    run = _copy(eight_steps, tmp_path)
     backup = run / "backup" / "worker-0"
     (last,) = backed_up_epochs(backup)
     state_file = backup / f"epoch-{last:05d}.json"
@@ -165,13 +187,7 @@ def test_a_backup_of_an_older_input_graph_continues_by_replaying(tmp_path, data)
     result = train(
         str(data), run, TINY_MODEL, tiny_train_config(train_steps=12), verbose=0
     )
-    reference = train(
-        str(data),
-        tmp_path / "reference",
-        TINY_MODEL,
-        tiny_train_config(train_steps=12),
-        verbose=0,
-    )
+    reference = twelve_steps
     for got, expected in zip(weights(run), weights(reference.run_dir), strict=True):
         np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
     # Counted again from the start by the replay: the distinct pairs, as one run.
