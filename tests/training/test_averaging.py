@@ -12,6 +12,7 @@ from keras_selfattn.training.fit.averaging import (
     average_run,
     kept_checkpoints,
 )
+from tests.bad_input_cases import run_in_process
 from tests.models import test_seq2seq
 from tests.test_cli import cli
 from tests.test_cli_watch import TINY_MODEL
@@ -93,13 +94,18 @@ def test_train_keeps_the_newest_checkpoints_and_average_uses_them(tmp_path):
     data = text.write_pairs(tmp_path / "train.tsv", pairs[:200])
     valid = text.write_pairs(tmp_path / "valid.tsv", pairs[200:220])
     run = tmp_path / "run"
-    cli(
-        "train",
-        *("--data", data, "--valid-data", valid, "--out", run),
-        *TINY_MODEL,
-        *("--train-steps", "8", "--eval-every", "2", "--keep-checkpoints", "3"),
-        *("--validation-translations", "0", "--best-by", "loss"),
+    # train and evaluate in this process (tests/test_cli.py runs them as commands);
+    # average, the command under test, in its own.
+    trained = run_in_process(
+        [
+            "train",
+            *("--data", str(data), "--valid-data", str(valid), "--out", str(run)),
+            *TINY_MODEL,
+            *("--train-steps", "8", "--eval-every", "2", "--keep-checkpoints", "3"),
+            *("--validation-translations", "0", "--best-by", "loss"),
+        ]
     )
+    assert trained.status == 0, trained.stderr[-3000:]
     names = [path.name for path in kept_checkpoints(run)]
     assert names == [
         "step-00000004.keras",
@@ -109,7 +115,8 @@ def test_train_keeps_the_newest_checkpoints_and_average_uses_them(tmp_path):
     result = cli("average", "--model", run, "--last", "2")
     assert "the average of 2 checkpoints (steps 6, 8)" in result.stdout
     assert (run / REPLACED_MODEL_FILE).exists()
-    result = cli("evaluate", "--model", run, "--data", valid)
+    result = run_in_process(["evaluate", "--model", str(run), "--data", str(valid)])
+    assert result.status == 0, result.stderr[-3000:]
     assert '"bleu"' in result.stdout
     bad = cli("average", "--model", run, "--last", "1", check=False)
     assert bad.returncode == 2 and "--last: must be an integer >= 2" in bad.stderr
