@@ -31,7 +31,7 @@ HEAVY = ("tensorflow", "keras", "jax", "tensorflow_text")
 @pytest.fixture(autouse=True)
 def _clean_keras_state():
     """Replaces conftest's: these tests build no Keras model, so there is no state to
-    reset, and its clear_session() would cost more than most of the tests."""
+    reset."""
     yield
 
 
