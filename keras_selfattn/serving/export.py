@@ -172,6 +172,7 @@ def sample_sources(run_dir, count=_NUM_WARMUP_TEXTS, tokenizer=None):
     return _vocabulary_sample(tokenizer or PairTokenizer.load(run_dir))
 
 
+# Long: mostly its docstring; one keyword a setting, passed on to export_translator.
 def export_run(
     run_dir,
     export_base,
