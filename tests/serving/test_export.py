@@ -106,6 +106,17 @@ def load_in_fresh_process(saved_model_dir, texts, tmp_path, tensorflow_text=True
     return json.loads(done.stdout)
 
 
+def assert_same_texts(first, second):
+    """Two `load_in_fresh_process` reports give the same texts, under both loaders,
+    greedy and n-best."""
+    for loader in ("tf2", "session"):
+        for name, output in (
+            ("serving_default", "translation"),
+            ("translate_nbest", "translations"),
+        ):
+            assert first[loader][name][output] == second[loader][name][output]
+
+
 @pytest.mark.slow
 def test_fresh_process_both_loaders_equal_translate(
     text_export, text_run_dir, sample_texts, tmp_path
@@ -168,12 +179,7 @@ def test_xla_export_is_opt_in_audited_and_translates_alike(
     }
     plain = load_in_fresh_process(text_export, sample_texts, tmp_path)
     compiled = load_in_fresh_process(xla_export, sample_texts, tmp_path)
-    for loader in ("tf2", "session"):
-        for name, output in (
-            ("serving_default", "translation"),
-            ("translate_nbest", "translations"),
-        ):
-            assert compiled[loader][name][output] == plain[loader][name][output]
+    assert_same_texts(compiled, plain)
     line = serving.serving_instructions(xla_export.parent, sample_text="a", xla=True)
     assert line.splitlines()[1].endswith(f"tensorflow/serving {audit.XLA_SERVER_FLAG}")
 

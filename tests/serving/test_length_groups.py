@@ -91,15 +91,10 @@ def test_an_export_in_one_group_translates_as_the_default(
 ):
     """The default export (`DEFAULT_GROUPS` length groups a request) and
     ``groups=1``, under both loaders in a fresh process: the same texts."""
-    from tests.serving.test_export import load_in_fresh_process
+    from tests.serving.test_export import assert_same_texts, load_in_fresh_process
 
     assert serving.DEFAULT_GROUPS > 1
     one = serving.export_run(text_run_dir, tmp_path / "one_group", groups=1)
     grouped = load_in_fresh_process(text_export, sample_texts, tmp_path)
     single = load_in_fresh_process(one, sample_texts, tmp_path)
-    for loader in ("tf2", "session"):
-        for name, output in (
-            ("serving_default", "translation"),
-            ("translate_nbest", "translations"),
-        ):
-            assert grouped[loader][name][output] == single[loader][name][output]
+    assert_same_texts(grouped, single)
