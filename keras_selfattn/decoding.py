@@ -36,6 +36,7 @@ Token ids are the package's reserved ids (`keras_selfattn.reserved_ids`): 0 padd
 ``reorder_decoder_state``), never its layer names.
 """
 
+import contextlib
 import dataclasses
 import functools
 import numbers
@@ -185,12 +186,25 @@ def _compute_dtypes(model):
 
 
 def _weights_cast_once(model):
-    """The context of a TensorFlow decoding loop: `_CastOnce` where the model
-    has variables to cast (a mixed policy), else nothing."""
-    import contextlib
-
+    """`_CastOnce` where the model has variables to cast (a mixed policy), else
+    nothing."""
     casts = _compute_dtypes(model) if _on_tensorflow() else []
     return _CastOnce(casts) if casts else contextlib.nullcontext()
+
+
+@contextlib.contextmanager
+def _before_the_loop(model):
+    """The context a TensorFlow decoding loop is built in: its weights cast
+    once (`_CastOnce`), then what the model computes once for its steps (its
+    optional ``decoding_invariants()``, `Seq2Seq.decoding_invariants`), from
+    those cast weights. Nothing on JAX, whose XLA program hoists by itself."""
+    with _weights_cast_once(model):
+        invariants = getattr(model, "decoding_invariants", None)
+        if invariants is None or not _on_tensorflow():
+            yield
+            return
+        with invariants():
+            yield
 
 
 def _no_padding(model):
@@ -404,7 +418,7 @@ def _loop(model, source_ids, strategy, max_len):
     def cond(t, tokens, states, finished, memory):
         return ops.logical_and(t < max_len, ops.logical_not(ops.all(finished)))
 
-    with _weights_cast_once(model):
+    with _before_the_loop(model):
         t, _, _, _, memory = ops.while_loop(
             cond,
             body,
@@ -475,7 +489,7 @@ def _loop_dropping_finished(model, source_ids, strategy, max_len):
         return tf.TensorShape([None]).concatenate(tensor.shape[1:])
 
     loop_vars = (tf.constant(0, tf.int32), tokens, list(states), rows, memory)
-    with _weights_cast_once(model):
+    with _before_the_loop(model):
         t, _, _, _, memory = tf.while_loop(
             cond,
             body,

@@ -1,6 +1,8 @@
 """The building blocks `build_seq2seq` composes (serializable, keras.ops only)."""
 
+import contextlib
 import math
+import threading
 
 import keras
 from keras import ops
@@ -56,6 +58,10 @@ class ScaledTokenEmbedding(keras.layers.Layer):
         return config
 
 
+# `TiedEmbedding.output_kernel_held`: layer id -> its E^T, while a loop is built.
+_HELD_KERNELS = threading.local()
+
+
 @keras.saving.register_keras_serializable(package="keras_selfattn")
 class TiedEmbedding(keras.layers.Layer):
     """A target embedding that is also the output layer (tied weights).
@@ -107,11 +113,41 @@ class TiedEmbedding(keras.layers.Layer):
                 f"reverse=True needs vectors of size output_dim={self.output_dim}. "
                 f"Received: inputs.shape={tuple(inputs.shape)}"
             )
-        logits = ops.matmul(
-            ops.cast(inputs, "float32"),
-            ops.transpose(ops.cast(self.embeddings, "float32")),
-        )
+        logits = ops.matmul(ops.cast(inputs, "float32"), self.output_kernel())
         return logits + ops.cast(self.bias, "float32")
+
+    def output_kernel(self):
+        """float32 (output_dim, vocab_size): ``E^T``, what the reverse call
+        multiplies by; inside `output_kernel_held`, the one computed there.
+
+        ``E`` is read in the layer's compute dtype, as the lookup reads it (and
+        as Keras' autocast gives it inside a call under a mixed policy), so the
+        kernel is the same whether it is computed inside a call or before a
+        loop."""
+        held = getattr(_HELD_KERNELS, "by_layer", {}).get(id(self))
+        if held is not None:
+            return held
+        embeddings = ops.cast(self.embeddings, self.compute_dtype)
+        return ops.transpose(ops.cast(embeddings, "float32"))
+
+    @contextlib.contextmanager
+    def output_kernel_held(self):
+        """Computes ``E^T`` once, here; inside, the reverse call multiplies by it.
+
+        A TensorFlow decoding loop enters this before its loop, so the
+        transposed matrix is a loop invariant stored as the product wants it.
+        Computed inside the loop, the transpose is folded by Grappler into the
+        product (``MatMul(transpose_b=True)``), which oneDNN runs 1.5-3x
+        slower than the same product by the transposed matrix at the 8-32
+        rows of a decoder step (benchmarks/RESULTS.md, issue 28); and the
+        product by ``E^T`` is the largest of a step.
+        """
+        previous = getattr(_HELD_KERNELS, "by_layer", {})
+        _HELD_KERNELS.by_layer = {**previous, id(self): self.output_kernel()}
+        try:
+            yield
+        finally:
+            _HELD_KERNELS.by_layer = previous
 
     def compute_mask(self, inputs, mask=None):
         # Token ids are masked at padding; the reverse call's vectors are not.

@@ -8,6 +8,7 @@ beam search (`keras_selfattn.decoding`), `Translator` and the serving graphs use
 only these methods, never the model's layer names.
 """
 
+import contextlib
 import dataclasses
 
 import keras
@@ -290,6 +291,16 @@ class Seq2Seq(keras.Model):
         if self.logits_dense is None:
             return self.target_embedding(hidden, reverse=True)
         return self.logits_dense(hidden)
+
+    def decoding_invariants(self):
+        """A context for building a decoding loop: the step's weights that a
+        loop can compute once before it (the tied output's ``E^T``,
+        `TiedEmbedding.output_kernel_held`) are computed on entry and held
+        while inside. The greedy and beam searches of `keras_selfattn.decoding`
+        enter it on TensorFlow; the results are the same."""
+        if self.logits_dense is None:
+            return self.target_embedding.output_kernel_held()
+        return contextlib.nullcontext()
 
     # ---------------------------------------------------------------- encoder
     def _encode(self, source_ids, training=None):
