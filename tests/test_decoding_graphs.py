@@ -5,6 +5,7 @@ import gc
 import weakref
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from keras_selfattn import decoding
@@ -153,47 +154,46 @@ def _ops_in_loops(function, op):
     return sum(node.op == op for f in library.function for node in f.node_def)
 
 
-def test_tied_output_kernel_is_transposed_once_before_the_loop(monkeypatch):
+@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
+def test_tied_output_kernel_is_transposed_once_before_the_loop(monkeypatch, policy):
     """With tied embeddings a step multiplies by ``E^T``; the searches transpose
     ``E`` once, before the loop (`Seq2Seq.decoding_invariants`), where without
     it every step transposed it (which Grappler folds into a slower product).
-    The tokens are the same, greedy and beam, in float32 and mixed_bfloat16."""
+    The tokens are the same, greedy and beam."""
     import contextlib
 
     import keras
 
     from keras_selfattn.models import Seq2Seq, build_seq2seq
 
-    for policy in ("float32", "mixed_bfloat16"):
-        keras.config.set_dtype_policy(policy)
-        try:
-            keras.utils.set_random_seed(5)
-            model = build_seq2seq(
-                12, 11, num_hiddens=16, num_heads=2, num_layers=1, ffn_hiddens=32,
-                decoder_units=16, embedding_dim=16, dropout=0.0, tie_embeddings=True,
-                deep_output_hiddens=24,
-            )  # fmt: skip
-        finally:
-            keras.config.set_dtype_policy("float32")
+    keras.config.set_dtype_policy(policy)
+    try:
+        keras.utils.set_random_seed(5)
+        model = build_seq2seq(
+            12, 11, num_hiddens=16, num_heads=2, num_layers=1, ffn_hiddens=32,
+            decoder_units=16, embedding_dim=16, dropout=0.0, tie_embeddings=True,
+            deep_output_hiddens=24,
+        )  # fmt: skip
+    finally:
+        keras.config.set_dtype_policy("float32")
 
-        def searches():
-            greedy = tf.function(lambda s: greedy_decode(model, s, 6))
-            beam = tf.function(lambda s: beam_search_decode(model, s, 3, 6))
-            return (greedy, beam), [f(tf.constant(SOURCE)) for f in (greedy, beam)]
+    def searches():
+        greedy = tf.function(lambda s: greedy_decode(model, s, 6))
+        beam = tf.function(lambda s: beam_search_decode(model, s, 3, 6))
+        return (greedy, beam), [f(tf.constant(SOURCE)) for f in (greedy, beam)]
 
-        functions, held = searches()
-        assert [_ops_in_loops(f, "Transpose") for f in functions] == [0, 0], policy
-        with monkeypatch.context() as patch:
-            patch.setattr(
-                Seq2Seq, "decoding_invariants", lambda self: contextlib.nullcontext()
-            )
-            functions, every_step = searches()
-            assert all(_ops_in_loops(f, "Transpose") > 0 for f in functions), policy
-        for ours, reference in zip(held, every_step, strict=True):
-            for key in ("ids", "lengths"):
-                np.testing.assert_array_equal(ours[key].numpy(), reference[key].numpy())
-            np.testing.assert_allclose(
-                ours["scores"].numpy(), reference["scores"].numpy(), rtol=1e-5
-            )
+    functions, held = searches()
+    assert [_ops_in_loops(f, "Transpose") for f in functions] == [0, 0]
+    monkeypatch.setattr(
+        Seq2Seq, "decoding_invariants", lambda self: contextlib.nullcontext()
+    )
+    functions, every_step = searches()
+    assert all(_ops_in_loops(f, "Transpose") > 0 for f in functions)
+    for ours, reference in zip(held, every_step, strict=True):
+        for key in ("ids", "lengths"):
+            np.testing.assert_array_equal(ours[key].numpy(), reference[key].numpy())
+        np.testing.assert_allclose(
+            ours["scores"].numpy(), reference["scores"].numpy(), rtol=1e-5
+        )
     # Outside a search (training, a plain call) the layer transposes as before.
     assert model.target_embedding.output_kernel().shape == (16, 11)
