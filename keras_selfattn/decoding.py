@@ -198,13 +198,11 @@ def _before_the_loop(model):
     once (`_CastOnce`), then what the model computes once for its steps (its
     optional ``decoding_invariants()``, `Seq2Seq.decoding_invariants`), from
     those cast weights. Nothing on JAX, whose XLA program hoists by itself."""
-    with _weights_cast_once(model):
-        invariants = getattr(model, "decoding_invariants", None)
-        if invariants is None or not _on_tensorflow():
-            yield
-            return
-        with invariants():
-            yield
+    invariants = getattr(model, "decoding_invariants", None)
+    if invariants is None or not _on_tensorflow():
+        invariants = contextlib.nullcontext
+    with _weights_cast_once(model), invariants():
+        yield
 
 
 def _no_padding(model):

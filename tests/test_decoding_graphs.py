@@ -89,13 +89,18 @@ def test_searches_compiled_with_xla_give_the_same_results():
     assert ("xla", ("greedy", 6, True)) in decoding._GRAPHS[model]
 
 
+def _loop_functions(function):
+    """The nested functions (loop bodies and conds) of ``function``'s graph on
+    `SOURCE`: the function library of its graph."""
+    graph = function.get_concrete_function(tf.constant(SOURCE)).graph
+    return graph.as_graph_def().library.function
+
+
 def _variable_casts_in_loops(function):
     """Cast nodes fed by a variable read, inside the loops (and their conds) of
     ``function``'s graph: the nested functions of its library."""
-    graph = function.get_concrete_function(tf.constant(SOURCE)).graph
-    library = graph.as_graph_def().library
     count = 0
-    for nested in library.function:
+    for nested in _loop_functions(function):
         nodes = {node.name: node for node in nested.node_def}
         for node in nested.node_def:
             source = nodes.get(node.input[0].split(":")[0]) if node.input else None
@@ -147,11 +152,8 @@ def test_mixed_precision_weights_are_cast_once_before_the_loop(monkeypatch):
 
 
 def _ops_in_loops(function, op):
-    """How many ``op`` nodes the nested functions (loop bodies and conds) of
-    ``function``'s graph hold."""
-    graph = function.get_concrete_function(tf.constant(SOURCE)).graph
-    library = graph.as_graph_def().library
-    return sum(node.op == op for f in library.function for node in f.node_def)
+    """How many ``op`` nodes the loops (and their conds) of ``function`` hold."""
+    return sum(node.op == op for f in _loop_functions(function) for node in f.node_def)
 
 
 @pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])

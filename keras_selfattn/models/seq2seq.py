@@ -297,7 +297,8 @@ class Seq2Seq(keras.Model):
         loop can compute once before it (the tied output's ``E^T``,
         `TiedEmbedding.output_kernel_held`) are computed on entry and held
         while inside. The greedy and beam searches of `keras_selfattn.decoding`
-        enter it on TensorFlow; the results are the same."""
+        enter it on TensorFlow; the tokens are the same, the scores equal to float
+        rounding."""
         if self.logits_dense is None:
             return self.target_embedding.output_kernel_held()
         return contextlib.nullcontext()
