@@ -32,12 +32,24 @@ def model():
     return sharpened_model()
 
 
-def _searched(model, search, groups, source):
-    function = tf.function(
-        lambda ids: in_length_groups(lambda x: search(model, x), ids, groups),
-        input_signature=[tf.TensorSpec([None, None], tf.int32)],
-    )
-    return {k: v.numpy() for k, v in function(tf.constant(source)).items()}
+class _Searches:
+    """``search`` in ``groups`` length groups, as a `tf.function` of any (B, T)
+    source: traced once per number of groups (a trace of a search is most of the
+    time of these tests), called on as many sources as a test likes."""
+
+    def __init__(self, model, search):
+        self.model, self.search, self.functions = model, search, {}
+
+    def __call__(self, groups, source):
+        if groups not in self.functions:
+            self.functions[groups] = tf.function(
+                lambda ids: in_length_groups(
+                    lambda x: self.search(self.model, x), ids, groups
+                ),
+                input_signature=[tf.TensorSpec([None, None], tf.int32)],
+            )
+        outputs = self.functions[groups](tf.constant(source))
+        return {k: v.numpy() for k, v in outputs.items()}
 
 
 @pytest.mark.parametrize(
@@ -49,15 +61,16 @@ def _searched(model, search, groups, source):
     ids=["greedy", "beam"],
 )
 def test_groups_give_the_tokens_of_one_search_in_the_input_order(model, search):
-    whole = _searched(model, search, 1, SOURCE)
+    searched = _Searches(model, search)
+    whole = searched(1, SOURCE)
     # Each row alone is the reference of its own tokens: the order is the input's.
     for row in range(len(SOURCE)):
-        alone = _searched(model, search, 1, SOURCE[row : row + 1])
+        alone = searched(1, SOURCE[row : row + 1])
         steps = alone["ids"].shape[-1]
         np.testing.assert_array_equal(whole["ids"][row, ..., :steps], alone["ids"][0])
         assert not whole["ids"][row, ..., steps:].any()
     for groups in (2, 3, 7, 10):  # 10: more groups than rows, some empty
-        grouped = _searched(model, search, groups, SOURCE)
+        grouped = searched(groups, SOURCE)
         assert set(grouped) == set(whole)
         for key in whole:
             assert grouped[key].shape == whole[key].shape, (key, groups)
@@ -67,13 +80,11 @@ def test_groups_give_the_tokens_of_one_search_in_the_input_order(model, search):
 
 
 def test_groups_of_an_empty_batch_and_of_one_row(model):
-    search = lambda model, ids: greedy_decode(model, ids, 6)
-    empty = _searched(model, search, 2, np.zeros([0, 3], "int32"))
+    searched = _Searches(model, lambda model, ids: greedy_decode(model, ids, 6))
+    empty = searched(2, np.zeros([0, 3], "int32"))
     assert empty["ids"].shape[0] == 0 and empty["scores"].shape == (0,)
-    one = _searched(model, search, 2, SOURCE[1:2])
-    np.testing.assert_array_equal(
-        one["ids"], _searched(model, search, 1, SOURCE[1:2])["ids"]
-    )
+    one = searched(2, SOURCE[1:2])
+    np.testing.assert_array_equal(one["ids"], searched(1, SOURCE[1:2])["ids"])
 
 
 def test_groups_must_be_a_positive_integer(text_run_dir):
