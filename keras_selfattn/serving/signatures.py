@@ -212,7 +212,7 @@ def in_length_groups(search, source_ids, groups, pad_width=None):
             axis (the steps taken) from run to run: they are padded with 0.
         source_ids: int32 (B, T) source ids, 0-padded at the end of each row.
         groups: int >= 1, the number of runs (1: ``search(source_ids)``).
-            A batch of fewer rows leaves some runs empty.
+            A batch of fewer rows leaves some runs empty; those are not searched.
         pad_width: None, or ``ids -> ids`` applied to each run's trimmed ids
             (the XLA export pads them to a few widths).
 
@@ -227,12 +227,39 @@ def in_length_groups(search, source_ids, groups, pad_width=None):
     order = tf.argsort(lengths, stable=True)
     ids, lengths = tf.gather(source_ids, order), tf.gather(lengths, order)
     batch = tf.shape(ids)[0]
-    results = []
-    for group in range(groups):
+
+    def searched(group):
         start, stop = batch * group // groups, batch * (group + 1) // groups
         width = tf.reduce_max(tf.concat([lengths[start:stop], [1]], axis=0))
         run = ids[start:stop, :width]
-        results.append(search(run if pad_width is None else pad_width(run)))
+        return search(run if pad_width is None else pad_width(run))
+
+    # The last run is empty only when the batch is; the others are whenever the
+    # batch has fewer rows than groups (one sentence a request, say), and an empty
+    # run is not searched: it gets results of no row shaped as the last run's.
+    # Their shapes come from the static shapes, so that a run's search does not
+    # wait for the last one's (ids' unknown last axis, the steps, is padded below).
+    last = searched(groups - 1)
+
+    def no_rows():
+        empty = {}
+        for key, value in last.items():
+            shape = [0]
+            for axis, size in enumerate(value.shape[1:], start=1):
+                if size is None and key == "ids" and axis == value.shape.rank - 1:
+                    size = 0
+                shape.append(tf.shape(value)[axis] if size is None else size)
+            empty[key] = tf.zeros(tf.stack(shape), value.dtype)
+        return empty
+
+    results = [
+        tf.cond(
+            batch * (group + 1) // groups > batch * group // groups,
+            lambda group=group: searched(group),
+            no_rows,
+        )
+        for group in range(groups - 1)
+    ] + [last]
     steps = tf.reduce_max(tf.stack([tf.shape(r["ids"])[-1] for r in results]))
     inverse = tf.math.invert_permutation(order)
     merged = {}

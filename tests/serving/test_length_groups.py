@@ -109,3 +109,29 @@ def test_an_export_in_one_group_translates_as_the_default(
     grouped = load_in_fresh_process(text_export, sample_texts, tmp_path)
     single = load_in_fresh_process(one, sample_texts, tmp_path)
     assert_same_texts(grouped, single)
+
+
+def test_an_empty_group_is_not_searched(model):
+    """A request of fewer rows than groups searches only the groups with rows (a
+    search costs its encoder, its loop's set-up and the held output kernel)."""
+    calls = []
+
+    def counted(model, ids):
+        def count(rows):
+            calls.append(int(rows))
+            return rows
+
+        rows = tf.py_function(count, [tf.shape(ids)[0]], tf.int32)
+        with tf.control_dependencies([rows]):
+            return greedy_decode(model, tf.identity(ids), 6)
+
+    searched = _Searches(model, counted)
+    one = searched(4, SOURCE[1:2])
+    assert calls == [1]  # one search, of the one row; three groups left empty
+    np.testing.assert_array_equal(one["ids"], searched(1, SOURCE[1:2])["ids"])
+    calls.clear()
+    searched(4, SOURCE[:2])
+    assert sorted(calls) == [1, 1]
+    calls.clear()
+    searched(4, SOURCE)
+    assert sorted(calls) == [1, 2, 2, 2]
