@@ -234,29 +234,14 @@ def in_length_groups(search, source_ids, groups, pad_width=None):
         run = ids[start:stop, :width]
         return search(run if pad_width is None else pad_width(run))
 
-    # The last run is empty only when the batch is; the others are whenever the
-    # batch has fewer rows than groups (one sentence a request, say), and an empty
-    # run is not searched: it gets results of no row shaped as the last run's.
-    # Their shapes come from the static shapes, so that a run's search does not
-    # wait for the last one's (ids' unknown last axis, the steps, is padded below).
+    # An empty run (fewer rows than groups; never the last) is not searched.
     last = searched(groups - 1)
-
-    def no_rows():
-        empty = {}
-        for key, value in last.items():
-            shape = [0]
-            for axis, size in enumerate(value.shape[1:], start=1):
-                if size is None and key == "ids" and axis == value.shape.rank - 1:
-                    size = 0
-                shape.append(tf.shape(value)[axis] if size is None else size)
-            empty[key] = tf.zeros(tf.stack(shape), value.dtype)
-        return empty
 
     results = [
         tf.cond(
             batch * (group + 1) // groups > batch * group // groups,
             lambda group=group: searched(group),
-            no_rows,
+            lambda: _no_rows_like(last),
         )
         for group in range(groups - 1)
     ] + [last]
@@ -269,6 +254,22 @@ def in_length_groups(search, source_ids, groups, pad_width=None):
             values = [_pad_last_axis(v, steps) for v in values]
         merged[key] = tf.gather(tf.concat(values, axis=0), inverse)
     return merged
+
+
+def _no_rows_like(results):
+    """Zeros of no row shaped as ``results`` (a search's dict) from their static
+    shapes, unknown sizes read at run time (ids' last axis, the steps: 0)."""
+    import tensorflow as tf
+
+    empty = {}
+    for key, value in results.items():
+        shape = [0]
+        for axis, size in enumerate(value.shape[1:], start=1):
+            if size is None and key == "ids" and axis == value.shape.rank - 1:
+                size = 0
+            shape.append(tf.shape(value)[axis] if size is None else size)
+        empty[key] = tf.zeros(tf.stack(shape), value.dtype)
+    return empty
 
 
 def _pad_last_axis(tensor, size):
