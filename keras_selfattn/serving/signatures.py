@@ -227,19 +227,18 @@ def in_length_groups(search, source_ids, groups, pad_width=None):
     order = tf.argsort(lengths, stable=True)
     ids, lengths = tf.gather(source_ids, order), tf.gather(lengths, order)
     batch = tf.shape(ids)[0]
+    edges = [batch * group // groups for group in range(groups + 1)]
 
     def searched(group):
-        start, stop = batch * group // groups, batch * (group + 1) // groups
-        width = tf.reduce_max(tf.concat([lengths[start:stop], [1]], axis=0))
-        run = ids[start:stop, :width]
+        rows = slice(edges[group], edges[group + 1])
+        width = tf.reduce_max(tf.concat([lengths[rows], [1]], axis=0))
+        run = ids[rows, :width]
         return search(run if pad_width is None else pad_width(run))
 
-    # An empty run (fewer rows than groups; never the last) is not searched.
-    last = searched(groups - 1)
-
+    last = searched(groups - 1)  # the last run is empty only when the batch is
     results = [
         tf.cond(
-            batch * (group + 1) // groups > batch * group // groups,
+            edges[group + 1] > edges[group],  # an empty run is not searched
             lambda group=group: searched(group),
             lambda: _no_rows_like(last),
         )
