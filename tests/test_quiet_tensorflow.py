@@ -42,13 +42,19 @@ def _commands(root):
     }
 
 
-# Every command under the setting the issue met (3) and the loudest (0); the
-# commands the issue names under every setting.
+# The filter is one step of `main`, before any command, and it forces the level to
+# 3 whatever the user set; what differs between commands is what TensorFlow logs
+# after the import. So every command under the loudest setting (0), and every
+# setting for `train` (the in-process import) and for `check-serving` (the
+# processes it starts inherit the level).
 CASES = [
-    (command, setting)
-    for command in ("train", "build-vocab", "evaluate", "translate", "export")
-    for setting in (SETTINGS if command in ("train", "export") else ["0", "3"])
-] + [("check-serving", setting) for setting in SETTINGS]
+    *(
+        (command, setting)
+        for command in ("train", "check-serving")
+        for setting in SETTINGS
+    ),
+    *((command, "0") for command in ("build-vocab", "evaluate", "translate", "export")),
+]
 
 
 @pytest.mark.parametrize("command, setting", CASES)
