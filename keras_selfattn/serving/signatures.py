@@ -381,7 +381,35 @@ def build_export_archive(
         translator, beam_size, alpha, xla, groups
     ).items():
         archive.add_endpoint(name, function, input_signature)
+    _trace_endpoints_once(archive)
     return archive
+
+
+def _trace_endpoints_once(archive):
+    """Makes ``archive.write_out`` trace each endpoint once, not twice.
+
+    ``write_out`` traces the endpoints to list their variables, then
+    ``tf.saved_model.save`` traces them again: a function's traces are keyed by
+    their context, and the save context (its variable policy) is part of the
+    key. The searches are most of an export's time, so the first trace is done
+    in a save context with the default options, the one ``write_out`` saves
+    under: the save then finds it. Where Keras lacks the method this relies on,
+    the archive is left as it is (two traces, the same SavedModel).
+    """
+    import tensorflow as tf
+    from tensorflow.python.saved_model import save_context
+
+    list_and_track = getattr(archive, "_filter_and_track_resources", None)
+    if list_and_track is None:
+        return
+
+    def list_and_track_as_saved():
+        if save_context.in_save_context():
+            return list_and_track()
+        with save_context.save_context(tf.saved_model.SaveOptions()):
+            return list_and_track()
+
+    archive._filter_and_track_resources = list_and_track_as_saved
 
 
 def check_signatures(saved_model_dir):

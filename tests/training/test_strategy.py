@@ -7,6 +7,7 @@ import sys
 import time
 
 import keras
+import numpy as np
 import pytest
 import tensorflow as tf
 
@@ -205,6 +206,43 @@ def test_the_train_step_is_ready_for_a_tpu(prepared):
     # The audit sees what would break a TPU: a partial last batch (validation keeps
     # it)...
     assert not audit_train_step(model, valid_ds).static_inputs
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {},
+        {
+            "mixed_precision": "mixed_float16",
+            "ema_momentum": 0.9,
+            "accumulate_steps": 2,
+        },
+    ],
+    ids=["adam", "loss_scaled_averaged_accumulating"],
+)
+def test_fit_traces_the_train_step_once(prepared, overrides):
+    """The optimizer's variables exist before ``fit`` (`build_and_compile` builds
+    it), for every optimizer `train` makes: TensorFlow traces a function whose
+    first trace creates variables a second time, so slots made in the step cost
+    a second trace of the whole model."""
+    splits, tokenizer = prepared
+    config = tiny_config(**overrides)
+    keras.config.set_dtype_policy(overrides.get("mixed_precision", "float32"))
+    train_ds, _, steps = make_training_datasets(splits, tokenizer, TINY_MODEL, config)
+    strategy = tf.distribute.get_strategy()
+    model = build_and_compile(tokenizer, TINY_MODEL, config, strategy, steps)
+    assert model.optimizer.built
+    traces = []
+    train_step = model.train_step
+
+    def counted_train_step(data):
+        traces.append(data)  # runs once a trace, not a step
+        return train_step(data)
+
+    model.train_step = counted_train_step
+    history = model.fit(train_ds, epochs=1, steps_per_epoch=2, shuffle=False, verbose=0)
+    assert len(traces) == 1
+    assert np.all(np.isfinite(history.history["loss"]))
 
 
 # --- mixed precision ------------------------------------------------------------

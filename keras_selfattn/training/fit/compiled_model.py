@@ -159,6 +159,10 @@ def build_and_compile(
     )
     if per_replica_xla:
         use_per_replica_xla(model)
+    # Adam's slots now, not in the first trace of the train step: a tf.function
+    # whose first trace creates variables is traced a second time, and Keras
+    # builds the optimizer before `fit` only under a distribution strategy.
+    model.optimizer.build(model.trainable_variables)
     return model
 
 
