@@ -196,7 +196,12 @@ class HeldOutSplit:
 
     def train_filter(self, dataset: tf.data.Dataset) -> tf.data.Dataset:
         """Keeps the training pairs of a dataset of ``(source, target)`` scalars."""
-        return dataset.filter(lambda source, target: self.is_training(source))
+        # Graph code: nothing for AutoGraph to convert (its conversion costs time).
+        return dataset.filter(
+            tf.autograph.experimental.do_not_convert(
+                lambda source, target: self.is_training(source)
+            )
+        )
 
 
 def held_out_thresholds(
@@ -297,7 +302,9 @@ def scan_held_out(
     )
     read = dataset if window is None else dataset.take(window + 1)
     batches = read.batch(_SCAN_BATCH).map(
-        lambda s, t: (source_fingerprints(s, seed), s, t),
+        tf.autograph.experimental.do_not_convert(
+            lambda s, t: (source_fingerprints(s, seed), s, t)
+        ),
         num_parallel_calls=tf.data.AUTOTUNE,
         deterministic=True,
     )

@@ -379,15 +379,21 @@ def _file_names(files, seed):
 def _checked_pairs(names, file_count, cycle_length, check):
     """The lines of the files ``names`` gives, interleaved, parsed and checked."""
     parallel = {"num_parallel_calls": tf.data.AUTOTUNE, "deterministic": True}
+    # Plain graph code, no Python control flow on tensors: AutoGraph's conversion
+    # would only cost time.
     lines = names.interleave(
-        _file_lines,
+        tf.autograph.experimental.do_not_convert(_file_lines),
         cycle_length=max(1, min(cycle_length, file_count)),
         block_length=1,
         **(parallel if file_count > 1 else {}),
     )
     return (
         lines.batch(_PARSE_BATCH)
-        .map(check, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+        .map(
+            tf.autograph.experimental.do_not_convert(check),
+            num_parallel_calls=tf.data.AUTOTUNE,
+            deterministic=True,
+        )
         .unbatch()
     )
 

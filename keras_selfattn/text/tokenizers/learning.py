@@ -36,7 +36,10 @@ def string_batches(texts, batch_size=1024) -> tf.data.Dataset:
 def normalized_sentences(texts, config: TokenizerConfig):
     """Yields `normalize_text` of each text as `str` (normalized inside ``tf.data``)."""
     dataset = string_batches(texts).map(
-        lambda batch: normalize_text(batch, config),
+        # Graph code: nothing for AutoGraph to convert (its conversion costs time).
+        tf.autograph.experimental.do_not_convert(
+            lambda batch: normalize_text(batch, config)
+        ),
         num_parallel_calls=tf.data.AUTOTUNE,
         deterministic=True,
     )
@@ -57,7 +60,9 @@ def count_tokens(texts: Iterable[str], config: TokenizerConfig) -> collections.C
         `collections.Counter` of `str` token -> count.
     """
     dataset = string_batches(texts).map(
-        lambda batch: split_text(batch, config).flat_values,
+        tf.autograph.experimental.do_not_convert(
+            lambda batch: split_text(batch, config).flat_values
+        ),
         num_parallel_calls=tf.data.AUTOTUNE,
         deterministic=True,
     )

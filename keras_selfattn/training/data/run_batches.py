@@ -258,6 +258,7 @@ def shuffled_batches(
     )
     if counters is not None:
 
+        @tf.autograph.experimental.do_not_convert  # graph code: nothing to convert
         def count_tokens(inputs, target_out):
             real = tf.math.count_nonzero(target_out, dtype=tf.int64)
             with tf.control_dependencies([counters.target_tokens.assign_add(real)]):
