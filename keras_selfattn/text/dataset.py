@@ -174,6 +174,10 @@ def to_example(source, target):
     return {"source": source, "target_in": target_in}, target_out
 
 
+# `to_example` as the pipelines map it (see `_encode` on AutoGraph).
+_mapped_to_example = tf.autograph.experimental.do_not_convert(to_example)
+
+
 def batch_in_buckets(
     examples: tf.data.Dataset,
     bucket_limits: Sequence[tuple[int | None, int | None]],
@@ -611,9 +615,7 @@ def batch_by_length(
     else:
         sizes = [batch_size] * len(shapes)
     examples = ids.map(
-        tf.autograph.experimental.do_not_convert(to_example),
-        num_parallel_calls=tf.data.AUTOTUNE,
-        deterministic=True,
+        _mapped_to_example, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True
     )
     return batch_in_buckets(
         examples, shapes, sizes, pad_to_limits=True, drop_remainder=drop_remainder

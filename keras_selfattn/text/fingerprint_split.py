@@ -266,6 +266,16 @@ class HeldOutScan:
     train_pairs: int | None
 
 
+def _fingerprinted_batches(pairs, seed):
+    """``pairs`` in batches of `_SCAN_BATCH`: ``(fingerprints, sources, targets)``."""
+    fingerprinted = tf.autograph.experimental.do_not_convert(  # see `train_filter`
+        lambda sources, targets: (source_fingerprints(sources, seed), sources, targets)
+    )
+    return pairs.batch(_SCAN_BATCH).map(
+        fingerprinted, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True
+    )
+
+
 def scan_held_out(
     dataset: tf.data.Dataset,
     fractions: Sequence[float] = (0.8, 0.1, 0.1),
@@ -301,13 +311,7 @@ def scan_held_out(
         else max_validation_pairs + max_test_pairs
     )
     read = dataset if window is None else dataset.take(window + 1)
-    batches = read.batch(_SCAN_BATCH).map(
-        tf.autograph.experimental.do_not_convert(
-            lambda s, t: (source_fingerprints(s, seed), s, t)
-        ),
-        num_parallel_calls=tf.data.AUTOTUNE,
-        deterministic=True,
-    )
+    batches = _fingerprinted_batches(read, seed)
     kept_fp, kept_order, kept_pairs, total, more = _smallest_fingerprints(
         batches, window, keep
     )
