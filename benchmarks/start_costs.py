@@ -25,37 +25,9 @@ import tempfile
 import _bench
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
-TINY_RUN = [
-    "--num-hiddens",
-    "16",
-    "--num-heads",
-    "2",
-    "--num-layers",
-    "1",
-    "--ffn-hiddens",
-    "32",
-    "--decoder-units",
-    "32",
-    "--embedding-dim",
-    "8",
-    "--max-target-len",
-    "12",
-    "--target-tokenizer",
-    "char",
-    "--warmup-steps",
-    "5",
-    "--batch-size",
-    "32",
-    "--no-jit-compile",
-    "--validation-translations",
-    "0",
-    "--best-by",
-    "loss",
-    "--train-steps",
-    "40",
-    "--eval-every",
-    "5",
-]
+sys.path.insert(0, str(REPO))
+# The command-line tests' small run and its pairs, as the tests write them.
+from tests.bad_input_cases import SMALL_TRAIN, _pair_lines
 
 
 def child_cpu_seconds(arguments, tree):
@@ -78,10 +50,18 @@ def one_round(tree, work, pairs):
     """The train and export commands of a new run under ``work``; their CPU-s."""
     shutil.rmtree(work, ignore_errors=True)
     run, exports = work / "run", work / "exports"
-    train = ["-m", "keras_selfattn", "train", "--data", str(pairs), "--out", str(run)]
+    train = [
+        "-m",
+        "keras_selfattn",
+        *SMALL_TRAIN,
+        "--data",
+        str(pairs),
+        "--out",
+        str(run),
+    ]
     export = ["-m", "keras_selfattn", "export", "--model", str(run)]
     return {
-        "train": child_cpu_seconds([*train, *TINY_RUN], tree),
+        "train": child_cpu_seconds(train, tree),
         "export": child_cpu_seconds([*export, "--export-dir", str(exports)], tree),
     }
 
@@ -99,10 +79,7 @@ def main(argv=None):
     with tempfile.TemporaryDirectory() as scratch:
         scratch = pathlib.Path(scratch)
         pairs = scratch / "pairs.tsv"
-        pairs.write_text(
-            "".join(f"{i} juillet 19{i % 90 + 10}\tJuly {i}\n" for i in range(400)),
-            encoding="utf-8",
-        )
+        pairs.write_bytes(_pair_lines(400))
         for r in range(args.rounds):
             order = list(trees) if r % 2 == 0 else list(trees)[::-1]
             for name in order:
