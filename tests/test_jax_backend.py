@@ -2,7 +2,9 @@
 
 The decoding files are the searches against their brute-force references
 (tests/test_decoding.py) and the jitted searches' own tests
-(tests/test_decoding_jax.py); they share the one JAX process of the layer tests.
+(tests/test_decoding_jax.py); with the accelerator benchmark's smoke run
+(tests/test_accelerator_benchmark.py) they share the one JAX process of the layer
+tests.
 """
 
 import importlib.util
@@ -19,6 +21,8 @@ DECODING_TEST_FILES = [
     REPO / "tests" / "test_decoding.py",
     REPO / "tests" / "test_decoding_jax.py",
 ]
+# The accelerator benchmark's smoke run (its figures are timed on a GPU).
+BENCHMARK_TEST_FILES = [REPO / "tests" / "test_accelerator_benchmark.py"]
 
 
 # Most of the run is XLA compiling small programs (every eager op on a new shape
@@ -76,7 +80,7 @@ def test_layer_and_decoding_tests_pass_under_jax():
             "no:cacheprovider",
             "-p",
             "no:xdist",
-            *map(str, LAYER_TEST_FILES + DECODING_TEST_FILES),
+            *map(str, LAYER_TEST_FILES + DECODING_TEST_FILES + BENCHMARK_TEST_FILES),
         ],
         cwd=REPO,
         env=env,
@@ -89,3 +93,5 @@ def test_layer_and_decoding_tests_pass_under_jax():
     assert " passed" in result.stdout and " failed" not in result.stdout
     # The JAX-only tests ran: -ra (pyproject's addopts) would list them as skipped.
     assert "jitted searches" not in result.stdout
+    assert "the accelerator benchmark under JAX" not in result.stdout
+    assert "the mask cuDNN takes through JAX" not in result.stdout

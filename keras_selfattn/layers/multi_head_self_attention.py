@@ -539,6 +539,14 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         gets the uniform average of the values from the op (its logits are
         all the same fill); `compute_attention` zeroes it.
 
+        On JAX the mask goes to the op as ``(B, 1, Tq, Tk)``: cuDNN takes a
+        mask only with both lengths spelled out, and refuses the
+        ``(B, 1, 1, Tk)`` key mask of a padded batch ("Bias must have same seq
+        length as QKV"), after which keras runs XLA's unfused attention and
+        logs the refusal at every trace. Measured on an H200 in bfloat16
+        (benchmarks/RESULTS.md): 1.3-3x keras' MHA's time with the key mask,
+        0.9-1.0x spelled out.
+
         Args:
             query, key, value: ``(B, T, num_heads, head_size)``.
             attention_mask: bool key mask ``(B|1, 1, Tq|1, Tk)``, or None.
@@ -550,6 +558,11 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         if self.use_rotary:
             query = rotary_embedding(query, self.rotary_max_wavelength)
             key = rotary_embedding(key, self.rotary_max_wavelength)
+        if attention_mask is not None and keras.backend.backend() == "jax":
+            attention_mask = ops.broadcast_to(
+                attention_mask,
+                (ops.shape(query)[0], 1, ops.shape(query)[1], ops.shape(key)[1]),
+            )
         return ops.dot_product_attention(
             query, key, value, mask=attention_mask, scale=1.0
         )

@@ -551,6 +551,63 @@ def test_fused_path_keeps_every_mask_semantic(case, compiled, fused_calls):
         assert no_key.any() == (case not in ("causal",))
 
 
+def _cudnn_layout_check():
+    """JAX's own check of what cuDNN's fused attention accepts (private API), or
+    None where this jax has another one."""
+    import inspect
+
+    try:
+        from jax._src.cudnn import fused_attention_stablehlo as cudnn
+    except ImportError:
+        return None
+    names = ("check_layout", "combine_bias_and_mask", "_normalize_layout")
+    if not all(hasattr(cudnn, name) for name in names):
+        return None
+    others = set(inspect.signature(cudnn.check_layout).parameters)
+    others -= {"query", "key", "value", "bias", "layout"}
+
+    def check(query, key, value, mask):
+        bias = cudnn.combine_bias_and_mask(None, mask, query.dtype)
+        cudnn.check_layout(
+            query,
+            key,
+            value,
+            bias,
+            layout=cudnn._normalize_layout("BTNH"),
+            **dict.fromkeys(others),
+        )
+
+    return check
+
+
+@pytest.mark.skipif(
+    keras.backend.backend() != "jax", reason="the mask cuDNN takes through JAX"
+)
+@pytest.mark.parametrize(
+    "case",
+    sorted(case for case, (_, mask) in FUSED_MASK_CASES.items() if mask is not None),
+)
+def test_fused_mask_is_one_cudnn_takes_on_jax(case, fused_calls):
+    """On JAX the op gets the mask as (B, 1, Tq, Tk), which cuDNN's fused attention
+    takes (JAX's layout check passes; the (B, 1, 1, Tk) key mask of a padded batch
+    fails it and sends a GPU to XLA's unfused attention)."""
+    import jax.numpy as jnp
+
+    check = _cudnn_layout_check()
+    if check is None:
+        pytest.skip("this jax has no cuDNN layout check to ask")
+    kwargs, key_mask = FUSED_MASK_CASES[case]
+    layer = AlwaysFused(12, 3)
+    layer(X, **kwargs)
+    (mask,) = fused_calls
+    assert tuple(mask.shape) == (2, 1, T, T)
+    np.testing.assert_array_equal(ops.convert_to_numpy(mask)[:, 0], key_mask)
+    heads = jnp.zeros((2, T, 3, 4), "bfloat16")
+    check(heads, heads, heads, mask)
+    with pytest.raises(ValueError, match="seq length"):
+        check(heads, heads, heads, mask[:, :, :1])
+
+
 def test_fused_path_matches_keras_multi_head_attention():
     """Both without scores (the peer through dot_product_attention), copied
     weights."""
