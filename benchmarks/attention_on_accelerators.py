@@ -77,7 +77,8 @@ def inputs_and_mask(batch, length, width, masked):
 
 
 def build_layers(width, num_heads, dtype):
-    """Ours, ours forced onto the three steps (same weights) and keras' MHA."""
+    """Ours, ours on the three steps, ours given the key mask as it is (the
+    three with the same weights) and keras' MHA."""
     import keras
 
     from keras_selfattn.layers import MultiHeadSelfAttention
