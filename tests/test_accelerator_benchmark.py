@@ -6,24 +6,10 @@ Figures are not checked (noise at these sizes): only that the script runs end
 to end and prints its table, the kernel it found and the two paths' agreement.
 """
 
-import importlib.util
-import pathlib
-import sys
-
 import keras
 import pytest
 
-BENCHMARKS = pathlib.Path(__file__).resolve().parents[1] / "benchmarks"
-
-
-def _load():
-    if str(BENCHMARKS) not in sys.path:
-        sys.path.insert(0, str(BENCHMARKS))  # the script imports its helper _bench
-    path = BENCHMARKS / "attention_on_accelerators.py"
-    spec = importlib.util.spec_from_file_location("attention_on_accelerators", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from tests.test_benchmarks import _load
 
 
 @pytest.mark.skipif(
@@ -31,7 +17,7 @@ def _load():
     reason="the accelerator benchmark under JAX (tests/test_jax_backend.py)",
 )
 def test_runs_on_jax_in_quick_mode(capsys):
-    _load().main(["--quick", "--dtypes", "float32"])
+    _load("attention_on_accelerators").main(["--quick", "--dtypes", "float32"])
     out = capsys.readouterr().out
     rows = [line for line in out.splitlines() if line.startswith("| (2, 16, 32)")]
     assert len(rows) == 2, out  # no mask, padding mask
@@ -47,7 +33,7 @@ def test_runs_on_jax_in_quick_mode(capsys):
 )
 def test_refuses_the_tensorflow_backend_by_name(capsys):
     with pytest.raises(SystemExit) as stop:
-        _load().main(["--quick"])
+        _load("attention_on_accelerators").main(["--quick"])
     assert stop.value.code == 2
     err = capsys.readouterr().err
     assert "KERAS_BACKEND=jax|torch" in err and "tensorflow backend" in err, err
