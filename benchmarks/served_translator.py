@@ -266,23 +266,20 @@ def profile(args, batches, served):
 
 
 def flops_report(args, batches, served, translator, config, np):
-    """FLOPs per sentence (useful, and as run: every row until the batch's last)."""
+    """FLOPs per sentence (useful, and as run: every row until the batch's last),
+    then `ceiling_report` for each signature."""
     model_config = config.get("model", config)
+    vocab = translator.model.target_vocab_size
     useful = executed = 0.0
-    sentences = 0
     for batch in batches:
         ids = translator.encode_sources(batch)[0].numpy()
-        lens = (ids != 0).sum(1)
-        out = served.run("serving_default", batch)
-        target = np.array(
-            [len(translator.tokenizer.target.encode([t])[0]) + 1 for t in out]
-        )
-        for source_len, target_len in zip(lens, target):
-            useful += sentence_flops(model_config, translator, source_len, target_len)
+        targets, _ = searched_lengths(served, "serving_default", batch, translator)
+        for source_len, target_len in zip((ids != 0).sum(1), targets):
+            useful += sentence_flops(model_config, vocab, source_len, target_len)
         executed += len(batch) * sentence_flops(
-            model_config, translator, ids.shape[1], target.max()
+            model_config, vocab, ids.shape[1], targets.max()
         )
-        sentences += len(batch)
+    sentences = sum(len(batch) for batch in batches)
     timed = _bench.interleaved({"pass": _pass(served, "serving_default", batches)}, 3)
     seconds = _bench.median(timed["pass"])
     peak, best_peak = matmul_flops_per_second()
@@ -299,27 +296,129 @@ def flops_report(args, batches, served, translator, config, np):
         f"{100 * executed / seconds / peak:.1f}% as run; the peak allows "
         f"{peak / per_sentence:.0f} sentences/s."
     )
+    names = ["serving_default"] + ([] if args.no_beam else ["translate_nbest"])
+    for name in names:
+        ceiling_report(name, batches, served, translator, model_config)
 
 
-def sentence_flops(config, translator, source_len, target_len):
-    """Multiply-adds x 2 of the model's matmuls for one sentence (greedy)."""
-    model = translator.model
-    d = config["num_hiddens"]
-    ffn = config["ffn_hiddens"]
-    units = config["decoder_units"]
-    emb = config["embedding_dim"]
-    vocab = model.target_vocab_size
-    s = float(source_len)
-    encoder = config["num_layers"] * (
-        s * (4 * d * d + 2 * d * ffn) + 2 * s * s * d  # projections, FFN, QK^T, AV
+def searched_lengths(served, name, batch, translator):
+    """Per source of ``batch``, the steps its search took (tokens + the end; beam:
+    its longest hypothesis), and the rows a source takes (1, or the beam's K)."""
+    import numpy as np
+
+    out = served.run(name, batch).reshape(len(batch), -1)
+    encode = translator.tokenizer.target.encode
+    steps = [max(len(encode([text])[0]) + 1 for text in row) for row in out]
+    return np.array(steps), out.shape[1]
+
+
+def ceiling_report(name, batches, served, translator, config):
+    """The model's products alone at the rows ``name`` computes, timed against
+    the served pass: how much faster any graph with this arithmetic can be."""
+    vocab = translator.model.target_vocab_size
+    plan = []  # per batch: source tokens, rows of each step
+    for batch in batches:
+        ids = translator.encode_sources(batch)[0].numpy()
+        steps, width = searched_lengths(served, name, batch, translator)
+        rows = [width * int((steps > t).sum()) for t in range(int(steps.max()))]
+        plan.append((int((ids != 0).sum()), rows))
+    timed = _bench.interleaved(
+        {
+            "pass": _pass(served, name, batches),
+            "products": products_alone(config, vocab, plan, chained=False),
+            "chained": products_alone(config, vocab, plan, chained=True),
+        },
+        3,
     )
+    seconds, alone, chain = (_bench.median(timed[k]) for k in timed)
+    sentences = sum(len(batch) for batch in batches)
+    print(
+        f"{name}: the model's products alone at its rows (each source's encoder on "
+        f"its own tokens, no padding, no other op; median of 3 rounds interleaved "
+        f"with the served pass's {seconds:.3f} s): as they come "
+        f"{alone:.3f} s, one after another {chain:.3f} s. So with the same "
+        f"arithmetic the served pass can be at most **{seconds / alone:.2f}x** "
+        f"faster ({sentences / alone:.0f} sentences/s), and a graph whose products "
+        f"wait for each other at most **{seconds / chain:.2f}x** "
+        f"({sentences / chain:.0f} sentences/s)."
+    )
+
+
+def encoder_products(config):
+    """(K, N) of the encoder's products, per source token (the attention's own
+    Q K^T and A V, 2 T^2 d a layer, are counted in `sentence_flops` only)."""
+    d, ffn = config["num_hiddens"], config["ffn_hiddens"]
+    return config["num_layers"] * [(d, 3 * d), (d, d), (d, ffn), (ffn, d)]
+
+
+def step_products(config, vocab):
+    """(K, N) of a greedy step's products, per row: one additive attention (its
+    query; the scores and the context are counted in `sentence_flops` only), the
+    recurrent layers, the attentional output, the deep output and the logits."""
+    units, memory = config["decoder_units"], config["num_hiddens"]
+    gates = {"gru": 3, "lstm": 4}[config["rnn_type"]]
+    products = [(units, units)]
+    for layer in range(config["decoder_layers"]):
+        inputs = config["embedding_dim"] + memory if layer == 0 else units
+        products += [(inputs, gates * units), (units, gates * units)]
+    if config["attentional_output"]:
+        products.append((units + memory, units))
+    deep = config.get("deep_output_hiddens") or 0
+    if deep:
+        products += [(units, deep), (deep, units)]
+    return products + [(units, vocab)]
+
+
+def sentence_flops(config, vocab, source_len, target_len):
+    """Multiply-adds x 2 of the model's products for one sentence (greedy)."""
+    d, units = config["num_hiddens"], config["decoder_units"]
+    s = float(source_len)
+    encoder = s * sum(k * n for k, n in encoder_products(config))
+    encoder += config["num_layers"] * 2 * s * s * d  # Q K^T and A V
+    keys = s * d * units  # the memory's keys, once
     bridge = d * units
-    attention_units = units
-    attention = units * attention_units + s * attention_units * 2 + s * d
-    gru = 3 * (emb + d + units) * units
-    step = 2 * attention + gru + (units + d) * units + units * vocab
-    keys = s * d * attention_units
-    return 2 * (encoder + bridge + keys + target_len * step)
+    step = sum(k * n for k, n in step_products(config, vocab))
+    step += s * units + s * d  # the additive scores and the context
+    return 2 * (encoder + keys + bridge + target_len * step)
+
+
+def products_alone(config, vocab, plan, chained):
+    """A callable that runs the model's products and nothing else: ``plan`` holds,
+    per batch, its sources' real tokens (the encoder and the memory's keys run on
+    those alone) and the decoder rows of each step (the sources still searching,
+    times 1 or the beam's K). Random float32 operands of those shapes
+    (variables, so nothing is folded at trace time). ``chained``: each product
+    waits for the one before, as a search's steps wait for each other; else the
+    executor runs them as they come, on both cores at once."""
+    import numpy as np
+    import tensorflow as tf
+
+    rng = np.random.default_rng(0)
+    operands = {}
+
+    def operand(rows, cols):
+        if (rows, cols) not in operands:
+            value = rng.standard_normal((rows, cols)).astype("float32")
+            operands[rows, cols] = tf.Variable(value)
+        return operands[rows, cols]
+
+    shapes = []  # (M, K, N) of every product, in order
+    for tokens, rows in plan:
+        shapes += [(tokens, k, n) for k, n in encoder_products(config)]
+        shapes.append((tokens, config["num_hiddens"], config["decoder_units"]))
+        for step_rows in rows:
+            shapes += [(step_rows, k, n) for k, n in step_products(config, vocab)]
+    pairs = [(operand(m, k), operand(k, n)) for m, k, n in shapes]
+
+    @tf.function
+    def run():
+        used = []  # one element of each product, so that none is pruned
+        for a, b in pairs:
+            with tf.control_dependencies(used[-1:] if chained else []):
+                used.append(tf.matmul(a, b)[0, 0])
+        return tf.add_n(used)
+
+    return lambda: run().numpy()
 
 
 if __name__ == "__main__":
