@@ -376,7 +376,8 @@ def sentence_flops(config, vocab, source_len, target_len):
     encoder = s * sum(k * n for k, n in encoder_products(config))
     encoder += config["num_layers"] * 2 * s * s * d  # Q K^T and A V
     keys = s * d * units  # the memory's keys, once
-    bridge = d * units
+    states = config["decoder_layers"] * (2 if config["rnn_type"] == "lstm" else 1)
+    bridge = states * d * units  # the initial states from the memory
     step = sum(k * n for k, n in step_products(config, vocab))
     step += s * units + s * d  # the additive scores and the context
     return 2 * (encoder + keys + bridge + target_len * step)

@@ -89,3 +89,41 @@ def test_paper_bleu_reproduces_the_tok_references_in_their_language(tmp_path):
     (tmp_path / "ref_tok").write_text("\n".join(tok) + "\n", encoding="utf-8")
     with pytest.raises(ValueError, match="lang=.*tok_ref='.*ref_tok'"):
         bench.paper_bleu(raw, tmp_path / "ref_tok")
+
+
+GRU_TIED = {"rnn_type": "gru", "decoder_layers": 2, "attentional_output": True}
+GRU_TIED |= {"tie_embeddings": True, "embedding_dim": 12, "deep_output_hiddens": 24}
+LSTM_UNTIED = {"rnn_type": "lstm", "decoder_layers": 1, "attentional_output": False}
+LSTM_UNTIED |= {"tie_embeddings": False, "embedding_dim": 10, "deep_output_hiddens": 0}
+
+
+@pytest.mark.parametrize(
+    "options", [GRU_TIED, LSTM_UNTIED], ids=["gru-tied-deep-output", "lstm-untied"]
+)
+def test_served_flop_model_has_every_kernel_of_the_model(options):
+    """served_translator.py's FLOP count (its ceiling times these products) holds
+    each 2-D kernel of a built model once: the encoder's per token, a decoder
+    step's per row (the tied embedding as the output layer), nothing else."""
+    from keras_selfattn.models import ModelConfig, build_seq2seq
+
+    script = _load("served_translator")
+    sizes = {"num_hiddens": 16, "num_heads": 2, "num_layers": 2, "ffn_hiddens": 20}
+    config = ModelConfig(**sizes, decoder_units=12, **options)
+    model = build_seq2seq(50, 40, config, seed=0)
+    kernels = {
+        w.path: tuple(w.shape)
+        for w in model.weights
+        if w.path.endswith(("kernel", "embeddings"))
+    }
+    per_token = [s for p, s in kernels.items() if p.startswith("encoder_block_")]
+    step_names = ("query_dense", "_cell_", "attentional_output", "deep_output")
+    step_names += ("logits",)
+    per_step = [s for p, s in kernels.items() if any(n in p for n in step_names)]
+    if config.tie_embeddings:
+        per_step.append(kernels["target_embedding/embeddings"][::-1])
+    as_dict = config.__dict__
+    assert sorted(script.encoder_products(as_dict)) == sorted(per_token)
+    assert sorted(script.step_products(as_dict, 40)) == sorted(per_step)
+    bridge = [s for p, s in kernels.items() if p.startswith("bridge/")]
+    states = config.decoder_layers * (2 if config.rnn_type == "lstm" else 1)
+    assert len(bridge) == states  # what sentence_flops counts for the bridge
