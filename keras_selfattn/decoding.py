@@ -366,9 +366,10 @@ def decode(model, source_ids, strategy, max_len, jit_compile=False):
 def _decode(model, source_ids, strategy, max_len):
     """The loop, then the strategy's result.
 
-    TensorFlow, not under XLA: a strategy that can (``drops_finished_rows``,
-    as `GreedySearch`) runs `_loop_dropping_finished`, which stops computing the
-    rows of sentences that have ended; the result is the same.
+    TensorFlow, not under XLA: a strategy that can (``drops_finished_rows``:
+    `BeamSearch`, and `GreedySearch` without its attention weights) runs
+    `_loop_dropping_finished`, which stops computing the rows of sentences that
+    have ended; the result is the same.
     """
     if _on_tensorflow() and getattr(strategy, "drops_finished_rows", False):
         loop = _loop_dropping_finished
@@ -425,25 +426,31 @@ def _loop(model, source_ids, strategy, max_len):
     return t, memory
 
 
+# A batch's ended sentences are dropped from the loop once they are at least this
+# share of the sentences still in it (or all of them): each drop copies every
+# decoder state tensor, so dropping at every end would cost a copy a step.
+DROP_WHEN_ENDED = 0.25
+
+
 # Long: half of it is the docstring; the loop's body, condition and shape invariants.
 def _loop_dropping_finished(model, source_ids, strategy, max_len):
-    """TensorFlow: `_loop`, but the decoder runs only on the unfinished rows.
+    """TensorFlow: `_loop`, but the decoder runs only on unfinished sentences.
 
-    A batch decodes until its longest sentence ends; with the static `_loop`
-    every step computes every row, most of them for sentences that have
-    already ended (two thirds of greedy's matmul work on a served batch of 32,
-    benchmarks/RESULTS.md). Here the loop carries the active rows only:
-    ``rows`` (A,) holds their positions in the batch, and after each step the
-    rows that produced the end id are dropped from the tokens and from every
-    decoder state tensor (all are batch-major, (A, ...): the memory, its keys
-    and mask with the recurrent states; a gather, as a beam search's
-    `Seq2Seq.reorder_decoder_state` does), on the steps that end a sentence.
-    The strategy says whether it can run here (``drops_finished_rows``) and
-    writes each step's results into its full-batch tensors at ``rows``
-    (``step_active``), so a finished row keeps what the static loop leaves
-    there (padding after its end id, its score and length). A row's arithmetic
-    is its own, so the tokens are the static loop's (checked on the 1000
-    Multi30k test sentences, benchmarks/RESULTS.md).
+    A batch decodes until its longest search ends; with the static `_loop`
+    every step computes every row, and on a served batch of 32 more than half
+    of them belong to sentences that have already ended (benchmarks/RESULTS.md,
+    issue 28). Here the loop carries the sentences still searching:
+    ``sentences`` (A,) holds their positions in the batch, and the decoder's
+    rows (one a sentence, or a beam's K), its state tensors (all batch-major:
+    the memory, its keys and mask, the recurrent states) and the strategy's
+    tensors hold those sentences alone. The strategy's ``step`` is the static
+    loop's: an ended sentence stays as it is there (greedy writes padding at
+    no cost; a beam whose K hypotheses have all ended keeps those K), so
+    dropping it changes nothing. Once the ended sentences are
+    `DROP_WHEN_ENDED` of those in the loop (or all), a ``tf.cond`` writes
+    their tensors into the batch's results and gathers the others; the rest
+    are written after the loop. The tokens are the static loop's (tested, and
+    checked on the 1000 Multi30k test sentences, benchmarks/RESULTS.md).
 
     The batch dimension of the loop's tensors changes from step to step: a
     ``tf.while_loop`` with a ``None`` batch in its shape invariants (not XLA,
@@ -457,38 +464,47 @@ def _loop_dropping_finished(model, source_ids, strategy, max_len):
     tokens, states, finished, memory = strategy.initialize(
         model.initial_decoder_state(source_ids), source_ids, max_len
     )
-    rows = tf.range(tf.shape(tokens)[0], dtype=tf.int32)
-    # Rows that start finished (none for greedy) are dropped before step 0.
-    active = tf.reshape(tf.where(tf.logical_not(finished)), [-1])
-    tokens, rows = tf.gather(tokens, active), tf.gather(rows, active)
-    states = [tf.gather(s, active) for s in states]
+    results = memory  # the whole batch's, written as its sentences leave
+    sentences = tf.range(tf.shape(finished)[0], dtype=tf.int32)
     no_padding = _no_padding(model)
 
-    def body(t, tokens, states, rows, memory):
+    def body(t, tokens, states, finished, memory, sentences, results):
+        memory = strategy.before_step(model, t, states, memory)
         logits, states = model.decode_step(tokens, states, training=False)
         log_probs = ops.log_softmax(logits + no_padding)  # padding never chosen
-        tokens, finished, memory = strategy.step_active(t, log_probs, rows, memory)
-
-        def drop_finished():
-            active = tf.reshape(tf.where(tf.logical_not(finished)), [-1])
-            kept = [tf.gather(x, active) for x in (tokens, rows, *states)]
-            return kept[0], kept[1], kept[2:]
-
-        # Most steps end no sentence: gather only on those that do.
-        tokens, rows, states = tf.cond(
-            tf.reduce_any(finished), drop_finished, lambda: (tokens, rows, states)
+        tokens, states, finished, memory = strategy.step(
+            model, t, log_probs, states, finished, memory
         )
-        return t + 1, tokens, list(states), rows, memory
+        ended = _sentence_ended(finished)
 
-    def cond(t, tokens, states, rows, memory):
-        return tf.logical_and(t < max_len, tf.size(rows) > 0)
+        def drop_ended():
+            left = _written(results, sentences, memory, ended)
+            keep = tf.cast(tf.reshape(tf.where(tf.logical_not(ended)), [-1]), tf.int32)
+            rows = _rows_of(keep, tf.shape(tokens)[0] // tf.size(ended))
+            kept = [tf.gather(x, rows) for x in (tokens, *states)]
+            gathered = tf.nest.map_structure(
+                lambda x: tf.gather(x, keep), (finished, memory, sentences)
+            )
+            return (kept[0], kept[1:], *gathered, left)
+
+        def same():
+            return tokens, states, finished, memory, sentences, results
+
+        tokens, states, finished, memory, sentences, results = tf.cond(
+            _time_to_drop(ended), drop_ended, same
+        )
+        return t + 1, tokens, list(states), finished, memory, sentences, results
+
+    def cond(t, tokens, states, finished, memory, sentences, results):
+        return tf.logical_and(t < max_len, tf.size(sentences) > 0)
 
     def any_batch(tensor):
         return tf.TensorShape([None]).concatenate(tensor.shape[1:])
 
-    loop_vars = (tf.constant(0, tf.int32), tokens, list(states), rows, memory)
+    loop_vars = (tf.constant(0, tf.int32), tokens, list(states), finished, memory)
+    loop_vars += (sentences, results)
     with _before_the_loop(model):
-        t, _, _, _, memory = tf.while_loop(
+        t, _, _, _, memory, sentences, results = tf.while_loop(
             cond,
             body,
             loop_vars,
@@ -496,22 +512,57 @@ def _loop_dropping_finished(model, source_ids, strategy, max_len):
                 tf.TensorShape([]),
                 any_batch(tokens),
                 [any_batch(s) for s in states],
-                any_batch(rows),
-                tf.nest.map_structure(lambda m: m.shape, memory),
+                any_batch(finished),
+                tf.nest.map_structure(any_batch, memory),
+                any_batch(sentences),
+                tf.nest.map_structure(lambda m: m.shape, results),
             ),
         )
-    return t, memory
+    searching = tf.ones(tf.shape(sentences), tf.bool)  # at max_len
+    return t, _written(results, sentences, memory, searching)
 
 
-def _scatter_rows(buffer, rows, values, t=None):
-    """TensorFlow: ``buffer[rows] = values``, or ``buffer[rows, t] = values``."""
+def _sentence_ended(finished):
+    """(A,) whether each sentence's search has ended: its row's flag (greedy),
+    or all K of a beam's (B, K)."""
     import tensorflow as tf
 
-    if t is None:
-        indices = rows[:, None]
-    else:
-        indices = tf.stack([rows, tf.fill(tf.shape(rows), t)], axis=1)
-    return tf.tensor_scatter_nd_update(buffer, indices, values)
+    if finished.shape.rank == 1:
+        return finished
+    return tf.reduce_all(finished, axis=1)
+
+
+def _time_to_drop(ended):
+    """Whether the ended sentences are `DROP_WHEN_ENDED` of ``ended``, or all."""
+    import tensorflow as tf
+
+    count = tf.reduce_sum(tf.cast(ended, tf.int32))
+    size = tf.size(ended)
+    enough = tf.cast(count, tf.float32) >= DROP_WHEN_ENDED * tf.cast(size, tf.float32)
+    return tf.logical_and(count > 0, tf.logical_or(enough, count == size))
+
+
+def _rows_of(sentences, per_sentence):
+    """The decoder rows of ``sentences``: ``per_sentence`` consecutive rows each."""
+    import tensorflow as tf
+
+    offsets = tf.range(per_sentence, dtype=sentences.dtype)
+    return tf.reshape(sentences[:, None] * per_sentence + offsets[None, :], [-1])
+
+
+def _written(results, sentences, memory, which):
+    """``results`` with the ``which`` rows of ``memory`` written at their
+    sentences' positions in the batch."""
+    import tensorflow as tf
+
+    chosen = tf.reshape(tf.where(which), [-1])
+    positions = tf.gather(sentences, chosen)[:, None]
+    return {
+        key: tf.tensor_scatter_nd_update(
+            value, positions, tf.gather(memory[key], chosen)
+        )
+        for key, value in results.items()
+    }
 
 
 @dataclasses.dataclass(frozen=True)
@@ -525,8 +576,7 @@ class GreedySearch:
     do not cache). ``choose`` picks the tokens: a subclass that samples
     overrides it alone. On TensorFlow (not XLA) and without
     ``return_attention`` the loop drops the rows of finished sentences
-    (`_loop_dropping_finished`): ``step_active`` is ``step`` for the active
-    rows only.
+    (`_loop_dropping_finished`).
 
     Args:
         return_attention: also return the attention weights of every step.
@@ -582,26 +632,6 @@ class GreedySearch:
         }
         finished = ops.logical_or(finished, ops.equal(next_tokens, END_ID))
         return next_tokens, states, finished, memory
-
-    def step_active(self, t, log_probs, rows, memory):
-        """`step` for the active rows (TensorFlow): (A, V) log-probabilities ->
-        (A,) tokens, (A,) whether each row has ended, and ``memory`` with the
-        rows' scores, lengths and tokens written at ``rows``."""
-        import tensorflow as tf
-
-        next_tokens = self.choose(log_probs, t)
-        chosen = _take_per_sentence(log_probs, next_tokens[:, None])[:, 0]
-        memory = {
-            **memory,
-            "scores": _scatter_rows(
-                memory["scores"], rows, tf.gather(memory["scores"], rows) + chosen
-            ),
-            "lengths": _scatter_rows(
-                memory["lengths"], rows, tf.gather(memory["lengths"], rows) + 1
-            ),
-            "ids": _scatter_rows(memory["ids"], rows, next_tokens, t),
-        }
-        return next_tokens, tf.equal(next_tokens, END_ID), memory
 
     def finalize(self, t, memory):
         result = {
@@ -660,6 +690,9 @@ class BeamSearch:
 
     beam_size: int
     alpha: float = DEFAULT_LENGTH_PENALTY
+    # A sentence whose K hypotheses have all ended keeps those K at every later
+    # step, so `_loop_dropping_finished` may drop it (TensorFlow).
+    drops_finished_rows = True
 
     def __post_init__(self):
         if self.beam_size < 1:

@@ -415,49 +415,75 @@ def test_beam_search_over_a_large_vocabulary_equals_the_python_reference():
         assert ended, "choose weights with which some hypotheses end"
 
 
+def _sentences_ending_at_different_steps():
+    """A model whose sentences end at once, later or never, and 24 sources."""
+    model = sharpened_model()
+    kernel, bias = model.logits_dense.get_weights()
+    bias[END_ID] += 2.0  # some sentences end at once, some later, some never
+    model.logits_dense.set_weights([kernel, bias])
+    rng = np.random.default_rng(3)
+    source = rng.integers(4, 12, size=(24, 7)).astype("int32")
+    source[np.arange(7)[None, :] >= rng.integers(1, 8, size=(24, 1))] = PAD_ID
+    return model, source
+
+
 @on_tensorflow
-@pytest.mark.parametrize("return_attention", [False, True])
-def test_greedy_without_the_finished_rows_gives_the_static_loops_results(
-    return_attention,
+@pytest.mark.parametrize(
+    "search, drop_when_ended",
+    [
+        ("greedy", 0.25),
+        ("greedy with attention", 0.25),
+        ("greedy", 0.0),
+        ("beam", 0.25),
+        ("beam", 0.0),
+        ("beam", 1.0),
+    ],
+)
+def test_searches_without_the_ended_sentences_give_the_static_loops_results(
+    search, drop_when_ended, monkeypatch
 ):
-    """On TensorFlow greedy stops computing the rows of ended sentences
-    (`_loop_dropping_finished`); its results are the static loop's (what XLA and
-    JAX run), for sentences that end at different steps, in eager calls and in a
+    """On TensorFlow a search stops computing the rows of sentences whose search
+    has ended (`_loop_dropping_finished`: greedy without attention weights, and
+    beam search once all K hypotheses of a sentence have ended), dropping them
+    once they are ``DROP_WHEN_ENDED`` of the sentences left (0: at every end;
+    1: when all have); its results are the static loop's (what XLA and JAX
+    run), for sentences that end at different steps, in eager calls and in a
     traced function."""
     import tensorflow as tf
 
     from keras_selfattn import decoding
 
-    model = sharpened_model()
-    kernel, bias = model.logits_dense.get_weights()
-    bias[END_ID] += 2.0  # some sentences end at once, some later, some never
-    model.logits_dense.set_weights([kernel, bias])
-
-    rng = np.random.default_rng(3)
-    source = rng.integers(4, 12, size=(24, 7)).astype("int32")
-    source[np.arange(7)[None, :] >= rng.integers(1, 8, size=(24, 1))] = PAD_ID
+    monkeypatch.setattr(decoding, "DROP_WHEN_ENDED", drop_when_ended)
+    model, source = _sentences_ending_at_different_steps()
     max_len = 9
-    strategy = decoding.GreedySearch(return_attention)
+    if search == "beam":
+        strategy = decoding.BeamSearch(3, 0.6)
+
+        def searched(s):
+            return beam_search_decode(model, s, 3, max_len, alpha=0.6)
+    else:
+        strategy = decoding.GreedySearch(search == "greedy with attention")
+
+        def searched(s):
+            return greedy_decode(
+                model, s, max_len, return_attention=strategy.return_attention
+            )
+
     static = tf.function(
         lambda s: strategy.finalize(*decoding._loop(model, s, strategy, max_len))
     )(source)
-    lengths = np.asarray(static["lengths"])
-    assert len(set(lengths.tolist())) > 2 and lengths.min() < max_len  # ends vary
-    traced = tf.function(
-        lambda s: greedy_decode(model, s, max_len, return_attention=return_attention)
-    )
-    for result in (
-        greedy_decode(model, source, max_len, return_attention=return_attention),
-        traced(source),
-    ):
+    # The searches end at several steps, some before max_len.
+    ended_at = np.asarray(static["lengths"]).reshape(len(source), -1).max(axis=1)
+    assert len(set(ended_at.tolist())) > 1 and ended_at.min() < max_len
+    for result in (searched(source), tf.function(searched)(source)):
         assert sorted(result) == sorted(static)
         for key in ("ids", "lengths"):
             np.testing.assert_array_equal(
                 np.asarray(result[key]), np.asarray(static[key])
             )
-        for key in {"scores", "attention"} & set(result):
+        for key in {"scores", "log_probs", "attention"} & set(result):
             np.testing.assert_allclose(
                 np.asarray(result[key]), np.asarray(static[key]), atol=1e-6
             )
-    empty = greedy_decode(model, np.zeros([0, 5], "int32"), max_len)
-    assert np.asarray(empty["ids"]).shape == (0, 0)
+    empty = searched(np.zeros([0, 5], "int32"))
+    assert np.asarray(empty["ids"]).shape[0] == 0
