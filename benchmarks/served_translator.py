@@ -69,11 +69,11 @@ def category(op_type):
 class Served:
     """One SavedModel under the session loader: greedy and n-best by text batch."""
 
-    def __init__(self, saved_model_dir):
+    def __init__(self, saved_model_dir, config=None):
         import tensorflow as tf
 
         self.graph = tf.Graph()
-        self.session = tf.compat.v1.Session(graph=self.graph)
+        self.session = tf.compat.v1.Session(graph=self.graph, config=config)
         meta = tf.compat.v1.saved_model.loader.load(
             self.session, ["serve"], str(saved_model_dir)
         )
