@@ -237,8 +237,6 @@ def profile(args, batches, served):
     """Prints the op-category table and the FLOP count against the matmul peak."""
     import json
 
-    import numpy as np
-
     from keras_selfattn.inference import Translator
 
     translator = Translator.load(args.run)
@@ -262,22 +260,23 @@ def profile(args, batches, served):
     print("Where the time goes, one traced pass (op time summed over both cores):")
     print()
     _bench.print_table(["signature", "op category", "seconds", "share"], rows)
-    flops_report(args, batches, served, translator, config, np)
+    flops_report(args, batches, served, translator, config)
 
 
-def flops_report(args, batches, served, translator, config, np):
+def flops_report(args, batches, served, translator, config):
     """FLOPs per sentence (useful, and as run: every row until the batch's last),
     then `ceiling_report` for each signature."""
     model_config = config.get("model", config)
     vocab = translator.model.target_vocab_size
     useful = executed = 0.0
-    for batch in batches:
-        ids = translator.encode_sources(batch)[0].numpy()
-        targets, _ = searched_lengths(served, "serving_default", batch, translator)
-        for source_len, target_len in zip((ids != 0).sum(1), targets):
+    plans = {
+        "serving_default": search_plan(served, "serving_default", batches, translator)
+    }
+    for sources, steps, _ in plans["serving_default"]:
+        for source_len, target_len in zip(sources, steps):
             useful += sentence_flops(model_config, vocab, source_len, target_len)
-        executed += len(batch) * sentence_flops(
-            model_config, vocab, ids.shape[1], targets.max()
+        executed += len(steps) * sentence_flops(
+            model_config, vocab, sources.max(initial=1), steps.max()
         )
     sentences = sum(len(batch) for batch in batches)
     timed = _bench.interleaved({"pass": _pass(served, "serving_default", batches)}, 3)
@@ -296,32 +295,34 @@ def flops_report(args, batches, served, translator, config, np):
         f"{100 * executed / seconds / peak:.1f}% as run; the peak allows "
         f"{peak / per_sentence:.0f} sentences/s."
     )
-    names = ["serving_default"] + ([] if args.no_beam else ["translate_nbest"])
-    for name in names:
-        ceiling_report(name, batches, served, translator, model_config)
+    if not args.no_beam:
+        plans["translate_nbest"] = search_plan(
+            served, "translate_nbest", batches, translator
+        )
+    for name, plan in plans.items():
+        ceiling_report(name, batches, served, plan, model_config, vocab)
 
 
-def searched_lengths(served, name, batch, translator):
-    """Per source of ``batch``, the steps its search took (tokens + the end; beam:
-    its longest hypothesis), and the rows a source takes (1, or the beam's K)."""
+def search_plan(served, name, batches, translator):
+    """Per batch: its sources' token counts, the steps each source's search took
+    (its tokens and the end; beam: its longest hypothesis') and the decoder rows
+    a source takes (1, or the beam's K)."""
     import numpy as np
 
-    out = served.run(name, batch).reshape(len(batch), -1)
     encode = translator.tokenizer.target.encode
-    steps = [max(len(encode([text])[0]) + 1 for text in row) for row in out]
-    return np.array(steps), out.shape[1]
-
-
-def ceiling_report(name, batches, served, translator, config):
-    """The model's products alone at the rows ``name`` computes, timed against
-    the served pass: how much faster any graph with this arithmetic can be."""
-    vocab = translator.model.target_vocab_size
-    plan = []  # per batch: source tokens, rows of each step
+    plan = []
     for batch in batches:
         ids = translator.encode_sources(batch)[0].numpy()
-        steps, width = searched_lengths(served, name, batch, translator)
-        rows = [width * int((steps > t).sum()) for t in range(int(steps.max()))]
-        plan.append((int((ids != 0).sum()), rows))
+        out = served.run(name, batch).reshape(len(batch), -1)
+        steps = [max(len(encode([text])[0]) + 1 for text in row) for row in out]
+        plan.append(((ids != 0).sum(1), np.array(steps), out.shape[1]))
+    return plan
+
+
+def ceiling_report(name, batches, served, plan, config, vocab):
+    """The model's products alone at the rows ``name`` computes (its
+    `search_plan`), timed against the served pass: how much faster any graph
+    with this arithmetic can be."""
     timed = _bench.interleaved(
         {
             "pass": _pass(served, name, batches),
@@ -352,7 +353,7 @@ def encoder_products(config):
 
 
 def step_products(config, vocab):
-    """(K, N) of a greedy step's products, per row: one additive attention (its
+    """(K, N) of a decoder step's products, per row: one additive attention (its
     query; the scores and the context are counted in `sentence_flops` only), the
     recurrent layers, the attentional output, the deep output and the logits."""
     units, memory = config["decoder_units"], config["num_hiddens"]
@@ -384,13 +385,14 @@ def sentence_flops(config, vocab, source_len, target_len):
 
 
 def products_alone(config, vocab, plan, chained):
-    """A callable that runs the model's products and nothing else: ``plan`` holds,
-    per batch, its sources' real tokens (the encoder and the memory's keys run on
-    those alone) and the decoder rows of each step (the sources still searching,
-    times 1 or the beam's K). Random float32 operands of those shapes
-    (variables, so nothing is folded at trace time). ``chained``: each product
-    waits for the one before, as a search's steps wait for each other; else the
-    executor runs them as they come, on both cores at once."""
+    """A callable that runs the model's products and nothing else, at the rows of
+    ``plan`` (`search_plan`): each batch's encoder and the memory's keys on its
+    sources' real tokens alone, then at step t the rows of the sources whose
+    search is still running (1 a source, or the beam's K). Random float32
+    operands of those shapes (variables, so nothing is folded at trace time).
+    ``chained``: each product waits for the one before, as a search's steps
+    wait for each other; else the executor runs them as they come, on both
+    cores at once."""
     import numpy as np
     import tensorflow as tf
 
@@ -404,11 +406,13 @@ def products_alone(config, vocab, plan, chained):
         return operands[rows, cols]
 
     shapes = []  # (M, K, N) of every product, in order
-    for tokens, rows in plan:
+    for sources, steps, width in plan:
+        tokens = int(sources.sum())
         shapes += [(tokens, k, n) for k, n in encoder_products(config)]
         shapes.append((tokens, config["num_hiddens"], config["decoder_units"]))
-        for step_rows in rows:
-            shapes += [(step_rows, k, n) for k, n in step_products(config, vocab)]
+        for t in range(int(steps.max())):
+            rows = width * int((steps > t).sum())
+            shapes += [(rows, k, n) for k, n in step_products(config, vocab)]
     pairs = [(operand(m, k), operand(k, n)) for m, k, n in shapes]
 
     @tf.function
