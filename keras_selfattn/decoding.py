@@ -379,19 +379,154 @@ def _decode(model, source_ids, strategy, max_len):
 
 
 def _decode_with_xla(model, source_ids, strategy, max_len):
-    """TensorFlow: `_loop` as one XLA program, then the strategy's result.
+    """TensorFlow: the loop compiled with XLA, then the strategy's result.
 
-    XLA needs static shapes, so the loop returns whole buffers and the trim to
-    the steps taken (``finalize``) runs after it, outside the program.
+    A strategy that can drop its ended sentences (``drops_finished_rows``) runs
+    `_loop_in_xla_stages`; any other runs `_loop` as one XLA program. XLA
+    needs static shapes, so the loop returns whole buffers and the trim to the
+    steps taken (``finalize``) runs after it, outside the program.
     """
     import tensorflow as tf
 
+    if getattr(strategy, "drops_finished_rows", False):
+        return strategy.finalize(
+            *_loop_in_xla_stages(model, source_ids, strategy, max_len)
+        )
     loop = tf.function(
         functools.partial(_loop, model, strategy=strategy, max_len=max_len),
         jit_compile=True,
         autograph=False,
     )
     return strategy.finalize(*loop(source_ids))
+
+
+def _loop_in_xla_stages(model, source_ids, strategy, max_len):
+    """TensorFlow: `_loop` in XLA programs that drop the ended sentences.
+
+    One XLA program runs the encoder and the strategy's start. Then the
+    search runs in stages, each an XLA program of static shapes
+    (`_xla_stage`): a stage steps its rows until the sentences still
+    searching would fit in half of them (or until ``max_len``). Between
+    stages, plain TensorFlow writes the ended sentences into the batch's
+    results and gathers those still searching into the next stage's rows: a
+    power of two (`_next_stage_rows`), filled up with copies of a row marked
+    as ended, so that XLA compiles a few row counts per batch size and source
+    length, not one per count. Each row's arithmetic is `_loop`'s, so the
+    tokens are the same (tests/test_decoding_graphs.py; the Multi30k test set,
+    benchmarks/RESULTS.md, issue 28).
+
+    Returns:
+        ``(t, memory)`` as `_loop`.
+    """
+    import tensorflow as tf
+
+    start = tf.function(
+        lambda ids: strategy.initialize(model.initial_decoder_state(ids), ids, max_len),
+        jit_compile=True,
+        autograph=False,
+    )
+    tokens, states, finished, memory = start(source_ids)
+    stage = _xla_stage(model, strategy, max_len)
+
+    def body(t, tokens, states, finished, memory, sentences, results):
+        t, tokens, states, finished, memory = stage(t, tokens, states, finished, memory)
+        done = tf.logical_or(_sentence_ended(finished), t >= max_len)
+        results = _written(results, sentences, memory, done & (sentences >= 0))
+        searching = tf.cast(tf.reshape(tf.where(~done), [-1]), tf.int32)
+        count = tf.size(searching)
+        taken = tf.pad(searching, [[0, _next_stage_rows(count) - count]])  # row 0 fills
+        filler = tf.range(tf.size(taken)) >= count
+        rows = _rows_of(taken, tf.shape(tokens)[0] // tf.size(done))
+        tokens, *states = [tf.gather(x, rows) for x in (tokens, *states)]
+        finished = _marked_ended(tf.gather(finished, taken), filler)
+        memory = tf.nest.map_structure(lambda x: tf.gather(x, taken), memory)
+        sentences = tf.where(filler, -1, tf.gather(sentences, taken))
+        return t, tokens, states, finished, memory, sentences, results
+
+    def cond(t, tokens, states, finished, memory, sentences, results):
+        return tf.size(sentences) > 0
+
+    def any_batch(tensor):
+        return tf.TensorShape([None]).concatenate(tensor.shape[1:])
+
+    sentences = tf.range(tf.shape(finished)[0], dtype=tf.int32)  # -1: a filler
+    loop_vars = (tf.constant(0, tf.int32), tokens, list(states), finished, memory)
+    loop_vars += (sentences, memory)
+    invariants = tf.nest.map_structure(any_batch, loop_vars[1:-1])
+    t, *_, results = tf.while_loop(
+        cond,
+        body,
+        loop_vars,
+        shape_invariants=(
+            tf.TensorShape([]),
+            *invariants,
+            tf.nest.map_structure(lambda m: m.shape, memory),
+        ),
+    )
+    return t, results
+
+
+def _xla_stage(model, strategy, max_len):
+    """One stage of `_loop_in_xla_stages`, an XLA program: the loop's steps
+    until at most half of its sentences are still searching (none, for one
+    sentence), or ``max_len``."""
+    import tensorflow as tf
+
+    def stage(t, tokens, states, finished, memory):
+        body = _step(model, strategy)
+        rows = tf.size(_sentence_ended(finished))
+
+        def cond(t, tokens, states, finished, memory):
+            searching = tf.reduce_sum(tf.cast(~_sentence_ended(finished), tf.int32))
+            fewer_rows = _next_stage_rows(searching) < rows
+            return tf.logical_and(
+                t < max_len, tf.logical_and(searching > 0, ~fewer_rows)
+            )
+
+        with _before_the_loop(model):
+            return tf.while_loop(cond, body, (t, tokens, states, finished, memory))
+
+    return tf.function(stage, jit_compile=True, autograph=False)
+
+
+def _next_stage_rows(searching):
+    """The rows of the stage after one that left ``searching`` (int32 scalar)
+    sentences: the smallest of 1, 2, 3, 4, 6, 8, 12, 16 ... (powers of two and
+    three quarters of them) at least as large; 0 for none."""
+    import tensorflow as tf
+
+    power = searching - 1  # its highest bit copied into every lower one, plus 1
+    for shift in (1, 2, 4, 8, 16):
+        power = tf.bitwise.bitwise_or(power, tf.bitwise.right_shift(power, shift))
+    power = tf.maximum(power + 1, 0)
+    three_quarters = power // 4 * 3
+    return tf.where(searching <= three_quarters, three_quarters, power)
+
+
+def _marked_ended(finished, filler):
+    """``finished`` (A,) or (A, K) with the ``filler`` sentences' flags set."""
+    import tensorflow as tf
+
+    if finished.shape.rank == 2:
+        filler = filler[:, None]
+    return tf.logical_or(finished, filler)
+
+
+def _step(model, strategy):
+    """The loop's body: ``(t, tokens, states, finished, memory)`` after one
+    decoder step and the strategy's choice."""
+    no_padding = _no_padding(model)
+
+    def body(t, tokens, states, finished, memory):
+        memory = strategy.before_step(model, t, states, memory)
+        logits, states = model.decode_step(tokens, states, training=False)
+        log_probs = ops.log_softmax(logits + no_padding)  # padding never chosen
+        tokens, states, finished, memory = strategy.step(
+            model, t, log_probs, states, finished, memory
+        )
+        return t + 1, tokens, list(states), finished, memory
+
+    return body
 
 
 def _loop(model, source_ids, strategy, max_len):
@@ -403,16 +538,7 @@ def _loop(model, source_ids, strategy, max_len):
     tokens, states, finished, memory = strategy.initialize(
         model.initial_decoder_state(source_ids), source_ids, max_len
     )
-    no_padding = _no_padding(model)
-
-    def body(t, tokens, states, finished, memory):
-        memory = strategy.before_step(model, t, states, memory)
-        logits, states = model.decode_step(tokens, states, training=False)
-        log_probs = ops.log_softmax(logits + no_padding)  # padding never chosen
-        tokens, states, finished, memory = strategy.step(
-            model, t, log_probs, states, finished, memory
-        )
-        return t + 1, tokens, states, finished, memory
+    body = _step(model, strategy)
 
     def cond(t, tokens, states, finished, memory):
         return ops.logical_and(t < max_len, ops.logical_not(ops.all(finished)))
@@ -466,15 +592,10 @@ def _loop_dropping_finished(model, source_ids, strategy, max_len):
     )
     results = memory  # the whole batch's, written as its sentences leave
     sentences = tf.range(tf.shape(finished)[0], dtype=tf.int32)
-    no_padding = _no_padding(model)
+    step = _step(model, strategy)
 
     def body(t, tokens, states, finished, memory, sentences, results):
-        memory = strategy.before_step(model, t, states, memory)
-        logits, states = model.decode_step(tokens, states, training=False)
-        log_probs = ops.log_softmax(logits + no_padding)  # padding never chosen
-        tokens, states, finished, memory = strategy.step(
-            model, t, log_probs, states, finished, memory
-        )
+        t, tokens, states, finished, memory = step(t, tokens, states, finished, memory)
         ended = _sentence_ended(finished)
 
         def drop_ended():
@@ -493,7 +614,7 @@ def _loop_dropping_finished(model, source_ids, strategy, max_len):
         tokens, states, finished, memory, sentences, results = tf.cond(
             _time_to_drop(ended), drop_ended, same
         )
-        return t + 1, tokens, list(states), finished, memory, sentences, results
+        return t, tokens, list(states), finished, memory, sentences, results
 
     def cond(t, tokens, states, finished, memory, sentences, results):
         return tf.logical_and(t < max_len, tf.size(sentences) > 0)

@@ -199,3 +199,64 @@ def test_tied_output_kernel_is_transposed_once_before_the_loop(monkeypatch, poli
         )
     # Outside a search (training, a plain call) the layer transposes as before.
     assert model.target_embedding.output_kernel().shape == (16, 11)
+
+
+@pytest.mark.parametrize("search", ["greedy", "beam"])
+def test_xla_stages_without_the_ended_sentences_give_the_static_loops_results(search):
+    """``jit_compile=True`` with a search that drops its ended sentences runs in
+    XLA stages (`_loop_in_xla_stages`): each stage steps until half its
+    sentences have ended, then the others are gathered into a power of two of
+    rows, filled up with ended copies. For sentences that end at different
+    steps (some never), in batches of 24 (stages of 24, 16, 8 ... rows), 5 and
+    1, eager and traced: the static loop's tokens, lengths and scores."""
+    from tests.test_decoding import _sentences_ending_at_different_steps
+
+    model, source = _sentences_ending_at_different_steps()
+    max_len = 9
+    if search == "beam":
+        strategy = decoding.BeamSearch(3, 0.6)
+
+        def searched(s):
+            return beam_search_decode(model, s, 3, max_len, alpha=0.6, jit_compile=True)
+    else:
+        strategy = decoding.GreedySearch()
+
+        def searched(s):
+            return greedy_decode(model, s, max_len, jit_compile=True)
+
+    for rows in (source, source[:5], source[7:8]):
+        static = tf.function(
+            lambda s: strategy.finalize(*decoding._loop(model, s, strategy, max_len))
+        )(rows)
+        ended_at = np.asarray(static["lengths"]).reshape(len(rows), -1).max(axis=1)
+        if len(rows) > 1:
+            assert len(set(ended_at.tolist())) > 1 and ended_at.min() < max_len
+        for result in (searched(rows), tf.function(searched)(tf.constant(rows))):
+            assert sorted(result) == sorted(static)
+            for key in ("ids", "lengths"):
+                np.testing.assert_array_equal(
+                    np.asarray(result[key]), np.asarray(static[key])
+                )
+            for key in {"scores", "log_probs"} & set(result):
+                np.testing.assert_allclose(
+                    np.asarray(result[key]), np.asarray(static[key]), atol=1e-5
+                )
+
+
+@pytest.mark.parametrize(
+    "searching, rows",
+    [
+        (0, 0),
+        (1, 1),
+        (2, 2),
+        (3, 3),
+        (4, 4),
+        (5, 6),
+        (7, 8),
+        (9, 12),
+        (13, 16),
+        (97, 128),
+    ],
+)
+def test_the_next_xla_stage_has_a_power_of_two_of_rows(searching, rows):
+    assert int(decoding._next_stage_rows(tf.constant(searching, tf.int32))) == rows
