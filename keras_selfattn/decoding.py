@@ -406,12 +406,14 @@ def _loop_in_xla_stages(model, source_ids, strategy, max_len):
     One XLA program runs the encoder and the strategy's start. Then the
     search runs in stages, each an XLA program of static shapes
     (`_xla_stage`): a stage steps its rows until the sentences still
-    searching would fit in half of them (or until ``max_len``). Between
-    stages, plain TensorFlow writes the ended sentences into the batch's
-    results and gathers those still searching into the next stage's rows: a
-    power of two (`_next_stage_rows`), filled up with copies of a row marked
-    as ended, so that XLA compiles a few row counts per batch size and source
-    length, not one per count. Each row's arithmetic is `_loop`'s, so the
+    searching fit in fewer rows (or until ``max_len``). Between stages,
+    plain TensorFlow writes the ended sentences into the batch's results and
+    gathers those still searching into the next stage's rows: 1, 2, 3, 4, 6,
+    8, 12 ... (`_next_stage_rows`), filled up with copies of a row marked as
+    ended, so that XLA compiles a few row counts per batch size and source
+    length, not one per count. Each stage computes at most 4/3 of the rows
+    its sentences need (from the second on), where the one XLA program of
+    `_loop` computes every row until the batch's longest search ends. Each row's arithmetic is `_loop`'s, so the
     tokens are the same (tests/test_decoding_graphs.py; the Multi30k test set,
     benchmarks/RESULTS.md, issue 28).
 
@@ -429,19 +431,8 @@ def _loop_in_xla_stages(model, source_ids, strategy, max_len):
     stage = _xla_stage(model, strategy, max_len)
 
     def body(t, tokens, states, finished, memory, sentences, results):
-        t, tokens, states, finished, memory = stage(t, tokens, states, finished, memory)
-        done = tf.logical_or(_sentence_ended(finished), t >= max_len)
-        results = _written(results, sentences, memory, done & (sentences >= 0))
-        searching = tf.cast(tf.reshape(tf.where(~done), [-1]), tf.int32)
-        count = tf.size(searching)
-        taken = tf.pad(searching, [[0, _next_stage_rows(count) - count]])  # row 0 fills
-        filler = tf.range(tf.size(taken)) >= count
-        rows = _rows_of(taken, tf.shape(tokens)[0] // tf.size(done))
-        tokens, *states = [tf.gather(x, rows) for x in (tokens, *states)]
-        finished = _marked_ended(tf.gather(finished, taken), filler)
-        memory = tf.nest.map_structure(lambda x: tf.gather(x, taken), memory)
-        sentences = tf.where(filler, -1, tf.gather(sentences, taken))
-        return t, tokens, states, finished, memory, sentences, results
+        t, *searched = stage(t, tokens, states, finished, memory)
+        return (t, *_between_stages(t >= max_len, *searched, sentences, results))
 
     def cond(t, tokens, states, finished, memory, sentences, results):
         return tf.size(sentences) > 0
@@ -466,10 +457,31 @@ def _loop_in_xla_stages(model, source_ids, strategy, max_len):
     return t, results
 
 
+def _between_stages(at_max_len, tokens, states, finished, memory, sentences, results):
+    """After a stage of `_loop_in_xla_stages`: ``results`` with its ended
+    sentences written (all, ``at_max_len``), and the others gathered into the
+    next stage's rows, filled up with copies of a row marked as ended
+    (``sentences`` -1)."""
+    import tensorflow as tf
+
+    done = tf.logical_or(_sentence_ended(finished), at_max_len)
+    results = _written(results, sentences, memory, done & (sentences >= 0))
+    searching = tf.cast(tf.reshape(tf.where(~done), [-1]), tf.int32)
+    count = tf.size(searching)
+    taken = tf.pad(searching, [[0, _next_stage_rows(count) - count]])  # row 0 fills
+    filler = tf.range(tf.size(taken)) >= count
+    rows = _rows_of(taken, tf.shape(tokens)[0] // tf.size(done))
+    tokens, *states = [tf.gather(x, rows) for x in (tokens, *states)]
+    finished = _marked_ended(tf.gather(finished, taken), filler)
+    memory = tf.nest.map_structure(lambda x: tf.gather(x, taken), memory)
+    sentences = tf.where(filler, -1, tf.gather(sentences, taken))
+    return tokens, states, finished, memory, sentences, results
+
+
 def _xla_stage(model, strategy, max_len):
     """One stage of `_loop_in_xla_stages`, an XLA program: the loop's steps
-    until at most half of its sentences are still searching (none, for one
-    sentence), or ``max_len``."""
+    until the sentences still searching fit in fewer rows (`_next_stage_rows`),
+    none is left, or ``max_len``."""
     import tensorflow as tf
 
     def stage(t, tokens, states, finished, memory):

@@ -2,6 +2,7 @@
 too."""
 
 import gc
+import itertools
 import weakref
 
 import numpy as np
@@ -202,7 +203,9 @@ def test_tied_output_kernel_is_transposed_once_before_the_loop(monkeypatch, poli
 
 
 @pytest.mark.parametrize("search", ["greedy", "beam"])
-def test_xla_stages_without_the_ended_sentences_give_the_static_loops_results(search):
+def test_xla_stages_without_the_ended_sentences_give_the_static_loops_results(
+    search, monkeypatch
+):
     """``jit_compile=True`` with a search that drops its ended sentences runs in
     XLA stages (`_loop_in_xla_stages`): each stage steps until half its
     sentences have ended, then the others are gathered into a power of two of
@@ -224,6 +227,7 @@ def test_xla_stages_without_the_ended_sentences_give_the_static_loops_results(se
         def searched(s):
             return greedy_decode(model, s, max_len, jit_compile=True)
 
+    stages = _recording_stage_rows(monkeypatch)
     for rows in (source, source[:5], source[7:8]):
         static = tf.function(
             lambda s: strategy.finalize(*decoding._loop(model, s, strategy, max_len))
@@ -231,7 +235,9 @@ def test_xla_stages_without_the_ended_sentences_give_the_static_loops_results(se
         ended_at = np.asarray(static["lengths"]).reshape(len(rows), -1).max(axis=1)
         if len(rows) > 1:
             assert len(set(ended_at.tolist())) > 1 and ended_at.min() < max_len
-        for result in (searched(rows), tf.function(searched)(tf.constant(rows))):
+        for call in (searched, tf.function(searched)):
+            stages.clear()
+            result = call(tf.constant(rows))
             assert sorted(result) == sorted(static)
             for key in ("ids", "lengths"):
                 np.testing.assert_array_equal(
@@ -241,6 +247,33 @@ def test_xla_stages_without_the_ended_sentences_give_the_static_loops_results(se
                 np.testing.assert_allclose(
                     np.asarray(result[key]), np.asarray(static[key]), atol=1e-5
                 )
+            # The stages' rows: the batch's, then the row count of those left.
+            assert stages[0] == len(rows) and (len(stages) > 1) == (len(rows) > 1)
+            assert all(a > b for a, b in itertools.pairwise(stages))
+            assert set(stages[1:]) <= {1, 2, 3, 4, 6, 8, 12, 16}
+
+
+def _recording_stage_rows(monkeypatch):
+    """A list that receives the sentence count of every XLA stage run."""
+    stages = []
+    original = decoding._xla_stage
+
+    def recording(model, strategy, max_len):
+        stage = original(model, strategy, max_len)
+
+        def run(t, tokens, states, finished, memory):
+            seen = tf.numpy_function(
+                lambda rows: stages.append(int(rows)) or rows,
+                [tf.shape(finished)[0]],
+                tf.int32,
+            )
+            with tf.control_dependencies([seen]):
+                return stage(tf.identity(t), tokens, states, finished, memory)
+
+        return run
+
+    monkeypatch.setattr(decoding, "_xla_stage", recording)
+    return stages
 
 
 @pytest.mark.parametrize(
@@ -260,3 +293,44 @@ def test_xla_stages_without_the_ended_sentences_give_the_static_loops_results(se
 )
 def test_the_next_xla_stage_has_a_power_of_two_of_rows(searching, rows):
     assert int(decoding._next_stage_rows(tf.constant(searching, tf.int32))) == rows
+
+
+@pytest.mark.parametrize("beam", [1, 2])
+def test_between_xla_stages_the_ended_are_written_and_the_rest_gathered(beam):
+    """`_between_stages`: 7 sentences, 2 ended -> the 2 written into the
+    results at their batch positions, the 5 others gathered (their decoder rows
+    too, ``beam`` a sentence) into 6 rows, the sixth a filler: marked as ended,
+    its sentence -1, so that it is never written. At ``max_len`` all are
+    written and none is left."""
+    ended = np.array([False, True, False, False, True, False, False])
+    sentences = tf.constant([6, 5, 4, 3, 2, 1, 0], tf.int32)  # batch positions
+    finished = ended if beam == 1 else np.repeat(ended[:, None], beam, axis=1)
+    rows = np.arange(7 * beam, dtype="int32")  # row r's token and state: r
+    state = tf.constant(np.stack([rows, -rows], axis=1).astype("float32"))
+    memory = {"lengths": tf.constant(np.arange(7) + 10, tf.int32)}
+    results = {"lengths": tf.zeros([7], tf.int32)}
+
+    def between(at_max_len):
+        return decoding._between_stages(
+            tf.constant(at_max_len),
+            tf.constant(rows),
+            [state],
+            tf.constant(finished),
+            memory,
+            sentences,
+            results,
+        )
+
+    tokens, states, flags, kept_memory, left, written = between(False)
+    kept = np.array([0, 2, 3, 5, 6, 0])  # row 0 fills
+    kept_rows = (kept[:, None] * beam + np.arange(beam)).reshape(-1)
+    np.testing.assert_array_equal(tokens.numpy(), kept_rows)
+    np.testing.assert_array_equal(states[0].numpy()[:, 1], -kept_rows)
+    flags = np.asarray(flags).reshape(6, -1)
+    assert not flags[:5].any() and flags[5].all()
+    np.testing.assert_array_equal(left.numpy(), [6, 4, 3, 1, 0, -1])
+    np.testing.assert_array_equal(kept_memory["lengths"].numpy(), kept + 10)
+    np.testing.assert_array_equal(written["lengths"].numpy(), [0, 0, 14, 0, 0, 11, 0])
+    *_, left, written = between(True)
+    assert left.shape == (0,)
+    np.testing.assert_array_equal(written["lengths"].numpy(), np.arange(7)[::-1] + 10)
