@@ -18,10 +18,10 @@ so they run on the TensorFlow and the JAX backend:
   eagerly, a search runs as a graph: a ``tf.function`` traced once per model and
   setting (``max_len``, beam size ...) and cached beside the model, for any batch
   and source length: op by op, the eager loop was 20-50x slower
-  (benchmarks/before_after.py). Greedy search drops the rows of finished
-  sentences from its loop there (`_loop_dropping_finished`: the same tokens,
-  less work); with ``jit_compile=True`` (XLA) every search keeps the whole
-  batch, as on JAX.
+  (benchmarks/before_after.py). The searches drop the rows of sentences whose
+  search has ended from their loop there (`_loop_dropping_finished`: the same
+  tokens, less work); with ``jit_compile=True`` (XLA, static shapes) they drop
+  them between stages of a few row counts (`_loop_in_xla_stages`).
 - JAX: the loop (a ``lax.while_loop``) runs under ``jax.jit``, with the model's
   variables passed in as arguments (``keras.StatelessScope``, so a model that
   keeps training decodes with its current weights); one jitted function is
@@ -332,12 +332,14 @@ def decode(model, source_ids, strategy, max_len, jit_compile=False):
             ``initialize``, ``before_step``, ``step``, ``finalize`` and
             ``graph_key``).
         max_len: int, the most tokens to produce (the end id included).
-        jit_compile: TensorFlow: run the encoder and the loop as one XLA
-            program (`tf.function(jit_compile=True)`; what an exported
-            ``xla=True`` SavedModel runs, see `keras_selfattn.serving`). XLA
-            compiles it once per (batch size, source length): pad the sources
-            to a few lengths (the export does). JAX: no effect (the search is
-            always jitted there).
+        jit_compile: TensorFlow: run the encoder and the loop as XLA
+            programs (`tf.function(jit_compile=True)`; what an exported
+            ``xla=True`` SavedModel runs, see `keras_selfattn.serving`): the
+            loop in stages of fewer and fewer rows (`_loop_in_xla_stages`), or
+            as one program with ``return_attention``. XLA compiles each
+            program once per shape (batch size, source length, a stage's rows):
+            pad the sources to a few lengths (the export does). JAX: no effect
+            (the search is always jitted there).
 
     Returns:
         the strategy's result (see `greedy_decode`, `beam_search_decode`), as
@@ -411,22 +413,22 @@ def _loop_in_xla_stages(model, source_ids, strategy, max_len):
     gathers those still searching into the next stage's rows: 1, 2, 3, 4, 6,
     8, 12 ... (`_next_stage_rows`), filled up with copies of a row marked as
     ended, so that XLA compiles a few row counts per batch size and source
-    length, not one per count. Each stage computes at most 4/3 of the rows
-    its sentences need (from the second on), where the one XLA program of
-    `_loop` computes every row until the batch's longest search ends. Each row's arithmetic is `_loop`'s, so the
-    tokens are the same (tests/test_decoding_graphs.py; the Multi30k test set,
-    benchmarks/RESULTS.md, issue 28).
+    length, not one per count. Each stage after the first computes at most
+    4/3 of the rows its sentences need, where the one XLA program of `_loop`
+    computes every row until the batch's longest search ends. Each row's
+    arithmetic is `_loop`'s, so the tokens are the same
+    (tests/test_decoding_graphs.py; the Multi30k test set,
+    benchmarks/RESULTS.md, issue 28, session 25).
 
     Returns:
         ``(t, memory)`` as `_loop`.
     """
     import tensorflow as tf
 
-    start = tf.function(
-        lambda ids: strategy.initialize(model.initial_decoder_state(ids), ids, max_len),
-        jit_compile=True,
-        autograph=False,
-    )
+    def search_start(ids):
+        return strategy.initialize(model.initial_decoder_state(ids), ids, max_len)
+
+    start = tf.function(search_start, jit_compile=True, autograph=False)
     tokens, states, finished, memory = start(source_ids)
     stage = _xla_stage(model, strategy, max_len)
 
@@ -484,7 +486,7 @@ def _xla_stage(model, strategy, max_len):
     none is left, or ``max_len``."""
     import tensorflow as tf
 
-    def stage(t, tokens, states, finished, memory):
+    def search_stage(t, tokens, states, finished, memory):
         body = _step(model, strategy)
         rows = tf.size(_sentence_ended(finished))
 
@@ -498,7 +500,7 @@ def _xla_stage(model, strategy, max_len):
         with _before_the_loop(model):
             return tf.while_loop(cond, body, (t, tokens, states, finished, memory))
 
-    return tf.function(stage, jit_compile=True, autograph=False)
+    return tf.function(search_stage, jit_compile=True, autograph=False)
 
 
 def _next_stage_rows(searching):

@@ -165,19 +165,22 @@ def test_xla_export_is_opt_in_audited_and_translates_alike(
     assert not plain_audit.needs_xla_flag and not plain_audit.xla_functions
     assert "XLA" not in plain_audit.summary()
     assert xla_audit.ok and xla_audit.needs_xla_flag
-    # greedy's and the beam's loop, in each of a request's length groups
-    assert len(xla_audit.xla_functions) == 2 * serving.DEFAULT_GROUPS
+    # greedy's and the beam's start (the encoder) and stage, in each length group
+    assert len(xla_audit.xla_functions) == 4 * serving.DEFAULT_GROUPS
+    assert sum("search_stage" in f for f in xla_audit.xla_functions) == 4
     assert audit.XLA_SERVER_FLAG in xla_audit.summary()
-    # Both pass the audit; greedy's default loop drops finished rows (a scatter and
-    # a cond more), the XLA one keeps the whole batch: the op sets differ by those.
+    # Both pass the audit. Both drop ended sentences: the default's loops in a cond
+    # when enough have ended, the XLA stages' between stages, whose row counts take
+    # bit operations (`decoding._next_stage_rows`): the op sets differ by those.
     assert plain_audit.ok
     assert set(plain_audit.op_types) ^ set(xla_audit.op_types) <= {
-        "TensorScatterUpdate",
         "StatelessIf",
         "If",
         "Size",
         "Greater",
         "ZerosLike",
+        "BitwiseOr",
+        "RightShift",
     }
     plain = load_in_fresh_process(text_export, sample_texts, tmp_path)
     compiled = load_in_fresh_process(xla_export, sample_texts, tmp_path)
