@@ -84,7 +84,8 @@ def serving_functions(
         beam_size: hypotheses returned by ``translate_nbest``.
         alpha: beam search length-normalization strength (as `Translator.translate`).
         xla: compile each search (encoder and decoding loop, ids in and out) with
-            XLA (``jit_compile=True``; the text ops stay outside). OFF by default:
+            XLA (``jit_compile=True``; the loop in stages of fewer and fewer rows,
+            `keras_selfattn.decoding`; the text ops stay outside). OFF by default:
             ``tensorflow_model_server`` runs such a graph on CPU only when started
             with ``--xla_cpu_compilation_enabled=true`` (marked experimental), and
             fails its first request without it (`keras_selfattn.serving.audit`
