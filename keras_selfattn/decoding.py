@@ -408,7 +408,8 @@ def _loop_in_xla_stages(model, source_ids, strategy, max_len):
     One XLA program runs the encoder and the strategy's start. Then the
     search runs in stages, each an XLA program of static shapes
     (`_xla_stage`): a stage steps its rows until the sentences still
-    searching fit in fewer rows (or until ``max_len``). Between stages,
+    searching fit in fewer rows (or until ``max_len``; a stage of at most
+    `XLA_STAGE_MIN_ROWS` decoder rows runs to the end). Between stages,
     plain TensorFlow writes the ended sentences into the batch's results and
     gathers those still searching into the next stage's rows: 1, 2, 3, 4, 6,
     8, 12 ... (`_next_stage_rows`), filled up with copies of a row marked as
@@ -480,22 +481,29 @@ def _between_stages(at_max_len, tokens, states, finished, memory, sentences, res
     return tokens, states, finished, memory, sentences, results
 
 
+# A stage of `_loop_in_xla_stages` with at most this many decoder rows (a
+# sentence's, or a beam's K) runs until its searches end: below it an XLA step's
+# products cost about as much at any row count (benchmarks/RESULTS.md, issue 28,
+# session 25), and each further stage costs a launch and a gather.
+XLA_STAGE_MIN_ROWS = 16
+
+
 def _xla_stage(model, strategy, max_len):
     """One stage of `_loop_in_xla_stages`, an XLA program: the loop's steps
-    until the sentences still searching fit in fewer rows (`_next_stage_rows`),
-    none is left, or ``max_len``."""
+    until the sentences still searching fit in fewer rows (`_next_stage_rows`;
+    only when the stage has more than `XLA_STAGE_MIN_ROWS` decoder rows), none
+    is left, or ``max_len``."""
     import tensorflow as tf
 
     def search_stage(t, tokens, states, finished, memory):
         body = _step(model, strategy)
-        rows = tf.size(_sentence_ended(finished))
+        sentences = tf.size(_sentence_ended(finished))
+        may_shrink = tf.shape(tokens)[0] > XLA_STAGE_MIN_ROWS
 
         def cond(t, tokens, states, finished, memory):
             searching = tf.reduce_sum(tf.cast(~_sentence_ended(finished), tf.int32))
-            fewer_rows = _next_stage_rows(searching) < rows
-            return tf.logical_and(
-                t < max_len, tf.logical_and(searching > 0, ~fewer_rows)
-            )
+            shrink = may_shrink & (_next_stage_rows(searching) < sentences)
+            return (t < max_len) & (searching > 0) & ~shrink
 
         with _before_the_loop(model):
             return tf.while_loop(cond, body, (t, tokens, states, finished, memory))

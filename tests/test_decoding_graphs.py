@@ -202,16 +202,19 @@ def test_tied_output_kernel_is_transposed_once_before_the_loop(monkeypatch, poli
     assert model.target_embedding.output_kernel().shape == (16, 11)
 
 
+@pytest.mark.parametrize("min_rows", [0, decoding.XLA_STAGE_MIN_ROWS])
 @pytest.mark.parametrize("search", ["greedy", "beam"])
 def test_xla_stages_without_the_ended_sentences_give_the_static_loops_results(
-    search, monkeypatch
+    search, min_rows, monkeypatch
 ):
     """``jit_compile=True`` with a search that drops its ended sentences runs in
-    XLA stages (`_loop_in_xla_stages`): each stage steps until half its
-    sentences have ended, then the others are gathered into a power of two of
-    rows, filled up with ended copies. For sentences that end at different
-    steps (some never), in batches of 24 (stages of 24, 16, 8 ... rows), 5 and
-    1, eager and traced: the static loop's tokens, lengths and scores."""
+    XLA stages (`_loop_in_xla_stages`): a stage steps until the sentences still
+    searching fit in fewer rows, then those are gathered into the next row
+    count, filled up with ended copies; a stage of at most
+    ``XLA_STAGE_MIN_ROWS`` decoder rows runs to the end (0: every stage may
+    shrink). For sentences that end at different steps (some never), in
+    batches of 24, 5 and 1, eager and traced: the static loop's tokens, lengths
+    and scores, and the stages' sentence counts as described."""
     from tests.test_decoding import _sentences_ending_at_different_steps
 
     model, source = _sentences_ending_at_different_steps()
@@ -227,6 +230,8 @@ def test_xla_stages_without_the_ended_sentences_give_the_static_loops_results(
         def searched(s):
             return greedy_decode(model, s, max_len, jit_compile=True)
 
+    monkeypatch.setattr(decoding, "XLA_STAGE_MIN_ROWS", min_rows)
+    per_sentence = 3 if search == "beam" else 1  # decoder rows a sentence
     stages = _recording_stage_rows(monkeypatch)
     for rows in (source, source[:5], source[7:8]):
         static = tf.function(
@@ -247,10 +252,13 @@ def test_xla_stages_without_the_ended_sentences_give_the_static_loops_results(
                 np.testing.assert_allclose(
                     np.asarray(result[key]), np.asarray(static[key]), atol=1e-5
                 )
-            # The stages' rows: the batch's, then the row count of those left.
-            assert stages[0] == len(rows) and (len(stages) > 1) == (len(rows) > 1)
+            # The stages' sentences: the batch's, then the row count of those
+            # left, while a stage has more than min_rows decoder rows.
+            shrinks = len(rows) > 1 and len(rows) * per_sentence > min_rows
+            assert stages[0] == len(rows) and (len(stages) > 1) == shrinks
             assert all(a > b for a, b in itertools.pairwise(stages))
             assert set(stages[1:]) <= {1, 2, 3, 4, 6, 8, 12, 16}
+            assert all(s * per_sentence > min_rows for s in stages[:-1])
 
 
 def _recording_stage_rows(monkeypatch):
