@@ -415,8 +415,9 @@ def _loop_in_xla_stages(model, source_ids, strategy, max_len):
     8, 12 ... (`_next_stage_rows`), filled up with copies of a row marked as
     ended, so that XLA compiles a few row counts per batch size and source
     length, not one per count. Each stage after the first computes at most
-    4/3 of the rows its sentences need, where the one XLA program of `_loop`
-    computes every row until the batch's longest search ends. Each row's
+    4/3 of the rows its sentences need (or the floor's), where the one XLA
+    program of `_loop` computes every row until the batch's longest search
+    ends. Each row's
     arithmetic is `_loop`'s, so the tokens are the same
     (tests/test_decoding_graphs.py; the Multi30k test set,
     benchmarks/RESULTS.md, issue 28, session 25).
