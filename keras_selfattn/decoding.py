@@ -441,24 +441,30 @@ def _loop_in_xla_stages(model, source_ids, strategy, max_len):
     def cond(t, tokens, states, finished, memory, sentences, results):
         return tf.size(sentences) > 0
 
-    def any_batch(tensor):
-        return tf.TensorShape([None]).concatenate(tensor.shape[1:])
-
     sentences = tf.range(tf.shape(finished)[0], dtype=tf.int32)  # -1: a filler
     loop_vars = (tf.constant(0, tf.int32), tokens, list(states), finished, memory)
     loop_vars += (sentences, memory)
-    invariants = tf.nest.map_structure(any_batch, loop_vars[1:-1])
     t, *_, results = tf.while_loop(
-        cond,
-        body,
-        loop_vars,
-        shape_invariants=(
-            tf.TensorShape([]),
-            *invariants,
-            tf.nest.map_structure(lambda m: m.shape, memory),
-        ),
+        cond, body, loop_vars, shape_invariants=_any_batch_invariants(loop_vars)
     )
     return t, results
+
+
+def _any_batch_invariants(loop_vars):
+    """The shape invariants of a loop that drops sentences: ``loop_vars`` are
+    ``(t, tokens, states, finished, memory, sentences, results)``; all but the
+    step and the batch's ``results`` may change their batch dimension."""
+    import tensorflow as tf
+
+    def any_batch(tensor):
+        return tf.TensorShape([None]).concatenate(tensor.shape[1:])
+
+    t, *shrinking, results = loop_vars
+    return (
+        t.shape,
+        *tf.nest.map_structure(any_batch, shrinking),
+        tf.nest.map_structure(lambda m: m.shape, results),
+    )
 
 
 def _between_stages(at_max_len, tokens, states, finished, memory, sentences, results):
@@ -474,12 +480,26 @@ def _between_stages(at_max_len, tokens, states, finished, memory, sentences, res
     count = tf.size(searching)
     taken = tf.pad(searching, [[0, _next_stage_rows(count) - count]])  # row 0 fills
     filler = tf.range(tf.size(taken)) >= count
-    rows = _rows_of(taken, tf.shape(tokens)[0] // tf.size(done))
-    tokens, *states = [tf.gather(x, rows) for x in (tokens, *states)]
-    finished = _marked_ended(tf.gather(finished, taken), filler)
-    memory = tf.nest.map_structure(lambda x: tf.gather(x, taken), memory)
-    sentences = tf.where(filler, -1, tf.gather(sentences, taken))
+    tokens, states, finished, memory, sentences = _gathered(
+        taken, tokens, states, finished, memory, sentences
+    )
+    finished = _marked_ended(finished, filler)
+    sentences = tf.where(filler, -1, sentences)
     return tokens, states, finished, memory, sentences, results
+
+
+def _gathered(taken, tokens, states, finished, memory, sentences):
+    """The loop's tensors of the sentences at positions ``taken`` (A',): their
+    decoder rows (one a sentence, or a beam's K) of ``tokens`` and ``states``,
+    and their entries of the others."""
+    import tensorflow as tf
+
+    rows = _rows_of(taken, tf.shape(tokens)[0] // tf.shape(finished)[0])
+    tokens, *states = [tf.gather(x, rows) for x in (tokens, *states)]
+    finished, memory, sentences = tf.nest.map_structure(
+        lambda x: tf.gather(x, taken), (finished, memory, sentences)
+    )
+    return tokens, states, finished, memory, sentences
 
 
 # A stage of `_loop_in_xla_stages` with at most this many decoder rows (a
@@ -624,12 +644,8 @@ def _loop_dropping_finished(model, source_ids, strategy, max_len):
         def drop_ended():
             left = _written(results, sentences, memory, ended)
             keep = tf.cast(tf.reshape(tf.where(tf.logical_not(ended)), [-1]), tf.int32)
-            rows = _rows_of(keep, tf.shape(tokens)[0] // tf.size(ended))
-            kept = [tf.gather(x, rows) for x in (tokens, *states)]
-            gathered = tf.nest.map_structure(
-                lambda x: tf.gather(x, keep), (finished, memory, sentences)
-            )
-            return (kept[0], kept[1:], *gathered, left)
+            kept = _gathered(keep, tokens, states, finished, memory, sentences)
+            return (*kept, left)
 
         def same():
             return tokens, states, finished, memory, sentences, results
@@ -642,25 +658,11 @@ def _loop_dropping_finished(model, source_ids, strategy, max_len):
     def cond(t, tokens, states, finished, memory, sentences, results):
         return tf.logical_and(t < max_len, tf.size(sentences) > 0)
 
-    def any_batch(tensor):
-        return tf.TensorShape([None]).concatenate(tensor.shape[1:])
-
     loop_vars = (tf.constant(0, tf.int32), tokens, list(states), finished, memory)
     loop_vars += (sentences, results)
     with _before_the_loop(model):
         t, _, _, _, memory, sentences, results = tf.while_loop(
-            cond,
-            body,
-            loop_vars,
-            shape_invariants=(
-                tf.TensorShape([]),
-                any_batch(tokens),
-                [any_batch(s) for s in states],
-                any_batch(finished),
-                tf.nest.map_structure(any_batch, memory),
-                any_batch(sentences),
-                tf.nest.map_structure(lambda m: m.shape, results),
-            ),
+            cond, body, loop_vars, shape_invariants=_any_batch_invariants(loop_vars)
         )
     searching = tf.ones(tf.shape(sentences), tf.bool)  # at max_len
     return t, _written(results, sentences, memory, searching)
