@@ -427,6 +427,33 @@ def _sentences_ending_at_different_steps():
     return model, source
 
 
+def _strategy_and_search(model, search, max_len, jit_compile=False):
+    """``(strategy, searched)`` for "greedy", "greedy with attention" or "beam"
+    (3 hypotheses, alpha 0.6): the strategy object, and its search by name."""
+    from keras_selfattn import decoding
+
+    if search == "beam":
+
+        def searched(s):
+            return beam_search_decode(
+                model, s, 3, max_len, alpha=0.6, jit_compile=jit_compile
+            )
+
+        return decoding.BeamSearch(3, 0.6), searched
+    strategy = decoding.GreedySearch(search == "greedy with attention")
+
+    def searched(s):
+        return greedy_decode(
+            model,
+            s,
+            max_len,
+            return_attention=strategy.return_attention,
+            jit_compile=jit_compile,
+        )
+
+    return strategy, searched
+
+
 @on_tensorflow
 @pytest.mark.parametrize(
     "search, drop_when_ended",
@@ -446,9 +473,9 @@ def test_searches_without_the_ended_sentences_give_the_static_loops_results(
     has ended (`_loop_dropping_finished`: greedy without attention weights, and
     beam search once all K hypotheses of a sentence have ended), dropping them
     once they are ``DROP_WHEN_ENDED`` of the sentences left (0: at every end;
-    1: when all have); its results are the static loop's (what XLA and JAX
-    run), for sentences that end at different steps, in eager calls and in a
-    traced function."""
+    1: when all have); its results are the static loop's (what JAX runs), for
+    sentences that end at different steps, in eager calls and in a traced
+    function."""
     import tensorflow as tf
 
     from keras_selfattn import decoding
@@ -456,18 +483,7 @@ def test_searches_without_the_ended_sentences_give_the_static_loops_results(
     monkeypatch.setattr(decoding, "DROP_WHEN_ENDED", drop_when_ended)
     model, source = _sentences_ending_at_different_steps()
     max_len = 9
-    if search == "beam":
-        strategy = decoding.BeamSearch(3, 0.6)
-
-        def searched(s):
-            return beam_search_decode(model, s, 3, max_len, alpha=0.6)
-    else:
-        strategy = decoding.GreedySearch(search == "greedy with attention")
-
-        def searched(s):
-            return greedy_decode(
-                model, s, max_len, return_attention=strategy.return_attention
-            )
+    strategy, searched = _strategy_and_search(model, search, max_len)
 
     static = tf.function(
         lambda s: strategy.finalize(*decoding._loop(model, s, strategy, max_len))

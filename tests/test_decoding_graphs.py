@@ -216,20 +216,14 @@ def test_xla_stages_without_the_ended_sentences_give_the_static_loops_results(
     batches of 24, 5 and 1, eager (and traced, without the floor): the static
     loop's tokens, lengths and scores, and the stages' sentence counts as
     described."""
-    from tests.test_decoding import _sentences_ending_at_different_steps
+    from tests.test_decoding import (
+        _sentences_ending_at_different_steps,
+        _strategy_and_search,
+    )
 
     model, source = _sentences_ending_at_different_steps()
     max_len = 9
-    if search == "beam":
-        strategy = decoding.BeamSearch(3, 0.6)
-
-        def searched(s):
-            return beam_search_decode(model, s, 3, max_len, alpha=0.6, jit_compile=True)
-    else:
-        strategy = decoding.GreedySearch()
-
-        def searched(s):
-            return greedy_decode(model, s, max_len, jit_compile=True)
+    strategy, searched = _strategy_and_search(model, search, max_len, jit_compile=True)
 
     monkeypatch.setattr(decoding, "XLA_STAGE_MIN_ROWS", min_rows)
     per_sentence = 3 if search == "beam" else 1  # decoder rows a sentence
