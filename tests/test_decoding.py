@@ -505,7 +505,6 @@ def test_searches_without_the_ended_sentences_give_the_static_loops_results(
     assert np.asarray(empty["ids"]).shape[0] == 0
 
 
-
 def test_a_beam_takes_its_first_step_on_one_row_a_sentence():
     """At the start a beam's K hypotheses of a sentence are one row K times
     (the start token in the sentence's state): the first decoder step runs on
