@@ -431,12 +431,10 @@ def _loop_in_xla_stages(model, source_ids, strategy, max_len):
     import tensorflow as tf
 
     def search_start(ids):
-        start = strategy.initialize(model.initial_decoder_state(ids), ids, max_len)
-        with _before_the_loop(model):
-            return _first_step(model, strategy, max_len, *start)
+        return strategy.initialize(model.initial_decoder_state(ids), ids, max_len)
 
     start = tf.function(search_start, jit_compile=True, autograph=False)
-    t, tokens, states, finished, memory = start(source_ids)
+    tokens, states, finished, memory = start(source_ids)
     stage = _xla_stage(model, strategy, max_len)
 
     def body(t, tokens, states, finished, memory, sentences, results):
@@ -447,7 +445,8 @@ def _loop_in_xla_stages(model, source_ids, strategy, max_len):
         return tf.size(sentences) > 0
 
     sentences = tf.range(tf.shape(finished)[0], dtype=tf.int32)  # -1: a filler
-    loop_vars = (t, tokens, list(states), finished, memory, sentences, memory)
+    loop_vars = (tf.constant(0, tf.int32), tokens, list(states), finished, memory)
+    loop_vars += (sentences, memory)
     t, *_, results = tf.while_loop(
         cond, body, loop_vars, shape_invariants=_any_batch_invariants(loop_vars)
     )
@@ -559,55 +558,21 @@ def _marked_ended(finished, filler):
     return tf.logical_or(finished, filler)
 
 
-def _step(model, strategy, alike=1):
+def _step(model, strategy):
     """The loop's body: ``(t, tokens, states, finished, memory)`` after one
-    decoder step and the strategy's choice.
-
-    With ``alike`` > 1 the decoder's rows come in runs of ``alike`` equal rows
-    (a beam's K hypotheses at the start, `_first_step`): the decoder runs on
-    the first row of each run, and its log-probabilities and states are
-    repeated for the others, which is what it would have computed for them.
-    """
+    decoder step and the strategy's choice."""
     no_padding = _no_padding(model)
 
     def body(t, tokens, states, finished, memory):
         memory = strategy.before_step(model, t, states, memory)
-        if alike > 1:
-            tokens, states = tokens[::alike], [s[::alike] for s in states]
         logits, states = model.decode_step(tokens, states, training=False)
         log_probs = ops.log_softmax(logits + no_padding)  # padding never chosen
-        if alike > 1:
-            log_probs, *states = [
-                ops.repeat(x, alike, axis=0) for x in (log_probs, *states)
-            ]
         tokens, states, finished, memory = strategy.step(
             model, t, log_probs, states, finished, memory
         )
         return t + 1, tokens, list(states), finished, memory
 
     return body
-
-
-def _first_step(model, strategy, max_len, tokens, states, finished, memory):
-    """The loop's first ``(t, tokens, states, finished, memory)`` from the
-    strategy's start: the start itself (``t`` 0), or, for a strategy whose
-    decoder rows start in runs of equal rows (``rows_alike_at_start`` > 1: a
-    beam's K hypotheses of a sentence, all at the start token in the
-    sentence's state), after its first step taken on one row of each run.
-    That step costs 1/K of the decoder's work, and its tokens are the same
-    (a decoder row does not depend on the others; under XLA its products may
-    round differently at B rows than at B * K, in the scores' last bits:
-    tests/test_decoding.py, and the Multi30k test set, benchmarks/RESULTS.md,
-    issue 28, session 26). Built inside `_before_the_loop`, as the loop's
-    steps are.
-    """
-    t = ops.convert_to_tensor(0, "int32")
-    alike = getattr(strategy, "rows_alike_at_start", 1)
-    if alike == 1 or not (isinstance(max_len, numbers.Integral) and max_len > 0):
-        return t, tokens, states, finished, memory
-    t1, *stepped = _step(model, strategy, alike)(t, tokens, states, finished, memory)
-    # A batch that is over before it starts (an empty one) takes no step.
-    return (ops.where(ops.all(finished), t, t1), *stepped)
 
 
 def _loop(model, source_ids, strategy, max_len):
@@ -625,11 +590,10 @@ def _loop(model, source_ids, strategy, max_len):
         return ops.logical_and(t < max_len, ops.logical_not(ops.all(finished)))
 
     with _before_the_loop(model):
-        t, tokens, states, finished, memory = _first_step(
-            model, strategy, max_len, tokens, states, finished, memory
-        )
         t, _, _, _, memory = ops.while_loop(
-            cond, body, (t, tokens, list(states), finished, memory)
+            cond,
+            body,
+            (ops.convert_to_tensor(0, "int32"), tokens, list(states), finished, memory),
         )
     return t, memory
 
@@ -669,10 +633,11 @@ def _loop_dropping_finished(model, source_ids, strategy, max_len):
     """
     import tensorflow as tf
 
-    start = strategy.initialize(
+    tokens, states, finished, memory = strategy.initialize(
         model.initial_decoder_state(source_ids), source_ids, max_len
     )
-    sentences = tf.range(tf.shape(start[2])[0], dtype=tf.int32)
+    results = memory  # the whole batch's, written as its sentences leave
+    sentences = tf.range(tf.shape(finished)[0], dtype=tf.int32)
     step = _step(model, strategy)
 
     def body(t, tokens, states, finished, memory, sentences, results):
@@ -696,12 +661,9 @@ def _loop_dropping_finished(model, source_ids, strategy, max_len):
     def cond(t, tokens, states, finished, memory, sentences, results):
         return tf.logical_and(t < max_len, tf.size(sentences) > 0)
 
+    loop_vars = (tf.constant(0, tf.int32), tokens, list(states), finished, memory)
+    loop_vars += (sentences, results)
     with _before_the_loop(model):
-        t, tokens, states, finished, memory = _first_step(
-            model, strategy, max_len, *start
-        )
-        # `results`: the whole batch's, written as its sentences leave.
-        loop_vars = (t, tokens, list(states), finished, memory, sentences, memory)
         t, _, _, _, memory, sentences, results = tf.while_loop(
             cond, body, loop_vars, shape_invariants=_any_batch_invariants(loop_vars)
         )
@@ -880,14 +842,6 @@ class BeamSearch:
     # A sentence whose K hypotheses have all ended keeps those K at every later
     # step, so `_loop_dropping_finished` may drop it (TensorFlow).
     drops_finished_rows = True
-
-    @property
-    def rows_alike_at_start(self):
-        """The runs of equal decoder rows that `initialize` makes (a
-        sentence's K hypotheses: the start token, the sentence's state), so
-        that the first step runs on one row of each (`_first_step`). A
-        subclass whose ``initialize`` makes them differ sets it to 1."""
-        return self.beam_size
 
     def __post_init__(self):
         if self.beam_size < 1:
