@@ -1,4 +1,4 @@
-"""Three other layouts of MultiHeadSelfAttention's TensorFlow path against keras' MHA.
+"""Four other layouts of MultiHeadSelfAttention's TensorFlow path against keras' MHA.
 
 Run: .venv/bin/python benchmarks/attention_layouts.py [--rounds N] [--quick]
 
@@ -18,9 +18,16 @@ each against keras' MHA on the shapes of attention_vs_keras.py:
   transpose back (instead of the einsums' transposes of each operand);
 - ``heads_first_additive``: the same with the mask as an additive bias (its
   gradient passes through the add; ``where``'s gradient is two selects);
-- ``einsum_additive``: the layer's einsums with the additive mask.
+- ``einsum_additive``: the layer's einsums with the additive mask;
+- ``hand_backward``: the layer's einsums and ``where``, with the attention
+  core's gradient written out (``tf.custom_gradient``) as flash attention's
+  backward pass computes it: ``dS = P * (dP - rowsum(dO * O))``, the row sums
+  over the (B, T, H, D) output instead of TensorFlow's softmax gradient's pass
+  over the (B, H, T, T) weights, and no gradient of ``where`` (a masked weight
+  is 0, so its logit's gradient is too).
 
-Every variant computes the layer's output (checked against it before timing).
+Every variant computes the layer's output and gradients (checked against the
+layer's before timing).
 """
 
 import argparse
@@ -37,7 +44,7 @@ NUM_HEADS = 8
 
 
 def variant_forwards(ours, mask, width, num_heads):
-    """name -> forward function of X: the layer and its three other layouts."""
+    """name -> forward function of X: the layer and its four other layouts."""
     import numpy as np
     import tensorflow as tf
 
@@ -79,12 +86,55 @@ def variant_forwards(ours, mask, width, num_heads):
         context = tf.einsum("bhqk,bkhd->bqhd", weights, v)
         return ours.output_dense(tf.reshape(zero_empty_rows(context), (b, t, width)))
 
+    def hand_backward(x):
+        b, t = tf.shape(x)[0], tf.shape(x)[1]
+        q, k, v = ours.project_query_key_value(x)
+        context = zero_empty_rows(core_with_hand_backward(q, k, v, masked, head))
+        return ours.output_dense(tf.reshape(context, (b, t, width)))
+
     return {
         "ours": lambda x: ours(x, mask=mask, training=True),
         "heads_first_where": lambda x: heads_first(x, False),
         "heads_first_additive": lambda x: heads_first(x, True),
         "einsum_additive": einsum_additive,
+        "hand_backward": hand_backward,
     }
+
+
+def core_with_hand_backward(q, k, v, masked, head):
+    """The layer's attention core (einsums, ``where``, softmax), its gradient
+    written out as flash attention's backward pass computes it."""
+    import tensorflow as tf
+
+    @tf.custom_gradient
+    def core(q, k, v):
+        q = q * (1.0 / math.sqrt(head))
+        weights = tf.nn.softmax(masked(tf.einsum("bqhd,bkhd->bhqk", q, k), False))
+        context = tf.einsum("bhqk,bkhd->bqhd", weights, v)
+
+        def gradient(d_context):
+            d_v = tf.einsum("bhqk,bqhd->bkhd", weights, d_context)
+            d_weights = tf.einsum("bqhd,bkhd->bhqk", d_context, v)
+            rows = tf.transpose(tf.reduce_sum(d_context * context, -1), (0, 2, 1))
+            d_logits = weights * (d_weights - rows[..., None])
+            d_q = tf.einsum("bhqk,bkhd->bqhd", d_logits, k) * (1.0 / math.sqrt(head))
+            return d_q, tf.einsum("bhqk,bqhd->bkhd", d_logits, q), d_v
+
+        return context, gradient
+
+    return core(q, k, v)
+
+
+def outputs_and_gradients(forward, ours, x):
+    """``forward(x)`` and the gradients of its mean square with respect to X and
+    the layer's weights (training=True: no dropout in this layer)."""
+    import tensorflow as tf
+
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        outputs = forward(x)
+        loss = tf.reduce_mean(tf.square(outputs))
+    return outputs, tape.gradient(loss, [x, *ours.trainable_variables])
 
 
 def make_steps(batch, length, width, num_heads, jit_compile, masked):
@@ -101,10 +151,13 @@ def make_steps(batch, length, width, num_heads, jit_compile, masked):
     )
     peer(x[:1, :4], x[:1, :4])
     forwards = variant_forwards(ours, mask, width, num_heads)
-    reference = ours(x, mask=mask)
+    reference, reference_grads = outputs_and_gradients(forwards["ours"], ours, x)
     steps = {}
     for name, forward in forwards.items():
-        np.testing.assert_allclose(forward(x), reference, atol=1e-4, err_msg=name)
+        outputs, grads = outputs_and_gradients(forward, ours, x)
+        np.testing.assert_allclose(outputs, reference, atol=1e-4, err_msg=name)
+        for grad, reference_grad in zip(grads, reference_grads):
+            np.testing.assert_allclose(grad, reference_grad, atol=1e-4, err_msg=name)
         steps[name] = gradient_step(forward, ours.trainable_variables, x, jit_compile)
     steps["keras"] = gradient_step(
         keras_self_attention(peer, mask), peer.trainable_variables, x, jit_compile
@@ -119,7 +172,13 @@ def main(argv=None):
     args = parser.parse_args(argv)
     shapes = ((2, 16, 32),) if args.quick else SHAPES
     rounds = 2 if args.quick else args.rounds
-    variants = ("ours", "heads_first_where", "heads_first_additive", "einsum_additive")
+    variants = (
+        "ours",
+        "heads_first_where",
+        "heads_first_additive",
+        "einsum_additive",
+        "hand_backward",
+    )
     rows = []
     for masked in (False, True):
         for batch, length, width in shapes:
