@@ -229,16 +229,18 @@ def _take_per_sentence(values, indices):
     A gather with one batch dimension (``tf.gather(..., batch_dims=1)``) as one
     ``ops.take`` over the (B * N, ...) rows. (``ops.take_along_axis`` broadcasts
     the indices over the trailing axes, which fails on an empty trailing axis: the
-    (B, K, 0) ids of a search that took no step, as an empty batch does. The
-    result is reshaped to (B, K, ...): keras' JAX ``take`` from an empty batch
-    loses the indices' axes.)
+    (B, K, 0) ids of a search that took no step, as an empty batch does.)
     """
     shape = ops.shape(values)
     batch, n = shape[0], shape[1]
     rows = indices + n * ops.arange(batch, dtype=indices.dtype)[:, None]
     flat = ops.reshape(values, [batch * n, *shape[2:]])
     taken = ops.take(flat, rows, axis=0)
-    return ops.reshape(taken, [batch, ops.shape(indices)[1], *shape[2:]])
+    if len(taken.shape) != len(values.shape):
+        # keras' JAX take from an empty batch loses the indices' axes (a static
+        # check: no op in a TensorFlow graph, whose take keeps them).
+        taken = ops.reshape(taken, [batch, ops.shape(indices)[1], *shape[2:]])
+    return taken
 
 
 def _argmax_of_rows(values):
