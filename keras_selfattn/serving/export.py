@@ -30,12 +30,16 @@ from keras_selfattn.serving.signatures import (
 
 __all__ = [
     "DEFAULT_MODEL_NAME",
+    "XLA_WARMUP_BATCH_SIZES",
     "export_run",
     "export_translator",
     "sample_sources",
 ]
 
 _NUM_WARMUP_TEXTS = 8
+# The request sizes an XLA export's warmup runs: the allowed_batch_sizes of
+# export/batching_parameters.txt (benchmarks/RESULTS.md, issue 28, session 26).
+XLA_WARMUP_BATCH_SIZES = (1, 2, 4, 8, 16, 32)
 _NUM_FALLBACK_TOKENS = 3
 
 
@@ -93,13 +97,19 @@ def export_translator(
         )
         archive.write_out(str(saved_model_dir), verbose=False)
         check_signatures(saved_model_dir)
-        _write_warmup(saved_model_dir, translator, warmup_texts, model_name)
+        _write_warmup(saved_model_dir, translator, warmup_texts, model_name, xla)
         # Publish the SavedModel folder itself; the rest of the staging folder goes.
         return publishing.publish(saved_model_dir, export_base, version, automatic)
 
 
-def _write_warmup(saved_model_dir, translator, warmup_texts, model_name):
-    """Writes the warmup records: each text signature, and one token-ids step."""
+def _write_warmup(saved_model_dir, translator, warmup_texts, model_name, xla):
+    """Writes the warmup records: each text signature, and one token-ids step.
+
+    For an ``xla`` export, each text signature at every size of
+    `XLA_WARMUP_BATCH_SIZES`: XLA compiles the searches per batch size and
+    source bucket, and TF Serving replays the records at load, so those
+    compilations happen before the version serves, not on its first requests.
+    """
     import numpy as np
 
     from keras_selfattn.decoding import START_ID
@@ -114,6 +124,7 @@ def _write_warmup(saved_model_dir, translator, warmup_texts, model_name):
         texts,
         model_name,
         signatures=(SERVING_SIGNATURE, NBEST_SIGNATURE),
+        batch_sizes=XLA_WARMUP_BATCH_SIZES if xla else None,
         token_ids=(
             TOKEN_IDS_SIGNATURE,
             {"source": source_ids, "target_in": target_in},

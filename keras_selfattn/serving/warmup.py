@@ -20,6 +20,7 @@ __all__ = [
     "MAX_WARMUP_RECORDS",
     "WARMUP_FILE",
     "bad_request_batches",
+    "batches_of_sizes",
     "make_predict_request",
     "malformed_inputs",
     "read_warmup_requests",
@@ -138,11 +139,13 @@ def warmup_requests_for_translation(
     model_name=DEFAULT_MODEL_NAME,
     signatures=("serving_default",),
     token_ids=None,
+    batch_sizes=None,
 ):
     """``PredictionLog`` records for the translation signatures (and the token-id one).
 
     One record per signature with the first text alone, and one with every text,
-    so both a single sentence and a batch are warm.
+    so both a single sentence and a batch are warm. With ``batch_sizes``, one
+    record per signature and size instead (see `batches_of_sizes`).
 
     Args:
         texts: sample source sentences (str or bytes), at least one.
@@ -150,6 +153,7 @@ def warmup_requests_for_translation(
         signatures: names of signatures taking ``text`` (tf.string [None]).
         token_ids: optional ``(signature_name, {"source": ids, "target_in": ids})``
             for the token-id endpoint.
+        batch_sizes: optional request sizes to warm, positive ints.
 
     Returns:
         list of ``tensorflow_serving.apis.prediction_log_pb2.PredictionLog``.
@@ -159,7 +163,10 @@ def warmup_requests_for_translation(
     texts = [_to_bytes(t) for t in texts]
     if not texts:
         raise ValueError("warmup needs at least one sample text. Received: texts=[]")
-    batches = [texts[:1]] + ([texts] if len(texts) > 1 else [])
+    if batch_sizes is None:
+        batches = [texts[:1]] + ([texts] if len(texts) > 1 else [])
+    else:
+        batches = batches_of_sizes(texts, batch_sizes)
     logs = []
     for signature in signatures:
         for batch in batches:
@@ -178,6 +185,34 @@ def warmup_requests_for_translation(
             )
         )
     return logs
+
+
+def batches_of_sizes(texts, batch_sizes):
+    """One batch of each size in ``batch_sizes``, for an export whose searches
+    compile per batch size and source length (``xla=True``).
+
+    Each batch cycles through ``texts``, then through pairs of them joined by a
+    space, so that the larger batches reach longer sources too (the XLA export
+    pads sources to multiples of 16 tokens and compiles once for each).
+
+    Args:
+        texts: sample source sentences (bytes), at least one.
+        batch_sizes: positive ints, the request sizes (TF Serving's
+            ``allowed_batch_sizes`` when it batches).
+
+    Returns:
+        list of lists of bytes, one a size.
+    """
+    sizes = list(batch_sizes)
+    if not sizes or not all(
+        isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in sizes
+    ):
+        raise ValueError(
+            f"batch_sizes must be positive ints. Received: batch_sizes={batch_sizes!r}"
+        )
+    pairs = [a + b" " + b for a, b in zip(texts[0::2], texts[1::2])]
+    pool = texts + pairs
+    return [[pool[i % len(pool)] for i in range(n)] for n in sizes]
 
 
 def write_warmup_requests(saved_model_dir, logs):

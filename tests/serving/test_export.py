@@ -5,6 +5,7 @@ import collections
 import json
 import os
 import pathlib
+import re
 import shlex
 import shutil
 import subprocess
@@ -19,6 +20,7 @@ from keras_selfattn import cli, serving, text
 from keras_selfattn.cli import errors
 from keras_selfattn.inference import Translator
 from keras_selfattn.serving import audit, publishing, signatures, warmup
+from keras_selfattn.serving.export import XLA_WARMUP_BATCH_SIZES
 from tests.serving.tiny_runs import BEAM_SIZE, train_tiny
 
 # One xdist worker runs every serving test, so the session fixtures train once.
@@ -187,6 +189,47 @@ def test_xla_export_is_opt_in_audited_and_translates_alike(
     assert_same_texts(compiled, plain)
     line = serving.serving_instructions(xla_export.parent, sample_text="a", xla=True)
     assert line.splitlines()[1].endswith(f"tensorflow/serving {audit.XLA_SERVER_FLAG}")
+
+
+def test_xla_export_warms_every_allowed_batch_size(text_export, xla_export):
+    """XLA compiles a search per batch size and source bucket: the XLA export's
+    warmup runs each text signature at every size TF Serving's batching
+    configuration (export/batching_parameters.txt) lets it form, so that TF
+    Serving compiles them at load. The default export's warmup is the first
+    text alone and all of them."""
+    config = (HERE.parents[1] / "export" / "batching_parameters.txt").read_text()
+    allowed = tuple(
+        int(n) for n in re.findall(r"^allowed_batch_sizes: (\d+)", config, re.MULTILINE)
+    )
+    assert allowed == XLA_WARMUP_BATCH_SIZES
+
+    def text_batches(saved_model_dir):
+        sizes = collections.defaultdict(list)
+        for log in serving.read_warmup_requests(saved_model_dir):
+            request = log.predict_log.request
+            if "text" in request.inputs:
+                texts = tf.make_ndarray(request.inputs["text"])
+                sizes[request.model_spec.signature_name].append(len(texts))
+        return dict(sizes)
+
+    expected = list(allowed)
+    assert text_batches(xla_export) == {
+        "serving_default": expected,
+        "translate_nbest": expected,
+    }
+    plain = text_batches(text_export)
+    assert plain["serving_default"][0] == 1 and len(plain["serving_default"]) <= 2
+
+
+def test_warmup_batches_of_sizes_cycle_the_texts_then_their_pairs():
+    texts = [b"a", b"b c", b"d"]
+    assert warmup.batches_of_sizes(texts, [1, 5]) == [
+        [b"a"],
+        [b"a", b"b c", b"d", b"a b c", b"a"],
+    ]
+    for bad in ([], [0], [2, -1], [1.5], [True]):
+        with pytest.raises(ValueError, match=r"batch_sizes.*Received: batch_sizes="):
+            warmup.batches_of_sizes(texts, bad)
 
 
 @pytest.mark.slow
