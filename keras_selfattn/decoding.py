@@ -422,8 +422,7 @@ def _loop_in_xla_stages(model, source_ids, strategy, max_len):
     length, not one per count. Each stage after the first computes at most
     4/3 of the rows its sentences need (or the floor's), where the one XLA
     program of `_loop` computes every row until the batch's longest search
-    ends. Each row's
-    arithmetic is `_loop`'s, so the tokens are the same
+    ends. Each row's arithmetic is `_loop`'s, so the tokens are the same
     (tests/test_decoding_graphs.py; the Multi30k test set,
     benchmarks/RESULTS.md, issue 28, session 25).
 
@@ -481,7 +480,7 @@ def _between_stages(at_max_len, tokens, states, finished, memory, sentences, res
 
     done = tf.logical_or(_sentence_ended(finished), at_max_len)
     results = _written(results, sentences, memory, done & (sentences >= 0))
-    searching = tf.cast(tf.reshape(tf.where(~done), [-1]), tf.int32)
+    searching = _positions(~done)
     count = tf.size(searching)
     taken = tf.pad(searching, [[0, _next_stage_rows(count) - count]])  # row 0 fills
     filler = tf.range(tf.size(taken)) >= count
@@ -648,7 +647,7 @@ def _loop_dropping_finished(model, source_ids, strategy, max_len):
 
         def drop_ended():
             left = _written(results, sentences, memory, ended)
-            keep = tf.cast(tf.reshape(tf.where(tf.logical_not(ended)), [-1]), tf.int32)
+            keep = _positions(tf.logical_not(ended))
             kept = _gathered(keep, tokens, states, finished, memory, sentences)
             return (*kept, left)
 
@@ -701,12 +700,19 @@ def _rows_of(sentences, per_sentence):
     return tf.reshape(sentences[:, None] * per_sentence + offsets[None, :], [-1])
 
 
+def _positions(flags):
+    """int32 (N,): the positions of the True entries of the (A,) bool ``flags``."""
+    import tensorflow as tf
+
+    return tf.cast(tf.reshape(tf.where(flags), [-1]), tf.int32)
+
+
 def _written(results, sentences, memory, which):
     """``results`` with the ``which`` rows of ``memory`` written at their
     sentences' positions in the batch."""
     import tensorflow as tf
 
-    chosen = tf.reshape(tf.where(which), [-1])
+    chosen = _positions(which)
     positions = tf.gather(sentences, chosen)[:, None]
     return {
         key: tf.tensor_scatter_nd_update(
