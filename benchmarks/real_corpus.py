@@ -38,7 +38,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _bench  # noqa: F401  (quiet TensorFlow)
 
-from keras_selfattn.run_layout import RunLayout
+from keras_selfattn.run_directory.layout import RunLayout
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 

@@ -48,7 +48,7 @@ __getattr__, __dir__ = lazy_package(
         "layers",
         "models",
         "plotting",
-        "run_layout",
+        "run_directory",
         "scoring",
         "serving",
         "text",

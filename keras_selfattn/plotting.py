@@ -109,7 +109,7 @@ def plot_history(history, path):
 
     Args:
         history: metric name -> values, one a period: ``history.csv``'s columns
-            (`run_layout.history_columns`) or a Keras ``History.history``. Its
+            (`history.history_columns`) or a Keras ``History.history``. Its
             ``"step"`` values are the x axis; without them, the periods' numbers
             (from 1, labelled "epoch"). NaN values (a period without validation)
             are left out, so that each line joins the values measured.

@@ -14,7 +14,7 @@ Why here, below `keras_selfattn.training` and not in `keras_selfattn.inference`:
 validation during training translates a sample of the validation pairs
 (`training.watch`), and import direction follows the data (text -> model ->
 training -> inference -> serving -> command line), so what validation needs sits
-on `decoding`, `models`' outputs, `text` and `run_layout` only.
+on `decoding`, `models`' outputs, `text` and `run_directory` only.
 `keras_selfattn.inference` is the public name of this module's classes (and of
 `keras_selfattn.scoring`'s `evaluate`).
 """
@@ -33,12 +33,9 @@ from keras_selfattn.decoding import (
     greedy_decode,
 )
 from keras_selfattn.models import saving
-from keras_selfattn.run_layout import (
-    CONFIG_FILE,
-    MODEL_FILE,
-    check_run_parts,
-    load_run_config,
-)
+from keras_selfattn.run_directory.consistency import check_run_parts
+from keras_selfattn.run_directory.layout import CONFIG_FILE, MODEL_FILE
+from keras_selfattn.run_directory.settings import load_run_config
 
 __all__ = ["ModelFileError", "Translation", "Translator", "source_ids_for_model"]
 
@@ -159,7 +156,7 @@ class Translator:
             FileNotFoundError: not a run directory, or one without its files.
             ModelFileError: Keras could not load ``model.keras``.
             ValueError: a ``config.json`` or tokenizer file that is not valid.
-            run_layout.RunPartsMismatch: the vocabularies are not the model's.
+            RunPartsMismatch: the vocabularies are not the model's.
         """
         run_dir = pathlib.Path(run_dir)
         if not run_dir.is_dir():

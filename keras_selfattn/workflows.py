@@ -9,7 +9,8 @@ import tempfile
 from keras_selfattn import plotting, serving
 from keras_selfattn.inference import Translator, evaluate, format_metrics
 from keras_selfattn.models import ModelConfig
-from keras_selfattn.run_layout import (  # EXPORT_DIR, PLOTS_DIR: re-exported
+from keras_selfattn.run_directory.history import history_columns, read_history
+from keras_selfattn.run_directory.layout import (
     ATTENTION_PLOT_FILE,
     EXPORT_DIR,
     HISTORY_PLOT_FILE,
@@ -17,10 +18,8 @@ from keras_selfattn.run_layout import (  # EXPORT_DIR, PLOTS_DIR: re-exported
     POSITIONAL_ENCODING_PLOT_FILE,
     TOKENIZER_CONFIG_FILE,
     RunLayout,
-    history_columns,
-    read_history,
-    write_metrics,
 )
+from keras_selfattn.run_directory.metrics import write_metrics
 from keras_selfattn.text import read_pairs
 from keras_selfattn.text.tokenizers import JOINER
 from keras_selfattn.training import TrainConfig, train

@@ -8,7 +8,10 @@ import tensorflow as tf
 
 from keras_selfattn import text
 from keras_selfattn.cli import main
-from keras_selfattn.run_layout import load_run_config, train_config_with_vocabulary
+from keras_selfattn.run_directory.settings import load_run_config
+from keras_selfattn.run_directory.vocabulary_settings import (
+    train_config_with_vocabulary,
+)
 from keras_selfattn.text import learn_vocab, stream
 from keras_selfattn.training import TrainConfig
 from keras_selfattn.training.data.run_tokenizer import tokenizer_configs

@@ -32,7 +32,7 @@ LAYERS = (
     ),
     # The Keras-free configurations, which the run directory's layout reads.
     ("keras_selfattn.models.config", "keras_selfattn.training.config"),
-    ("keras_selfattn.run_layout",),
+    ("keras_selfattn.run_directory",),
     ("keras_selfattn.layers", "keras_selfattn.text"),
     ("keras_selfattn.models", "keras_selfattn.decoding"),
     # What validation during training uses, below training (not inference).
@@ -134,9 +134,11 @@ def cycles(graph):
 
 def test_the_graph_is_read_from_every_module():
     graph = import_graph()
-    assert "keras_selfattn.run_layout" in graph
-    # a lazy import inside a function counts: translate's run loading
-    assert "keras_selfattn.run_layout" in graph["keras_selfattn.translation"]
+    assert "keras_selfattn.run_directory.layout" in graph
+    # translate reads the run through the run directory package
+    assert (
+        "keras_selfattn.run_directory.settings" in graph["keras_selfattn.translation"]
+    )
 
 
 def test_no_import_circle():

@@ -33,9 +33,9 @@ from keras_selfattn.cli.flags import (
 )
 from keras_selfattn.cli.quiet import quiet_tensorflow
 from keras_selfattn.models.config import ModelConfig
-from keras_selfattn.run_layout import (
+from keras_selfattn.run_directory.layout import checkpoint_step
+from keras_selfattn.run_directory.vocabulary_settings import (
     VOCABULARY_SETTINGS,
-    checkpoint_step,
     train_config_with_vocabulary,
 )
 from keras_selfattn.serving.audit import XLA_SERVER_FLAG

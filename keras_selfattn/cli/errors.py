@@ -32,7 +32,9 @@ import re
 import sys
 import zipfile
 
-from keras_selfattn.run_layout import MODEL_FILE, RunFileDamaged, check_run_parts
+from keras_selfattn.run_directory.consistency import check_run_parts
+from keras_selfattn.run_directory.damaged import RunFileDamaged
+from keras_selfattn.run_directory.layout import MODEL_FILE
 
 USAGE_ERROR = 2  # bad input: one line naming the file or argument
 # A bug (sysexits' EX_SOFTWARE): one line; --debug shows the traceback.
@@ -316,7 +318,7 @@ def _model_file(run_dir):
 def check_run_directory(path):
     """A run directory's ``model.keras``, when present, is a whole ``.keras``
     archive (Keras calls a truncated archive "File not found"), and its parts
-    belong together (`run_layout.check_run_parts`: vocabularies, tokenizer.json,
+    belong together (`check_run_parts`: vocabularies, tokenizer.json,
     config.json and the model's own record), all before TensorFlow loads.
     """
     model = _model_file(path)

@@ -161,7 +161,7 @@ def sample_sources(run_dir, count=_NUM_WARMUP_TEXTS, tokenizer=None):
     Returns:
         list of 1 to ``count`` str.
     """
-    from keras_selfattn.run_layout import (
+    from keras_selfattn.run_directory.layout import (
         TEST_FILE,
         TRAIN_FILE,
         VALIDATION_FILE,

@@ -320,7 +320,7 @@ def _vocabulary_tables(tokenizer, directory):
     """A `tf.Module` with an id -> token table per vocabulary file (the assets)."""
     import tensorflow as tf
 
-    from keras_selfattn.run_layout import SOURCE_VOCAB_FILE, TARGET_VOCAB_FILE
+    from keras_selfattn.run_directory.layout import SOURCE_VOCAB_FILE, TARGET_VOCAB_FILE
     from keras_selfattn.text.vocab import UNK_TOKEN
 
     module = tf.Module(name="vocabulary_files")

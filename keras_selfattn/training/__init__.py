@@ -35,7 +35,7 @@ __getattr__, __dir__ = lazy_package(
         "audit_train_step": "keras_selfattn.training.distribute.tpu_audit",
         "dtype_policy": "keras_selfattn.training.fit.train",
         "get_strategy": "keras_selfattn.training.distribute.strategy",
-        "load_run_config": "keras_selfattn.run_layout",
+        "load_run_config": "keras_selfattn.run_directory.settings",
         "split_cpu": "keras_selfattn.training.distribute.strategy",
         "train": "keras_selfattn.training.fit.train",
     },

@@ -5,13 +5,13 @@ import json
 import pytest
 import tensorflow as tf
 
-from keras_selfattn.text.pair_tokenizer import (
+from keras_selfattn.run_directory.layout import (
     SENTENCEPIECE_MODEL_FILES,
     SOURCE_VOCAB_FILE,
     TARGET_VOCAB_FILE,
     TOKENIZER_CONFIG_FILE,
-    PairTokenizer,
 )
+from keras_selfattn.text.pair_tokenizer import PairTokenizer
 from keras_selfattn.text.tokenizers import TokenizerConfig, build_tokenizer
 from tests.text.german_sentences import GERMAN
 

@@ -16,7 +16,7 @@ import pytest
 import tensorflow as tf
 
 from keras_selfattn.models import ModelConfig
-from keras_selfattn.run_layout import backup_file
+from keras_selfattn.run_directory.layout import backup_file
 from keras_selfattn.training import TrainConfig
 from keras_selfattn.training.fit.compiled_model import build_and_compile
 from keras_selfattn.training.run.backup import restore_backup

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from keras_selfattn import text
-from keras_selfattn.run_layout import load_run_config
+from keras_selfattn.run_directory.settings import load_run_config
 from keras_selfattn.training import train
 from keras_selfattn.training.run.backup import (
     INPUT_PIPELINE,

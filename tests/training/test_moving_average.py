@@ -16,7 +16,7 @@ import tensorflow as tf
 
 from keras_selfattn.models import saving
 from keras_selfattn.models.optimizers import MovingAverageAdam, moving_average_decay
-from keras_selfattn.run_layout import backup_file
+from keras_selfattn.run_directory.layout import backup_file
 from keras_selfattn.training import TrainConfig
 from keras_selfattn.training.fit.averaging import (
     SwapInMovingAverage,

@@ -14,7 +14,7 @@ import pytest
 
 from keras_selfattn import text
 from keras_selfattn.inference import Translator
-from keras_selfattn.run_layout import CONFIG_FILE, MODEL_FILE
+from keras_selfattn.run_directory.layout import CONFIG_FILE, MODEL_FILE
 from keras_selfattn.training import TrainConfig, train
 from keras_selfattn.training.config.presets import preset_configs
 from keras_selfattn.training.fit import compiled_model

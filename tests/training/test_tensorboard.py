@@ -9,7 +9,7 @@ import pytest
 import tensorflow as tf
 
 from keras_selfattn import text
-from keras_selfattn.run_layout import HISTORY_FILE, TENSORBOARD_DIR
+from keras_selfattn.run_directory.layout import HISTORY_FILE, TENSORBOARD_DIR
 from keras_selfattn.training import train
 from keras_selfattn.training.fit import stages
 from keras_selfattn.training.fit.summaries import attention_image

@@ -19,14 +19,14 @@ import pathlib
 import tensorflow as tf
 
 from keras_selfattn import text
-from keras_selfattn.run_layout import (
+from keras_selfattn.run_directory.atomic import write_text_atomically
+from keras_selfattn.run_directory.damaged import read_run_file, read_run_json
+from keras_selfattn.run_directory.layout import (
     DATA_FILE,
     PAIRS_FILE,
     SPLITS_DIR,
     TEST_FILE,
     VALIDATION_FILE,
-    read_run_file,
-    read_run_json,
 )
 from keras_selfattn.text import fingerprint_split, stream
 from keras_selfattn.training.config import data_settings
@@ -330,10 +330,7 @@ def _write_record(run_dir, run_data):
         "validation_pairs": len(run_data.validation),
         "test_pairs": len(run_data.test),
     }
-    record_path = run_dir / DATA_FILE
-    tmp = record_path.with_name("tmp-" + record_path.name)
-    tmp.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
-    os.replace(tmp, record_path)
+    write_text_atomically(run_dir / DATA_FILE, json.dumps(record, indent=2) + "\n")
 
 
 def _write_given_pairs(pairs, path):

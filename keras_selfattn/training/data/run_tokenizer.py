@@ -1,7 +1,7 @@
 """A run's tokenizers (`TrainConfig` options): read from a vocabulary or learned."""
 
 from keras_selfattn import text
-from keras_selfattn.run_layout import TOKENIZER_CONFIG_FILE
+from keras_selfattn.run_directory.layout import TOKENIZER_CONFIG_FILE
 from keras_selfattn.text.learn_vocab import learn_pair_tokenizer
 from keras_selfattn.text.sentencepiece_model import read_sentencepiece_model
 from keras_selfattn.training.data import run_data as run_data_lib

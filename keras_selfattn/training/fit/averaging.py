@@ -33,19 +33,19 @@ import tensorflow as tf
 
 from keras_selfattn import _moved
 from keras_selfattn.models import saving
-from keras_selfattn.run_layout import (  # CHECKPOINTS_DIR, checkpoint_step: re-exported
+from keras_selfattn.run_directory.atomic import replace_atomically
+from keras_selfattn.run_directory.consistency import check_run_parts
+from keras_selfattn.run_directory.damaged import RunFileDamaged, read_run_file
+from keras_selfattn.run_directory.layout import (
     CHECKPOINTS_DIR,
     MODEL_FILE,
     REPLACED_MODEL_FILE,
-    RunFileDamaged,
     RunLayout,
-    check_run_parts,
     checkpoint_file,
     checkpoint_files,
     checkpoint_step,
-    read_run_file,
 )
-from keras_selfattn.training.run.backup import keep_newest, replace_atomically
+from keras_selfattn.training.run.backup import keep_newest
 
 __all__ = [
     "CHECKPOINTS_DIR",
@@ -258,8 +258,8 @@ def average_run(run_dir, last=None, out=None):
 
     Raises:
         ValueError: fewer than two checkpoints kept (or asked for).
-        run_layout.RunPartsMismatch: a checkpoint is not of the run's vocabularies.
-        run_layout.RunFileDamaged: a checkpoint Keras cannot read.
+        RunPartsMismatch: a checkpoint is not of the run's vocabularies.
+        RunFileDamaged: a checkpoint Keras cannot read.
     """
     run_dir = pathlib.Path(run_dir)
     kept = kept_checkpoints(run_dir)

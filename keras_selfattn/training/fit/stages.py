@@ -19,17 +19,15 @@ from keras_selfattn.models import (
     ModelConfig,
     saving,
 )
-from keras_selfattn.run_layout import (
+from keras_selfattn.run_directory.layout import (
     BACKUP_DIR,
     CHECKPOINTS_DIR,
     CONFIG_FILE,
     HISTORY_FILE,
     MODEL_FILE,
-    SPLITS_DIR,  # noqa: F401  (cli.py imports it from here)
     TENSORBOARD_DIR,
-    load_run_config,
-    save_run_config,
 )
+from keras_selfattn.run_directory.settings import load_run_config, save_run_config
 from keras_selfattn.training.config import (
     TrainConfig,
     same_training,

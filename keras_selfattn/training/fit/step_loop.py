@@ -24,12 +24,16 @@ import keras
 
 from keras_selfattn import _moved
 from keras_selfattn.choices import BEST_BY
-from keras_selfattn.run_layout import HISTORY_PERIOD, HISTORY_STEP, append_history
+from keras_selfattn.run_directory.atomic import replace_atomically
+from keras_selfattn.run_directory.history import (
+    HISTORY_PERIOD,
+    HISTORY_STEP,
+    append_history,
+)
 from keras_selfattn.training.fit.progress import (  # noqa: F401  (their home)
     ProgressLog,
     target_tokens,
 )
-from keras_selfattn.training.run.backup import replace_atomically
 
 __all__ = [
     "HistoryLog",
@@ -102,7 +106,7 @@ def plan_steps(train_config, train_pairs: int | None) -> StepPlan:
 
 def save_model_atomically(model, path):
     """``model.save`` to a temporary file beside ``path``, then renamed onto it
-    (`backup.replace_atomically`: a failed save names ``path``)."""
+    (`replace_atomically`: a failed save names ``path``)."""
     return replace_atomically(model.save, path)
 
 
@@ -299,7 +303,7 @@ class StepEvaluation(keras.callbacks.Callback):
 
 class HistoryLog(keras.callbacks.Callback):
     """``history.csv``: a row per period, keyed by ``step``, with Keras' logs and
-    the validation examples (`run_layout.append_history`; ``epoch`` is Keras'
+    the validation examples (`run_directory.history.append_history`; ``epoch`` is Keras'
     period, from 0).
 
     The examples (text) stay out of Keras' logs, which Keras averages.

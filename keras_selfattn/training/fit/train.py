@@ -12,7 +12,9 @@ import tensorflow as tf
 
 from keras_selfattn import _moved, text
 from keras_selfattn.models import ModelConfig
-from keras_selfattn.run_layout import train_config_with_vocabulary
+from keras_selfattn.run_directory.vocabulary_settings import (
+    train_config_with_vocabulary,
+)
 from keras_selfattn.training.config import TrainConfig
 from keras_selfattn.training.data.run_batches import make_training_datasets
 from keras_selfattn.training.distribute.distributed import (
@@ -122,7 +124,7 @@ def train(  # long by its docstring only (the public contract); the body is 30 l
         vocab: a directory with ``tokenizer.json`` and the vocabularies
             (`workflows.build_vocab`'s output or a run directory). Its tokenizer
             settings replace ``train_config``'s
-            (`run_layout.train_config_with_vocabulary`); a field set away from
+            (`train_config_with_vocabulary`); a field set away from
             its default that contradicts them is refused.
         overwrite: replace a finished run or a directory holding other files.
 

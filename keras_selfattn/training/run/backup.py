@@ -20,17 +20,16 @@ batches already trained on.
 """
 
 import json
-import os
 import pathlib
 
 import keras
 import numpy as np
 
-from keras_selfattn.run_layout import (
+from keras_selfattn.run_directory.atomic import replace_atomically
+from keras_selfattn.run_directory.damaged import read_run_file, read_run_json
+from keras_selfattn.run_directory.layout import (
     backup_epoch,
     backup_file,
-    read_run_file,
-    read_run_json,
     worker_backup_dir,
 )
 
@@ -43,7 +42,6 @@ __all__ = [
     "keep_newest",
     "read_backup",
     "remove_backup",
-    "replace_atomically",
     "restore_backup",
     "restore_seed_states",
     "seed_states",
@@ -79,7 +77,7 @@ def read_backup(directory, epoch):
     ``{"epoch": N, "best": float | None, ...}``.
 
     Raises:
-        run_layout.RunFileDamaged: the file is not JSON (truncated...).
+        RunFileDamaged: the file is not JSON (truncated...).
     """
     return read_run_json(backup_file(directory, epoch, "state"))
 
@@ -90,7 +88,7 @@ def check_backup(directory, epoch):
     resume changes anything.
 
     Raises:
-        run_layout.RunFileDamaged: naming the damaged file.
+        RunFileDamaged: naming the damaged file.
     """
     import h5py  # Keras' own dependency for .weights.h5
 
@@ -135,7 +133,7 @@ def restore_backup(model, directory, epoch):
     """Loads the backup of ``epoch`` into ``model`` (weights and optimizer state).
 
     Call it in the strategy's scope after ``compile``. Returns the JSON state. A
-    damaged file is `run_layout.RunFileDamaged` (both are read before the
+    damaged file is `RunFileDamaged` (both are read before the
     model's weights change); nothing is written.
     """
     state = read_backup(directory, epoch)
@@ -153,29 +151,6 @@ def input_checkpoint(directory, epoch):
     if not state.get("input") or state.get("input_pipeline") != INPUT_PIPELINE:
         return None
     return pathlib.Path(directory) / state["input"]
-
-
-def replace_atomically(write, path):
-    """Runs ``write(tmp_path)``, then renames the file to ``path`` (atomically).
-
-    A failed write leaves ``path`` as it was and removes the partial file; an
-    `OSError` that names no file (h5py's and Keras' "No space left on device")
-    is raised again naming ``path``.
-    """
-    path = pathlib.Path(path)
-    tmp = path.with_name("tmp-" + path.name)
-    try:
-        write(tmp)
-    except OSError as error:
-        tmp.unlink(missing_ok=True)
-        if error.filename is None and error.errno is not None:
-            raise OSError(error.errno, os.strerror(error.errno), str(path)) from error
-        raise
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    os.replace(tmp, path)
-    return path
 
 
 class WorkerBackup(keras.callbacks.Callback):

@@ -23,23 +23,23 @@ again at its next validation.
 """
 
 import dataclasses
-import os
 import pathlib
 
-from keras_selfattn.run_layout import (
+from keras_selfattn.run_directory.consistency import check_run_parts
+from keras_selfattn.run_directory.damaged import read_run_json
+from keras_selfattn.run_directory.history import (
+    HISTORY_STEP,
+    history_with_steps,
+    read_history,
+    write_history,
+)
+from keras_selfattn.run_directory.layout import (
     CONFIG_FILE,
     DATA_FILE,
     FINISHED_FILE,
-    HISTORY_STEP,
     RunLayout,
-    check_run_parts,
-    history_with_steps,
-    load_run_config,
-    read_history,
-    read_run_json,
-    save_run_config,
-    write_history,
 )
+from keras_selfattn.run_directory.settings import load_run_config, save_run_config
 from keras_selfattn.training.config import (
     CONTINUATION_FIELDS,
     PLACEMENT_FIELDS,
@@ -140,7 +140,7 @@ def _last_backup(backup_dir, refuse):
 
 def _check_only_length_changes(run_dir, model_config, train_config, refuse):
     """The saved `TrainConfig`, once the new call changes only what may change
-    (and the run's parts agree: `run_layout.check_run_parts`)."""
+    (and the run's parts agree: `check_run_parts`)."""
     check_run_parts(run_dir)
     saved_model, saved_train = load_run_config(run_dir / CONFIG_FILE)
     changed = _changes(saved_model, model_config) + _changes(
@@ -244,7 +244,5 @@ def _mark_interrupted(run_dir, model_config, train_config):
     Killed in between, the same call finds a finished run with its own settings
     and continues it all the same.
     """
-    tmp = run_dir / f"tmp-{CONFIG_FILE}"
-    save_run_config(tmp, model_config, train_config)
-    os.replace(tmp, run_dir / CONFIG_FILE)
+    save_run_config(run_dir / CONFIG_FILE, model_config, train_config)  # atomically
     (run_dir / FINISHED_FILE).unlink()

@@ -13,11 +13,11 @@ also from a backup whose iterator checkpoint is of another input graph
 
 import tensorflow as tf
 
-from keras_selfattn.run_layout import (
+from keras_selfattn.run_directory.damaged import read_run_file
+from keras_selfattn.run_directory.history import (
     HISTORY_STEP,
     history_with_steps,
     read_history,
-    read_run_file,
     write_history,
 )
 from keras_selfattn.training.distribute.distributed import all_workers_values
@@ -84,7 +84,7 @@ def truncate_history(path, plan, epochs):
     periods of ``plan`` (a `StepPlan`); a resumed run redoes the rest.
 
     The rows of a run written before history was keyed by step (an ``epoch``
-    column only) get their steps from ``plan`` (`run_layout.history_with_steps`),
+    column only) get their steps from ``plan`` (`history_with_steps`),
     so that the rows the resumed run adds line up with them.
     """
     rows = read_history(path)

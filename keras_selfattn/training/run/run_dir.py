@@ -10,11 +10,16 @@ never removed here.
 """
 
 import json
-import os
 import pathlib
 import shutil
 
-from keras_selfattn.run_layout import BACKUP_DIR, CONFIG_FILE, FINISHED_FILE, LOCK_FILE
+from keras_selfattn.run_directory.atomic import write_text_atomically
+from keras_selfattn.run_directory.layout import (
+    BACKUP_DIR,
+    CONFIG_FILE,
+    FINISHED_FILE,
+    LOCK_FILE,
+)
 from keras_selfattn.training.distribute.distributed import all_workers_values
 from keras_selfattn.training.run.backup import backed_up_epochs, remove_backup
 
@@ -92,13 +97,10 @@ def claim_run_dir(run_dir, *, overwrite=False):
 
 def mark_finished(run_dir, summary):
     """Writes ``training.json`` (atomically): the run is complete, with ``summary``."""
-    path = pathlib.Path(run_dir) / FINISHED_FILE
-    tmp = path.with_name("tmp-" + path.name)
-    tmp.write_text(
-        json.dumps({"finished": True, **summary}, indent=2) + "\n", encoding="utf-8"
+    return write_text_atomically(
+        pathlib.Path(run_dir) / FINISHED_FILE,
+        json.dumps({"finished": True, **summary}, indent=2) + "\n",
     )
-    os.replace(tmp, path)
-    return path
 
 
 def finish_run(work_dir, backup_dir, summary, strategy, role):

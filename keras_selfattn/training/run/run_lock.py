@@ -40,7 +40,7 @@ import shutil
 import socket
 import sys
 
-from keras_selfattn.run_layout import LOCK_FILE
+from keras_selfattn.run_directory.layout import LOCK_FILE
 
 __all__ = ["LOCK_FILE", "RunDirBusy", "RunLock", "hold_and_claim_run_dir"]
 

@@ -1,0 +1,50 @@
+"""A run's settings, ``config.json``: the `ModelConfig` and `TrainConfig` it was
+trained with, as {"model": ..., "train": ...}."""
+
+import dataclasses
+import json
+
+from keras_selfattn.models.config import ModelConfig
+from keras_selfattn.run_directory.atomic import write_text_atomically
+from keras_selfattn.run_directory.damaged import read_json
+from keras_selfattn.training.config import TrainConfig
+
+
+def save_run_config(path, model_config: ModelConfig, train_config: TrainConfig):
+    """Writes ``config.json`` (atomically): {"model": ..., "train": ...}."""
+    payload = {
+        "model": dataclasses.asdict(model_config),
+        "train": dataclasses.asdict(train_config),
+    }
+    return write_text_atomically(
+        path, json.dumps(payload, indent=2, sort_keys=True) + "\n"
+    )
+
+
+def load_run_config(path):
+    """Reads ``config.json`` back into (ModelConfig, TrainConfig).
+
+    A field missing from the file takes the value ``ADDED_LATER`` gives it (the
+    classes' ``from_dict``), so a run saved before the field existed reads as it
+    was trained.
+
+    Raises:
+        ValueError: naming the file, when it is not JSON, lacks the ``"model"`` or
+            ``"train"`` object, or holds an unknown or invalid field.
+    """
+    payload = read_json(path, "a JSON configuration")
+    if not isinstance(payload, dict) or not {"model", "train"} <= set(payload):
+        raise ValueError(
+            f'{path} must hold a "model" and a "train" object. '
+            f"Received keys: {sorted(payload) if isinstance(payload, dict) else None}"
+        )
+    configs = []
+    for key, cls in (("model", ModelConfig), ("train", TrainConfig)):
+        source = f'{path} "{key}"'
+        try:
+            configs.append(cls.from_dict(payload[key], source=source))
+        except ValueError as error:
+            if str(error).startswith(source):
+                raise
+            raise ValueError(f"{source}: {error}") from None
+    return tuple(configs)
