@@ -22,7 +22,6 @@ import sys
 
 import keras
 
-from keras_selfattn import _moved
 from keras_selfattn.choices import BEST_BY
 from keras_selfattn.run_layout import HISTORY_PERIOD, HISTORY_STEP, append_history
 from keras_selfattn.training.fit.progress import (  # noqa: F401  (their home)
@@ -332,7 +331,3 @@ def _cell(value):
         return float(value)
     except (TypeError, ValueError):
         return str(value)
-
-
-def __getattr__(name):  # names that moved out: keras_selfattn/_moved.py
-    return _moved.moved_name(__name__, name)
