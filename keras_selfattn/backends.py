@@ -10,34 +10,39 @@ else TensorFlow. What runs where:
   ``evaluate``: TensorFlow and JAX (the tokenizers are TensorFlow code on every
   backend, so TensorFlow is needed beside JAX);
 - the command line, training with ``tf.data`` and ``tf.distribute``, export and
-  serving: TensorFlow. The command line sets ``KERAS_BACKEND=tensorflow`` itself
-  (`use_tensorflow_backend`) and says so in one line when the user asked for
-  another backend.
+  serving: TensorFlow. The command line runs itself again under
+  ``KERAS_BACKEND=tensorflow`` when another backend is loaded
+  (`keras_selfattn.cli.commands`), and says so in one line.
 
 When the chosen backend's package is not installed (``KERAS_BACKEND=torch``
 without torch), Keras fails deep inside its own import with a long traceback;
-`install_import_check` (run when ``keras_selfattn`` is imported) turns that into
-one `MissingBackendError` naming the package and how to install it.
+`check_backend`, run by the package's ``__init__`` before it imports Keras,
+turns that into one `MissingBackendError` naming the package and how to
+install it.
 
-Neither Keras nor TensorFlow is imported here (the package's ``__init__`` and the
-command line use this module before Keras loads).
+Neither Keras nor TensorFlow is imported here (the package's ``__init__`` uses
+this module before Keras loads).
 """
 
-import importlib.abc
+import contextlib
+import importlib
 import importlib.util
+import itertools
 import json
 import os
+import re
 import sys
+import tempfile
 
 __all__ = [
     "BACKEND_PACKAGES",
+    "NATIVE_LOG_LINE",
     "WHAT_RUNS_WHERE",
     "MissingBackendError",
-    "WrongBackendError",
     "check_backend",
     "configured_backend",
-    "install_import_check",
-    "use_tensorflow_backend",
+    "import_keras",
+    "native_stderr_filtered",
 ]
 
 # What runs on which backend (docs/layers.md's table, tests/test_backends.py reads it).
@@ -77,10 +82,6 @@ class MissingBackendError(ImportError):
             "with KERAS_BACKEND=tensorflow or KERAS_BACKEND=jax",
             name=package,
         )
-
-
-class WrongBackendError(RuntimeError):
-    """Keras is already imported with another backend than the one needed."""
 
 
 def _keras_config_file():
@@ -134,65 +135,68 @@ def check_backend(backend=None, reason=None):
             raise MissingBackendError(backend, reason or f"backend {backend!r}")
 
 
-class _KerasImportCheck(importlib.abc.MetaPathFinder):
-    """Checks the backend's package when ``keras`` is about to be imported; then
-    steps aside (it finds nothing itself)."""
-
-    def find_spec(self, name, path=None, target=None):
-        if name == "keras":
-            check_backend()  # raises while the backend is still missing
-            _remove_import_check()
-
-
-def _remove_import_check():
-    sys.meta_path[:] = [
-        f for f in sys.meta_path if not isinstance(f, _KerasImportCheck)
-    ]
+# TensorFlow's native log lines: absl's ("I0000 00:00:1796071465.895658 10740
+# cudart_stub.cc:31] ..."), its pre-initialization notice, and TF's older format.
+NATIVE_LOG_LINE = re.compile(
+    r"^(WARNING: All log messages before absl::InitializeLog\(\) is called"
+    r"|[IWEF]\d{4} \d\d:\d\d:\d+\.\d+ +\d+ [^ \]]+:\d+\]"
+    r"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: [IWEF] )"
+)
 
 
-def install_import_check():
-    """Makes ``import keras`` raise `MissingBackendError` while the backend Keras
-    would load is not installed.
+@contextlib.contextmanager
+def native_stderr_filtered():
+    """Drops TensorFlow's native log lines written to fd 2 inside the block; keeps
+    the rest.
 
-    Only when that is so now (a finder on ``sys.meta_path`` costs every later
-    import a call): the usual case installs nothing. The check runs again at
-    ``import keras``, so the command line, which sets ``KERAS_BACKEND`` after
-    importing ``keras_selfattn``, goes through.
+    TensorFlow prints "Could not find cuda drivers" through absl before any
+    log level applies, so ``TF_CPP_MIN_LOG_LEVEL`` alone cannot hide it.
     """
-    if "keras" in sys.modules:
-        return
-    try:
-        check_backend()
-    except MissingBackendError:
-        if not any(isinstance(f, _KerasImportCheck) for f in sys.meta_path):
-            sys.meta_path.insert(0, _KerasImportCheck())
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as captured:
+        os.dup2(captured.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            captured.seek(0)
+            text = captured.read().decode("utf-8", "replace")
+            for line in text.splitlines(keepends=True):
+                if not NATIVE_LOG_LINE.match(line):
+                    sys.stderr.write(line)
+            sys.stderr.flush()
 
 
-def use_tensorflow_backend():
-    """Sets ``KERAS_BACKEND=tensorflow`` for the command line, before Keras loads.
+# How the command line starts: the console script, or ``python -m`` of these.
+_COMMAND_LINE_MODULES = ("keras_selfattn", "keras_selfattn.cli")
 
-    Returns:
-        None, or the one line to print when the user's configuration asked for
-        another backend.
 
-    Raises:
-        MissingBackendError: TensorFlow is not installed.
-        WrongBackendError: Keras is already loaded with another backend (the
-            command line called from a Python process that imported it).
-    """
-    wanted, reason = configured_backend()
-    if reason == "Keras is already loaded":
-        if wanted != "tensorflow":
-            raise WrongBackendError(
-                f"the command line needs the TensorFlow backend, but Keras is "
-                f"already loaded with {wanted!r} in this process"
-            )
-        return None
-    os.environ["KERAS_BACKEND"] = "tensorflow"
-    check_backend("tensorflow", "the command line needs TensorFlow")
-    if wanted == "tensorflow":
-        return None
-    return (
-        f"keras-selfattn: using the TensorFlow backend ({reason}; the command line "
-        "needs TensorFlow)"
+def _quiet_command_line():
+    """True in a ``keras-selfattn`` process without ``--verbose`` or ``--debug``."""
+    if "--verbose" in sys.argv or "--debug" in sys.argv:
+        return False
+    if os.path.basename(sys.argv[0]) == "keras-selfattn":
+        return True
+    argv = getattr(sys, "orig_argv", [])
+    return any(
+        flag == "-m" and module in _COMMAND_LINE_MODULES
+        for flag, module in itertools.pairwise(argv)
     )
+
+
+def import_keras():
+    """Imports Keras (and with it the backend's package), once.
+
+    In the command line (not ``--verbose``), TensorFlow's native import lines are
+    dropped from stderr and its log level set to 3, as `keras_selfattn.cli.quiet`
+    does for what TensorFlow logs later; elsewhere Keras loads as it would.
+    """
+    if "keras" in sys.modules or not _quiet_command_line():
+        importlib.import_module("keras")
+        return
+    os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+    with native_stderr_filtered():
+        importlib.import_module("keras")

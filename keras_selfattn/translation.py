@@ -54,6 +54,9 @@ class ModelFileError(ValueError):
 
     def __init__(self, path, error):
         self.path = path
+        if isinstance(error, saving.MissingClassError):  # its line names the file
+            super().__init__(str(error))
+            return
         super().__init__(f"cannot read {path}: {type(error).__name__}: {error}")
 
 

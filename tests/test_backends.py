@@ -1,5 +1,5 @@
-"""Which backend runs (issue 27 item 1): the command line chooses TensorFlow and says
-so; a missing backend package is one clear error; the docs say what runs where."""
+"""Which backend runs: the command line runs itself again on TensorFlow and says so;
+a missing backend package is one clear error; the docs say what runs where."""
 
 import importlib.util
 import os
@@ -8,10 +8,12 @@ import re
 import subprocess
 import sys
 
+import keras
 import pytest
 
 from keras_selfattn import backends, cli
 from keras_selfattn.backends import MissingBackendError
+from keras_selfattn.cli import commands
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
@@ -31,8 +33,9 @@ def run_python(code, **env):
 
 @pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("torch") is not None, reason="has torch")
-def test_a_missing_backend_package_is_one_import_error_from_python():
-    done = run_python("import keras_selfattn.layers", KERAS_BACKEND="torch")
+@pytest.mark.parametrize("module", ["keras_selfattn", "keras_selfattn.layers"])
+def test_a_missing_backend_package_is_one_import_error_from_python(module):
+    done = run_python(f"import {module}", KERAS_BACKEND="torch")
     assert done.returncode == 1
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith("keras_selfattn.backends.MissingBackendError:"), last
@@ -41,7 +44,7 @@ def test_a_missing_backend_package_is_one_import_error_from_python():
     assert "torchtree_impl" not in done.stderr  # not Keras' own traceback
     # An ImportError, that Python code can catch, naming the package.
     done = run_python(
-        "try:\n    import keras_selfattn.layers\nexcept ImportError as e:\n"
+        f"try:\n    import {module}\nexcept ImportError as e:\n"
         "    print(type(e).__name__, e.name)",
         KERAS_BACKEND="torch",
     )
@@ -49,35 +52,58 @@ def test_a_missing_backend_package_is_one_import_error_from_python():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("backend", ["jax", "torch"])
-def test_the_command_line_uses_tensorflow_and_says_so_in_one_line(backend, tmp_path):
+@pytest.mark.skipif(importlib.util.find_spec("jax") is None, reason="needs jax")
+@pytest.mark.parametrize("how", ["python -m", "main()"])
+def test_the_command_line_runs_again_on_tensorflow_and_says_so(how, tmp_path):
     model = str(tmp_path / "nothere")
-    code = (
-        "import sys; from keras_selfattn.cli import main; "
-        f"sys.argv = ['keras-selfattn', 'translate', '--model', {model!r}, 'x']; "
-        "main()"
-    )
-    done = run_python(code, KERAS_BACKEND=backend)
+    argv = ["translate", "--model", model, "x"]
+    if how == "python -m":
+        code = f"import runpy, sys; sys.argv = ['x', *{argv!r}]; "
+        code += "runpy.run_module('keras_selfattn', run_name='__main__')"
+    else:
+        code = (
+            "import sys; from keras_selfattn.cli import main; "
+            f"sys.argv = ['keras-selfattn', *{argv!r}]; main()"
+        )
+    done = run_python(code, KERAS_BACKEND="jax")
     lines = done.stderr.strip().splitlines()
     assert lines[0] == (
-        f"keras-selfattn: using the TensorFlow backend (KERAS_BACKEND={backend} is "
-        "set; the command line needs TensorFlow)"
-    )
+        "keras-selfattn: the command line runs on TensorFlow, not 'jax': running "
+        "it again with KERAS_BACKEND=tensorflow"
+    ), lines
     # The command went on under TensorFlow: the run directory's own one-line error.
     assert len(lines) == 2 and lines[1].startswith("keras-selfattn: error: "), lines
     assert model in lines[1]
     assert done.returncode == 2
 
 
-def test_the_command_line_says_nothing_when_tensorflow_is_asked_for(monkeypatch):
-    monkeypatch.setattr(backends, "configured_backend", lambda: ("tensorflow", "x"))
-    monkeypatch.setenv("KERAS_BACKEND", "tensorflow")
-    assert backends.use_tensorflow_backend() is None
+def test_the_command_line_stays_when_keras_runs_on_tensorflow(monkeypatch):
+    monkeypatch.setattr(keras.backend, "backend", lambda: "tensorflow")
+    monkeypatch.setattr(os, "execv", _no_execv)
+    commands.run_on_tensorflow(cli.build_parser(), None)  # returns, nothing else
+
+
+def _no_execv(*args):
+    raise AssertionError(f"os.execv{args}")
+
+
+def test_called_from_python_on_another_backend_is_one_usage_error(monkeypatch, capsys):
+    """The caller's process is not replaced: one line naming the backend, exit 2."""
+    monkeypatch.setattr(keras.backend, "backend", lambda: "jax")
+    monkeypatch.setattr(os, "execv", _no_execv)
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["translate", "--model", "nowhere", "x"])
+    assert exit_info.value.code == cli.USAGE_ERROR
+    err = capsys.readouterr().err
+    assert err == (
+        "keras-selfattn: error: the command line runs on TensorFlow, but Keras is "
+        "loaded with the 'jax' backend in this process; set KERAS_BACKEND=tensorflow\n"
+    )
 
 
 def test_missing_tensorflow_is_one_line_and_exit_2(monkeypatch, capsys):
-    monkeypatch.setenv("KERAS_BACKEND", "tensorflow")
-    monkeypatch.setattr(backends, "configured_backend", lambda: ("jax", "why"))
+    monkeypatch.setattr(keras.backend, "backend", lambda: "jax")
+    monkeypatch.setattr(os, "execv", _no_execv)
     real_find_spec = importlib.util.find_spec
     monkeypatch.setattr(
         importlib.util,
@@ -90,17 +116,7 @@ def test_missing_tensorflow_is_one_line_and_exit_2(monkeypatch, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1
     assert err.startswith("keras-selfattn: error: the Keras backend 'tensorflow' needs")
-    assert (
-        "pip install tensorflow" in err and "the command line needs TensorFlow" in err
-    )
-
-
-def test_the_command_line_refuses_keras_loaded_with_another_backend(monkeypatch):
-    monkeypatch.setattr(
-        backends, "configured_backend", lambda: ("jax", "Keras is already loaded")
-    )
-    with pytest.raises(backends.WrongBackendError, match="already loaded with 'jax'"):
-        backends.use_tensorflow_backend()
+    assert "pip install tensorflow" in err and "the command line runs on" in err
 
 
 def test_configured_backend_reads_the_environment_then_keras_json(
@@ -134,3 +150,22 @@ def test_the_docs_say_what_runs_on_which_backend():
         "on JAX" in readme
     )
     assert "the command line switches to it itself" in readme
+
+
+def test_the_command_line_is_told_apart_from_other_programs(monkeypatch):
+    """TensorFlow's import lines are dropped for ``keras-selfattn`` and ``python -m
+    keras_selfattn`` without --verbose, and for nothing else."""
+    cases = {
+        (("keras-selfattn", "train"), ("python", "x")): True,
+        (("-m", "train"), ("python", "-m", "keras_selfattn", "train")): True,
+        (("-m", "x"), ("python", "-m", "keras_selfattn.cli", "x")): True,
+        (("-m", "x", "--verbose"), ("python", "-m", "keras_selfattn", "x")): False,
+        (("-m", "x", "--debug"), ("python", "-m", "keras_selfattn", "x")): False,
+        (("-m", "x"), ("python", "-m", "pytest", "x")): False,
+        (("script.py",), ("python", "script.py")): False,
+        (("-c",), ("python", "-c", "import keras_selfattn")): False,
+    }
+    for (argv, orig_argv), expected in cases.items():
+        monkeypatch.setattr(sys, "argv", list(argv))
+        monkeypatch.setattr(sys, "orig_argv", list(orig_argv))
+        assert backends._quiet_command_line() is expected, (argv, orig_argv)

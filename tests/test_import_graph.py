@@ -9,9 +9,8 @@ direction follows the data: text -> model -> training -> inference -> serving ->
 command line; what every layer reads (the run directory's layout, the Keras-free
 configurations) sits low.
 
-The names a package ``__init__`` loads on first use (`keras_selfattn._lazy`) and
-the deprecated old module paths (`keras_selfattn._moved`) are strings, not
-imports: they are not edges here.
+The package's own ``__init__`` imports the layers and the model's modules (so
+that every serializable class is registered at import): it sits above them.
 """
 
 import ast
@@ -23,9 +22,7 @@ PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "keras_selfattn"
 # prefix (``keras_selfattn.training.config`` before ``keras_selfattn.training``).
 LAYERS = (
     (
-        "keras_selfattn",  # the package itself imports only _lazy statically
-        "keras_selfattn._lazy",
-        "keras_selfattn._moved",
+        "keras_selfattn.backends",  # imported before Keras loads
         "keras_selfattn.choices",
         "keras_selfattn.config_checks",
         "keras_selfattn.reserved_ids",
@@ -35,6 +32,8 @@ LAYERS = (
     ("keras_selfattn.run_directory",),
     ("keras_selfattn.layers", "keras_selfattn.text"),
     ("keras_selfattn.models", "keras_selfattn.decoding"),
+    # The package itself: the layers and the models, registered at import.
+    ("keras_selfattn",),
     # What validation during training uses, below training (not inference).
     ("keras_selfattn.translation", "keras_selfattn.scoring"),
     ("keras_selfattn.training",),

@@ -5,9 +5,10 @@ Every subcommand calls one documented function (`workflows.run_demo`,
 `inference.Translator.translate`, `training.averaging.average_run`,
 `serving.export_run`, `serving.check_serving`).
 
-Building the parser imports no Keras or TensorFlow (the package loads its names
-on first use), so ``--help`` and usage errors answer at once; the option help
-comes from the ``Attributes:`` sections of `ModelConfig` and `TrainConfig`.
+The command line is a TensorFlow application: when Keras was loaded with another
+backend (``KERAS_BACKEND``), it says so in one line and runs itself again under
+TensorFlow (`cli.commands.run_on_tensorflow`). The option help comes from the
+``Attributes:`` sections of `ModelConfig` and `TrainConfig`.
 
 Never a traceback: bad input (a missing or unreadable file, a malformed TSV or
 ``config.json``, a bad option value) prints one line ``keras-selfattn: error: ...``

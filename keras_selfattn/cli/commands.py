@@ -6,15 +6,18 @@ shared ones and those generated from the config dataclasses come from
 (`workflows.run_demo`, `workflows.build_vocab`, `training.train`,
 `workflows.evaluate_run`, `inference.Translator.translate`,
 `training.averaging.average_run`, `serving.export_run`,
-`serving.check_serving`) and prints what it returns. `main` parses, chooses
-the TensorFlow backend (`keras_selfattn.backends.use_tensorflow_backend`), runs
-the checks of `cli.checks`, quiets TensorFlow (`cli.quiet`) and runs the
-command; `cli.errors` turns what fails into one line and an exit status.
+`serving.check_serving`) and prints what it returns. `main` parses, makes
+sure it runs on TensorFlow (`run_on_tensorflow`), runs the checks of
+`cli.checks`, quiets TensorFlow (`cli.quiet`) and runs the command;
+`cli.errors` turns what fails into one line and an exit status.
 """
 
 import argparse
 import json
+import os
 import sys
+
+import keras
 
 from keras_selfattn import backends
 from keras_selfattn.choices import DEFAULT_BEAM_SIZE, DEFAULT_GROUPS
@@ -44,6 +47,41 @@ from keras_selfattn.training.config import TrainConfig
 from keras_selfattn.training.config.presets import PRESETS, preset_configs
 
 
+def run_on_tensorflow(parser, argv):
+    """Runs the command again under ``KERAS_BACKEND=tensorflow`` when Keras was
+    loaded with another backend: the command line is a TensorFlow application.
+
+    Says so in one line on stderr, then replaces this process (``os.execv`` of
+    ``python -m keras_selfattn`` with the same arguments). Called from Python
+    (``argv`` given), the caller's process is not replaced: one usage error.
+    TensorFlow not installed: one usage error (exit 2) naming the package.
+    """
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        return
+    try:
+        backends.check_backend("tensorflow", "the command line runs on TensorFlow")
+    except backends.MissingBackendError as error:
+        parser.exit(errors.USAGE_ERROR, f"keras-selfattn: error: {error}\n")
+    if argv is not None:
+        parser.exit(
+            errors.USAGE_ERROR,
+            "keras-selfattn: error: the command line runs on TensorFlow, but Keras "
+            f"is loaded with the {backend!r} backend in this process; set "
+            "KERAS_BACKEND=tensorflow\n",
+        )
+    print(
+        f"keras-selfattn: the command line runs on TensorFlow, not {backend!r}: "
+        "running it again with KERAS_BACKEND=tensorflow",
+        file=sys.stderr,
+        flush=True,
+    )
+    sys.stdout.flush()
+    os.environ["KERAS_BACKEND"] = "tensorflow"
+    command = [sys.executable, "-m", "keras_selfattn", *sys.argv[1:]]
+    os.execv(sys.executable, command)
+
+
 def main(argv=None):
     """Runs the command line.
 
@@ -53,17 +91,12 @@ def main(argv=None):
     the file or argument; argparse's usage errors too; TensorFlow not
     installed); 70, an internal error (``--debug`` shows the traceback); 130,
     interrupted; 141, quietly, when the reader of stdout went away (``| head``).
-    The command line runs on TensorFlow whatever ``KERAS_BACKEND`` says, and says
-    so in one line on stderr when it says otherwise.
+    The command line runs on TensorFlow whatever ``KERAS_BACKEND`` says
+    (`run_on_tensorflow`).
     """
     parser = build_parser()
     args = parser.parse_args(argv)
-    try:  # before Keras loads
-        note = backends.use_tensorflow_backend()
-    except (backends.MissingBackendError, backends.WrongBackendError) as error:
-        parser.exit(errors.USAGE_ERROR, f"keras-selfattn: error: {error}\n")
-    if note:
-        print(note, file=sys.stderr)
+    run_on_tensorflow(parser, argv)
     try:
         check_arguments(args)
         if not (args.verbose or args.debug):
@@ -231,7 +264,7 @@ def _add_train(subparsers):
         "--preset",
         choices=sorted(PRESETS),
         help="start from a named recipe for real text (every setting in "
-        "keras_selfattn.training.presets; README: Training on real text); the "
+        "keras_selfattn.training.config.presets; README: Training on real text); the "
         "flags given override it",
     )
     shows(preset, "none, the defaults shown below")

@@ -1,50 +1,18 @@
 """TensorFlow's stderr, quieted: the command line hides TensorFlow's C++ log lines
 unless ``--verbose`` or ``--debug`` is given, whatever ``TF_CPP_MIN_LOG_LEVEL`` says.
 
-`quiet_tensorflow` is called once, after the argument checks and before a
-command imports TensorFlow; `native_stderr_filtered` drops the lines
-`NATIVE_LOG_LINE` matches from file descriptor 2 and keeps the rest.
+`quiet_tensorflow` is called once, after the argument checks; the package's
+import already dropped TensorFlow's import lines for the command line
+(`keras_selfattn.backends.import_keras`). `native_stderr_filtered` drops the
+lines `NATIVE_LOG_LINE` matches from file descriptor 2 and keeps the rest.
 """
 
-import contextlib
 import os
-import re
 import sys
-import tempfile
 
-# TensorFlow's native log lines: absl's ("I0000 00:00:1796071465.895658 10740
-# cudart_stub.cc:31] ..."), its pre-initialization notice, and TF's older format.
-NATIVE_LOG_LINE = re.compile(
-    r"^(WARNING: All log messages before absl::InitializeLog\(\) is called"
-    r"|[IWEF]\d{4} \d\d:\d\d:\d+\.\d+ +\d+ [^ \]]+:\d+\]"
-    r"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: [IWEF] )"
-)
+from keras_selfattn.backends import NATIVE_LOG_LINE, native_stderr_filtered
 
-
-@contextlib.contextmanager
-def native_stderr_filtered():
-    """Drops TensorFlow's native log lines written to fd 2 inside the block; keeps
-    the rest.
-
-    TensorFlow prints "Could not find cuda drivers" through absl before any
-    log level applies, so ``TF_CPP_MIN_LOG_LEVEL`` alone cannot hide it.
-    """
-    sys.stderr.flush()
-    saved = os.dup(2)
-    with tempfile.TemporaryFile() as captured:
-        os.dup2(captured.fileno(), 2)
-        try:
-            yield
-        finally:
-            sys.stderr.flush()
-            os.dup2(saved, 2)
-            os.close(saved)
-            captured.seek(0)
-            text = captured.read().decode("utf-8", "replace")
-            for line in text.splitlines(keepends=True):
-                if not NATIVE_LOG_LINE.match(line):
-                    sys.stderr.write(line)
-            sys.stderr.flush()
+__all__ = ["NATIVE_LOG_LINE", "native_stderr_filtered", "quiet_tensorflow"]
 
 
 def quiet_tensorflow():

@@ -1,10 +1,21 @@
 """The seq2seq model builder and its blocks.
 
-The names load on first use: ``keras_selfattn.models.config`` (`ModelConfig`)
-imports no Keras.
+Importing it registers the blocks, loss, metric, schedule and optimizer for
+``.keras`` loading.
 """
 
-from keras_selfattn._lazy import lazy_package
+from keras_selfattn.models.attention_weights import attention_weights_model
+from keras_selfattn.models.blocks import (
+    DecoderBridge,
+    DeepOutput,
+    ScaledTokenEmbedding,
+    TransformerEncoderBlock,
+)
+from keras_selfattn.models.config import ModelConfig
+from keras_selfattn.models.losses import MaskedAccuracy, MaskedCrossEntropy, masked_loss
+from keras_selfattn.models.optimizers import MovingAverageAdam
+from keras_selfattn.models.schedules import InverseSquareRootSchedule
+from keras_selfattn.models.seq2seq import Seq2Seq, build_seq2seq
 
 __all__ = [
     "DecoderBridge",
@@ -21,32 +32,3 @@ __all__ = [
     "build_seq2seq",
     "masked_loss",
 ]
-
-__getattr__, __dir__ = lazy_package(
-    __name__,
-    {
-        "DecoderBridge": "keras_selfattn.models.blocks",
-        "DeepOutput": "keras_selfattn.models.blocks",
-        "ScaledTokenEmbedding": "keras_selfattn.models.blocks",
-        "TransformerEncoderBlock": "keras_selfattn.models.blocks",
-        "ModelConfig": "keras_selfattn.models.config",
-        "MaskedAccuracy": "keras_selfattn.models.losses",
-        "MaskedCrossEntropy": "keras_selfattn.models.losses",
-        "masked_loss": "keras_selfattn.models.losses",
-        "InverseSquareRootSchedule": "keras_selfattn.models.schedules",
-        "MovingAverageAdam": "keras_selfattn.models.optimizers",
-        "Seq2Seq": "keras_selfattn.models.seq2seq",
-        "build_seq2seq": "keras_selfattn.models.seq2seq",
-        "attention_weights_model": "keras_selfattn.models.attention_weights",
-    },
-    submodules=(
-        "attention_weights",
-        "blocks",
-        "config",
-        "losses",
-        "optimizers",
-        "schedules",
-        "saving",
-        "seq2seq",
-    ),
-)

@@ -1,19 +1,65 @@
 """Loading a ``.keras`` file of this package's models: the one place that does it.
 
 `keras.saving.load_model` finds a custom class only once the module that
-registers it has been imported. The package's names load lazily, so a process
-that has imported only the command line or `keras_selfattn.translation` may not
-have imported them yet; `load_model` imports every module whose classes a saved
-model or its compile configuration holds (the model, its layers, the loss and
-metric, the optimizer and its learning-rate schedule) and then loads.
+registers it has been imported (``import keras_selfattn`` registers every class
+of the package). A class Keras cannot find is one `MissingClassError` that leads
+with the class name and the import that fixes it, instead of Keras' "could not
+be deserialized properly" with the cause buried in the middle.
 """
+
+import re
 
 import keras
 
 # Imported for their registrations (@keras.saving.register_keras_serializable).
 from keras_selfattn.models import losses, optimizers, schedules, seq2seq  # noqa: F401
 
-__all__ = ["check_dtype_policy", "load_model", "with_dtype_policy"]
+__all__ = [
+    "MissingClassError",
+    "check_dtype_policy",
+    "load_model",
+    "missing_class_error",
+    "with_dtype_policy",
+]
+
+# What Keras says of a class it cannot find, and the name it was registered under
+# (``"package>Class"``) in the same message's config.
+_COULD_NOT_LOCATE = re.compile(r"Could not locate class '([^']+)'")
+_REGISTERED_NAME = "'registered_name': '([^'>]+)>{}'"
+
+
+class MissingClassError(ValueError):
+    """A ``.keras`` file uses a class that is not registered in this process.
+
+    Attributes:
+        class_name: the class Keras could not find.
+        package: the package it was registered by (None if the file does not say).
+    """
+
+    def __init__(self, path, class_name, package):
+        self.class_name = class_name
+        self.package = package
+        where = f" (package {package})" if package else ""
+        module = package or "the module that defines it"
+        super().__init__(
+            f"{path} uses class {class_name}{where}, which is not registered in "
+            f"this process; import {module} before loading it"
+        )
+
+
+def missing_class_error(path, error):
+    """The `MissingClassError` that Keras' ``error`` reports, or None.
+
+    Args:
+        path: the ``.keras`` file that was loaded.
+        error: what `keras.saving.load_model` raised.
+    """
+    found = _COULD_NOT_LOCATE.search(str(error))
+    if found is None:
+        return None
+    class_name = found.group(1)
+    package = re.search(_REGISTERED_NAME.format(re.escape(class_name)), str(error))
+    return MissingClassError(path, class_name, package and package.group(1))
 
 
 def load_model(path, dtype=None, **kwargs):
@@ -30,8 +76,17 @@ def load_model(path, dtype=None, **kwargs):
 
     Returns:
         the loaded model.
+
+    Raises:
+        MissingClassError: the file uses a class that is not registered.
     """
-    model = keras.saving.load_model(path, **kwargs)
+    try:
+        model = keras.saving.load_model(path, **kwargs)
+    except (TypeError, ValueError) as error:
+        missing = missing_class_error(path, error)
+        if missing is None:
+            raise
+        raise missing from error
     return model if dtype is None else with_dtype_policy(model, dtype)
 
 

@@ -30,7 +30,20 @@ Example::
 tensorflow-serving-api (the ``serving`` extra) is imported where it is used.
 """
 
-from keras_selfattn._lazy import lazy_package
+from keras_selfattn.serving.audit import OpAudit, audit_saved_model
+from keras_selfattn.serving.check import ServingCheck, check_serving
+from keras_selfattn.serving.export import export_run, export_translator, sample_sources
+from keras_selfattn.serving.instructions import serving_instructions
+from keras_selfattn.serving.publishing import DEFAULT_MODEL_NAME
+from keras_selfattn.serving.signatures import (
+    DEFAULT_BEAM_SIZE,
+    DEFAULT_GROUPS,
+    NBEST_SIGNATURE,
+    SERVING_SIGNATURE,
+    TOKEN_IDS_SIGNATURE,
+    build_export_archive,
+)
+from keras_selfattn.serving.warmup import read_warmup_requests
 
 __all__ = [
     "DEFAULT_BEAM_SIZE",
@@ -50,35 +63,3 @@ __all__ = [
     "sample_sources",
     "serving_instructions",
 ]
-
-__getattr__, __dir__ = lazy_package(
-    __name__,
-    {
-        "OpAudit": "keras_selfattn.serving.audit",
-        "audit_saved_model": "keras_selfattn.serving.audit",
-        "ServingCheck": "keras_selfattn.serving.check",
-        "check_serving": "keras_selfattn.serving.check",
-        "DEFAULT_MODEL_NAME": "keras_selfattn.serving.publishing",
-        "export_run": "keras_selfattn.serving.export",
-        "export_translator": "keras_selfattn.serving.export",
-        "sample_sources": "keras_selfattn.serving.export",
-        "serving_instructions": "keras_selfattn.serving.instructions",
-        "DEFAULT_BEAM_SIZE": "keras_selfattn.serving.signatures",
-        "DEFAULT_GROUPS": "keras_selfattn.serving.signatures",
-        "NBEST_SIGNATURE": "keras_selfattn.serving.signatures",
-        "SERVING_SIGNATURE": "keras_selfattn.serving.signatures",
-        "TOKEN_IDS_SIGNATURE": "keras_selfattn.serving.signatures",
-        "build_export_archive": "keras_selfattn.serving.signatures",
-        "read_warmup_requests": "keras_selfattn.serving.warmup",
-    },
-    submodules=(
-        "audit",
-        "check",
-        "export",
-        "instructions",
-        "publishing",
-        "session_replay",
-        "signatures",
-        "warmup",
-    ),
-)

@@ -1,8 +1,8 @@
 """keras_selfattn.text: from sentence pairs to token ids and back, in TensorFlow graphs.
 
-Everything runs offline. The names load on first use: most modules import
-TensorFlow (the layers in `keras_selfattn.layers` do not); tensorflow_text is
-imported on first use by the options that need it.
+Everything runs offline. Most modules import TensorFlow (the layers in
+`keras_selfattn.layers` do not); tensorflow_text is imported on first use by the
+options that need it.
 
 Modules:
 
@@ -48,7 +48,44 @@ Example, the whole path on the bundled corpus::
     # greedy ids (B, S) -> strings: tokenizer.target.decode(ids)
 """
 
-from keras_selfattn._lazy import lazy_package
+from keras_selfattn.text.corpus import (
+    PairSplits,
+    filter_pairs_by_length,
+    read_pairs,
+    split_pairs,
+    write_pairs,
+)
+from keras_selfattn.text.dataset import encode_pairs, make_dataset
+from keras_selfattn.text.dates import (
+    DATES_SOURCE_CONFIG,
+    DATES_TARGET_CONFIG,
+    bundled_dates_path,
+    generate_date_pairs,
+    load_bundled_dates,
+    load_pairs,
+)
+from keras_selfattn.text.pair_tokenizer import PairTokenizer
+from keras_selfattn.text.tokenizers import (
+    Tokenizer,
+    TokenizerConfig,
+    build_tokenizer,
+    normalize_text,
+    split_text,
+)
+from keras_selfattn.text.vocab import (
+    END_ID,
+    END_TOKEN,
+    PAD_ID,
+    PAD_TOKEN,
+    RESERVED_TOKENS,
+    START_ID,
+    START_TOKEN,
+    UNK_ID,
+    UNK_TOKEN,
+    Vocabulary,
+    build_vocabulary,
+    learn_wordpiece_vocabulary,
+)
 
 __all__ = [
     "DATES_SOURCE_CONFIG",
@@ -83,48 +120,3 @@ __all__ = [
     "split_text",
     "write_pairs",
 ]
-
-__getattr__, __dir__ = lazy_package(
-    __name__,
-    {
-        "PairSplits": "keras_selfattn.text.corpus",
-        "filter_pairs_by_length": "keras_selfattn.text.corpus",
-        "read_pairs": "keras_selfattn.text.corpus",
-        "split_pairs": "keras_selfattn.text.corpus",
-        "write_pairs": "keras_selfattn.text.corpus",
-        "encode_pairs": "keras_selfattn.text.dataset",
-        "make_dataset": "keras_selfattn.text.dataset",
-        "DATES_SOURCE_CONFIG": "keras_selfattn.text.dates",
-        "DATES_TARGET_CONFIG": "keras_selfattn.text.dates",
-        "bundled_dates_path": "keras_selfattn.text.dates",
-        "generate_date_pairs": "keras_selfattn.text.dates",
-        "load_bundled_dates": "keras_selfattn.text.dates",
-        "load_pairs": "keras_selfattn.text.dates",
-        "PairTokenizer": "keras_selfattn.text.pair_tokenizer",
-        "Tokenizer": "keras_selfattn.text.tokenizers",
-        "TokenizerConfig": "keras_selfattn.text.tokenizers",
-        "build_tokenizer": "keras_selfattn.text.tokenizers",
-        "normalize_text": "keras_selfattn.text.tokenizers",
-        "split_text": "keras_selfattn.text.tokenizers",
-        "END_ID": "keras_selfattn.text.vocab",
-        "END_TOKEN": "keras_selfattn.text.vocab",
-        "PAD_ID": "keras_selfattn.text.vocab",
-        "PAD_TOKEN": "keras_selfattn.text.vocab",
-        "RESERVED_TOKENS": "keras_selfattn.text.vocab",
-        "START_ID": "keras_selfattn.text.vocab",
-        "START_TOKEN": "keras_selfattn.text.vocab",
-        "UNK_ID": "keras_selfattn.text.vocab",
-        "UNK_TOKEN": "keras_selfattn.text.vocab",
-        "Vocabulary": "keras_selfattn.text.vocab",
-        "build_vocabulary": "keras_selfattn.text.vocab",
-        "learn_wordpiece_vocabulary": "keras_selfattn.text.vocab",
-    },
-    submodules=(
-        "corpus",
-        "dataset",
-        "dates",
-        "pair_tokenizer",
-        "tokenizers",
-        "vocab",
-    ),
-)

@@ -3,7 +3,6 @@
 import dataclasses
 from typing import ClassVar
 
-from keras_selfattn import _moved
 from keras_selfattn.choices import (
     BEST_BY,
     BUCKET_SPACINGS,
@@ -367,7 +366,3 @@ def same_training(first: "TrainConfig", second: "TrainConfig"):
         }
 
     return what(first) == what(second)
-
-
-def __getattr__(name):  # names that moved out: keras_selfattn/_moved.py
-    return _moved.moved_name(__name__, name)

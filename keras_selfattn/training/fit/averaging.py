@@ -31,7 +31,6 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from keras_selfattn import _moved
 from keras_selfattn.models import saving
 from keras_selfattn.run_directory.atomic import replace_atomically
 from keras_selfattn.run_directory.consistency import check_run_parts
@@ -284,7 +283,3 @@ def average_run(run_dir, last=None, out=None):
         model_path.replace(replaced)
     averaged.replace(model_path)
     return model_path, kept
-
-
-def __getattr__(name):  # names that moved out: keras_selfattn/_moved.py
-    return _moved.moved_name(__name__, name)

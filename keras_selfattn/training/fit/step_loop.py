@@ -22,7 +22,6 @@ import sys
 
 import keras
 
-from keras_selfattn import _moved
 from keras_selfattn.choices import BEST_BY
 from keras_selfattn.run_directory.atomic import replace_atomically
 from keras_selfattn.run_directory.history import (
@@ -336,7 +335,3 @@ def _cell(value):
         return float(value)
     except (TypeError, ValueError):
         return str(value)
-
-
-def __getattr__(name):  # names that moved out: keras_selfattn/_moved.py
-    return _moved.moved_name(__name__, name)

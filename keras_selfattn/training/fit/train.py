@@ -10,7 +10,7 @@ import tempfile
 import keras
 import tensorflow as tf
 
-from keras_selfattn import _moved, text
+from keras_selfattn import text
 from keras_selfattn.models import ModelConfig
 from keras_selfattn.run_directory.vocabulary_settings import (
     train_config_with_vocabulary,
@@ -30,13 +30,6 @@ from keras_selfattn.training.fit.compiled_model import (
 )
 from keras_selfattn.training.run.continuation import reopen_finished_run
 from keras_selfattn.training.run.run_lock import hold_and_claim_run_dir
-
-# Names that moved out (the run-directory names, write_metrics, load_pairs):
-# keras_selfattn/_moved.py.
-
-
-def __getattr__(name):
-    return _moved.moved_name(__name__, name)
 
 
 @dataclasses.dataclass
