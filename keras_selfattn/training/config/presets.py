@@ -12,22 +12,23 @@ produced them.
 
 - ``small``: a CPU recipe (minutes to an hour on a laptop's cores): a 3-block
   pre-layer-norm encoder, 256 wide, and a one-layer GRU decoder with the
-  attentional output and a deep output 1024 wide (since session 14: on Multi30k
-  it took validation chrF at step 2,000 to where the preset without it was at
-  step 4,000, for 6% more CPU a step); tied target embeddings; WordPiece
-  vocabularies of about 4,000 pieces a side; eight geometric length buckets;
+  attentional output and a deep output 1024 wide (on Multi30k it takes
+  validation chrF at step 2,000 to where the recipe without it is at step 4,000,
+  for 6% more CPU a step; benchmarks/RESULTS.md "Real language");
+  tied target embeddings; WordPiece vocabularies of about 4,000 pieces a side;
+  eight geometric length buckets;
   Adam at 2e-3 after 400 warm-up updates, then inverse square root; label
   smoothing 0.1; the weights' moving average (``ema_momentum`` 0.999) is what is
   validated, kept and exported; XLA where the step runs on a GPU, not on CPUs
-  (``jit_compile`` None, since session 13: on a CPU its compilations took a
-  fifth of a 15-minute budget); ``mixed_bfloat16`` where the device multiplies
-  bfloat16 natively, float32 elsewhere (``mixed_precision`` "auto", since session
-  16: on a CPU with ``avx512_bf16`` the step costs 0.81x float32's, with the same
-  loss curve to step 1,000). (Until session 9: 8k vocabularies, untied, four
-  even buckets, 1e-3 after 800: on Multi30k BLEU 16.3 after 15 training
-  CPU-minutes, with those changes 25.1 under load; session 10, side by side with
-  the KerasHub peer on a quieter machine: the moving average took greedy BLEU
-  from 30.1 to 32.0 at 15 minutes, the peer 32.3.)
+  (``jit_compile`` None: on a CPU its compilations take a fifth of a 15-minute
+  budget); ``mixed_bfloat16`` where the device multiplies
+  bfloat16 natively, float32 elsewhere (``mixed_precision`` "auto": on a CPU with
+  ``avx512_bf16`` the step costs 0.81x float32's, with the same loss curve to step
+  1,000). Against 8k untied vocabularies, four even buckets and 1e-3 after 800
+  updates, these choices take Multi30k BLEU after 15 training CPU-minutes from
+  16.3 to 25.1, and the moving average takes greedy BLEU from 30.1 to 32.0
+  (the KerasHub peer 32.3; benchmarks/RESULTS.md "Real language" and "KerasHub
+  peer, side by side").
 - ``base``: a GPU-day recipe for corpora of 1M-10M pairs: a 6-block encoder 512
   wide, a two-layer residual, layer-normalized LSTM decoder with the attentional
   output, token-budget batches: updates of 8k tokens, accumulated from four
@@ -54,7 +55,7 @@ PRESETS = {
             "max_source_len": 100,
             "max_target_len": 100,
             "tie_embeddings": True,
-            # a deep output: the decoder's per-token capacity (session 14)
+            # a deep output: the decoder's per-token capacity
             "deep_output_hiddens": 1024,
         },
         "train": {
@@ -73,7 +74,7 @@ PRESETS = {
             "ema_momentum": 0.999,
             # XLA on a GPU, not on CPUs (TrainConfig.jit_compile says why)
             "jit_compile": None,
-            # bfloat16 products where the device has them (session 16)
+            # bfloat16 products where the device has them
             "mixed_precision": "auto",
         },
     },
