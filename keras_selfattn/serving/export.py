@@ -38,7 +38,7 @@ __all__ = [
 
 _NUM_WARMUP_TEXTS = 8
 # The request sizes an XLA export's warmup runs: the allowed_batch_sizes of
-# export/batching_parameters.txt (benchmarks/RESULTS.md, issue 28, session 26).
+# export/batching_parameters.txt (benchmarks/RESULTS.md, the XLA export's warmup).
 XLA_WARMUP_BATCH_SIZES = (1, 2, 4, 8, 16, 32)
 _NUM_FALLBACK_TOKENS = 3
 

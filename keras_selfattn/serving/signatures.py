@@ -205,7 +205,7 @@ def in_length_groups(search, source_ids, groups, pad_width=None):
     (its inter-op threads: one core each), and a run of short sources is not
     padded to the batch's longest. A row's arithmetic is its own: the tokens are
     those of one search over the batch, the scores equal to float rounding
-    (benchmarks/RESULTS.md, issue 28).
+    (benchmarks/RESULTS.md, the served translator).
 
     Args:
         search: ``ids -> dict`` of batch-major tensors (`greedy_decode`'s or
