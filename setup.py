@@ -58,7 +58,8 @@ setup(
     extras_require={
         "plots": ["matplotlib>=3.8"],
         "serving": ["tensorflow-serving-api>=2.16.1,<2.22"],
-        # benchmarks/keras_hub_peer.py: the KerasHub Transformer peer (issue 24);
+        # benchmarks/keras_hub_peer.py: the KerasHub Transformer model measured
+        # beside ours on the same data;
         # sacremoses for BLEU as the Multi30k papers compute it. Not in "test":
         # its smoke test is skipped where keras_hub is not installed.
         "peer": ["keras-hub>=0.32,<1", "sacremoses>=0.1"],
