@@ -162,8 +162,11 @@ def main(argv=None):
     args = parser.parse_args(argv)
     import tensorflow as tf
 
-    tf.config.threading.set_intra_op_parallelism_threads(args.threads)
-    tf.config.threading.set_inter_op_parallelism_threads(1)
+    try:
+        tf.config.threading.set_intra_op_parallelism_threads(args.threads)
+        tf.config.threading.set_inter_op_parallelism_threads(1)
+    except RuntimeError:  # TensorFlow already running (a test): its threads
+        print("threads: as TensorFlow was already set up in this process")
     rounds, seconds, peak_size = args.rounds, 0.02, 2048
     batch, source_len = args.batch, args.source_len
     if args.quick:

@@ -19,6 +19,7 @@ SCRIPTS = (
     "attention_layouts",
     "decoder_train_step",
     "decoding_latency",
+    "served_precision",
     "attention_scaling",
     "training_throughput",
     "vocab_learning",
