@@ -20,6 +20,7 @@ SCRIPTS = (
     "decoder_train_step",
     "decoding_latency",
     "served_precision",
+    "shortlist_coverage",
     "attention_scaling",
     "training_throughput",
     "vocab_learning",
