@@ -19,6 +19,8 @@ SCRIPTS = (
     "attention_layouts",
     "decoder_train_step",
     "decoding_latency",
+    "served_precision",
+    "shortlist_coverage",
     "attention_scaling",
     "training_throughput",
     "vocab_learning",

@@ -1,0 +1,204 @@
+"""Each product of a served ``--preset small`` translator in float32, bfloat16 and
+int8 weights dequantized to bfloat16, under TensorFlow's stock CPU kernels.
+
+Run: .venv/bin/python benchmarks/served_precision.py [--quick] [--threads 1]
+     [--rounds 15] [--beam 4]
+
+The products are those of one decoder step at the rows a served batch of 32
+sentences has (32 greedy, 32 x beam for the beam search), and the encoder's and
+the memory projection's at 32 sentences of ``--source-len`` pieces, with the
+shapes of ``--preset small`` (256 wide, 1,024-wide feed-forward and deep
+output, 4,000 target pieces, a one-layer GRU fed the embedding and the
+context). The output layer is measured over the whole vocabulary and over a
+``--shortlist``-sized cut of it. Variants, all fed float32 and giving float32 as
+a served graph's float32 search does:
+
+- float32: ``x @ W``.
+- bfloat16: ``cast(cast(x, bf16) @ W_bf16, f32)`` (oneDNN accumulates the
+  product in float32; its output is rounded to bfloat16).
+- int8 at use: ``W_int8`` with per-output-channel float32 scales, dequantized
+  to bfloat16 at every call, then as bfloat16: an upper bound, since a served
+  search dequantizes once per request before its loop (the "dequantize" column
+  is that once-per-request cost; after it every step runs the bfloat16 product).
+
+Each sample runs the product in a ``tf.while_loop`` inside one graph (as a
+search runs its steps), so Python's dispatch is not timed. Every variant of a
+product runs in the same process, interleaved round by round
+(`_bench.interleaved`), and each ratio is the median of the per-round ratios to
+float32; the float32 and bfloat16 matmul peaks (a square product) are measured
+beside them, and each float32 product's GFLOP/s is given against that peak.
+``--quick`` runs a few rounds at smaller sizes, to check the script runs.
+"""
+
+import argparse
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _bench
+
+
+def small_products(batch, beam, source_len, vocab, shortlist):
+    """``[(name, rows, inputs, outputs)]``: the products of ``--preset small``."""
+    step = batch * beam
+    tokens = batch * source_len
+    return [
+        ("output layer (tied, full vocabulary)", step, 256, vocab),
+        (f"output layer ({shortlist} shortlisted)", step, 256, shortlist),
+        ("deep output in (256->1024)", step, 256, 1024),
+        ("deep output out (1024->256)", step, 1024, 256),
+        ("attention query projection", step, 256, 256),
+        ("attentional output [h;c]->256", step, 512, 256),
+        ("GRU input kernel [emb;ctx]->3x256", step, 512, 768),
+        ("GRU recurrent kernel 256->3x256", step, 256, 768),
+        ("attention memory projection (once)", tokens, 256, 256),
+        ("encoder Q/K/V (fused)", tokens, 256, 768),
+        ("encoder attention output", tokens, 256, 256),
+        ("encoder feed-forward in", tokens, 256, 1024),
+        ("encoder feed-forward out", tokens, 1024, 256),
+    ]
+
+
+def _variants(rows, inputs, outputs, reps, seed=0):
+    """``{name: zero-argument callable}``: ``reps`` of one product's variants."""
+    import numpy as np
+    import tensorflow as tf
+
+    from keras_selfattn.models import precision
+
+    rng = np.random.default_rng(seed)
+    x = tf.constant(rng.normal(size=(rows, inputs)).astype("float32"))
+    w = (rng.normal(size=(inputs, outputs)) / np.sqrt(inputs)).astype("float32")
+    w32 = tf.constant(w)
+    w16 = tf.constant(w, tf.bfloat16)
+    q, scale = precision.quantize_int8(w)
+    q, scale = tf.constant(q), tf.constant(scale)
+
+    def repeated(product):
+        """A graph that runs ``product`` ``reps`` times in a loop, as a search's
+        loop runs its steps: no Python dispatch per product is timed."""
+
+        @tf.function
+        def run():
+            def body(i, total):
+                return i + 1, total + product()[0, 0]
+
+            return tf.while_loop(lambda i, _: i < reps, body, (0, 0.0))[1]
+
+        return lambda: run().numpy()
+
+    def bf16():
+        return tf.cast(tf.matmul(tf.cast(x, tf.bfloat16), w16), tf.float32)
+
+    def int8():
+        kernel = precision.dequantize(q, scale, tf.bfloat16)
+        return tf.cast(tf.matmul(tf.cast(x, tf.bfloat16), kernel), tf.float32)
+
+    def dequantize():
+        return tf.cast(precision.dequantize(q, scale, tf.bfloat16), tf.float32)
+
+    return {
+        "float32": repeated(lambda: tf.matmul(x, w32)),
+        "bfloat16": repeated(bf16),
+        "int8 at use": repeated(int8),
+        "dequantize": repeated(dequantize),
+    }
+
+
+def matmul_peak(size, rounds):
+    """``(float32, bfloat16)`` GFLOP/s of a ``size``-cubed product, interleaved."""
+    import tensorflow as tf
+
+    a = tf.random.normal((size, size))
+    b = tf.random.normal((size, size))
+    a16, b16 = tf.cast(a, tf.bfloat16), tf.cast(b, tf.bfloat16)
+    samples = _bench.interleaved(
+        {
+            "float32": lambda: tf.matmul(a, b).numpy(),
+            "bfloat16": lambda: tf.matmul(a16, b16).numpy(),
+        },
+        rounds,
+        warmup=1,
+    )
+    flops = 2 * size**3 / 1e9
+    return tuple(flops / _bench.median(samples[k]) for k in ("float32", "bfloat16"))
+
+
+def measure(products, rounds, seconds, peak):
+    """Table rows: per product its float32 time, GFLOP/s and the ratios."""
+    table = []
+    for name, rows, inputs, outputs in products:
+        flops = 2 * rows * inputs * outputs
+        # about ``seconds`` of float32 product a sample, at the measured peak
+        reps = max(1, round(seconds * peak * 1e9 / flops))
+        fns = _variants(rows, inputs, outputs, reps)
+        samples = _bench.interleaved(fns, rounds)
+        f32 = _bench.median(samples["float32"]) / reps
+        table.append(
+            [
+                name,
+                f"{rows}x{inputs}x{outputs}",
+                f"{f32 * 1e6:.0f}",
+                f"{flops / f32 / 1e9:.0f}",
+                f"{flops / f32 / 1e9 / peak:.2f}",
+                f"{_bench.paired_ratio(samples, 'bfloat16', 'float32'):.2f}",
+                f"{_bench.paired_ratio(samples, 'int8 at use', 'float32'):.2f}",
+                f"{_bench.paired_ratio(samples, 'dequantize', 'float32'):.2f}",
+            ]
+        )
+    return table
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="a few rounds, small")
+    parser.add_argument("--threads", type=int, default=1, help="TF intra-op threads")
+    parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--beam", type=int, default=4)
+    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--source-len", type=int, default=16)
+    parser.add_argument("--vocab", type=int, default=4000)
+    parser.add_argument("--shortlist", type=int, default=800)
+    args = parser.parse_args(argv)
+    import tensorflow as tf
+
+    try:
+        tf.config.threading.set_intra_op_parallelism_threads(args.threads)
+        tf.config.threading.set_inter_op_parallelism_threads(1)
+    except RuntimeError:  # TensorFlow already running (a test): its threads
+        print("threads: as TensorFlow was already set up in this process")
+    rounds, seconds, peak_size = args.rounds, 0.02, 2048
+    batch, source_len = args.batch, args.source_len
+    if args.quick:
+        rounds, seconds, peak_size, batch, source_len = 3, 0.002, 256, 4, 4
+    peak32, peak16 = matmul_peak(peak_size, max(3, rounds // 3))
+    headers = [
+        "product",
+        "rows x in x out",
+        "float32 us",
+        "float32 GFLOP/s",
+        "of float32 peak",
+        "bfloat16 / float32",
+        "int8 at use / float32",
+        "dequantize / float32",
+    ]
+    for beam in sorted({1, args.beam}):
+        print(f"\n{'greedy' if beam == 1 else f'beam {beam}'}: batch {batch}")
+        products = small_products(batch, beam, source_len, args.vocab, args.shortlist)
+        if args.quick:
+            products = products[:3] + products[-2:]
+        _bench.print_table(headers, measure(products, rounds, seconds, peak32))
+    print(
+        f"\nmatmul peak ({peak_size}^3, {args.threads} thread(s)): float32 "
+        f"{peak32:.0f} GFLOP/s, bfloat16 {peak16:.0f} GFLOP/s"
+    )
+    print(
+        f"medians of {rounds} interleaved rounds; ratios are medians of per-round "
+        "ratios (the machine is shared)"
+    )
+    print(_bench.environment_line())
+    print("command:", _bench.command_line(__file__, argv))
+
+
+if __name__ == "__main__":
+    main()

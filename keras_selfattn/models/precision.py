@@ -1,0 +1,166 @@
+"""Lower-precision products for a served translator: bfloat16, and int8 weights.
+
+`lower_precision_model` returns a float32 copy of a `Seq2Seq` in which the layers
+of the chosen products (`PRODUCTS`) compute under Keras' ``"mixed_bfloat16"``
+policy: their weights stay float32 variables, cast to bfloat16 at use, the
+product runs in bfloat16 (oneDNN accumulates in float32) and the layers around
+them (layer norms, the search, the softmax of the scores) stay float32. The
+output layer's product is not a Keras layer call in a search (`TiedEmbedding`
+holds ``E^T`` before the loop): `output_kernel_in` gives its kernel in the
+chosen precision, once per request.
+
+int8: `quantize_int8` gives int8 weights with one float32 scale per output
+channel (symmetric, ``scale = max|w| / 127``), `dequantize` turns them back
+into bfloat16 at use; a served search dequantizes once per request, before its
+loop (the weights are constant), so each step runs the bfloat16 product. Keras'
+own ``model.quantize("int8")`` is not used: under TensorFlow's CPU kernels its
+int8 product is slower than float32 (benchmarks/served_precision.py).
+`int8_weights_model` gives the float32 copy whose product kernels hold the
+int8-rounded values, which computes what an int8 export computes (to measure
+its translations before exporting).
+"""
+
+import fnmatch
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from keras_selfattn.models import saving
+
+__all__ = [
+    "PRECISIONS",
+    "PRODUCTS",
+    "dequantize",
+    "int8_weights_model",
+    "lower_precision_model",
+    "output_kernel_in",
+    "product_layers",
+    "quantize_int8",
+]
+
+PRECISIONS = ("float32", "bfloat16", "int8")
+
+# Product group -> the layer paths (fnmatch patterns) that compute it. A group
+# is a whole layer: the products inside one layer meet in plain ops (a residual
+# sum, a concatenation, the recurrent state) that need one dtype, so they share
+# the layer's policy. The layers' attention softmaxes are float32 under any
+# policy (`masked_softmax`), as are their layer norms (Keras upcasts them).
+PRODUCTS = {
+    # self-attention Q/K/V and output projections, the feed-forward network
+    "encoder": ("encoder_block_*",),
+    # the recurrent kernels, Bahdanau's query/key projections, the attentional
+    # output, and the bridge that gives the first recurrent state its dtype
+    "decoder": ("bridge", "decoder"),
+    "deep_output": ("deep_output",),
+    # the output layer: taken by `output_kernel_in` in a search
+    "output": ("target_embedding", "logits"),
+}
+
+
+def _check_products(products):
+    products = tuple(products)
+    unknown = [name for name in products if name not in PRODUCTS]
+    if unknown:
+        raise ValueError(
+            f"products must be names among {sorted(PRODUCTS)}. Received: "
+            f"products={products!r}"
+        )
+    return products
+
+
+def product_layers(model, products):
+    """``{path: layer}`` of ``model``'s layers that compute ``products``."""
+    products = _check_products(products)
+    patterns = [pattern for name in products for pattern in PRODUCTS[name]]
+    return {
+        layer.path: layer
+        for layer in model._flatten_layers(include_self=False)
+        if layer.path and any(fnmatch.fnmatchcase(layer.path, p) for p in patterns)
+    }
+
+
+def lower_precision_model(model, products):
+    """A float32 copy of ``model`` whose ``products`` compute in bfloat16.
+
+    Args:
+        model: a `Seq2Seq`.
+        products: names from `PRODUCTS`; ``"output"`` is taken by
+            `output_kernel_in` in a search, not here.
+
+    Returns:
+        The copy (``model`` is unchanged).
+    """
+    products = _check_products(products)
+    copy = saving.with_dtype_policy(model, "float32")
+    if copy is model:  # already float32: a copy all the same
+        copy = type(model).from_config(model.get_config())
+        copy.set_weights(model.get_weights())
+    for layer in product_layers(copy, [p for p in products if p != "output"]).values():
+        for inner in layer._flatten_layers(include_self=True):
+            inner.dtype_policy = "mixed_bfloat16"
+    return copy
+
+
+def quantize_int8(kernel):
+    """``(int8 kernel, float32 scales)``: symmetric, one scale per output channel.
+
+    ``kernel`` (..., out) float; ``scales`` (out,) with ``kernel ~= q * scales``.
+    A column of zeros gets scale 1.
+    """
+    kernel = np.asarray(kernel, np.float32)
+    reduce = tuple(range(kernel.ndim - 1))
+    peak = np.max(np.abs(kernel), axis=reduce)
+    scales = np.where(peak > 0, peak / 127.0, 1.0).astype(np.float32)
+    quantized = np.clip(np.rint(kernel / scales), -127, 127).astype(np.int8)
+    return quantized, scales
+
+
+def dequantize(quantized, scales, dtype=tf.bfloat16):
+    """``quantized * scales`` in ``dtype`` (TensorFlow ops, for a graph)."""
+    scales = tf.cast(scales, tf.float32)
+    return tf.cast(tf.cast(quantized, tf.float32) * scales, dtype)
+
+
+def output_kernel_in(kernel, precision):
+    """A float32 output kernel (D, V) in ``precision`` for the search's product.
+
+    ``"bfloat16"`` casts; ``"int8"`` rounds to int8 with per-column scales and
+    dequantizes to bfloat16 (what the export's stored int8 kernel gives back:
+    gather a shortlist's columns before dequantizing, it is fewer).
+    """
+    if precision not in PRECISIONS:
+        raise ValueError(
+            f"precision must be one of {PRECISIONS}. Received: precision={precision!r}"
+        )
+    if precision == "float32":
+        return tf.cast(kernel, tf.float32)
+    if precision == "bfloat16":
+        return tf.cast(kernel, tf.bfloat16)
+    quantized, scales = quantize_int8(np.asarray(kernel))
+    return dequantize(quantized, scales)
+
+
+def _product_kernels(layer):
+    """The product weights of ``layer`` (kernels and embeddings, no biases)."""
+    names = ("kernel", "recurrent_kernel", "embeddings")
+    return [w for w in layer.weights if w.path.rsplit("/", 1)[-1] in names]
+
+
+def int8_weights_model(model, products):
+    """`lower_precision_model`, its ``products``' kernels rounded through int8.
+
+    The copy computes what an int8 export computes: each kernel's values are
+    those of `quantize_int8` then `dequantize`, products in bfloat16.
+    """
+    copy = lower_precision_model(model, products)
+    for layer in product_layers(copy, products).values():
+        for weight in _product_kernels(layer):
+            value = keras.ops.convert_to_numpy(weight)
+            if weight.path.endswith("embeddings"):  # rows are output channels
+                quantized, scales = quantize_int8(value.T)
+                weight.assign(dequantize(quantized, scales, tf.float32).numpy().T)
+            else:
+                quantized, scales = quantize_int8(value)
+                weight.assign(dequantize(quantized, scales, tf.float32))
+    return copy

@@ -1,0 +1,101 @@
+"""A run's vocabulary shortlist, learned by streaming its training split once.
+
+The training split is the one the run trained on: its files and held-out split
+as ``data.json`` recorded them (refused when the files changed since), read
+with the run's data settings and tokenized with its saved tokenizer, a batch at
+a time; only the vocabulary-sized counts (`text.shortlist.CooccurrenceCounts`)
+are held.
+"""
+
+import pathlib
+
+from keras_selfattn import text
+from keras_selfattn.run_layout import (
+    CONFIG_FILE,
+    DATA_FILE,
+    load_run_config,
+    read_run_json,
+)
+from keras_selfattn.text.shortlist import (
+    DEFAULT_FREQUENT,
+    DEFAULT_PER_SOURCE,
+    CooccurrenceCounts,
+    check_shortlist_sizes,
+)
+from keras_selfattn.training.data import run_data as run_data_lib
+
+__all__ = ["count_pairs", "learn_run_shortlist"]
+
+
+def count_pairs(pairs, tokenizer, batch_size=512):
+    """`CooccurrenceCounts` of a `tf.data.Dataset` of ``(source, target)`` strings.
+
+    Each batch is tokenized with ``tokenizer`` (a `text.PairTokenizer`) and
+    counted; nothing but the counts outlives the batch.
+    """
+    counts = CooccurrenceCounts(
+        tokenizer.source_vocab_size, tokenizer.target_vocab_size
+    )
+    for sources, targets in pairs.batch(batch_size):
+        source_ids = tokenizer.source.encode(sources).to_list()
+        target_ids = tokenizer.target.encode(targets).to_list()
+        for s, t in zip(source_ids, target_ids, strict=True):
+            counts.add(s, t)
+    return counts
+
+
+def _run_training_pairs(run_dir):
+    """The run's training pairs (a dataset), as `training_pairs` streams them."""
+    for name in (DATA_FILE, CONFIG_FILE):
+        if not (run_dir / name).exists():
+            raise FileNotFoundError(
+                f"{run_dir} has no {name}, so no recorded training split to learn a "
+                f"shortlist from. Received: run_dir={str(run_dir)!r}"
+            )
+    _, train_config = load_run_config(run_dir / CONFIG_FILE)
+    record = read_run_json(run_dir / DATA_FILE)["fingerprint"]
+    files = [entry["file"] for entry in record["data"]]
+    missing = [name for name in files if not pathlib.Path(name).exists()]
+    if missing:
+        raise FileNotFoundError(
+            f"The training file {missing[0]} of {run_dir} is gone; the shortlist is "
+            "learned from the files the run trained on"
+        )
+    held = {
+        role: [entry["file"] for entry in record[role]]
+        for role in ("valid_data", "test_data")
+        if role in record
+    }
+    run_data = run_data_lib.prepare_run_data(files, run_dir, train_config, **held)
+    return run_data_lib.training_pairs(run_data, train_config)
+
+
+def learn_run_shortlist(
+    run_dir, per_source=DEFAULT_PER_SOURCE, frequent=DEFAULT_FREQUENT, save=True
+):
+    """Learns the shortlist of the run in ``run_dir`` from its training split.
+
+    Args:
+        run_dir: a trained run directory (its data.json, config.json, tokenizer).
+        per_source: int > 0, target pieces kept per source piece.
+        frequent: int > 0, most frequent target pieces kept for every batch.
+        save: write ``run_dir/shortlist.npz`` (atomically).
+
+    Returns:
+        The `text.shortlist.ShortlistTable`; its ``record`` names the run and
+        the files it was learned from, and its size.
+    """
+    per_source, frequent = check_shortlist_sizes(per_source, frequent)
+    run_dir = pathlib.Path(run_dir)
+    pairs = _run_training_pairs(run_dir)
+    tokenizer = text.PairTokenizer.load(run_dir)
+    table = count_pairs(pairs, tokenizer).table(per_source, frequent)
+    files = [
+        e["file"] for e in read_run_json(run_dir / DATA_FILE)["fingerprint"]["data"]
+    ]
+    table.record.update(
+        {"learned_from": "the training split of the run", "files": files}
+    )
+    if save:
+        table.save(run_dir)
+    return table

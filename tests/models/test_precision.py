@@ -1,0 +1,125 @@
+"""Lower-precision products: the chosen layers compute in bfloat16, the rest and
+the search in float32; int8 weights with per-channel scales against a NumPy
+reference; bad names refused in one line."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_selfattn.decoding import beam_search_decode, greedy_decode
+from keras_selfattn.models import ModelConfig, build_seq2seq, precision
+
+ALL_BUT_OUTPUT = [name for name in precision.PRODUCTS if name != "output"]
+
+
+@pytest.fixture(scope="module")
+def model():
+    config = ModelConfig(
+        num_hiddens=16,
+        num_heads=2,
+        num_layers=1,
+        ffn_hiddens=32,
+        decoder_units=16,
+        embedding_dim=16,
+        tie_embeddings=True,
+        deep_output_hiddens=24,
+        attentional_output=True,
+    )
+    return build_seq2seq(30, 40, config, seed=1)
+
+
+SOURCE = np.array([[5, 6, 7, 3, 0], [8, 9, 3, 0, 0]], np.int32)
+
+
+def test_chosen_layers_in_bfloat16(model):
+    copy = precision.lower_precision_model(model, ["decoder", "deep_output"])
+    chosen = precision.product_layers(copy, ["decoder", "deep_output"])
+    assert sorted(chosen) == ["bridge", "decoder", "deep_output"]
+    inside = [
+        layer.path
+        for path in chosen
+        for layer in chosen[path]._flatten_layers(include_self=True)
+    ]
+    assert "decoder/cell/gru_cell_0" in inside and "deep_output/inner" in inside
+    for layer in copy._flatten_layers(include_self=False):
+        expected = "bfloat16" if layer.path in inside else "float32"
+        assert layer.compute_dtype == expected, layer.path
+        for weight in layer.weights:  # variables stay float32
+            assert weight.dtype == "float32"
+    assert copy.encoder_blocks[0].compute_dtype == "float32"
+    assert model.deep_output.inner.compute_dtype == "float32"  # original unchanged
+    np.testing.assert_array_equal(
+        copy.deep_output.inner.kernel.numpy(), model.deep_output.inner.kernel.numpy()
+    )
+
+
+@pytest.mark.parametrize("search", ["greedy", "beam"])
+def test_searches_run_with_float32_scores(model, search):
+    copy = precision.lower_precision_model(model, ALL_BUT_OUTPUT)
+    if search == "greedy":
+        ours, full = (greedy_decode(m, SOURCE, 6) for m in (copy, model))
+    else:
+        ours, full = (beam_search_decode(m, SOURCE, 2, 6) for m in (copy, model))
+    assert ours["scores"].dtype == tf.float32
+    assert ours["ids"].shape[0] == 2
+    # an untrained model's scores are close to uniform: bfloat16 moves them little
+    np.testing.assert_allclose(ours["scores"], full["scores"], rtol=0.05, atol=0.05)
+
+
+def test_step_logits_close_to_float32(model):
+    copy = precision.lower_precision_model(model, ALL_BUT_OUTPUT)
+    expected = model({"source": SOURCE, "target_in": SOURCE}, training=False).numpy()
+    got = copy({"source": SOURCE, "target_in": SOURCE}, training=False).numpy()
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(got, expected, atol=0.05)
+    assert not np.array_equal(got, expected)  # bfloat16 did run
+
+
+def test_quantize_int8_against_numpy():
+    rng = np.random.default_rng(0)
+    kernel = rng.normal(size=(7, 5)).astype(np.float32)
+    kernel[:, 2] = 0.0
+    q, scales = precision.quantize_int8(kernel)
+    assert q.dtype == np.int8 and scales.shape == (5,)
+    peak = np.abs(kernel).max(axis=0)
+    np.testing.assert_allclose(scales[[0, 1, 3, 4]], peak[[0, 1, 3, 4]] / 127)
+    assert scales[2] == 1.0 and not q[:, 2].any()
+    assert np.abs(q).max() == 127
+    back = precision.dequantize(q, scales, tf.float32).numpy()
+    assert np.all(np.abs(back - kernel) <= scales / 2 + 1e-7)
+    assert precision.dequantize(q, scales).dtype == tf.bfloat16
+
+
+def test_int8_weights_model(model):
+    copy = precision.int8_weights_model(model, ["deep_output", "output"])
+    before = model.deep_output.inner.kernel.numpy()
+    after = copy.deep_output.inner.kernel.numpy()
+    scales = np.abs(before).max(axis=0) / 127
+    assert np.all(np.abs(after - before) <= scales / 2 + 1e-6)
+    assert len(np.unique(np.round(after / scales))) <= 255
+    emb_before = model.target_embedding.embeddings.numpy()
+    emb_after = copy.target_embedding.embeddings.numpy()
+    row_scales = np.abs(emb_before).max(axis=1, keepdims=True) / 127
+    assert np.all(np.abs(emb_after - emb_before) <= row_scales / 2 + 1e-6)
+    # a product not named keeps its weights
+    np.testing.assert_array_equal(
+        copy.encoder_blocks[0].ffn_inner.kernel.numpy(),
+        model.encoder_blocks[0].ffn_inner.kernel.numpy(),
+    )
+
+
+def test_output_kernel_in():
+    kernel = np.random.default_rng(1).normal(size=(4, 6)).astype(np.float32)
+    assert precision.output_kernel_in(kernel, "float32").dtype == tf.float32
+    assert precision.output_kernel_in(kernel, "bfloat16").dtype == tf.bfloat16
+    int8 = precision.output_kernel_in(kernel, "int8")
+    assert int8.dtype == tf.bfloat16
+    np.testing.assert_allclose(tf.cast(int8, tf.float32), kernel, atol=0.05)
+
+
+def test_bad_names(model):
+    with pytest.raises(ValueError, match="products=\\('softmax',\\)") as caught:
+        precision.lower_precision_model(model, ["softmax"])
+    assert "\n" not in str(caught.value)
+    with pytest.raises(ValueError, match="precision='int4'"):
+        precision.output_kernel_in(np.zeros((2, 2), np.float32), "int4")

@@ -1,0 +1,83 @@
+"""A run's shortlist learned by streaming its recorded training split: the same
+table as one counted from the training pairs by a separate reference; a missing
+split refused in one line."""
+
+import numpy as np
+import pytest
+
+from keras_selfattn import text
+from keras_selfattn.models import ModelConfig
+from keras_selfattn.run_layout import CONFIG_FILE, load_run_config, save_run_config
+from keras_selfattn.text.shortlist import SHORTLIST_FILE, ShortlistTable
+from keras_selfattn.training import TrainConfig
+from keras_selfattn.training.data import run_data as run_data_lib
+from keras_selfattn.training.data.run_shortlist import learn_run_shortlist
+from keras_selfattn.training.data.run_tokenizer import load_or_learn_tokenizer
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    """A run directory with its data record, tokenizer and configuration (no model)."""
+    run_dir = tmp_path_factory.mktemp("run")
+    config = TrainConfig(
+        source_tokenizer="word", target_tokenizer="char", split_digits=True
+    )
+    pairs = text.load_bundled_dates()[:300]
+    run_data = run_data_lib.prepare_run_data(pairs, run_dir, config)
+    load_or_learn_tokenizer(None, run_dir, False, run_data, config)
+    save_run_config(run_dir / CONFIG_FILE, ModelConfig(), config)
+    return run_dir
+
+
+def _reference(run_dir, per_source, frequent):
+    """Counts by dictionaries over the training pairs, held in memory here."""
+    _, config = load_run_config(run_dir / CONFIG_FILE)
+    run_data = run_data_lib.prepare_run_data(
+        str(run_dir / "pairs.tsv"), run_dir, config
+    )
+    tokenizer = text.PairTokenizer.load(run_dir)
+    pair_count, target_count, n = {}, {}, 0
+    for source, target in run_data_lib.training_pairs(run_data, config):
+        s_ids = tokenizer.source.encode(source).numpy().tolist()
+        t_ids = tokenizer.target.encode(target).numpy().tolist()
+        n += 1
+        for t in t_ids:
+            target_count[t] = target_count.get(t, 0) + 1
+        for s in set(s_ids):
+            for t in set(t_ids):
+                pair_count[s, t] = pair_count.get((s, t), 0) + 1
+    top = sorted(
+        (t for t in target_count if t > 3), key=lambda t: (-target_count[t], t)
+    )[:frequent]
+    rows = {}
+    for s in range(1, tokenizer.source_vocab_size):
+        scored = sorted(
+            (-c, t)
+            for (s2, t), c in pair_count.items()
+            if s2 == s and t > 3 and t not in top
+        )
+        rows[s] = [t for _, t in scored[:per_source]]
+    return rows, sorted(top), n
+
+
+def test_learned_from_the_training_split(run_dir):
+    table = learn_run_shortlist(run_dir, per_source=4, frequent=5)
+    rows, top, n = _reference(run_dir, 4, 5)
+    assert table.frequent.tolist() == top
+    assert table.record["pairs_counted"] == n and 0 < n < 300  # held-out not counted
+    for s, best in rows.items():
+        assert table.candidates[s].tolist() == best + [3] * (4 - len(best))
+    loaded = ShortlistTable.load(run_dir)
+    np.testing.assert_array_equal(loaded.candidates, table.candidates)
+    assert loaded.record["files"] == table.record["files"]
+    assert loaded.record["learned_from"] == "the training split of the run"
+
+
+def test_bad_arguments(run_dir, tmp_path):
+    with pytest.raises(ValueError, match="frequent=0") as caught:
+        learn_run_shortlist(run_dir, frequent=0)
+    assert "\n" not in str(caught.value)
+    with pytest.raises(FileNotFoundError, match="run_dir=") as caught:
+        learn_run_shortlist(tmp_path)
+    assert "\n" not in str(caught.value)
+    assert not (tmp_path / SHORTLIST_FILE).exists()
