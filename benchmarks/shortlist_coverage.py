@@ -27,7 +27,8 @@ def quick_run(run_dir):
     """A run directory of the bundled dates with its split and tokenizer."""
     from keras_selfattn import text
     from keras_selfattn.models import ModelConfig
-    from keras_selfattn.run_layout import CONFIG_FILE, save_run_config
+    from keras_selfattn.run_directory.layout import CONFIG_FILE
+    from keras_selfattn.run_directory.settings import save_run_config
     from keras_selfattn.training import TrainConfig
     from keras_selfattn.training.data import run_data as run_data_lib
     from keras_selfattn.training.data.run_tokenizer import load_or_learn_tokenizer

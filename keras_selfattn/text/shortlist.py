@@ -29,6 +29,7 @@ import pathlib
 import numpy as np
 
 from keras_selfattn.reserved_ids import END_ID, PAD_ID, RESERVED_TOKENS
+from keras_selfattn.run_directory.layout import SHORTLIST_FILE
 
 __all__ = [
     "DEFAULT_FREQUENT",
@@ -39,7 +40,6 @@ __all__ = [
     "check_shortlist_sizes",
 ]
 
-SHORTLIST_FILE = "shortlist.npz"
 # Marian's students are served with "--shortlist lex.s2t 50 50": the 50 most
 # frequent target pieces and the 50 best of each source piece.
 DEFAULT_FREQUENT = 50

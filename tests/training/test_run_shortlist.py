@@ -7,7 +7,8 @@ import pytest
 
 from keras_selfattn import text
 from keras_selfattn.models import ModelConfig
-from keras_selfattn.run_layout import CONFIG_FILE, load_run_config, save_run_config
+from keras_selfattn.run_directory.layout import CONFIG_FILE
+from keras_selfattn.run_directory.settings import load_run_config, save_run_config
 from keras_selfattn.text.shortlist import SHORTLIST_FILE, ShortlistTable
 from keras_selfattn.training import TrainConfig
 from keras_selfattn.training.data import run_data as run_data_lib

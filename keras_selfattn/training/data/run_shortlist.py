@@ -10,12 +10,9 @@ are held.
 import pathlib
 
 from keras_selfattn import text
-from keras_selfattn.run_layout import (
-    CONFIG_FILE,
-    DATA_FILE,
-    load_run_config,
-    read_run_json,
-)
+from keras_selfattn.run_directory.damaged import read_run_json
+from keras_selfattn.run_directory.layout import CONFIG_FILE, DATA_FILE
+from keras_selfattn.run_directory.settings import load_run_config
 from keras_selfattn.text.shortlist import (
     DEFAULT_FREQUENT,
     DEFAULT_PER_SOURCE,
