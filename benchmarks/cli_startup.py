@@ -1,10 +1,10 @@
-"""How fast ``keras-selfattn --help`` answers in a fresh process (issue 13).
+"""How fast ``keras-selfattn --help`` answers in a fresh process.
 
 Each sample starts a new interpreter, as a user typing the command does. The
 peers, timed interleaved in the same run: ``python -c pass`` (the interpreter
 alone) and ``python -c "import tensorflow"`` (what every command paid before the
 package's imports became lazy); with ``--before TREE`` also the same commands run
-from another checkout (e.g. ``git archive c8011f3 keras_selfattn | tar -x -C TREE``).
+from another checkout (e.g. ``git archive REV keras_selfattn | tar -x -C TREE``).
 
     .venv/bin/python benchmarks/cli_startup.py [--rounds N] [--before TREE]
 """
