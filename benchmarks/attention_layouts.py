@@ -2,7 +2,7 @@
 
 Run: .venv/bin/python benchmarks/attention_layouts.py [--rounds N] [--quick]
 
-Issue 28 asks for the layer at most 0.8x the time of
+The target is the layer at most 0.8x the time of
 ``keras.layers.MultiHeadAttention`` (forward + backward). On TensorFlow both
 run the same essential work (the Q/K/V and output projections, two batched
 matmuls over the heads, a softmax over (B, H, T, T) logits); keras' layer adds a

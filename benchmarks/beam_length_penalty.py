@@ -1,4 +1,4 @@
-"""Beam search: the length penalty inside the search vs only after it (issue 13).
+"""Beam search: the length penalty inside the search vs only after it.
 
 Run: .venv/bin/python benchmarks/beam_length_penalty.py [--quick] [--epochs N]
 

@@ -1,4 +1,4 @@
-"""The KerasHub Transformer peer (issue 24): trained on a CPU budget, scored after.
+"""The KerasHub Transformer peer: trained on a CPU budget, scored after.
 
 The recipe a Keras user copies first (keras.io "English-to-Spanish translation
 with KerasHub", scaled to `--preset small`'s size; shared/peers/

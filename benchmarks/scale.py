@@ -3,7 +3,7 @@
 Runs each measurement in its own process (so the peak resident memory is that
 run's): for every corpus, ``build-vocab`` (new code), then ``train`` of the new
 code with ``--vocab``, then ``train`` of the code before the streaming change
-(a checkout of commit c8011f3 given by ``--old``). Each training process stops
+(a checkout of that code given by ``--old``). Each training process stops
 itself after ``--warmup + --steps`` steps and reports:
 
 - first step: seconds from the start of the process to the end of the first
@@ -16,7 +16,7 @@ itself after ``--warmup + --steps`` steps and reports:
 
 Make the corpora with ``benchmarks/make_big_corpus.py``; then::
 
-    git worktree add /tmp/old c8011f3
+    git worktree add /tmp/old REV
     python benchmarks/scale.py --old /tmp/old --corpus 300k=/tmp/big/300k.tsv \\
         --corpus 3M=/tmp/big/3m.tsv --steps 100
 """
@@ -303,7 +303,7 @@ def main():
             f"{built['peak_rss_gib']:.2f} | | |"
         )
 
-    # The targets of issue 11: the largest corpus against the smallest, after.
+    # The targets: the largest corpus against the smallest, after.
     if len(rows) > 1:
         small, large = rows[0], rows[-1]
         wall = large[2]["total_s"] / small[2]["total_s"]

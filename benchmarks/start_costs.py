@@ -6,7 +6,7 @@ signatures. This times the two commands (the command-line tests' small run: 40
 steps of a width-16 model on 400 pairs, a validation every 5) as CPU seconds of
 the child process (user + system, from ``getrusage``: on a shared machine the
 CPU a process spends varies far less than its wall time), for this tree and,
-with ``--before TREE``, another checkout (e.g. ``git archive ea0ba5f | tar -x -C
+with ``--before TREE``, another checkout (e.g. ``git archive REV | tar -x -C
 TREE``), interleaved round by round. ``python -c "import tensorflow"`` is the
 floor every command pays.
 
