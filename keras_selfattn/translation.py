@@ -32,7 +32,8 @@ from keras_selfattn.decoding import (
     beam_search_decode,
     greedy_decode,
 )
-from keras_selfattn.models import saving
+from keras_selfattn.models import output_layer, saving
+from keras_selfattn.models.precision import lower_precision_model
 from keras_selfattn.run_directory.consistency import check_run_parts
 from keras_selfattn.run_directory.layout import CONFIG_FILE, MODEL_FILE
 from keras_selfattn.run_directory.settings import load_run_config
@@ -135,14 +136,30 @@ class Translator:
         [t.text for t in translator.translate(["14 juillet 1989"], beam_size=4)]
     """
 
-    def __init__(self, model, tokenizer, max_source_len, max_target_len):
+    def __init__(
+        self,
+        model,
+        tokenizer,
+        max_source_len,
+        max_target_len,
+        precision="float32",
+        shortlist=None,
+    ):
+        output_layer.check_search_options(precision)
         self.model = model
         self.tokenizer = tokenizer
         self.max_source_len = max_source_len
         self.max_target_len = max_target_len
+        # The search's output layer: its product's precision and the table of
+        # the vocabulary shortlist (`keras_selfattn.models.output_layer`).
+        self.precision = precision
+        self.shortlist = shortlist
+        self._searches = {}
 
     @classmethod
-    def load(cls, run_dir, dtype=None):
+    def load(
+        cls, run_dir, dtype=None, precision="float32", quantize=None, shortlist=None
+    ):
         """Loads ``model.keras``, the vocabularies and ``config.json`` of a run
         directory.
 
@@ -160,7 +177,16 @@ class Translator:
             ModelFileError: Keras could not load ``model.keras``.
             ValueError: a ``config.json`` or tokenizer file that is not valid.
             RunPartsMismatch: the vocabularies are not the model's.
+
+        ``precision``: ``"bfloat16"``: every product in bfloat16 (the model's
+        layers under mixed_bfloat16, `models.precision.lower_precision_model`;
+        the output layer's in the search), sums, softmaxes and scores float32;
+        what ``keras-selfattn export --precision bfloat16`` serves. ``quantize``:
+        None (int8 is refused: not available yet). ``shortlist``: a
+        `text.shortlist.ShortlistTable` (``training.data.run_shortlist``): each
+        batch searches over its sources' candidate target pieces only.
         """
+        precision, quantize = output_layer.check_search_options(precision, quantize)
         run_dir = pathlib.Path(run_dir)
         if not run_dir.is_dir():
             raise FileNotFoundError(f"Run directory not found: {run_dir}")
@@ -179,9 +205,52 @@ class Translator:
             dtype = "float32"
         model = _load_model(run_dir / MODEL_FILE, dtype)
         tokenizer = text.PairTokenizer.load(run_dir)
+        if precision == "bfloat16":
+            model = lower_precision_model(model, output_layer.LOWER_PRECISION_PRODUCTS)
         return cls(
-            model, tokenizer, model_config.max_source_len, model_config.max_target_len
+            model,
+            tokenizer,
+            model_config.max_source_len,
+            model_config.max_target_len,
+            precision=precision,
+            shortlist=shortlist,
         )
+
+    @property
+    def _searches_own_output(self):
+        return self.precision != "float32" or self.shortlist is not None
+
+    def search(self, source_ids, beam_size=1, alpha=DEFAULT_LENGTH_PENALTY):
+        """The greedy (``beam_size`` 1) or beam search's result for ``source_ids``
+        (int32 (B, T)), in this translator's output layer (its precision and
+        shortlist: `keras_selfattn.models.output_layer.search_output_layer`).
+
+        Graph code, for a served signature or a `tf.function`: built inside, the
+        shortlist is computed from the request's ``source_ids``.
+        """
+        shortlist = None
+        if self.shortlist is not None:
+            shortlist = (self.shortlist.candidates, self.shortlist.always)
+        max_len = self.max_target_len + 1
+        with output_layer.search_output_layer(
+            self.model, source_ids, shortlist, self.precision
+        ):
+            if beam_size == 1:
+                return greedy_decode(self.model, source_ids, max_len)
+            return beam_search_decode(
+                self.model, source_ids, beam_size, max_len, alpha=alpha
+            )
+
+    def _own_output_search(self, ids, beam_size, alpha):
+        """`search` as one `tf.function` per beam size and alpha."""
+        key = (int(beam_size), float(alpha))
+        if key not in self._searches:
+            self._searches[key] = tf.function(
+                lambda source_ids: self.search(source_ids, *key),
+                input_signature=[tf.TensorSpec([None, None], tf.int32)],
+                autograph=False,
+            )
+        return self._searches[key](ids)
 
     def encode_sources(self, texts):
         """Texts -> (padded int32 ids (B, T), token strings per text, truncated
@@ -246,18 +315,25 @@ class Translator:
             )
         return results
 
+    def _search_batch(self, ids, beam_size, return_attention, alpha):
+        """The search's result for a batch's ids (greedy or beam)."""
+        if self._searches_own_output and not return_attention:
+            return self._own_output_search(ids, beam_size, alpha)
+        max_len = self.max_target_len + 1
+        if beam_size == 1:
+            return greedy_decode(
+                self.model, ids, max_len, return_attention=return_attention
+            )
+        return beam_search_decode(self.model, ids, beam_size, max_len, alpha=alpha)
+
     def _translate_batch(self, texts, beam_size, return_attention, alpha):
         ids, source_tokens, truncated = self.encode_sources(texts)
         if keras.config.backend() != "tensorflow":
             ids = ids.numpy()  # TensorFlow's ids to the search's backend
-        max_len = self.max_target_len + 1
+        out = self._search_batch(ids, beam_size, return_attention, alpha)
         if beam_size == 1:
-            out = greedy_decode(
-                self.model, ids, max_len, return_attention=return_attention
-            )
             best, scores, lengths = out["ids"], out["scores"], out["lengths"]
         else:
-            out = beam_search_decode(self.model, ids, beam_size, max_len, alpha=alpha)
             best, scores, lengths = (
                 out["ids"][:, 0],
                 out["scores"][:, 0],

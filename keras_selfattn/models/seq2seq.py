@@ -283,9 +283,14 @@ class Seq2Seq(keras.Model):
                 target_vocab_size, dtype="float32", name="logits"
             )
 
+    # While a search runs inside `search_output_layer`: its logits function.
+    _search_logits = None
+
     def _logits(self, hidden, training=False):
         """Decoder outputs (..., decoder_units) -> float32 logits over the targets
         (through the deep output, when the model has one)."""
+        if self._search_logits is not None and not training:
+            return self._search_logits(hidden)
         if self.deep_output is not None:
             hidden = self.deep_output(hidden, training=training)
         if self.logits_dense is None:
@@ -302,6 +307,20 @@ class Seq2Seq(keras.Model):
         if self.logits_dense is None:
             return self.target_embedding.output_kernel_held()
         return contextlib.nullcontext()
+
+    @contextlib.contextmanager
+    def search_output_layer(self, logits_of):
+        """A context in which `decode_step` forms its logits as
+        ``logits_of(decoder_output)`` (float32, (B, target_vocab_size)): a
+        search's own output layer (a request's vocabulary shortlist, products
+        in lower precision: `keras_selfattn.models.output_layer`). Training and
+        the model's own call never enter it."""
+        previous = self._search_logits
+        object.__setattr__(self, "_search_logits", logits_of)  # not tracked
+        try:
+            yield
+        finally:
+            object.__setattr__(self, "_search_logits", previous)
 
     # ---------------------------------------------------------------- encoder
     def _encode(self, source_ids, training=None):

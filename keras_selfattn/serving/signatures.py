@@ -40,6 +40,7 @@ from keras_selfattn.decoding import (  # DEFAULT_BEAM_SIZE: re-exported
     beam_search_decode,
     greedy_decode,
 )
+from keras_selfattn.models.output_layer import search_output_layer
 
 __all__ = [
     "DEFAULT_BEAM_SIZE",
@@ -111,13 +112,17 @@ def serving_functions(
     max_source_len, max_len = translator.max_source_len, translator.max_target_len + 1
     text_spec = [tf.TensorSpec([None], tf.string, name="text")]
 
+    shortlist, precision = _search_output(translator, xla)
+
     def greedy(ids):
-        return greedy_decode(model, ids, max_len, jit_compile=xla)
+        with search_output_layer(model, ids, shortlist, precision):
+            return greedy_decode(model, ids, max_len, jit_compile=xla)
 
     def beam(ids):
-        return beam_search_decode(
-            model, ids, beam_size, max_len, alpha=alpha, jit_compile=xla
-        )
+        with search_output_layer(model, ids, shortlist, precision):
+            return beam_search_decode(
+                model, ids, beam_size, max_len, alpha=alpha, jit_compile=xla
+            )
 
     def search(function, ids):
         bucket = functools.partial(_bucketed, max_source_len=max_source_len)
@@ -159,6 +164,19 @@ def serving_functions(
             ],
         ),
     }
+
+
+def _search_output(translator, xla):
+    """``(shortlist arrays or None, precision)`` of the translator's searches."""
+    shortlist = getattr(translator, "shortlist", None)
+    if shortlist is not None and xla:
+        raise ValueError(
+            "xla=True does not take a shortlist (its output layer's width changes "
+            "with each request). Received: xla=True with a shortlist"
+        )
+    if shortlist is not None:
+        shortlist = (shortlist.candidates, shortlist.always)
+    return shortlist, getattr(translator, "precision", "float32")
 
 
 # With ``xla``, source ids are padded to a multiple of this many columns (at most

@@ -21,7 +21,7 @@ from keras_selfattn.text.shortlist import (
 )
 from keras_selfattn.training.data import run_data as run_data_lib
 
-__all__ = ["count_pairs", "learn_run_shortlist"]
+__all__ = ["count_pairs", "learn_run_shortlist", "run_shortlist"]
 
 
 def count_pairs(pairs, tokenizer, batch_size=512):
@@ -95,4 +95,28 @@ def learn_run_shortlist(
     )
     if save:
         table.save(run_dir)
+    return table
+
+
+def run_shortlist(run_dir, frequent=DEFAULT_FREQUENT):
+    """The run's shortlist with ``frequent`` most frequent pieces: its saved
+    ``shortlist.npz`` when that one keeps as many, else learned
+    (`learn_run_shortlist`, saved when the run has none yet).
+
+    The table's ``record`` says where it came from (``"source"``: the file, or
+    learned now).
+    """
+    from keras_selfattn.run_directory.layout import SHORTLIST_FILE
+    from keras_selfattn.text.shortlist import ShortlistTable
+
+    _, frequent = check_shortlist_sizes(DEFAULT_PER_SOURCE, frequent)
+    run_dir = pathlib.Path(run_dir)
+    path = run_dir / SHORTLIST_FILE
+    if path.exists():
+        table = ShortlistTable.load(path)
+        if table.record.get("frequent") == frequent:
+            table.record["source"] = str(path)
+            return table
+    table = learn_run_shortlist(run_dir, frequent=frequent, save=not path.exists())
+    table.record["source"] = "learned from the run's training split at load"
     return table
