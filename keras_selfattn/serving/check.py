@@ -43,6 +43,7 @@ import sys
 import tempfile
 
 from keras_selfattn.serving import audit as audit_lib
+from keras_selfattn.serving import export_report
 
 __all__ = ["ServingCheck", "check_serving"]
 
@@ -64,6 +65,9 @@ class ServingCheck:
         results: one dict per replayed request (see ``session_replay.py``), with
             ``expect``: the error a malformed request must get (None: an answer).
         problems: what fails, one line each (empty when the check passes).
+        warnings: what passes but serves slower here, one line each (a
+            bfloat16 export on a host without bfloat16 units:
+            `export_report.cpu_warnings`).
     """
 
     path: pathlib.Path
@@ -72,6 +76,7 @@ class ServingCheck:
     signatures: dict = dataclasses.field(default_factory=dict)
     results: list = dataclasses.field(default_factory=list)
     problems: list = dataclasses.field(default_factory=list)
+    warnings: list = dataclasses.field(default_factory=list)
 
     @property
     def ok(self):
@@ -106,6 +111,7 @@ class ServingCheck:
                 f"  {status} {result['signature']:<16} {result['name']:<14} "
                 f"{timing:>8}  {shapes}"
             )
+        lines += [f"WARNING: {w}" for w in self.warnings]
         lines += [f"PROBLEM: {p}" for p in self.problems]
         lines.append(
             "check-serving: OK"
@@ -372,6 +378,10 @@ def check_serving(
     registry = audit_lib.installed_op_registry(python)
     op_audit = audit_lib.audit_saved_model(saved_model_dir, serving_version, registry)
     check = ServingCheck(saved_model_dir, op_audit)
+    check.warnings = export_report.cpu_warnings(
+        export_report.read_export_report(saved_model_dir),
+        export_report.host_cpu_flags(),
+    )
     signatures = _signature_io(saved_model_dir)
     check.signatures = {
         k: {"inputs": i, "outputs": o} for k, (i, o, _) in signatures.items()

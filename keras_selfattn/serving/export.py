@@ -14,7 +14,7 @@ run's own test split).
 """
 
 from keras_selfattn.decoding import DEFAULT_LENGTH_PENALTY
-from keras_selfattn.serving import publishing, warmup
+from keras_selfattn.serving import export_report, publishing, warmup
 from keras_selfattn.serving.publishing import (  # re-exported
     DEFAULT_MODEL_NAME,
 )
@@ -98,6 +98,9 @@ def export_translator(
         archive.write_out(str(saved_model_dir), verbose=False)
         check_signatures(saved_model_dir)
         _write_warmup(saved_model_dir, translator, warmup_texts, model_name, xla)
+        export_report.write_export_report(
+            saved_model_dir, export_report.export_report(translator)
+        )
         # Publish the SavedModel folder itself; the rest of the staging folder goes.
         return publishing.publish(saved_model_dir, export_base, version, automatic)
 
@@ -196,6 +199,9 @@ def export_run(
     xla=False,
     dtype=None,
     groups=DEFAULT_GROUPS,
+    precision="float32",
+    quantize=None,
+    shortlist=None,
 ):
     """Exports a run directory as ``export_base/N/`` (``keras-selfattn export``).
 
@@ -223,6 +229,17 @@ def export_run(
             wants ``"float32"``: they emulate bfloat16 products, slower than
             float32's.
 
+        precision: ``"float32"`` or ``"bfloat16"``: every product of the
+            searches in bfloat16 (sums, softmaxes, scores float32; see
+            `Translator.load`); fast on CPUs with avx512_bf16 or amx_bf16 only.
+        quantize: None; ``"int8"`` is refused (not available yet).
+        shortlist: None, or N > 0: each request searches over its sources'
+            candidate target pieces plus the N most frequent
+            (`keras_selfattn.training.data.run_shortlist`: the run's
+            ``shortlist.npz``, or learned from its training split), a table
+            held in the graph as constants; `keras_selfattn.text.shortlist`'s
+            ``DEFAULT_FREQUENT`` is the documented N.
+
     Returns:
         The version folder, a `pathlib.Path`.
 
@@ -231,8 +248,17 @@ def export_run(
         version_dir = export_run("runs/demo", "exports/translator")  # .../1
     """
     from keras_selfattn.inference import Translator
+    from keras_selfattn.models.output_layer import check_search_options
 
-    translator = Translator.load(run_dir, dtype=dtype)
+    check_search_options(precision, quantize)  # before any loading
+    table = None
+    if shortlist is not None:
+        from keras_selfattn.training.data.run_shortlist import run_shortlist
+
+        table = run_shortlist(run_dir, frequent=_shortlist_size(shortlist))
+    translator = Translator.load(
+        run_dir, dtype=dtype, precision=precision, shortlist=table
+    )
     if warmup_texts is None:
         warmup_texts = sample_sources(run_dir, tokenizer=translator.tokenizer)
     return export_translator(
@@ -246,3 +272,13 @@ def export_run(
         xla=xla,
         groups=groups,
     )
+
+
+def _shortlist_size(shortlist):
+    """``shortlist`` as N > 0; a one-line ValueError naming it."""
+    if not isinstance(shortlist, int) or isinstance(shortlist, bool) or shortlist < 1:
+        raise ValueError(
+            "shortlist must be None or a positive integer (the most frequent target "
+            f"pieces kept). Received: shortlist={shortlist!r}"
+        )
+    return shortlist
