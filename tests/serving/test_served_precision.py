@@ -1,0 +1,182 @@
+"""Exports in bfloat16 and with a vocabulary shortlist: what they serve under the
+session loader, their report, the op audit, malformed requests, bad options."""
+
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from keras_selfattn import serving
+from keras_selfattn.inference import Translator
+from keras_selfattn.reserved_ids import END_ID
+from keras_selfattn.serving import audit, export_report
+from keras_selfattn.text.shortlist import ShortlistTable
+from tests.serving.test_export import load_in_fresh_process
+
+HERE = pathlib.Path(__file__).parent
+
+
+def covering_run(run_dir, texts, tmp_path):
+    """A copy of ``run_dir`` whose ``shortlist.npz`` keeps exactly the target
+    pieces its float32 greedy search produces for ``texts`` but one (the least
+    used), and the texts whose translations do not use that one.
+
+    Returns ``(run copy, texts covered, N, the left-out id)``: on those texts the
+    shortlist holds every greedy argmax, so the translations must be the same.
+    """
+    translator = Translator.load(run_dir)
+    produced = [
+        [
+            translator.tokenizer.target.vocabulary.tokens.index(t)
+            for t in r.target_tokens
+        ]
+        for r in translator.translate(texts)
+    ]
+    counts = np.bincount(
+        np.concatenate([np.asarray(p, int) for p in produced if p] or [[0]]),
+        minlength=translator.model.target_vocab_size,
+    )
+    ordinary = np.arange(4, translator.model.target_vocab_size)
+    left_out = int(ordinary[np.argmin(counts[ordinary])])
+    covered = [t for t, p in zip(texts, produced, strict=True) if left_out not in p]
+    kept = np.array(
+        sorted({i for p in produced for i in p if i != left_out} | {END_ID}), np.int32
+    )
+    copy = tmp_path / "run_copy"
+    shutil.copytree(run_dir, copy)
+    source_size = translator.tokenizer.source_vocab_size
+    record = {"per_source": 1, "frequent": int(kept.size), "learned_from": "a test"}
+    candidates = np.full([source_size, 1], END_ID, np.int32)
+    ShortlistTable(candidates, kept, record).save(copy)
+    return copy, covered, int(kept.size), left_out
+
+
+@pytest.mark.slow
+def test_option_exports_serve_the_float32_texts_under_the_session_loader(
+    text_run_dir, text_export, sample_texts, tmp_path
+):
+    """A shortlist that holds every greedy argmax gives float32's texts, alone
+    and with bfloat16 products; bfloat16 exports serve what `Translator`
+    translates with the same options. Each passes the audit and reports itself."""
+    run, covered, size, left_out = covering_run(text_run_dir, sample_texts, tmp_path)
+    assert covered, "some texts must translate without the left-out piece"
+    table = ShortlistTable.load(run)
+    float32 = load_in_fresh_process(text_export, covered, tmp_path)
+    expected = float32["session"]["serving_default"]["translation"]
+    for options in (
+        {"shortlist": size},
+        {"precision": "bfloat16"},
+        {"precision": "bfloat16", "shortlist": size},
+    ):
+        name = "_".join(f"{k}{v}" for k, v in options.items())
+        exported = serving.export_run(run, tmp_path / name, **options)
+        assert audit.audit_saved_model(exported).ok, options
+        served = load_in_fresh_process(exported, covered, tmp_path)
+        texts = served["session"]["serving_default"]["translation"]
+        translator = Translator.load(
+            run,
+            precision=options.get("precision", "float32"),
+            shortlist=table if "shortlist" in options else None,
+        )
+        assert texts == [t.text for t in translator.translate(covered)], options
+        if "precision" not in options:
+            assert texts == expected
+        report = export_report.read_export_report(exported)
+        lowered = "precision" in options
+        assert set(report["precision"].values()) == {
+            "bfloat16" if lowered else "float32"
+        }
+        assert report["cpu_features_assumed"] == (
+            list(export_report.BF16_CPU_FLAGS) if lowered else []
+        )
+        if "shortlist" in options:
+            assert report["shortlist"]["frequent"] == size
+            assert report["shortlist"]["source"].endswith("shortlist.npz")
+    # The left-out piece is never produced with the shortlist, on any text.
+    shortlisted = Translator.load(run, shortlist=table).translate(sample_texts)
+    vocabulary = Translator.load(run).tokenizer.target.vocabulary.tokens
+    assert all(vocabulary[left_out] not in t.target_tokens for t in shortlisted)
+
+
+@pytest.mark.slow
+def test_bfloat16_shortlist_export_answers_malformed_requests(text_run_dir, tmp_path):
+    """Malformed requests still answer InvalidArgument (the in-graph checks come
+    before the shortlist and the searches)."""
+    exported = serving.export_run(
+        text_run_dir, tmp_path / "export", precision="bfloat16", shortlist=3
+    )
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": ""}
+    done = subprocess.run(
+        [sys.executable, "-I", str(HERE / "malformed_requests_process.py")]
+        + [str(exported), "session"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = [json.loads(line) for line in done.stdout.splitlines() if line]
+    outcomes = {line["case"]: line for line in lines}
+    outcomes.pop("modules")
+    for case, line in outcomes.items():
+        if case in {"good_after_bad", "good_ids_after_bad"}:
+            assert line["outcome"] == "ok", line
+        else:
+            assert line["outcome"] == "InvalidArgumentError", line
+    # The learned table went into the run directory, recorded in the export.
+    report = export_report.read_export_report(exported)
+    assert report["shortlist"]["frequent"] == 3
+    assert report["shortlist"]["learned_from"] == "the training split of the run"
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"precision": "float16"}, "precision='float16'"),
+        ({"precision": "int8"}, "precision='int8'"),
+        ({"quantize": "int8"}, "quantize='int8' is not available yet"),
+        ({"quantize": "int4"}, "quantize='int4'"),
+        ({"shortlist": 0}, "shortlist=0"),
+        ({"shortlist": "50"}, "shortlist='50'"),
+        ({"shortlist": True}, "shortlist=True"),
+    ],
+)
+def test_bad_options_are_refused_in_one_line(tmp_path, options, message):
+    """Refused before the run is read (no run here) and before anything is written."""
+    with pytest.raises(ValueError, match=message) as raised:
+        serving.export_run(tmp_path / "no_run", tmp_path / "export", **options)
+    assert "\n" not in str(raised.value)
+    assert not (tmp_path / "export").exists()
+
+
+def test_cpu_warnings_name_the_missing_features(tmp_path):
+    """A bfloat16 export warns on a host with neither flag, in one line; not on a
+    host with one of them, nor for a float32 export."""
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nflags\t\t: fpu sse2 avx512f avx512_vnni\n")
+    flags = export_report.host_cpu_flags(cpuinfo)
+    assert {"avx512f", "avx512_vnni"} <= flags
+    assert export_report.host_cpu_flags(tmp_path / "absent") == set()
+
+    class Bfloat16Translator:
+        precision = "bfloat16"
+        shortlist = None
+
+    lowered = export_report.export_report(Bfloat16Translator())
+    (warning,) = export_report.cpu_warnings(lowered, flags)
+    assert "avx512_bf16" in warning and "amx_bf16" in warning and "\n" not in warning
+    assert export_report.cpu_warnings(lowered, flags | {"amx_bf16"}) == []
+    assert export_report.cpu_warnings(lowered, flags | {"avx512_bf16"}) == []
+    float32 = export_report.export_report(object())
+    assert export_report.cpu_warnings(float32, flags) == []
+    assert export_report.cpu_warnings(None, flags) == []
+    path = export_report.write_export_report(tmp_path / "1", lowered)
+    assert path.parent.name == "assets.extra"
+    assert export_report.read_export_report(tmp_path / "1") == lowered
+    assert any("bfloat16" in line for line in export_report.format_report(lowered))
