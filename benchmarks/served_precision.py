@@ -28,10 +28,23 @@ product runs in the same process, interleaved round by round
 float32; the float32 and bfloat16 matmul peaks (a square product) are measured
 beside them, and each float32 product's GFLOP/s is given against that peak.
 ``--quick`` runs a few rounds at smaller sizes, to check the script runs.
+
+End to end (``--run RUN``): the run exported four times
+(`keras_selfattn.serving.export_run`: float32, ``precision="bfloat16"``,
+``shortlist=N``, both), each loaded under the session loader (as TF Serving
+loads it, its own session with ``--threads`` intra-op threads) in this one
+process; every source of ``--test`` (default: the run's test split) is
+translated in batches of ``--batch`` by ``serving_default`` (greedy) and
+``translate_nbest`` (beam 4), passes interleaved round by round; each export's
+sentences/s, its speed against float32's (median of the per-round ratios), the
+texts that differ from float32's, and greedy BLEU/chrF against the references
+(sacrebleu). ``--quick`` trains a tiny run for one epoch on the bundled dates
+and measures float32 against bfloat16 with a shortlist.
 """
 
 import argparse
 import os
+import pathlib
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -149,6 +162,125 @@ def measure(products, rounds, seconds, peak):
     return table
 
 
+SERVED_EXPORTS = {
+    "float32": {},
+    "bfloat16": {"precision": "bfloat16"},
+    "shortlist": {"shortlist": None},  # None: --frequent
+    "bfloat16+shortlist": {"precision": "bfloat16", "shortlist": None},
+}
+
+
+def _quick_run(directory):
+    """A tiny run trained one epoch on the bundled dates (what --quick measures)."""
+    from keras_selfattn import text
+    from keras_selfattn.training import TrainConfig, train
+
+    config = TrainConfig(
+        epochs=1,
+        batch_size=32,
+        jit_compile=False,
+        tokenizer_ops="core",
+        validation_translations=0,
+        best_by="loss",
+    )
+    pairs = text.load_bundled_dates()[:300]
+    model = _bench.tiny_model_config(max_source_len=12, max_target_len=12)
+    return train(pairs, directory, model, config, verbose=0).run_dir
+
+
+def _served_exports(run_dir, base, labels, frequent, threads):
+    """``{label: served_exports.Served}``: each variant exported and loaded."""
+    import served_exports
+
+    from keras_selfattn import serving
+
+    served = {}
+    for label in labels:
+        options = dict(SERVED_EXPORTS[label])
+        if "shortlist" in options:
+            options["shortlist"] = frequent
+        version = serving.export_run(run_dir, base / label.replace("+", "_"), **options)
+        served[label] = served_exports.Served(version, threads, 1)
+    return served
+
+
+def _scores(hypotheses, references):
+    """``(BLEU, chrF)`` of sacrebleu, or blanks without references."""
+    if not references:
+        return "", ""
+    import sacrebleu
+
+    return (
+        f"{sacrebleu.corpus_bleu(hypotheses, [references]).score:.1f}",
+        f"{sacrebleu.corpus_chrf(hypotheses, [references]).score:.1f}",
+    )
+
+
+def served_rows(served, pairs, batch, rounds):
+    """Rows per signature and export: sentences/s, speed / float32, texts that
+    differ from float32's, greedy BLEU and chrF."""
+    import served_translator
+
+    sources = [s for s, _ in pairs]
+    references = [t for _, t in pairs]
+    batches = [sources[i : i + batch] for i in range(0, len(sources), batch)]
+    rows = []
+    for name in ("serving_default", "translate_nbest"):
+        texts = {label: s.texts(name, batches) for label, s in served.items()}
+        if name == "translate_nbest":  # K per source: the best
+            texts = {k: v[:: len(v) // len(sources)] for k, v in texts.items()}
+        passes = {
+            label: served_translator._pass(s, name, batches)
+            for label, s in served.items()
+        }
+        samples = _bench.interleaved(passes, rounds, warmup=1)
+        for label in served:
+            differ = sum(a != b for a, b in zip(texts[label], texts["float32"]))
+            bleu, chrf = _scores(texts[label], references)
+            rows.append(
+                [
+                    "greedy" if name == "serving_default" else "beam 4",
+                    label,
+                    f"{len(sources) / _bench.median(samples[label]):.1f}",
+                    f"**{1 / _bench.paired_ratio(samples, label, 'float32'):.2f}**",
+                    f"{differ} of {len(sources)}",
+                    bleu,
+                    chrf,
+                ]
+            )
+    return rows
+
+
+def end_to_end(args, directory):
+    """Prints the served table of the four exports of ``args.run``."""
+    import tensorflow_text  # noqa: F401  (an export's text ops, if any)
+
+    from keras_selfattn.text import read_pairs
+
+    run_dir = pathlib.Path(args.run) if args.run else _quick_run(directory / "run")
+    test = args.test or run_dir / "splits" / "test.tsv"
+    pairs = read_pairs(test)[: args.limit]
+    labels = list(SERVED_EXPORTS)
+    if args.quick:
+        labels = ["float32", "bfloat16+shortlist"]
+    served = _served_exports(
+        run_dir, directory / "exports", labels, args.frequent, args.threads
+    )
+    print(f"\nserved (session loader, batch {args.batch}): {len(pairs)} of {test}")
+    _bench.print_table(
+        [
+            "search",
+            "export",
+            "sentences/s",
+            "speed / float32 (median of rounds)",
+            "texts that differ from float32's",
+            "BLEU",
+            "chrF",
+        ],
+        served_rows(served, pairs, args.batch, args.served_rounds),
+    )
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="a few rounds, small")
@@ -159,6 +291,12 @@ def main(argv=None):
     parser.add_argument("--source-len", type=int, default=16)
     parser.add_argument("--vocab", type=int, default=4000)
     parser.add_argument("--shortlist", type=int, default=800)
+    parser.add_argument("--run", help="end to end: a trained run directory")
+    parser.add_argument("--test", help="end to end: the TSV (default: the run's)")
+    parser.add_argument("--limit", type=int, default=None, help="first N pairs")
+    parser.add_argument("--frequent", type=int, default=50, help="--shortlist N")
+    parser.add_argument("--served-rounds", type=int, default=3)
+    parser.add_argument("--served-only", action="store_true", help="no products")
     args = parser.parse_args(argv)
     import tensorflow as tf
 
@@ -182,12 +320,19 @@ def main(argv=None):
         "int8 at use / float32",
         "dequantize / float32",
     ]
-    for beam in sorted({1, args.beam}):
+    for beam in sorted({1, args.beam}) if not args.served_only else ():
         print(f"\n{'greedy' if beam == 1 else f'beam {beam}'}: batch {batch}")
         products = small_products(batch, beam, source_len, args.vocab, args.shortlist)
         if args.quick:
             products = products[:3] + products[-2:]
         _bench.print_table(headers, measure(products, rounds, seconds, peak32))
+    if args.run or args.quick:
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as directory:
+            if args.quick:
+                args.limit, args.served_rounds = 32, 1
+            end_to_end(args, pathlib.Path(directory))
     print(
         f"\nmatmul peak ({peak_size}^3, {args.threads} thread(s)): float32 "
         f"{peak32:.0f} GFLOP/s, bfloat16 {peak16:.0f} GFLOP/s"
