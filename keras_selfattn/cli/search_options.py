@@ -1,0 +1,104 @@
+"""--precision, --quantize, --shortlist [N]: the searches' output layer options.
+
+``translate``, ``evaluate`` and ``export`` take the same three, so a user measures
+BLEU with what the export will serve. Training takes neither: they change the
+searches of a trained model only (`keras_selfattn.models.output_layer`).
+"""
+
+import argparse
+
+from keras_selfattn.cli.flags import shows
+from keras_selfattn.models.output_layer import SEARCH_PRECISIONS
+from keras_selfattn.text.shortlist import DEFAULT_FREQUENT
+
+__all__ = ["add_search_options", "load_translator", "search_options"]
+
+
+def _shortlist_size(text):
+    """``--shortlist N``: an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = None
+    if value is None or value < 1:
+        raise argparse.ArgumentTypeError(
+            f"must be an integer >= 1 (the most frequent target pieces kept). "
+            f"Received: {text!r}"
+        )
+    return value
+
+
+_shortlist_size.__name__ = "integer"
+
+
+def _quantize(text):
+    """``--quantize``: int8 is refused, in one line, until int8 weights are built."""
+    if text == "int8":
+        raise argparse.ArgumentTypeError(
+            "int8 is not available yet (int8 weights in the search); use "
+            "--precision bfloat16. Received: 'int8'"
+        )
+    raise argparse.ArgumentTypeError(f"must be int8. Received: {text!r}")
+
+
+_quantize.__name__ = "quantize"
+
+
+def add_search_options(parser):
+    """Adds --precision, --quantize and --shortlist [N] to a command's parser."""
+    parser.add_argument(
+        "--precision",
+        choices=SEARCH_PRECISIONS,
+        default="float32",
+        help=(
+            "the searches' products: bfloat16 is faster on CPUs with avx512_bf16 "
+            "or amx_bf16 (sums, softmaxes and scores stay float32)"
+        ),
+    )
+    parser.add_argument(
+        "--quantize",
+        type=_quantize,
+        metavar="int8",
+        help="int8 weights (not available yet)",
+    )
+    shortlist = parser.add_argument(
+        "--shortlist",
+        type=_shortlist_size,
+        nargs="?",
+        const=DEFAULT_FREQUENT,
+        metavar="N",
+        help=(
+            "search each batch over its sources' likely target pieces plus the N "
+            f"most frequent (N: {DEFAULT_FREQUENT}); the table is RUN/shortlist.npz, "
+            "learned from the run's training split when missing"
+        ),
+    )
+    shows(shortlist, "off: the whole vocabulary")
+
+
+def search_options(args):
+    """``{precision, quantize, shortlist}`` of parsed ``args`` (defaults where a
+    command has none of them), as `serving.export_run` takes them."""
+    return {
+        "precision": getattr(args, "precision", "float32"),
+        "quantize": getattr(args, "quantize", None),
+        "shortlist": getattr(args, "shortlist", None),
+    }
+
+
+def load_translator(run_dir, args):
+    """`Translator.load` of ``run_dir`` with the options of ``args``."""
+    from keras_selfattn.inference import Translator
+
+    options = search_options(args)
+    table = None
+    if options["shortlist"] is not None:
+        from keras_selfattn.training.data.run_shortlist import run_shortlist
+
+        table = run_shortlist(run_dir, frequent=options["shortlist"])
+    return Translator.load(
+        run_dir,
+        precision=options["precision"],
+        quantize=options["quantize"],
+        shortlist=table,
+    )
