@@ -360,8 +360,8 @@ def check_serving(
         python: the interpreter for the replay (default: this one).
 
     Returns:
-        A `ServingCheck`; ``check.ok`` says whether it passed, ``check.summary()``
-        explains.
+        A `ServingCheck`: ``ok`` whether it passed, ``summary()`` why (``warnings``:
+        the CPU features a bfloat16 export assumes that this host lacks).
 
     Raises:
         FileNotFoundError: no ``saved_model.pb`` in ``saved_model_dir``.
@@ -378,10 +378,7 @@ def check_serving(
     registry = audit_lib.installed_op_registry(python)
     op_audit = audit_lib.audit_saved_model(saved_model_dir, serving_version, registry)
     check = ServingCheck(saved_model_dir, op_audit)
-    check.warnings = export_report.cpu_warnings(
-        export_report.read_export_report(saved_model_dir),
-        export_report.host_cpu_flags(),
-    )
+    check.warnings = _host_warnings(saved_model_dir)
     signatures = _signature_io(saved_model_dir)
     check.signatures = {
         k: {"inputs": i, "outputs": o} for k, (i, o, _) in signatures.items()
@@ -406,6 +403,12 @@ def check_serving(
         result["expect"] = request.get("expect")
         check.problems += _result_problems(result, request, signatures)
     return check
+
+
+def _host_warnings(saved_model_dir):
+    """What serves slower on this host: the CPU features the export assumes."""
+    report = export_report.read_export_report(saved_model_dir)
+    return export_report.cpu_warnings(report, export_report.host_cpu_flags())
 
 
 def _static_problems(op_audit, signatures, serving_version):
