@@ -365,8 +365,7 @@ def check_serving(
 
     Raises:
         FileNotFoundError: no ``saved_model.pb`` in ``saved_model_dir``.
-        ValueError: ``saved_model.pb`` is not a SavedModel, or ``serving_version``
-            is not a version number.
+        ValueError: not a SavedModel, or ``serving_version`` not a version number.
     """
     saved_model_dir = pathlib.Path(saved_model_dir)
     if not (saved_model_dir / "saved_model.pb").is_file():
