@@ -6,12 +6,18 @@ searches of a trained model only (`keras_selfattn.models.output_layer`).
 """
 
 import argparse
+import pathlib
 
 from keras_selfattn.cli.flags import shows
 from keras_selfattn.models.output_layer import SEARCH_PRECISIONS
 from keras_selfattn.text.shortlist import DEFAULT_FREQUENT
 
-__all__ = ["add_search_options", "load_translator", "search_options"]
+__all__ = [
+    "add_search_options",
+    "load_translator",
+    "print_export_report",
+    "search_options",
+]
 
 
 def _shortlist_size(text):
@@ -102,3 +108,16 @@ def load_translator(run_dir, args):
         quantize=options["quantize"],
         shortlist=table,
     )
+
+
+def print_export_report(version_dir):
+    """Prints the export's report (`serving.export_report`), and where it is."""
+    from keras_selfattn.serving import export_report
+
+    report = export_report.read_export_report(version_dir)
+    if report is None:
+        return
+    for line in export_report.format_report(report):
+        print(line)
+    path = pathlib.Path(version_dir) / "assets.extra" / export_report.REPORT_FILE
+    print(f"report: {path}")

@@ -11,12 +11,12 @@ import sys
 import numpy as np
 import pytest
 
-from keras_selfattn import serving
+from keras_selfattn import cli, serving
 from keras_selfattn.inference import Translator
 from keras_selfattn.reserved_ids import END_ID
 from keras_selfattn.serving import audit, export_report
-from keras_selfattn.text.shortlist import ShortlistTable
-from tests.serving.test_export import load_in_fresh_process
+from keras_selfattn.text.shortlist import DEFAULT_FREQUENT, ShortlistTable
+from tests.serving.test_export import export_through_the_cli, load_in_fresh_process
 
 HERE = pathlib.Path(__file__).parent
 
@@ -180,3 +180,60 @@ def test_cpu_warnings_name_the_missing_features(tmp_path):
     assert path.parent.name == "assets.extra"
     assert export_report.read_export_report(tmp_path / "1") == lowered
     assert any("bfloat16" in line for line in export_report.format_report(lowered))
+
+
+@pytest.mark.parametrize("command", ["translate", "evaluate", "export"])
+@pytest.mark.parametrize(
+    "flags, named",
+    [
+        (["--precision", "float16"], ["--precision", "float16"]),
+        (["--quantize", "int8"], ["--quantize", "not available yet"]),
+        (["--quantize", "int4"], ["--quantize", "int4"]),
+        (["--shortlist", "0"], ["--shortlist", "'0'"]),
+        (["--shortlist", "many"], ["--shortlist", "'many'"]),
+    ],
+)
+def test_cli_bad_option_values_name_the_flag(command, flags, named, tmp_path, capsys):
+    """A bad value is a one-line usage error (exit status 2) naming the flag and
+    the value, before any run is read."""
+    argv = [command, "--model", str(tmp_path / "no_run"), *flags]
+    if command == "export":
+        argv += ["--export-dir", str(tmp_path / "export")]
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(argv)
+    assert exit_info.value.code == 2
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert all(word in error for word in named), error
+
+
+@pytest.mark.parametrize(
+    "flags, expected",
+    [
+        ([], {"precision": "float32", "quantize": None, "shortlist": None}),
+        (["--shortlist"], {"shortlist": DEFAULT_FREQUENT}),
+        (["--shortlist", "7", "--precision", "bfloat16"], {"shortlist": 7}),
+    ],
+)
+def test_cli_export_options_reach_export_run(flags, expected, tmp_path, monkeypatch):
+    received = export_through_the_cli(flags, tmp_path, monkeypatch)
+    assert {k: received[k] for k in expected} == expected
+    assert received["precision"] == ("bfloat16" if "bfloat16" in flags else "float32")
+
+
+@pytest.mark.slow
+def test_cli_translate_and_evaluate_take_the_options(text_run_dir, capsys):
+    """``translate`` and ``evaluate`` with --precision bfloat16 --shortlist 3 give
+    what `Translator.load` gives with the same options."""
+    from keras_selfattn.training.data.run_shortlist import run_shortlist
+
+    texts = ["14 juillet 1989", "mardi 3 mars 2015"]
+    flags = ["--precision", "bfloat16", "--shortlist", "3"]
+    assert cli.main(["translate", "--model", str(text_run_dir), *flags, *texts]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    translator = Translator.load(
+        text_run_dir, precision="bfloat16", shortlist=run_shortlist(text_run_dir, 3)
+    )
+    assert printed == [t.text for t in translator.translate(texts)]
+    assert cli.main(["evaluate", "--model", str(text_run_dir), *flags]) == 0
+    scores = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert 0 <= scores["chrf"] <= 100
