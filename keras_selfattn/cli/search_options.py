@@ -9,8 +9,11 @@ import argparse
 import pathlib
 
 from keras_selfattn.cli.flags import shows
-from keras_selfattn.models.output_layer import SEARCH_PRECISIONS
 from keras_selfattn.text.shortlist import DEFAULT_FREQUENT
+
+# `keras_selfattn.models.output_layer.SEARCH_PRECISIONS` (whose module imports
+# TensorFlow: loaded when a command runs, not to parse its flags).
+PRECISIONS = ("float32", "bfloat16")
 
 __all__ = [
     "add_search_options",
@@ -54,7 +57,7 @@ def add_search_options(parser):
     """Adds --precision, --quantize and --shortlist [N] to a command's parser."""
     parser.add_argument(
         "--precision",
-        choices=SEARCH_PRECISIONS,
+        choices=PRECISIONS,
         default="float32",
         help=(
             "the searches' products: bfloat16 is faster on CPUs with avx512_bf16 "

@@ -182,6 +182,13 @@ def test_cpu_warnings_name_the_missing_features(tmp_path):
     assert any("bfloat16" in line for line in export_report.format_report(lowered))
 
 
+def test_cli_precisions_are_the_searches():
+    from keras_selfattn.cli import search_options
+    from keras_selfattn.models.output_layer import SEARCH_PRECISIONS
+
+    assert search_options.PRECISIONS == SEARCH_PRECISIONS
+
+
 @pytest.mark.parametrize("command", ["translate", "evaluate", "export"])
 @pytest.mark.parametrize(
     "flags, named",
