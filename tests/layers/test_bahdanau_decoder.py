@@ -14,7 +14,7 @@ from keras_selfattn.layers import (
     BahdanauDecoder,
     BahdanauDecoderCell,
 )
-from keras_selfattn.layers.bahdanau_decoder import CELL_OPTIONS
+from keras_selfattn.layers.bahdanau_decoder_options import CELL_OPTIONS
 from tests.harness import check_docstring, run_layer_test
 from tests.layers.test_bahdanau_attention import numpy_attention, run_docstring_example
 
