@@ -21,7 +21,7 @@ import keras
 
 from keras_selfattn import backends
 from keras_selfattn.choices import DEFAULT_BEAM_SIZE, DEFAULT_GROUPS
-from keras_selfattn.cli import errors
+from keras_selfattn.cli import errors, search_options
 from keras_selfattn.cli.checks import check_arguments
 from keras_selfattn.cli.flags import (
     add_beam_option,
@@ -172,10 +172,9 @@ def _read_stdin_lines():
 
 def _load_translator(args):
     """The `inference.Translator` of the run directory ``--model``."""
-    from keras_selfattn.inference import Translator
 
     with errors.opening_run(args.model):
-        return Translator.load(args.model)
+        return search_options.load_translator(args.model, args)
 
 
 # One function pair per command: `_add_<command>(subparsers)` declares it and
@@ -334,6 +333,7 @@ def _add_evaluate(subparsers):
     data = parser.add_argument("--data", help="TSV file of pairs to score, all of it")
     shows(data, "the run's test split, RUN_DIR/splits/test.tsv")
     add_beam_option(parser)
+    search_options.add_search_options(parser)
 
 
 def _evaluate(args):
@@ -358,6 +358,7 @@ def _add_translate(subparsers):
     )
     add_model_option(parser)
     add_beam_option(parser)
+    search_options.add_search_options(parser)
     parser.add_argument(
         "--scores", action="store_true", help="print the score after a tab"
     )
@@ -466,6 +467,7 @@ def _add_export(subparsers):
         "the policy the model was trained with; float32 for a run trained with "
         "--mixed-precision auto",
     )
+    search_options.add_search_options(parser)
 
 
 def _export(args):
@@ -482,8 +484,10 @@ def _export(args):
             xla=args.xla,
             dtype=args.dtype,
             groups=args.groups,
+            **search_options.search_options(args),
         )
     print(f"exported: {version_dir}")
+    search_options.print_export_report(version_dir)
     sample = serving.sample_sources(args.model, 1)[0]
     print(
         serving.serving_instructions(
