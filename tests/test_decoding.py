@@ -525,3 +525,24 @@ def test_an_empty_batch_gives_empty_results_of_every_shape(model, jit_compile):
         "scores": (0, 3),
         "log_probs": (0, 3),
     }
+
+
+def test_the_keras_internals_the_searches_read_exist_in_the_installed_keras():
+    """`keras_internals.variable_reads` (the one place the decoding package reads
+    Keras' private attributes) against the installed Keras: every variable of a
+    model and its layers, its own dtype, and the compute dtype an autocast float
+    variable is read in under a mixed policy (float32 under float32)."""
+    from keras_selfattn.decoding.keras_internals import variable_reads
+
+    keras.config.set_dtype_policy("mixed_bfloat16")
+    try:
+        inner = keras.layers.Dense(3, name="inner")
+        outer = keras.Sequential([keras.Input((2,)), inner])
+    finally:
+        keras.config.set_dtype_policy("float32")
+    reads = {id(v): (own, read) for v, own, read in variable_reads(outer)}
+    assert reads[id(inner.kernel)] == ("float32", "bfloat16")
+    assert reads[id(inner.bias)] == ("float32", "bfloat16")
+    assert {id(v) for v in outer.variables} <= set(reads)
+    plain = keras.Sequential([keras.Input((2,)), keras.layers.Dense(3)])
+    assert {r for _, _, r in variable_reads(plain)} == {"float32"}
