@@ -194,12 +194,17 @@ def _add_demo(subparsers):
         "--epochs", type=count(1), help="override the demo's epoch count"
     )
     shows(epochs, "the demo's 4")
+    parser.add_argument(
+        "--overwrite", action="store_true", help="replace a finished run in --out"
+    )
 
 
 def _demo(args):
     from keras_selfattn.workflows import run_demo
 
-    result, _ = run_demo(args.out, epochs=args.epochs, verbose=_progress(args))
+    result, _ = run_demo(
+        args.out, epochs=args.epochs, overwrite=args.overwrite, verbose=_progress(args)
+    )
     print(f"run directory: {result.run_dir}")
     return 0
 
