@@ -522,8 +522,15 @@ def _add_check_serving(subparsers):
 
 def _check_serving(args):
     from keras_selfattn import serving
+    from keras_selfattn.serving.check import CheckStopped
 
-    with errors.reading("the SavedModel in", args.path):
-        check = serving.check_serving(args.path, serving_version=args.serving_version)
+    try:
+        with errors.reading("the SavedModel in", args.path):
+            check = serving.check_serving(
+                args.path, serving_version=args.serving_version
+            )
+    except CheckStopped as stopped:
+        print(f"keras-selfattn: {stopped}", file=sys.stderr)
+        return stopped.exit_status
     print(check.summary())
     return 0 if check.ok else 1
