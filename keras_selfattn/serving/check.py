@@ -394,6 +394,7 @@ def _stops_cleanly(function):
     return stopping_cleanly
 
 
+# Long: mostly its docstring; the checks in order, each a function.
 @_stops_cleanly
 def check_serving(
     saved_model_dir, serving_version=None, run=True, timeout=600, python=None
@@ -420,8 +421,7 @@ def check_serving(
         FileNotFoundError: no ``saved_model.pb`` in ``saved_model_dir``.
         ValueError: ``saved_model.pb`` is not a SavedModel, or ``serving_version``
             is not a version number.
-        CheckStopped: SIGTERM, SIGINT or SIGHUP arrived (in the main thread);
-            nothing it started is left running, its temporary files are gone.
+        CheckStopped: stopped by a signal, after cleaning up (module docstring).
     """
     saved_model_dir = pathlib.Path(saved_model_dir)
     if not (saved_model_dir / "saved_model.pb").is_file():
