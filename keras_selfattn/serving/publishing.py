@@ -142,6 +142,8 @@ def _live_writer(lock):
         writer = int(lock.read_text(encoding="ascii").strip())
     except (OSError, ValueError):
         return None
+    if writer <= 0:  # not a process id (0 and -N would signal process groups)
+        return None
     try:
         os.kill(writer, 0)
     except ProcessLookupError:

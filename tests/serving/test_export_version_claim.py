@@ -65,15 +65,18 @@ def test_a_version_claimed_by_a_live_process_is_refused(tmp_path, live_process):
         assert (version, automatic) == (1, True)
 
 
-def test_a_claim_whose_process_is_gone_is_taken_over(tmp_path):
+@pytest.mark.parametrize("left", ["gone", "0", "-1", "not a number", ""])
+def test_a_claim_whose_process_is_gone_is_taken_over(tmp_path, left):
     base = tmp_path / "translator"
     base.mkdir()
-    gone = subprocess.Popen([sys.executable, "-c", "pass"])
-    gone.wait()
-    (base / f"{publishing.LOCK_PREFIX}7").write_text(f"{gone.pid}\n")
+    if left == "gone":
+        gone = subprocess.Popen([sys.executable, "-c", "pass"])
+        gone.wait()
+        left = str(gone.pid)
+    lock = base / f"{publishing.LOCK_PREFIX}7"
+    lock.write_text(f"{left}\n")
     with publishing.claimed_version(base, 7) as (version, automatic):
         assert (version, automatic) == (7, False)
-        lock = base / f"{publishing.LOCK_PREFIX}7"
         assert lock.read_text().strip() == str(os.getpid())
     assert left_behind(base) == []
 
