@@ -60,12 +60,13 @@ def alive(pid):
     return state != "Z"
 
 
+@pytest.mark.slow  # each waits for check-serving to start its replay child
 @pytest.mark.parametrize(
     ("signum", "status"),
     [
         (signal.SIGTERM, 143),
-        pytest.param(signal.SIGINT, 130, marks=pytest.mark.slow),
-        pytest.param(signal.SIGHUP, 129, marks=pytest.mark.slow),
+        (signal.SIGINT, 130),
+        (signal.SIGHUP, 129),
     ],
     ids=["SIGTERM", "SIGINT", "SIGHUP"],
 )

@@ -33,6 +33,7 @@ def run_command(*args, home=None):
     return result.returncode, result.stderr, marker.endswith("True")
 
 
+@pytest.mark.slow
 def test_translate_imports_no_matplotlib_and_is_quiet_with_a_read_only_home(
     text_run_dir, tmp_path
 ):

@@ -97,6 +97,7 @@ def test_a_version_published_while_waiting_for_the_claim_is_refused(tmp_path):
     assert left_behind(base) == []
 
 
+@pytest.mark.slow
 def test_export_of_a_version_being_written_is_refused_before_loading(
     text_run_dir, tmp_path, live_process
 ):
