@@ -276,7 +276,7 @@ def evaluate_run(run_dir, data=None, beam_size=1, translator=None):
     return evaluate(translator, read_pairs(data), beam_size=beam_size, data=label)
 
 
-def run_demo(out_dir="runs/demo", epochs=None, verbose=1):
+def run_demo(out_dir="runs/demo", epochs=None, verbose=1, overwrite=False):
     """The main job: trains on the bundled dates corpus, evaluates, writes figures,
     exports a TF Serving SavedModel, checks it and prints the docker run / curl lines.
 
@@ -284,6 +284,7 @@ def run_demo(out_dir="runs/demo", epochs=None, verbose=1):
         out_dir: the run directory.
         epochs: overrides the demo's number of epochs.
         verbose: Keras progress-bar verbosity.
+        overwrite: replace a finished run in ``out_dir``.
 
     Returns:
         (TrainResult, metrics dict).
@@ -291,7 +292,14 @@ def run_demo(out_dir="runs/demo", epochs=None, verbose=1):
     train_config = DEMO_TRAIN_CONFIG
     if epochs is not None:
         train_config = TrainConfig(**{**vars(train_config), "epochs": epochs})
-    result = train(None, out_dir, DEMO_MODEL_CONFIG, train_config, verbose=verbose)
+    result = train(
+        None,
+        out_dir,
+        DEMO_MODEL_CONFIG,
+        train_config,
+        overwrite=overwrite,
+        verbose=verbose,
+    )
     metrics = report(result)
     export_base = pathlib.Path(result.run_dir) / EXPORT_DIR / serving.DEFAULT_MODEL_NAME
     version_dir = serving.export_run(result.run_dir, export_base)

@@ -194,12 +194,17 @@ def _add_demo(subparsers):
         "--epochs", type=count(1), help="override the demo's epoch count"
     )
     shows(epochs, "the demo's 4")
+    parser.add_argument(
+        "--overwrite", action="store_true", help="replace a finished run in --out"
+    )
 
 
 def _demo(args):
     from keras_selfattn.workflows import run_demo
 
-    result, _ = run_demo(args.out, epochs=args.epochs, verbose=_progress(args))
+    result, _ = run_demo(
+        args.out, epochs=args.epochs, overwrite=args.overwrite, verbose=_progress(args)
+    )
     print(f"run directory: {result.run_dir}")
     return 0
 
@@ -517,8 +522,15 @@ def _add_check_serving(subparsers):
 
 def _check_serving(args):
     from keras_selfattn import serving
+    from keras_selfattn.serving.check import CheckStopped
 
-    with errors.reading("the SavedModel in", args.path):
-        check = serving.check_serving(args.path, serving_version=args.serving_version)
+    try:
+        with errors.reading("the SavedModel in", args.path):
+            check = serving.check_serving(
+                args.path, serving_version=args.serving_version
+            )
+    except CheckStopped as stopped:
+        print(f"keras-selfattn: {stopped}", file=sys.stderr)
+        return stopped.exit_status
     print(check.summary())
     return 0 if check.ok else 1
