@@ -115,7 +115,7 @@ def train(  # long by its docstring only (the public contract); the body is 30 l
         valid_data: validation file pattern(s) (default: held out of ``data``).
         test_data: test file pattern(s) (default: held out of ``data``).
         vocab: a directory with ``tokenizer.json`` and the vocabularies
-            (`workflows.build_vocab`'s output or a run directory). Its tokenizer
+            (`jobs.build_vocab`'s output or a run directory). Its tokenizer
             settings replace ``train_config``'s
             (`train_config_with_vocabulary`); a field set away from
             its default that contradicts them is refused.
