@@ -151,7 +151,7 @@ def _add_command(subparsers, name, run, **kwargs):
 def _progress(args):
     """`train`'s verbose: nothing with --quiet, else what `fit_verbosity` chooses
     for ``"auto"`` (a progress bar on a terminal, progress lines otherwise)."""
-    from keras_selfattn.training.fit.train import fit_verbosity
+    from keras_selfattn.training.callbacks.progress import fit_verbosity
 
     return fit_verbosity(0 if args.quiet else "auto")
 
