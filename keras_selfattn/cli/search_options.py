@@ -17,7 +17,6 @@ PRECISIONS = ("float32", "bfloat16")
 
 __all__ = [
     "add_search_options",
-    "load_translator",
     "print_export_report",
     "search_options",
 ]
@@ -93,24 +92,6 @@ def search_options(args):
         "quantize": getattr(args, "quantize", None),
         "shortlist": getattr(args, "shortlist", None),
     }
-
-
-def load_translator(run_dir, args):
-    """`Translator.load` of ``run_dir`` with the options of ``args``."""
-    from keras_selfattn.inference import Translator
-
-    options = search_options(args)
-    table = None
-    if options["shortlist"] is not None:
-        from keras_selfattn.training.data.run_shortlist import run_shortlist
-
-        table = run_shortlist(run_dir, frequent=options["shortlist"])
-    return Translator.load(
-        run_dir,
-        precision=options["precision"],
-        quantize=options["quantize"],
-        shortlist=table,
-    )
 
 
 def print_export_report(version_dir):

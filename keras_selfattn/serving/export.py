@@ -43,6 +43,7 @@ XLA_WARMUP_BATCH_SIZES = (1, 2, 4, 8, 16, 32)
 _NUM_FALLBACK_TOKENS = 3
 
 
+# Long: mostly its docstring; then the export's steps in order, in one staging folder.
 def export_translator(
     translator,
     export_base,
@@ -79,12 +80,15 @@ def export_translator(
         The version folder, a `pathlib.Path`.
 
     Raises:
-        FileExistsError: ``version`` is given and ``export_base/version`` exists.
+        FileExistsError: ``version`` is given and ``export_base/version`` exists
+            or another process is writing it (`publishing.VersionTaken`).
     """
     if warmup_texts is None:
         warmup_texts = _vocabulary_sample(translator.tokenizer)
-    version, automatic = publishing.resolve_version(export_base, version)
-    with publishing.staging_folder(export_base) as staging:
+    with (
+        publishing.claimed_version(export_base, version) as (number, automatic),
+        publishing.staging_folder(export_base) as staging,
+    ):
         saved_model_dir = staging / "saved_model"
         # The vocabulary files, copied into assets/ by the saver.
         archive = build_export_archive(
@@ -98,11 +102,9 @@ def export_translator(
         archive.write_out(str(saved_model_dir), verbose=False)
         check_signatures(saved_model_dir)
         _write_warmup(saved_model_dir, translator, warmup_texts, model_name, xla)
-        export_report.write_export_report(
-            saved_model_dir, export_report.export_report(translator)
-        )
+        export_report.write_translator_report(saved_model_dir, translator)
         # Publish the SavedModel folder itself; the rest of the staging folder goes.
-        return publishing.publish(saved_model_dir, export_base, version, automatic)
+        return publishing.publish(saved_model_dir, export_base, number, automatic)
 
 
 def _write_warmup(saved_model_dir, translator, warmup_texts, model_name, xla):
@@ -251,11 +253,15 @@ def export_run(
     from keras_selfattn.models.output_layer import check_search_options
 
     check_search_options(precision, quantize)  # before any loading
+    if shortlist is not None:
+        shortlist = _shortlist_size(shortlist)
+    # A version that exists or is being written is refused before the model loads.
+    publishing.resolve_version(export_base, version)
     table = None
     if shortlist is not None:
         from keras_selfattn.training.data.run_shortlist import run_shortlist
 
-        table = run_shortlist(run_dir, frequent=_shortlist_size(shortlist))
+        table = run_shortlist(run_dir, frequent=shortlist)
     translator = Translator.load(
         run_dir, dtype=dtype, precision=precision, shortlist=table
     )

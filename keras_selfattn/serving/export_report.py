@@ -24,6 +24,7 @@ __all__ = [
     "host_cpu_flags",
     "read_export_report",
     "write_export_report",
+    "write_translator_report",
 ]
 
 REPORT_FILE = "export_report.json"
@@ -77,6 +78,11 @@ def write_export_report(saved_model_dir, report):
     path = folder / REPORT_FILE
     path.write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
     return path
+
+
+def write_translator_report(saved_model_dir, translator):
+    """`write_export_report` of `export_report` of ``translator``."""
+    return write_export_report(saved_model_dir, export_report(translator))
 
 
 def read_export_report(saved_model_dir):
