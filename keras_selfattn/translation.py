@@ -146,6 +146,12 @@ class Translator:
         shortlist=None,
     ):
         output_layer.check_search_options(precision)
+        own_output = precision != "float32" or shortlist is not None
+        if own_output and keras.config.backend() != "tensorflow":
+            raise ValueError(
+                "precision and shortlist run on the TensorFlow backend only. "
+                f"Received: backend={keras.config.backend()!r}"
+            )
         self.model = model
         self.tokenizer = tokenizer
         self.max_source_len = max_source_len
