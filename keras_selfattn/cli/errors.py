@@ -51,7 +51,14 @@ _EXTRA_MODULES = ("matplotlib", "tensorflow_serving")
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse, with usage errors on one line (exit status 2)."""
+    """argparse, with usage errors on one line (exit status 2) and exact option
+    names only: a prefix (``--epoch`` for ``--epochs``) is a usage error, not
+    taken for the option it starts (so that a typo is not read as another
+    option). Its commands' parsers are Parsers too."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message):
         self.exit(
@@ -77,7 +84,7 @@ def failure(error):
     if tf_error is not None:
         return USAGE_ERROR, f"error: {one_line(tf_error)}"
     if isinstance(error, (ValueError, OSError)):
-        return USAGE_ERROR, f"error: {one_line(error)}"
+        return USAGE_ERROR, f"error: {cli_words(one_line(error))}"
     if isinstance(error, ImportError) and _missing_extra(error):
         return USAGE_ERROR, (
             f"error: {one_line(error)} (this needs an optional dependency: "
@@ -256,6 +263,27 @@ def _missing_extra(error):
             return True
         cause = cause.__cause__
     return False
+
+
+# The library's Python words in its messages, and the command line's for them
+# (`cli_words`): the parameters of `training.train` and `workflows.build_vocab`
+# that are ``--out``, ``--overwrite`` and ``--strict-columns`` there.
+_CLI_WORDS = (
+    (re.compile(r"--overwrite \(overwrite=True\)"), "--overwrite"),
+    (re.compile(r"\boverwrite=True\b"), "--overwrite"),
+    (re.compile(r"(--out \S+) \((?:out_dir|run_dir)\)"), r"\1"),
+    (re.compile(r"(?<![\w/.-])(?:run_dir|out_dir)=(?=\S)"), "--out "),
+    (re.compile(r"(?<![\w/.-])(?:run_dir|out_dir)(?![\w/.-])"), "--out"),
+    (re.compile(r"\(strict_columns\)"), "(--strict-columns)"),
+)
+
+
+def cli_words(message):
+    """A library error's message in the command line's words: ``--overwrite``
+    for ``overwrite=True``, ``--out`` for ``run_dir`` and ``out_dir``..."""
+    for pattern, replacement in _CLI_WORDS:
+        message = pattern.sub(replacement, message)
+    return message
 
 
 def one_line(error):
