@@ -69,7 +69,7 @@ _FIELDS = [
     if "_" in field.name
 ]
 _PYTHON_WORDS = re.compile(
-    r"(?<![\w-])(?:" + "|".join(_FIELDS) + r")\b|\b[a-z_]+=|\bNone\b|\bTrue\b"
+    r"(?<![\w-])(?:" + "|".join(_FIELDS) + r")\b|(?<![\w-])[a-z_]+=|\bNone\b|\bTrue\b"
     r"|\bFalse\b|\w\(\w+=|`"
 )
 
@@ -121,20 +121,26 @@ def test_every_parser_takes_exact_option_names_only():
 
 
 def test_train_options_come_in_named_groups_common_first():
-    """train's options: data, model, training, validation, run directory and
-    speed groups, the data and run directory first."""
-    titles = [group.title for group in _commands()["train"]._action_groups]
-    for title in ("data", "model", "training", "validation", "run directory", "speed"):
-        assert title in titles, (title, titles)
-    assert titles.index("data") < titles.index("model")
-    assert titles.index("run directory") < titles.index("model")
-    grouped = {
-        action.dest
-        for group in _commands()["train"]._action_groups
-        if group.title in ("data", "run directory")
-        for action in group._group_actions
+    """train's options: data, run directory, training, validation, model and
+    speed groups in that order, the options every run sets at the top."""
+    groups = _commands()["train"]._action_groups
+    titles = [group.title for group in groups]
+    order = ["data", "run directory", "training", "validation", "model", "speed"]
+    assert [title for title in titles if title in order] == order, titles
+    dests = {
+        group.title: [action.dest for action in group._group_actions]
+        for group in groups
     }
-    assert {"data", "out", "overwrite", "epochs"} <= grouped, grouped
+    assert dests["data"][:3] == ["data", "valid_data", "test_data"], dests["data"]
+    assert dests["run directory"][:2] == ["out", "overwrite"]
+    assert dests["training"][:3] == ["preset", "epochs", "train_steps"]
+    grouped = [dest for title in order for dest in dests[title]]
+    fields = [
+        f.name for cls in (ModelConfig, TrainConfig) for f in dataclasses.fields(cls)
+    ]
+    options = {*fields, "data", "valid_data", "test_data", "vocab", "out"}
+    options |= {"overwrite", "preset"}
+    assert sorted(grouped) == sorted(options - {"split"})
 
 
 def test_the_preset_help_names_a_module_that_imports_without_a_warning():

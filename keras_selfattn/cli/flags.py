@@ -161,32 +161,108 @@ def _config_argument_kind(cls, field, default):
     return {"type": kind, "metavar": field.name.upper()}
 
 
+def _add_field(group, cls, field, docs):
+    """``field`` of the dataclass ``cls`` as a ``--flag`` in ``group`` (see
+    `add_config_arguments`)."""
+    default = getattr(cls(), field.name)
+    kind = _config_argument_kind(cls, field, default)
+    switch = kind.get("action") is argparse.BooleanOptionalAction
+    help_text = _help_spelling(docs.get(field.name, ""), cls, field.name, switch)
+    action = group.add_argument(
+        flag_name(field.name),
+        default=None,
+        help=help_text.replace("%", "%%"),
+        **kind,
+    )
+    shows(action, default)
+
+
 def add_config_arguments(parser, cls, title, *, only=None, skip=()):
     """One ``--flag`` per field of the dataclass ``cls`` (``foo_bar`` -> ``--foo-bar``).
 
     Every flag defaults to None, meaning "the dataclass default" (the help shows
     that one); booleans (also ``bool | None``) get ``--x/--no-x``; a field
     listed in ``cls.CHOICES`` accepts only those values. The help line is the
-    field's entry in the class docstring's ``Attributes:`` section. ``only``
-    (field names) or ``skip`` limit the fields.
+    field's entry in the class docstring's ``Attributes:`` section, in the
+    command line's words (`cli_spelling`). ``only`` (field names) or ``skip``
+    limit the fields.
     """
-    defaults = cls()
     docs = field_docs(cls)
     group = parser.add_argument_group(title)
     for field in dataclasses.fields(cls):
         if field.name in skip or (only is not None and field.name not in only):
             continue
-        default = getattr(defaults, field.name)
-        kind = _config_argument_kind(cls, field, default)
-        switch = kind.get("action") is argparse.BooleanOptionalAction
-        help_text = _help_spelling(docs.get(field.name, ""), cls, field.name, switch)
-        action = group.add_argument(
-            flag_name(field.name),
-            default=None,
-            help=help_text.replace("%", "%%"),
-            **kind,
-        )
-        shows(action, default)
+        _add_field(group, cls, field, docs)
+
+
+# train's option groups, in the order --help shows them (the ones every run
+# sets first): each one's title, what it holds, and the config fields in it
+# (`add_grouped_config_arguments`); the command adds its own options to them.
+TRAIN_GROUPS = (
+    (
+        "data",
+        "the pair files, and how they are read and tokenized",
+        ("max_pairs", "max_test_pairs", "skip_malformed", "strict_columns")
+        + ("source_tokenizer", "target_tokenizer", "source_vocab_size")
+        + ("target_vocab_size", "source_sentencepiece_model")
+        + ("target_sentencepiece_model", "split_digits", "tokenizer_ops")
+        + ("vocab_sample_lines",),
+    ),
+    (
+        "run directory",
+        "where the run is written; an interrupted run resumes from its backup",
+        ("save_every", "keep_checkpoints", "log_every", "tensorboard"),
+    ),
+    (
+        "training",
+        "how long and how the model learns",
+        ("epochs", "train_steps", "batch_size", "learning_rate", "lr_schedule")
+        + ("warmup_steps", "label_smoothing", "clipnorm", "adam_beta_2")
+        + ("adam_epsilon", "ema_momentum", "accumulate_steps", "batch_tokens")
+        + ("shuffle_buffer", "seed"),
+    ),
+    (
+        "validation",
+        "held-out pairs scored during training: the best model, the early stop",
+        ("eval_every", "best_by", "patience", "validation_translations")
+        + ("max_validation_pairs",),
+    ),
+    ("model", "the network's shape (fixed once a run starts)", None),
+    (
+        "speed",
+        "how each step runs: compilation, precision, devices, batching by length",
+        ("jit_compile", "mixed_precision", "length_buckets", "bucket_spacing")
+        + ("threads", "strategy", "tpu", "worker_timeout"),
+    ),
+)
+
+
+def train_groups(parser):
+    """train's argument groups (`TRAIN_GROUPS`), made in order: ``{title: group}``."""
+    return {
+        title: parser.add_argument_group(title, description)
+        for title, description, _ in TRAIN_GROUPS
+    }
+
+
+def add_grouped_config_arguments(groups, model_cls, train_cls, *, skip=()):
+    """The fields of ``model_cls`` (all in the "model" group) and of ``train_cls``
+    (each in its `TRAIN_GROUPS` group, in that order) as flags, as
+    `add_config_arguments` makes them; a field of neither list is an error."""
+    fields = {field.name: field for field in dataclasses.fields(train_cls)}
+    docs = field_docs(train_cls)
+    placed = set(skip)
+    for title, _, names in TRAIN_GROUPS:
+        if names is None:
+            for field in dataclasses.fields(model_cls):
+                _add_field(groups[title], model_cls, field, field_docs(model_cls))
+            continue
+        for name in names:
+            _add_field(groups[title], train_cls, fields[name], docs)
+        placed.update(names)
+    unplaced = sorted(set(fields) - placed)
+    if unplaced:
+        raise ValueError(f"TRAIN_GROUPS places no group for {unplaced}")
 
 
 def config_from_args(cls, args, base=None):
