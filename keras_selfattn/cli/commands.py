@@ -147,7 +147,10 @@ def _add_command(subparsers, name, run, **kwargs):
     --help opens with what it does: its ``description``, by default its line in
     the list of commands (``help``)."""
     summary = kwargs["help"]
-    kwargs.setdefault("description", summary[0].upper() + summary[1:] + ".")
+    first = summary.split()[0]
+    if first.islower():  # "chrF" stays as it is written
+        summary = first.capitalize() + summary[len(first) :]
+    kwargs.setdefault("description", summary + ".")
     parser = subparsers.add_parser(name, **kwargs)
     add_output_options(parser, default=argparse.SUPPRESS)
     parser.set_defaults(run=run)
