@@ -142,10 +142,11 @@ class _CastOnce(keras.StatelessScope):
     its float32 variables cast to its compute dtype at every call, so inside the
     decoding loop every step cast every decoder weight again (40% of a bfloat16
     export's op time at batch 32, the output layer's 3,715 x 256 embedding the
-    most; benchmarks/RESULTS.md, issue 28). Here each such variable is read and
-    cast once, before the loop; the loop takes the cast tensor as an invariant
-    and a read inside it returns that tensor (a `keras.StatelessScope`, as the
-    JAX path maps values onto variables). The values are those the layers cast
+    most; benchmarks/RESULTS.md, "float32 against bfloat16"). Here each such
+    variable is read and cast once, before the loop; the loop takes the cast
+    tensor as an invariant and a read inside it returns that tensor (a
+    `keras.StatelessScope`, as the JAX path maps values onto variables). The
+    values are those the layers cast
     (this package's layer methods that read a weight outside Keras' autocast
     cast it to their compute dtype themselves), so the results are the same
     bit for bit (tests/test_decoding_graphs.py).
@@ -423,8 +424,8 @@ def _loop_in_xla_stages(model, source_ids, strategy, max_len):
     4/3 of the rows its sentences need (or the floor's), where the one XLA
     program of `_loop` computes every row until the batch's longest search
     ends. Each row's arithmetic is `_loop`'s, so the tokens are the same
-    (tests/test_decoding_graphs.py; the Multi30k test set,
-    benchmarks/RESULTS.md, issue 28, session 25).
+    (tests/test_decoding_graphs.py; the Multi30k test set, benchmarks/RESULTS.md,
+    "the XLA export drops its ended sentences in stages").
 
     Returns:
         ``(t, memory)`` as `_loop`.
@@ -508,8 +509,9 @@ def _gathered(taken, tokens, states, finished, memory, sentences):
 
 # A stage of `_loop_in_xla_stages` with at most this many decoder rows (a
 # sentence's, or a beam's K) runs until its searches end: below it an XLA step's
-# products cost about as much at any row count (benchmarks/RESULTS.md, issue 28,
-# session 25), and each further stage costs a launch and a gather.
+# products cost about as much at any row count (benchmarks/RESULTS.md, "the XLA
+# export drops its ended sentences in stages"), and each further stage costs a
+# launch and a gather.
 XLA_STAGE_MIN_ROWS = 16
 
 
@@ -612,7 +614,8 @@ def _loop_dropping_finished(model, source_ids, strategy, max_len):
     A batch decodes until its longest search ends; with the static `_loop`
     every step computes every row, and on a served batch of 32 more than half
     of them belong to sentences that have already ended (benchmarks/RESULTS.md,
-    issue 28). Here the loop carries the sentences still searching:
+    "beam search without its ended sentences"). Here the loop carries the
+    sentences still searching:
     ``sentences`` (A,) holds their positions in the batch, and the decoder's
     rows (one a sentence, or a beam's K), its state tensors (all batch-major:
     the memory, its keys and mask, the recurrent states) and the strategy's
@@ -623,7 +626,8 @@ def _loop_dropping_finished(model, source_ids, strategy, max_len):
     `DROP_WHEN_ENDED` of those in the loop (or all), a ``tf.cond`` writes
     their tensors into the batch's results and gathers the others; the rest
     are written after the loop. The tokens are the static loop's (tested, and
-    checked on the 1000 Multi30k test sentences, benchmarks/RESULTS.md).
+    checked on the 1000 Multi30k test sentences, benchmarks/RESULTS.md, "The
+    served translator").
 
     The batch dimension of the loop's tensors changes from step to step: a
     ``tf.while_loop`` with a ``None`` batch in its shape invariants (not XLA,

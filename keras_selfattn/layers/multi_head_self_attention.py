@@ -544,8 +544,8 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         ``(B, 1, 1, Tk)`` key mask of a padded batch ("Bias must have same seq
         length as QKV"), after which keras runs XLA's unfused attention and
         logs the refusal at every trace. Measured on an H200 in bfloat16
-        (benchmarks/RESULTS.md): 1.3-3x keras' MHA's time with the key mask,
-        0.9-1.0x spelled out.
+        (benchmarks/RESULTS.md, "The attention on a GPU"): 1.3-3x keras' MHA's
+        time with the key mask, 0.9-1.0x spelled out.
 
         Args:
             query, key, value: ``(B, T, num_heads, head_size)``.
