@@ -18,10 +18,11 @@ so they run on the TensorFlow and the JAX backend:
   eagerly, a search runs as a graph: a ``tf.function`` traced once per model and
   setting (``max_len``, beam size ...) and cached beside the model, for any batch
   and source length: op by op, the eager loop was 20-50x slower
-  (benchmarks/before_after.py). The searches drop the rows of sentences whose
-  search has ended from their loop there (`_loop_dropping_finished`: the same
-  tokens, less work); with ``jit_compile=True`` (XLA, static shapes) they drop
-  them between stages of a few row counts (`_loop_in_xla_stages`).
+  (benchmarks/RESULTS.md, "What the profile found"). The searches drop the rows
+  of sentences whose search has ended from their loop there
+  (`_loop_dropping_finished`: the same tokens, less work); with
+  ``jit_compile=True`` (XLA, static shapes) they drop them between stages of a
+  few row counts (`_loop_in_xla_stages`).
 - JAX: the loop (a ``lax.while_loop``) runs under ``jax.jit``, with the model's
   variables passed in as arguments (``keras.StatelessScope``, so a model that
   keeps training decodes with its current weights); one jitted function is

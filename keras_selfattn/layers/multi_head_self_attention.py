@@ -409,7 +409,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         # unstack, not three strided slices qkv[:, :, i]: on TensorFlow without XLA
         # the gradient of each slice is a zero-padded tensor of qkv's full size,
         # the gradient of unstack is one stack (about 25% of a training step at
-        # length 128; see benchmarks/before_after.py).
+        # length 128; benchmarks/RESULTS.md, "What the profile found").
         query, key, value = ops.unstack(qkv, num=3, axis=2)
         return query, key, value
 
