@@ -26,11 +26,12 @@ IN_PROCESS = {
     "attention_vs_keras": ["ours / keras", RATIO],
     "decoder_train_step": ["ours / book", "utilization", RATIO],
     "decoding_latency": ["greedy / forward", RATIO],
-    "training_throughput": ["mixed_bfloat16", RATIO],
+    "training_throughput": ["| float32 | off |", RATIO],
     "vocab_learning": ["sentencepiece"],
     "served_precision": ["bfloat16"],
     "shortlist_coverage": [],
-    "served_translator": ["serving_default (greedy) |", "translate_nbest (beam) |"],
+    # against its own export: every text the same
+    "served_translator": ["serving_default (greedy) |", "| 0 of 32 |", "| 0 of 128 |"],
     "budget_run": ["| 0.01 | ", "| greedy |", "| beam 2 |"],
     "scale": ["| 3k | after, --vocab |", "| 3k | build-vocab |"],
 }
@@ -62,14 +63,6 @@ def _check_output(out, name, expected):
 def test_benchmark_runs_in_quick_mode(name, capsys):
     _load(name).main(["--quick"])
     _check_output(capsys.readouterr().out, name, IN_PROCESS[name])
-
-
-@pytest.mark.slow
-def test_served_translator_quick_compares_the_export_with_itself(capsys):
-    """Against itself every text is the same: the comparison column says so."""
-    _load("served_translator").main(["--quick"])
-    out = capsys.readouterr().out
-    assert "| 0 of 32 |" in out and "| 0 of 128 |" in out, out
 
 
 @pytest.mark.slow
