@@ -1,8 +1,8 @@
 """``keras-selfattn check-serving BASE/N``: will stock TF Serving load and run this?
 
 It RUNS the model's graph: check models you trust. Before running anything, the
-audit refuses graphs that would write files (`audit.REFUSED_IO_OPS`) and warns
-about those that read them (`audit.WARNED_IO_OPS`).
+audit refuses graphs that would write files (`op_tables.REFUSED_IO_OPS`) and warns
+about those that read them (`op_tables.WARNED_IO_OPS`).
 
 Two checks, no server needed:
 
@@ -29,10 +29,16 @@ Two checks, no server needed:
 
    A graph of core ops only is loaded WITHOUT tensorflow_text, which proves that
    it needs no tensorflow-text op.
+
+Stopped by SIGTERM, SIGINT or SIGHUP (a supervisor's stop, Ctrl-C, a closed
+terminal), `check_serving` raises `CheckStopped` after its child processes have
+ended and its temporary folder is gone.
 """
 
 import base64
+import contextlib
 import dataclasses
+import functools
 import json
 import os
 import pathlib
@@ -41,10 +47,14 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 
 from keras_selfattn.serving import audit as audit_lib
+from keras_selfattn.serving.audit import audit_saved_model_proto
+from keras_selfattn.serving.op_tables import installed_op_registry
+from keras_selfattn.serving.saved_model_graph import read_saved_model
 
-__all__ = ["ServingCheck", "check_serving"]
+__all__ = ["CheckStopped", "ServingCheck", "check_serving"]
 
 _REPLAY_SCRIPT = pathlib.Path(__file__).with_name("session_replay.py")
 _TEXT_INPUT = {"text": "string"}
@@ -115,13 +125,10 @@ class ServingCheck:
         return "\n".join(lines)
 
 
-def _signature_io(saved_model_dir):
-    """signature name -> ({input: dtype}, {output: dtype}, {input: rank or None})."""
+def _signature_io(saved_model):
+    """signature name -> ({input: dtype}, {output: dtype}, {input: rank or None}),
+    from the parsed SavedModel (`read_saved_model`)."""
     import tensorflow as tf
-
-    from keras_selfattn.serving.audit import read_saved_model
-
-    saved_model = read_saved_model(saved_model_dir)
 
     def dtype(info):
         return tf.dtypes.as_dtype(info.dtype).name  # "string", "float32", "int32"
@@ -336,6 +343,59 @@ def _load_failure(saved_model_dir, load_error):
     )
 
 
+class CheckStopped(KeyboardInterrupt):
+    """`check_serving` stopped by a signal, its child processes ended and its
+    temporary files removed; ``exit_status`` is the shell's 128 + the signal's
+    number (130 SIGINT, 143 SIGTERM, 129 SIGHUP)."""
+
+    def __init__(self, signum):
+        self.signal_name = signal.Signals(signum).name
+        self.exit_status = 128 + signum
+        super().__init__(
+            f"check-serving stopped by {self.signal_name}: its replay process "
+            "ended and its temporary files were removed"
+        )
+
+
+STOPPING_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+@contextlib.contextmanager
+def _signals_raise_stopped():
+    """Inside the block, the first of `STOPPING_SIGNALS` raises `CheckStopped`
+    (later ones are ignored while it unwinds), so that ``subprocess.run`` kills and
+    reaps its child and the temporary folder's ``with`` removes it; the previous
+    handlers come back after. Outside the main thread (where Python cannot set
+    handlers) the block changes nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    stopping = []
+
+    def stop(signum, frame):
+        if not stopping:
+            stopping.append(signum)
+            raise CheckStopped(signum)
+
+    previous = {signum: signal.signal(signum, stop) for signum in STOPPING_SIGNALS}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def _stops_cleanly(function):
+    @functools.wraps(function)
+    def stopping_cleanly(*args, **kwargs):
+        with _signals_raise_stopped():
+            return function(*args, **kwargs)
+
+    return stopping_cleanly
+
+
+# Long: mostly its docstring; the checks in order, each a function.
+@_stops_cleanly
 def check_serving(
     saved_model_dir, serving_version=None, run=True, timeout=600, python=None
 ):
@@ -361,6 +421,7 @@ def check_serving(
         FileNotFoundError: no ``saved_model.pb`` in ``saved_model_dir``.
         ValueError: ``saved_model.pb`` is not a SavedModel, or ``serving_version``
             is not a version number.
+        CheckStopped: stopped by a signal, after cleaning up (module docstring).
     """
     saved_model_dir = pathlib.Path(saved_model_dir)
     if not (saved_model_dir / "saved_model.pb").is_file():
@@ -368,11 +429,11 @@ def check_serving(
             f"No saved_model.pb in {saved_model_dir}: give a version folder such as "
             "BASE/1"
         )
-    audit_lib.read_saved_model(saved_model_dir)  # garbage: a ValueError, at once
-    registry = audit_lib.installed_op_registry(python)
-    op_audit = audit_lib.audit_saved_model(saved_model_dir, serving_version, registry)
+    saved_model = read_saved_model(saved_model_dir)  # garbage: a ValueError, at once
+    registry = installed_op_registry(python)
+    op_audit = audit_saved_model_proto(saved_model, serving_version, registry)
     check = ServingCheck(saved_model_dir, op_audit)
-    signatures = _signature_io(saved_model_dir)
+    signatures = _signature_io(saved_model)
     check.signatures = {
         k: {"inputs": i, "outputs": o} for k, (i, o, _) in signatures.items()
     }

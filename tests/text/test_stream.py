@@ -2,7 +2,6 @@
 batches by length."""
 
 import gzip
-import math
 
 import numpy as np
 import pytest
@@ -10,7 +9,8 @@ import tensorflow as tf
 
 from keras_selfattn import text
 from keras_selfattn.text import fingerprint_split, learn_vocab, stream
-from keras_selfattn.text.dataset import batch_by_length, bucket_shapes
+from keras_selfattn.text.buckets import bucket_shapes
+from keras_selfattn.text.dataset import batch_by_length
 from keras_selfattn.text.vocab import END_ID, PAD_ID, START_ID
 
 
@@ -250,20 +250,6 @@ def _ids(lengths):
     )
 
 
-def test_geometric_buckets_grow_by_sqrt2_up_to_the_limits():
-    shapes = bucket_shapes(100, 60, 8, spacing="geometric")
-    expected = [
-        (math.ceil(100 / 2 ** (k / 2) - 1e-9), math.ceil(60 / 2 ** (k / 2) - 1e-9))
-        for k in range(7, -1, -1)
-    ]
-    assert shapes == expected and shapes[-1] == (100, 60)
-    assert shapes[:3] == [(9, 6), (13, 8), (18, 11)]
-    # Short limits, many buckets: equal buckets given once, never below 1.
-    assert bucket_shapes(3, 2, 8, spacing="geometric") == [(1, 1), (2, 1), (3, 2)]
-    with pytest.raises(ValueError, match="spacing='log'"):
-        bucket_shapes(10, 10, 4, spacing="log")
-
-
 def test_geometric_buckets_pad_short_pairs_less_than_even_ones():
     """Each pair lands in the first bucket it fits, so the padded size of the
     batches is a count over the pairs (NumPy below); on short pairs under long
@@ -372,3 +358,31 @@ def test_an_existing_file_is_read_before_it_is_tried_as_a_pattern(tmp_path):
     os.mkfifo(fifo)
     with pytest.raises(ValueError, match=r"pipe\.tsv is not a regular file"):
         stream.resolve_data_files(str(fifo))
+
+
+def test_both_readers_name_a_latin1_file_alike_with_the_fix(tmp_path):
+    """A file that is not UTF-8 gets one message from the stream and from the
+    in-memory reader: the file and line, the line with its bad bytes replaced,
+    and the iconv command that converts it."""
+    path = tmp_path / "latin1.tsv"
+    path.write_bytes("caf\u00e9\tcoffee\n".encode("latin-1"))
+    with pytest.raises(tf.errors.InvalidArgumentError) as caught:
+        _pairs(stream.pair_stream([str(path)]))
+    streamed = str(stream.malformed_line_error(caught.value))
+    with pytest.raises(ValueError) as in_memory:
+        text.read_pairs(path)
+    assert streamed == str(in_memory.value)
+    assert streamed.startswith(f"{path}:1: not valid UTF-8 (")
+    assert "iconv -f LATIN1 -t UTF-8" in streamed
+    assert streamed.endswith(": 'caf\ufffd\tcoffee'")
+
+
+def test_a_long_bad_line_is_shown_cut_alike(tmp_path):
+    path = tmp_path / "long.tsv"
+    path.write_text("a\tb\n" + "x" * 100 + "\n", encoding="utf-8")
+    with pytest.raises(tf.errors.InvalidArgumentError) as caught:
+        _pairs(stream.pair_stream([str(path)]))
+    with pytest.raises(ValueError) as in_memory:
+        text.read_pairs(path)
+    assert str(stream.malformed_line_error(caught.value)) == str(in_memory.value)
+    assert str(in_memory.value).endswith(": '" + "x" * 60 + "'")
