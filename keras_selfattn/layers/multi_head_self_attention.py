@@ -48,12 +48,17 @@ _OPTION_NAMES = (
 )
 
 
-def _read_only(name: str) -> property:
-    """A property that returns the option ``name`` (assignment: see `__setattr__`)."""
-    return property(
-        lambda self: getattr(self, f"_{name}"),
-        doc=f"The ``{name}`` argument (read-only).",
-    )
+def _read_only(name: str) -> Any:
+    """A property that returns the option ``name`` (assignment: see `__setattr__`).
+
+    Typed ``Any`` for a type checker: each option's type is its ``__init__``
+    argument's.
+    """
+
+    def read(self: Any) -> Any:
+        return getattr(self, f"_{name}")
+
+    return property(read, doc=f"The ``{name}`` argument (read-only).")
 
 
 def _checked_options(**options: Any) -> dict[str, Any]:
