@@ -51,7 +51,7 @@ def evaluate(
             ``metrics["data"]``.
 
     Returns:
-        dict: ``chrf`` and ``bleu`` (sacrebleu corpus scores, 0-100),
+        A dict of ``chrf`` and ``bleu`` (sacrebleu corpus scores, 0-100),
         ``exact_match`` (share of translations equal to their reference, as
         strings), ``count`` (pairs), ``distinct_translations`` (how many
         different translations), ``short_references`` (references with fewer

@@ -430,8 +430,13 @@ class MultiHeadSelfAttention(keras.layers.Layer):
     ) -> Any:
         """Every mask source combined (AND) into one boolean key mask, or None.
 
-        Args: as the call arguments of the same names (``mask``: the Keras mask
-        of ``inputs``), checked against ``inputs``' batch and length.
+        Args:
+            inputs: the layer's input ``(B, T, d_in)``; the masks are checked
+                against its batch and length.
+            valid_lens: as in the call.
+            attention_mask: as in the call.
+            use_causal_mask: as in the call.
+            mask: the Keras mask of ``inputs``.
 
         Returns:
             bool, True where a query may attend to a key, of shape
@@ -474,7 +479,9 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         (B, H, T, T) weights before `attend`, which only returned weights get.
 
         Args:
-            query, key, value: ``(B, T, num_heads, head_size)``.
+            query: ``(B, T, num_heads, head_size)``.
+            key: ``(B, T, num_heads, head_size)``.
+            value: ``(B, T, num_heads, head_size)``.
             attention_mask: bool key mask from `compute_attention_mask`, or None.
             training: whether dropout is active.
             return_attention_scores: whether the weights are returned.
@@ -560,7 +567,9 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         0.9-1.0x spelled out.
 
         Args:
-            query, key, value: ``(B, T, num_heads, head_size)``.
+            query: ``(B, T, num_heads, head_size)``.
+            key: ``(B, T, num_heads, head_size)``.
+            value: ``(B, T, num_heads, head_size)``.
             attention_mask: bool key mask ``(B|1, 1, Tq|1, Tk)``, or None.
 
         Returns:
