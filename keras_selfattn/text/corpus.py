@@ -14,6 +14,9 @@ import zlib
 from collections.abc import Callable, Iterable, Sequence
 from typing import NamedTuple
 
+from keras_selfattn.text import pair_problems
+from keras_selfattn.text.pair_problems import problem_message
+
 # What both readers strip from a line and its sides: ASCII whitespace, as
 # tf.strings.strip does in the streamed reader (a no-break space stays, so the
 # pairs read here equal the pairs streamed, and their fingerprints too).
@@ -28,10 +31,6 @@ __all__ = [
 ]
 
 Pair = tuple[str, str]
-
-
-def _shorten(text: str, limit: int = 60) -> str:
-    return repr(text if len(text) <= limit else text[:limit] + "...")
 
 
 def read_pairs(
@@ -83,7 +82,7 @@ def read_pairs(
             if problem:
                 if skip_malformed:
                     continue
-                raise ValueError(f"{path}:{line_number}: {problem}: {_shorten(line)}")
+                raise ValueError(problem_message(path, line_number, problem, line))
             pairs.append(pair)
             if max_pairs is not None and len(pairs) >= max_pairs:
                 break
@@ -97,12 +96,13 @@ def read_pairs(
 
 def _decoded_line(raw, line_number, path):
     """A line's bytes as text without its line end (a BOM allowed on line 1)."""
+    encoding = "utf-8-sig" if line_number == 1 else "utf-8"
     try:
-        line = raw.decode("utf-8-sig" if line_number == 1 else "utf-8")
-    except UnicodeDecodeError as error:
+        line = raw.decode(encoding)
+    except UnicodeDecodeError:
+        shown = raw.decode(encoding, errors="replace").rstrip("\r\n")
         raise ValueError(
-            f"{path}:{line_number}: not valid UTF-8 ({error.reason} at byte "
-            f"{error.start})"
+            problem_message(path, line_number, pair_problems.NOT_UTF8, shown)
         ) from None
     return line.rstrip("\r\n")
 
@@ -110,12 +110,12 @@ def _decoded_line(raw, line_number, path):
 def _parsed_pair(line):
     """``((source, target), None)`` of a non-blank line, or ``(None, the problem)``."""
     if "\t" not in line:
-        return None, "no tab character; expected 'source<TAB>target'"
+        return None, pair_problems.NO_TAB
     source, target = (side.strip(_ASCII_SPACE) for side in line.split("\t")[:2])
     if not source:
-        return None, "empty source (the text before the first tab)"
+        return None, pair_problems.EMPTY_SOURCE
     if not target:
-        return None, "empty target (the text after the first tab)"
+        return None, pair_problems.EMPTY_TARGET
     return (source, target), None
 
 
@@ -159,7 +159,7 @@ def write_pairs(path: str | os.PathLike, pairs: Iterable[Pair]) -> pathlib.Path:
             if not text.strip(_ASCII_SPACE) or any(c in text for c in "\t\r\n"):
                 raise ValueError(
                     f"pair {index}: the {side} must be non-empty and hold no tab or "
-                    f"line break. Received: {_shorten(text)}"
+                    f"line break. Received: {text[:60]!r}"
                 )
         lines.append(f"{source}\t{target}\n")
     data = "".join(lines).encode("utf-8")

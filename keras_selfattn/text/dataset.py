@@ -31,7 +31,6 @@ __all__ = [
     "encode_within_limits",
     "fits_limits",
     "make_dataset",
-    "real_token_share",
     "to_example",
 ]
 
@@ -620,13 +619,3 @@ def batch_by_length(
     return batch_in_buckets(
         examples, shapes, sizes, pad_to_limits=True, drop_remainder=drop_remainder
     )
-
-
-def real_token_share(dataset: tf.data.Dataset, batches: int) -> float:
-    """Share of real (non-padding) ids, source and target_out, in `batches` batches."""
-    real = total = 0
-    for inputs, target_out in dataset.take(batches).as_numpy_iterator():
-        for array in (inputs["source"], target_out):
-            real += int((array != PAD_ID).sum())
-            total += array.size
-    return real / total if total else 0.0

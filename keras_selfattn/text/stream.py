@@ -24,6 +24,7 @@ first two and is counted (``extra_columns``); with ``strict_columns=True`` it is
 malformed instead.
 """
 
+import codecs
 import dataclasses
 import functools
 import os
@@ -33,7 +34,9 @@ from collections.abc import Sequence
 
 import tensorflow as tf
 
+from keras_selfattn.text import pair_problems
 from keras_selfattn.text.compressed import check_compressed_file
+from keras_selfattn.text.pair_problems import SHOWN_CHARACTERS
 
 __all__ = [
     "StreamCounters",
@@ -204,12 +207,10 @@ def _parse(names, numbers, lines, strict_columns=False):
         lines,
     )
     lines = tf.strings.regex_replace(lines, "\r$", "", replace_global=False)
-    valid_utf8 = tf.equal(
-        tf.strings.unicode_transcode(
-            lines, "UTF-8", "UTF-8", errors="replace", replacement_char=0xFFFD
-        ),
-        lines,
+    replaced = tf.strings.unicode_transcode(
+        lines, "UTF-8", "UTF-8", errors="replace", replacement_char=0xFFFD
     )
+    valid_utf8 = tf.equal(replaced, lines)
     safe = tf.where(valid_utf8, lines, "")
     blank = valid_utf8 & tf.equal(tf.strings.strip(safe), "")
     columns = tf.strings.split(safe, "\t")
@@ -220,21 +221,21 @@ def _parse(names, numbers, lines, strict_columns=False):
     target = tf.strings.strip(padded[:, 1])
     problem = tf.where(
         ~valid_utf8,
-        "not valid UTF-8",
+        pair_problems.NOT_UTF8,
         tf.where(
             ~has_tab,
-            "no tab character; expected 'source<TAB>target'",
+            pair_problems.NO_TAB,
             tf.where(
                 tf.equal(source, ""),
-                "empty source (the text before the first tab)",
+                pair_problems.EMPTY_SOURCE,
                 tf.where(
                     tf.equal(target, ""),
-                    "empty target (the text after the first tab)",
+                    pair_problems.EMPTY_TARGET,
                     tf.where(
                         too_many & strict_columns,
                         tf.strings.join(
                             [
-                                "more than two tab-separated columns (",
+                                pair_problems.TOO_MANY_COLUMNS + " (",
                                 tf.strings.as_string(columns.row_lengths()),
                                 "); expected 'source<TAB>target' (strict_columns)",
                             ]
@@ -246,7 +247,10 @@ def _parse(names, numbers, lines, strict_columns=False):
         ),
     )
     problem = tf.where(blank, "", problem)
-    shown = tf.strings.substr(safe, 0, 60, unit="UTF8_CHAR")
+    # a line that is not UTF-8 is shown with its bad bytes replaced
+    shown = tf.strings.substr(
+        tf.where(valid_utf8, lines, replaced), 0, SHOWN_CHARACTERS, unit="UTF8_CHAR"
+    )
     message = tf.strings.join(
         [names, ":", tf.strings.as_string(numbers), ": ", problem, ": '", shown, "'"]
     )
@@ -439,5 +443,6 @@ def malformed_line_error(error: BaseException) -> ValueError | None:
         return None
     text = match.group(1).rstrip()
     text = text.removesuffix("]")
-    # The assertion prints the message with its quotes escaped.
-    return ValueError(text.replace("\\'", "'").replace('\\"', '"'))
+    # The assertion prints the message C-escaped (quotes, tabs, backslashes).
+    raw = codecs.escape_decode(text.encode("utf-8"))[0]
+    return ValueError(raw.decode("utf-8", errors="replace"))

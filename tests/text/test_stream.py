@@ -372,3 +372,31 @@ def test_an_existing_file_is_read_before_it_is_tried_as_a_pattern(tmp_path):
     os.mkfifo(fifo)
     with pytest.raises(ValueError, match=r"pipe\.tsv is not a regular file"):
         stream.resolve_data_files(str(fifo))
+
+
+def test_both_readers_name_a_latin1_file_alike_with_the_fix(tmp_path):
+    """A file that is not UTF-8 gets one message from the stream and from the
+    in-memory reader: the file and line, the line with its bad bytes replaced,
+    and the iconv command that converts it."""
+    path = tmp_path / "latin1.tsv"
+    path.write_bytes("caf\u00e9\tcoffee\n".encode("latin-1"))
+    with pytest.raises(tf.errors.InvalidArgumentError) as caught:
+        _pairs(stream.pair_stream([str(path)]))
+    streamed = str(stream.malformed_line_error(caught.value))
+    with pytest.raises(ValueError) as in_memory:
+        text.read_pairs(path)
+    assert streamed == str(in_memory.value)
+    assert streamed.startswith(f"{path}:1: not valid UTF-8 (")
+    assert "iconv -f LATIN1 -t UTF-8" in streamed
+    assert streamed.endswith(": 'caf\ufffd\tcoffee'")
+
+
+def test_a_long_bad_line_is_shown_cut_alike(tmp_path):
+    path = tmp_path / "long.tsv"
+    path.write_text("a\tb\n" + "x" * 100 + "\n", encoding="utf-8")
+    with pytest.raises(tf.errors.InvalidArgumentError) as caught:
+        _pairs(stream.pair_stream([str(path)]))
+    with pytest.raises(ValueError) as in_memory:
+        text.read_pairs(path)
+    assert str(stream.malformed_line_error(caught.value)) == str(in_memory.value)
+    assert str(in_memory.value).endswith(": '" + "x" * 60 + "'")
