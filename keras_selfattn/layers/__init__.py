@@ -6,11 +6,9 @@ the named layout of a `BahdanauDecoderCell`'s states.
 """
 
 from keras_selfattn.layers.bahdanau_attention import BahdanauAttention
-from keras_selfattn.layers.bahdanau_decoder import (
-    BahdanauDecoder,
-    BahdanauDecoderCell,
-    DecoderCellStates,
-)
+from keras_selfattn.layers.bahdanau_decoder import BahdanauDecoder
+from keras_selfattn.layers.bahdanau_decoder_cell import BahdanauDecoderCell
+from keras_selfattn.layers.bahdanau_decoder_states import DecoderCellStates
 from keras_selfattn.layers.dropout import HashDropout
 from keras_selfattn.layers.learned_positional_encoding import LearnedPositionalEncoding
 from keras_selfattn.layers.masking import masked_softmax, valid_lens_to_mask

@@ -14,13 +14,8 @@ import dataclasses
 import keras
 from keras import ops
 
-from keras_selfattn.layers import (
-    BahdanauDecoder,
-    LearnedPositionalEncoding,
-    PositionalEncoding,
-)
+from keras_selfattn.layers import BahdanauDecoder
 from keras_selfattn.layers.arguments import check_seed
-from keras_selfattn.layers.dropout import HashDropout
 from keras_selfattn.models.blocks import (
     DecoderBridge,
     DeepOutput,
@@ -29,6 +24,7 @@ from keras_selfattn.models.blocks import (
     TransformerEncoderBlock,
 )
 from keras_selfattn.models.config import ModelConfig
+from keras_selfattn.models.encoder_position import create_position
 from keras_selfattn.reserved_ids import PAD_ID
 
 __all__ = ["Seq2Seq", "build_seq2seq"]
@@ -176,7 +172,9 @@ class Seq2Seq(keras.Model):
         self.source_embedding = ScaledTokenEmbedding(
             source_vocab_size, config.num_hiddens, name="source_embedding", dtype=policy
         )
-        position_options = self._create_position(config, policy, seed)
+        self.position, position_options = create_position(
+            config, policy, _layer_seed(seed, 0)
+        )
         self.encoder_blocks = [
             TransformerEncoderBlock(
                 config.num_hiddens,
@@ -198,36 +196,6 @@ class Seq2Seq(keras.Model):
             if config.norm_first
             else None
         )
-
-    def _create_position(self, config, policy, seed):
-        """The position layer; returns the options it gives the encoder blocks."""
-        position_options = {}
-        if config.position in ("sinusoidal", "learned"):
-            encoding = (
-                PositionalEncoding
-                if config.position == "sinusoidal"
-                else LearnedPositionalEncoding
-            )
-            self.position = encoding(
-                config.num_hiddens,
-                dropout=config.dropout,
-                max_len=config.max_source_len,
-                seed=_layer_seed(seed, 0),
-                name="positional_encoding",
-                dtype=policy,
-            )
-        else:
-            self.position = HashDropout(
-                config.dropout,
-                seed=_layer_seed(seed, 0),
-                name="embedding_dropout",
-                dtype=policy,
-            )
-            if config.position == "relative":
-                position_options["max_relative_position"] = config.max_relative_position
-            else:
-                position_options["use_rotary"] = True
-        return position_options
 
     def _create_decoder(self, target_vocab_size, config, policy, seed):
         """The decoder's layers: Bahdanau decoder, bridge, target embedding, logits."""

@@ -1,8 +1,8 @@
 """``keras-selfattn check-serving BASE/N``: will stock TF Serving load and run this?
 
 It RUNS the model's graph: check models you trust. Before running anything, the
-audit refuses graphs that would write files (`audit.REFUSED_IO_OPS`) and warns
-about those that read them (`audit.WARNED_IO_OPS`).
+audit refuses graphs that would write files (`op_tables.REFUSED_IO_OPS`) and warns
+about those that read them (`op_tables.WARNED_IO_OPS`).
 
 Two checks, no server needed:
 
@@ -43,6 +43,9 @@ import sys
 import tempfile
 
 from keras_selfattn.serving import audit as audit_lib
+from keras_selfattn.serving.audit import audit_saved_model_proto
+from keras_selfattn.serving.op_tables import installed_op_registry
+from keras_selfattn.serving.saved_model_graph import read_saved_model
 
 __all__ = ["ServingCheck", "check_serving"]
 
@@ -115,13 +118,10 @@ class ServingCheck:
         return "\n".join(lines)
 
 
-def _signature_io(saved_model_dir):
-    """signature name -> ({input: dtype}, {output: dtype}, {input: rank or None})."""
+def _signature_io(saved_model):
+    """signature name -> ({input: dtype}, {output: dtype}, {input: rank or None}),
+    from the parsed SavedModel (`read_saved_model`)."""
     import tensorflow as tf
-
-    from keras_selfattn.serving.audit import read_saved_model
-
-    saved_model = read_saved_model(saved_model_dir)
 
     def dtype(info):
         return tf.dtypes.as_dtype(info.dtype).name  # "string", "float32", "int32"
@@ -368,11 +368,11 @@ def check_serving(
             f"No saved_model.pb in {saved_model_dir}: give a version folder such as "
             "BASE/1"
         )
-    audit_lib.read_saved_model(saved_model_dir)  # garbage: a ValueError, at once
-    registry = audit_lib.installed_op_registry(python)
-    op_audit = audit_lib.audit_saved_model(saved_model_dir, serving_version, registry)
+    saved_model = read_saved_model(saved_model_dir)  # garbage: a ValueError, at once
+    registry = installed_op_registry(python)
+    op_audit = audit_saved_model_proto(saved_model, serving_version, registry)
     check = ServingCheck(saved_model_dir, op_audit)
-    signatures = _signature_io(saved_model_dir)
+    signatures = _signature_io(saved_model)
     check.signatures = {
         k: {"inputs": i, "outputs": o} for k, (i, o, _) in signatures.items()
     }

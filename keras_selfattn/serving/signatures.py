@@ -424,19 +424,19 @@ def check_signatures(saved_model_dir):
             take ``text`` and answer ``translation`` and ``score``, or an output
             name ends in ``_bytes`` (TF Serving's REST API would base64 it).
     """
-    from keras_selfattn.serving.audit import (
-        PYTHON_BOUND_OPS,
+    from keras_selfattn.serving.op_tables import PYTHON_BOUND_OPS
+    from keras_selfattn.serving.saved_model_graph import (
         list_op_types,
         read_saved_model,
     )
 
-    python_ops = sorted(set(list_op_types(saved_model_dir)) & PYTHON_BOUND_OPS)
+    saved_model = read_saved_model(saved_model_dir)
+    python_ops = sorted(set(list_op_types(saved_model)) & PYTHON_BOUND_OPS)
     if python_ops:
         raise RuntimeError(
             f"The exported graph calls back into Python ({', '.join(python_ops)}); TF "
             "Serving cannot run it"
         )
-    saved_model = read_saved_model(saved_model_dir)
     signatures = saved_model.meta_graphs[0].signature_def
     default = signatures[SERVING_SIGNATURE]
     found = (

@@ -29,7 +29,8 @@ Modules:
 - `dataset`: `make_dataset`, pairs -> ``({"source", "target_in"}, target_out)``
   int32 batches for `model.fit` (start/end ids, padding, buckets, static shapes),
   composed of the stages the streamed training input uses too: `fits_limits`
-  (the length rule), `to_example` (start/end ids), `batch_in_buckets`.
+  (the length rule), `to_example` (start/end ids), `buckets.batch_in_buckets`
+  (`buckets`: length buckets, `bucket_shapes`).
 
 Example, the whole path on the bundled corpus::
 

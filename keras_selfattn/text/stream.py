@@ -219,7 +219,23 @@ def _parse(names, numbers, lines, strict_columns=False):
     padded = columns.to_tensor(default_value="", shape=[None, 2])
     source = tf.strings.strip(padded[:, 0])
     target = tf.strings.strip(padded[:, 1])
-    problem = tf.where(
+    problem = _problem(valid_utf8, has_tab, source, target, columns, strict_columns)
+    problem = tf.where(blank, "", problem)
+    # a line that is not UTF-8 is shown with its bad bytes replaced
+    shown = tf.strings.substr(
+        tf.where(valid_utf8, lines, replaced), 0, SHOWN_CHARACTERS, unit="UTF8_CHAR"
+    )
+    message = tf.strings.join(
+        [names, ":", tf.strings.as_string(numbers), ": ", problem, ": '", shown, "'"]
+    )
+    extra = too_many & ~blank & tf.equal(problem, "")
+    return source, target, blank, problem, message, extra
+
+
+def _problem(valid_utf8, has_tab, source, target, columns, strict_columns):
+    """What is wrong with each line, in `pair_problems`' words, or ""."""
+    too_many = columns.row_lengths() > 2
+    return tf.where(
         ~valid_utf8,
         pair_problems.NOT_UTF8,
         tf.where(
@@ -246,16 +262,6 @@ def _parse(names, numbers, lines, strict_columns=False):
             ),
         ),
     )
-    problem = tf.where(blank, "", problem)
-    # a line that is not UTF-8 is shown with its bad bytes replaced
-    shown = tf.strings.substr(
-        tf.where(valid_utf8, lines, replaced), 0, SHOWN_CHARACTERS, unit="UTF8_CHAR"
-    )
-    message = tf.strings.join(
-        [names, ":", tf.strings.as_string(numbers), ": ", problem, ": '", shown, "'"]
-    )
-    extra = too_many & ~blank & tf.equal(problem, "")
-    return source, target, blank, problem, message, extra
 
 
 # Long: a 40-line docstring (arguments, example); the code is 25 lines.

@@ -204,7 +204,7 @@ def test_bridge_is_the_masked_mean():
     )
 
 
-# --------------------------------------------------- the decoding API (issue 14 §3)
+# ------------------------------------------------------------- the decoding API
 @pytest.mark.parametrize(
     "options",
     [
@@ -333,7 +333,7 @@ def test_with_dtype_policy_runs_a_bfloat16_model_in_float32(tmp_path):
         with_dtype_policy(keras.layers.Dense(2), "float32")
 
 
-# ------------------------------------------------ the loss (issue 12 §4, issue 13)
+# --------------------------------------------------------------------- the loss
 def test_label_smoothing_against_a_hand_computation_and_keras():
     logits = np.array([[[2.0, 0.0, 1.0, -1.0], [0.5, 0.5, 3.0, 0.0]]], "float32")
     y_true = np.array([[2, 0]])  # the second position is padding

@@ -1,15 +1,15 @@
-"""The op audit and its tensorflow-text table (no model needed)."""
+"""The op audit and its tables of what TF Serving links (no model needed)."""
 
 import pytest
 
-from keras_selfattn.serving import audit
+from keras_selfattn.serving import audit, op_tables
 
 # One xdist worker runs every serving test, so the session fixtures train once.
 
 
 @pytest.fixture(scope="module")
 def registry():
-    return audit.installed_op_registry()
+    return op_tables.installed_op_registry()
 
 
 @pytest.mark.parametrize(
@@ -24,12 +24,12 @@ def registry():
     ],
 )
 def test_tf_text_pin_by_serving_release(serving_version, tf_text):
-    assert audit.tf_text_version_for_serving(serving_version) == tf_text
+    assert op_tables.tf_text_version_for_serving(serving_version) == tf_text
 
 
 def test_bad_serving_version():
     with pytest.raises(ValueError, match="serving_version must look like"):
-        audit.tf_text_version_for_serving("latest")
+        op_tables.tf_text_version_for_serving("latest")
 
 
 def test_registry_is_derived_from_a_fresh_interpreter(registry):
@@ -43,12 +43,12 @@ def test_recorded_table_knows_every_installed_tf_text_op(registry):
     # Fails when a tensorflow-text upgrade registers an op the table does not know:
     # then check which stock TF Serving builds link it and extend TF_TEXT_OPS.
     assert registry.tensorflow_text_version is not None
-    unknown = registry.tensorflow_text - audit.TF_TEXT_OPS["2.20.0"]
+    unknown = registry.tensorflow_text - op_tables.TF_TEXT_OPS["2.20.0"]
     assert not unknown, (
         f"tensorflow-text {registry.tensorflow_text_version} registers ops the table "
         f"lacks: {unknown}"
     )
-    assert audit.TF_TEXT_OPS["2.12.1"] < audit.TF_TEXT_OPS["2.20.0"]
+    assert op_tables.TF_TEXT_OPS["2.12.1"] < op_tables.TF_TEXT_OPS["2.20.0"]
     # The ops our tokenizers use are linked by every stock build.
     for op in (
         "CaseFoldUTF8",
@@ -56,7 +56,7 @@ def test_recorded_table_knows_every_installed_tf_text_op(registry):
         "TFText>WhitespaceTokenizeWithOffsetsV2",
         "FastWordpieceTokenizeWithOffsets",
     ):
-        assert op in audit.TF_TEXT_OPS["2.12.1"]
+        assert op in op_tables.TF_TEXT_OPS["2.12.1"]
 
 
 def test_audit_sorts_ops(registry):
@@ -109,41 +109,6 @@ def test_core_only_audit(registry):
     assert "no tensorflow-text op needed" in result.summary()
 
 
-def test_list_op_types_reads_function_bodies(tmp_path):
-    import tensorflow as tf
-
-    class Looping(tf.Module):
-        @tf.function(input_signature=[tf.TensorSpec([], tf.int32)])
-        def count(self, n):
-            return tf.while_loop(lambda i: i < n, lambda i: i + 1, [tf.constant(0)])[0]
-
-    module = Looping()
-    module.weight = tf.Variable(1.0)  # gives the SavedModel a saver (save / restore)
-    tf.saved_model.save(module, str(tmp_path))
-    ops = audit.list_op_types(tmp_path)
-    assert {"Less", "AddV2"} <= set(
-        ops
-    )  # they live only in the loop's cond/body functions
-    assert {"While", "StatelessWhile"} & set(ops)
-    with pytest.raises(FileNotFoundError, match="not a SavedModel"):
-        audit.list_op_types(tmp_path / "variables")
-
-    # What loading and serving run: the loop bodies and the restore function, but
-    # not the saver's save function (SaveV2 would otherwise be an I/O op to refuse).
-    run_ops = audit.list_run_op_types(tmp_path)
-    assert {"Less", "AddV2", "RestoreV2"} <= set(run_ops)
-    assert {"SaveV2", "MergeV2Checkpoints"} <= set(ops)
-    assert not {"SaveV2", "MergeV2Checkpoints"} & set(run_ops)
-    assert audit.producer_version(tmp_path) == tf.__version__
-
-
-@pytest.mark.parametrize("content", [b"garbage", b""])
-def test_garbage_saved_model_is_a_clear_error(tmp_path, content):
-    (tmp_path / "saved_model.pb").write_bytes(content)
-    with pytest.raises(ValueError, match="not a SavedModel"):
-        audit.list_op_types(tmp_path)
-
-
 def test_cli_check_serving_on_garbage_is_one_line(tmp_path, capsys):
     from keras_selfattn import cli
 
@@ -169,9 +134,9 @@ def test_io_ops_are_refused_or_warned(registry):
 
 
 def test_every_listed_io_op_is_a_registered_op(registry):
-    listed = set(audit.REFUSED_IO_OPS) | set(audit.WARNED_IO_OPS)
+    listed = set(op_tables.REFUSED_IO_OPS) | set(op_tables.WARNED_IO_OPS)
     assert listed <= registry.core, listed - registry.core
-    assert not set(audit.REFUSED_IO_OPS) & set(audit.WARNED_IO_OPS)
+    assert not set(op_tables.REFUSED_IO_OPS) & set(op_tables.WARNED_IO_OPS)
 
 
 @pytest.mark.parametrize("serving_version", ["1.0", "2.15", "2.20.1"])
@@ -195,10 +160,35 @@ def test_same_or_newer_serving_passes(registry, serving_version):
 
 
 def test_oldest_serving_release():
-    assert audit.oldest_serving_release(["MatMul"], "2.21.0") == "2.21"
+    assert op_tables.oldest_serving_release(["MatMul"], "2.21.0") == "2.21"
     # A tensorflow-text op first linked by TF Serving 2.20 raises an older producer.
-    assert audit.oldest_serving_release(["TFText>Utf8Binarize"], "2.15.1") == "2.20"
-    assert audit.oldest_serving_release(["TFText>Utf8Binarize"], "2.21.0") == "2.21"
-    assert audit.oldest_serving_release(["MatMul"]) is None
+    assert op_tables.oldest_serving_release(["TFText>Utf8Binarize"], "2.15.1") == "2.20"
+    assert op_tables.oldest_serving_release(["TFText>Utf8Binarize"], "2.21.0") == "2.21"
+    assert op_tables.oldest_serving_release(["MatMul"]) is None
     with pytest.raises(ValueError, match="producer must look like"):
-        audit.oldest_serving_release(["MatMul"], "nightly build")
+        op_tables.oldest_serving_release(["MatMul"], "nightly build")
+
+
+def test_audit_saved_model_parses_the_graph_once(tmp_path, registry, monkeypatch):
+    import tensorflow as tf
+
+    from keras_selfattn.serving import saved_model_graph
+
+    class Doubling(tf.Module):
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.float32)])
+        def double(self, x):
+            return x * 2.0
+
+    tf.saved_model.save(Doubling(), str(tmp_path))
+    parsed = []
+    read = saved_model_graph.read_saved_model
+
+    def counting_read(saved_model_dir):
+        parsed.append(saved_model_dir)
+        return read(saved_model_dir)
+
+    monkeypatch.setattr(audit, "read_saved_model", counting_read)
+    result = audit.audit_saved_model(tmp_path, registry=registry)
+    assert parsed == [tmp_path]
+    assert result.op_types == sorted(saved_model_graph.list_op_types(read(tmp_path)))
+    assert "Mul" in result.op_types and result.producer == tf.__version__

@@ -19,7 +19,14 @@ from tensorflow.core.protobuf import saved_model_pb2
 from keras_selfattn import cli, serving, text
 from keras_selfattn.cli import errors
 from keras_selfattn.inference import Translator
-from keras_selfattn.serving import audit, publishing, signatures, warmup
+from keras_selfattn.serving import (
+    audit,
+    op_tables,
+    publishing,
+    saved_model_graph,
+    signatures,
+    warmup,
+)
 from keras_selfattn.serving.export import XLA_WARMUP_BATCH_SIZES
 from tests.serving.tiny_runs import BEAM_SIZE, train_tiny
 
@@ -87,7 +94,10 @@ def test_signatures(text_export):
         if not name.startswith("__"):
             assert signature.method_name == "tensorflow/serving/predict"
             assert not [o for o in signature.outputs if o.endswith("_bytes")]
-    assert not set(audit.list_op_types(text_export)) & audit.PYTHON_BOUND_OPS
+    saved_model = saved_model_graph.read_saved_model(text_export)
+    assert not set(saved_model_graph.list_op_types(saved_model)) & (
+        op_tables.PYTHON_BOUND_OPS
+    )
 
 
 def load_in_fresh_process(saved_model_dir, texts, tmp_path, tensorflow_text=True):
@@ -256,7 +266,7 @@ def bfloat16_nodes(saved_model_dir):
     """How many nodes of the SavedModel's graph and functions take bfloat16."""
     from tensorflow.core.framework import types_pb2
 
-    graph = audit.read_saved_model(saved_model_dir).meta_graphs[0].graph_def
+    graph = saved_model_graph.read_saved_model(saved_model_dir).meta_graphs[0].graph_def
     nodes = [*graph.node, *(n for f in graph.library.function for n in f.node_def)]
     bf16 = types_pb2.DT_BFLOAT16
     return sum(
@@ -521,7 +531,7 @@ def test_cli_export_xla_passes_the_op_audit(text_run_dir, tmp_path):
     assert cli.main([*command, "--xla"]) == 0
     op_audit = audit.audit_saved_model(base / "1")
     assert op_audit.ok and op_audit.needs_xla_flag
-    assert not set(op_audit.op_types) & audit.PYTHON_BOUND_OPS
+    assert not set(op_audit.op_types) & op_tables.PYTHON_BOUND_OPS
 
 
 def test_serving_instructions_quote_paths(tmp_path):

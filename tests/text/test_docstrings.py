@@ -7,6 +7,7 @@ import pytest
 import tensorflow as tf
 
 MODULES = [
+    "keras_selfattn.text.buckets",
     "keras_selfattn.text.corpus",
     "keras_selfattn.text.dataset",
     "keras_selfattn.text.dates",

@@ -2,7 +2,6 @@
 batches by length."""
 
 import gzip
-import math
 
 import numpy as np
 import pytest
@@ -10,7 +9,8 @@ import tensorflow as tf
 
 from keras_selfattn import text
 from keras_selfattn.text import fingerprint_split, learn_vocab, stream
-from keras_selfattn.text.dataset import batch_by_length, bucket_shapes
+from keras_selfattn.text.buckets import bucket_shapes
+from keras_selfattn.text.dataset import batch_by_length
 from keras_selfattn.text.vocab import END_ID, PAD_ID, START_ID
 
 
@@ -248,20 +248,6 @@ def _ids(lengths):
             tf.TensorSpec([None], tf.int32),
         ),
     )
-
-
-def test_geometric_buckets_grow_by_sqrt2_up_to_the_limits():
-    shapes = bucket_shapes(100, 60, 8, spacing="geometric")
-    expected = [
-        (math.ceil(100 / 2 ** (k / 2) - 1e-9), math.ceil(60 / 2 ** (k / 2) - 1e-9))
-        for k in range(7, -1, -1)
-    ]
-    assert shapes == expected and shapes[-1] == (100, 60)
-    assert shapes[:3] == [(9, 6), (13, 8), (18, 11)]
-    # Short limits, many buckets: equal buckets given once, never below 1.
-    assert bucket_shapes(3, 2, 8, spacing="geometric") == [(1, 1), (2, 1), (3, 2)]
-    with pytest.raises(ValueError, match="spacing='log'"):
-        bucket_shapes(10, 10, 4, spacing="log")
 
 
 def test_geometric_buckets_pad_short_pairs_less_than_even_ones():

@@ -1,0 +1,144 @@
+"""The states list of a `BahdanauDecoderCell`, by name.
+
+A Keras RNN cell takes and returns a flat list of tensors; `DecoderCellStates`
+names its parts, and `pack_states` / `unpack_states` turn one into the other, so
+that no caller indexes the list. `initial_states` makes the list a decoding
+starts from.
+"""
+
+import collections
+
+from keras import ops
+
+from keras_selfattn.layers.masking import (
+    check_valid_lens,
+    combine_masks,
+    valid_lens_to_mask,
+)
+
+DecoderCellStates = collections.namedtuple(
+    "DecoderCellStates",
+    ["recurrent", "memory", "projected_keys", "memory_mask", "dropout_masks"],
+)
+DecoderCellStates.__doc__ = """The states of a `BahdanauDecoderCell`, by name.
+
+`BahdanauDecoderCell.unpack_states` turns the flat states list (what
+``keras.layers.RNN`` and the cell's ``call`` take) into this, and
+`BahdanauDecoderCell.pack_states` turns it back; callers never index the list.
+
+Attributes:
+    recurrent: list of ``num_recurrent_states`` tensors (B, units), layer by
+        layer from the bottom: ``h`` (GRU) or ``h, c`` (LSTM). The only states
+        a step changes, and the only ones that differ between the hypotheses
+        of one sentence in a beam search.
+    memory: (B, T, Dm) the encoder outputs.
+    projected_keys: (B, T, Dp) ``attention.project_keys(memory)``.
+    memory_mask: (B, T) 0/1 floats, 1 where a memory position may be attended.
+    dropout_masks: list of ``num_dropout_masks`` tensors (B, units).
+"""
+
+
+def check_memory_shape(memory_shape):
+    """``memory_shape`` as a tuple, checked to be (batch, length, known dim)."""
+    memory_shape = tuple(memory_shape)
+    if len(memory_shape) != 3 or memory_shape[-1] is None:
+        raise ValueError(
+            "memory must have shape (batch, memory_length, memory_dim) with a "
+            f"known memory_dim. Received: memory.shape={memory_shape}"
+        )
+    return memory_shape
+
+
+def unpack_states(states, num_recurrent_states, num_dropout_masks):
+    """The flat states list -> `DecoderCellStates`, its length checked."""
+    states = list(states)
+    n = num_recurrent_states
+    expected = n + 3 + num_dropout_masks
+    if len(states) != expected:
+        raise ValueError(
+            f"states must be a list of {expected} tensors (see "
+            "BahdanauDecoderCell.unpack_states). "
+            f"Received: {len(states)} tensors"
+        )
+    return DecoderCellStates(
+        recurrent=states[:n],
+        memory=states[n],
+        projected_keys=states[n + 1],
+        memory_mask=states[n + 2],
+        dropout_masks=states[n + 3 :],
+    )
+
+
+def pack_states(parts):
+    """`DecoderCellStates` -> the flat states list a cell's ``call`` takes."""
+    return [
+        *parts.recurrent,
+        parts.memory,
+        parts.projected_keys,
+        parts.memory_mask,
+        *parts.dropout_masks,
+    ]
+
+
+def initial_states(
+    cell, memory, memory_mask, memory_valid_lens, initial_state, training
+):
+    """The states list of ``cell`` for ``memory``, its keys projected once.
+
+    What `BahdanauDecoderCell.get_initial_state_for_memory` returns (its
+    arguments are documented there); ``cell`` is built for the memory already.
+    """
+    dtype = cell.compute_dtype
+    memory = ops.cast(memory, dtype)
+    batch, length = ops.shape(memory)[0], ops.shape(memory)[1]
+
+    length_mask = None
+    if memory_valid_lens is not None:
+        memory_valid_lens = check_valid_lens(
+            memory_valid_lens, batch, name="memory_valid_lens"
+        )
+        length_mask = valid_lens_to_mask(memory_valid_lens, length)
+    mask = combine_masks(length_mask, memory_mask)
+    mask = (
+        ops.ones((batch, length), dtype=dtype)
+        if mask is None
+        else ops.cast(mask, dtype)
+    )
+
+    projected_keys = ops.cast(cell.attention.project_keys(memory), dtype)
+    recurrent = initial_recurrent_states(cell, initial_state, batch, dtype)
+    dropout_masks = [
+        cell.dropout_layer(
+            ops.ones((batch, cell.units), dtype=dtype), training=training
+        )
+        for _ in range(cell.num_dropout_masks)
+    ]
+    return pack_states(
+        DecoderCellStates(recurrent, memory, projected_keys, mask, dropout_masks)
+    )
+
+
+def initial_recurrent_states(cell, initial_state, batch, dtype):
+    """The recurrent states to start from: zeros, or ``initial_state`` checked."""
+    count = cell.num_recurrent_states
+    if initial_state is None:
+        return [ops.zeros((batch, cell.units), dtype=dtype) for _ in range(count)]
+    if not isinstance(initial_state, (list, tuple)):
+        initial_state = [initial_state]
+    if len(initial_state) != count:
+        layout = "h, c" if cell.states_per_layer == 2 else "h"
+        raise ValueError(
+            f"initial_state must be a list of {count} tensors ({layout} for each "
+            f"of the {cell.num_layers} layers, bottom first). "
+            f"Received: {len(initial_state)} tensors"
+        )
+    states = []
+    for state in initial_state:
+        state = ops.convert_to_tensor(state)
+        if len(state.shape) != 2 or state.shape[-1] not in (None, cell.units):
+            raise ValueError(
+                f"Every initial state must have shape (batch, {cell.units}). "
+                f"Received: shape={tuple(state.shape)}"
+            )
+        states.append(ops.cast(state, dtype))
+    return states
