@@ -174,10 +174,8 @@ def native_stderr_filtered():
 _COMMAND_LINE_MODULES = ("keras_selfattn", "keras_selfattn.cli")
 
 
-def _quiet_command_line():
-    """True in a ``keras-selfattn`` process without ``--verbose`` or ``--debug``."""
-    if "--verbose" in sys.argv or "--debug" in sys.argv:
-        return False
+def _command_line():
+    """True in a ``keras-selfattn`` process (the console script or ``python -m``)."""
     if os.path.basename(sys.argv[0]) == "keras-selfattn":
         return True
     argv = getattr(sys, "orig_argv", [])
@@ -187,16 +185,45 @@ def _quiet_command_line():
     )
 
 
+def _quiet_command_line():
+    """True in a ``keras-selfattn`` process without ``--verbose`` or ``--debug``."""
+    if "--verbose" in sys.argv or "--debug" in sys.argv:
+        return False
+    return _command_line()
+
+
+@contextlib.contextmanager
+def _matplotlib_hidden():
+    """Keras' own import loads ``matplotlib.pyplot`` when it is installed (for
+    ``keras.visualization``, which the command line never calls): start-up time
+    and, with a read-only HOME, matplotlib's cache warnings in commands that draw
+    nothing. Inside the block ``import matplotlib`` fails, so Keras goes without;
+    after it `keras_selfattn.plotting` imports matplotlib where a figure is drawn."""
+    if "matplotlib" in sys.modules:
+        yield
+        return
+    sys.modules["matplotlib"] = None  # Python's documented way to refuse an import
+    try:
+        yield
+    finally:
+        if "matplotlib" in sys.modules and sys.modules["matplotlib"] is None:
+            del sys.modules["matplotlib"]
+
+
 def import_keras():
     """Imports Keras (and with it the backend's package), once.
 
-    In the command line (not ``--verbose``), TensorFlow's native import lines are
-    dropped from stderr and its log level set to 3, as `keras_selfattn.cli.quiet`
-    does for what TensorFlow logs later; elsewhere Keras loads as it would.
+    In the command line, Keras loads without matplotlib (`_matplotlib_hidden`), and
+    (not ``--verbose``) TensorFlow's native import lines are dropped from stderr and
+    its log level set to 3, as `keras_selfattn.cli.quiet` does for what TensorFlow
+    logs later; elsewhere Keras loads as it would.
     """
-    if "keras" in sys.modules or not _quiet_command_line():
+    if "keras" in sys.modules or not _command_line():
         importlib.import_module("keras")
         return
-    os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
-    with native_stderr_filtered():
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(_matplotlib_hidden())
+        if _quiet_command_line():
+            os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+            stack.enter_context(native_stderr_filtered())
         importlib.import_module("keras")

@@ -165,6 +165,21 @@ def _small_disk(w, size="64k"):
     return folder
 
 
+def _version_claimed(w, version):
+    """An export base whose ``version`` is being written by another live process
+    (its claim ``BASE/.export-lock-N`` holds that process' id)."""
+    from keras_selfattn.serving.publishing import LOCK_PREFIX
+
+    base = w.root / "base"
+    base.mkdir()
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE
+    )
+    (base / f"{LOCK_PREFIX}{version}").write_text(f"{holder.pid}\n")
+    w.cleanups.append(lambda: (holder.kill(), holder.wait()))
+    return str(base)
+
+
 def _terminated_mid_training(w, argv):
     """Runs ``argv`` in a process, SIGTERMs it after its first backup; returns
     ``argv``."""
@@ -983,6 +998,34 @@ CASES += [
             str(_read_only(w) / "base"),
         ],
         mentions=("small-disk/base", "Read-only file system"),
+        needs_run=True,
+    ),
+    Case(
+        "export --version 7 while another process writes version 7",
+        lambda w: [
+            "export",
+            "--model",
+            str(w.run),
+            "--export-dir",
+            _version_claimed(w, 7),
+            "--version",
+            "7",
+        ],
+        mentions=("base/7", "being written by another export", "process "),
+        needs_run=True,
+    ),
+    Case(
+        "export --version 7 when version 7 exists",
+        lambda w: [
+            "export",
+            "--model",
+            str(w.run),
+            "--export-dir",
+            str(pathlib.Path(w.file("base/7/saved_model.pb", b"x")).parents[1]),
+            "--version",
+            "7",
+        ],
+        mentions=("base/7 exists", "never overwritten"),
         needs_run=True,
     ),
     # issue 26: output errors

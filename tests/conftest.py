@@ -1,8 +1,36 @@
 """Shared pytest setup: quiet TensorFlow, deterministic seeds, a clean dtype policy."""
 
 import os
+import sys
+import tempfile
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+
+def _import_keras_quietly():
+    """Imports the package (and Keras, TensorFlow) with TensorFlow's native log lines
+    dropped from fd 2: absl prints them before any log level applies, and from the
+    xdist workers they would land after pytest's summary. Other lines are kept."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as captured:
+        os.dup2(captured.fileno(), 2)
+        try:
+            import keras_selfattn  # noqa: F401  (imports Keras and TensorFlow)
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+        from keras_selfattn.backends import NATIVE_LOG_LINE
+
+        captured.seek(0)
+        for line in captured.read().decode("utf-8", "replace").splitlines(True):
+            if not NATIVE_LOG_LINE.match(line):
+                sys.stderr.write(line)
+        sys.stderr.flush()
+
+
+_import_keras_quietly()
 
 import keras
 import pytest

@@ -276,11 +276,11 @@ def test_beam_search_applies_the_length_penalty_at_every_step(model):
 
 
 def test_decoding_inference_and_serving_ask_the_model_not_its_layer_names():
-    """Issue 14 §3: code that runs a model uses Seq2Seq's decoding API."""
+    """Code that runs a model uses Seq2Seq's decoding API, not its layer names."""
     import pathlib
 
     package = pathlib.Path(__file__).resolve().parents[1] / "keras_selfattn"
-    files = [package / "decoding.py", package / "translation.py"]
+    files = [*sorted((package / "decoding").rglob("*.py")), package / "translation.py"]
     files += sorted((package / "serving").rglob("*.py"))
     offenders = [str(f) for f in files if "get_layer(" in f.read_text()]
     assert not offenders, offenders
@@ -335,8 +335,8 @@ def test_sampling_is_one_more_strategy_of_the_same_loop(model):
     # Each subclass gets its own cached graph, never greedy's.
     from keras_selfattn import decoding
 
-    assert ("greedy", 8, False) in decoding._GRAPHS[model]
-    assert (Sampling(), ("greedy", 8, False)) in decoding._GRAPHS[model]
+    assert ("greedy", 8, False) in decoding.search._GRAPHS[model]
+    assert (Sampling(), ("greedy", 8, False)) in decoding.search._GRAPHS[model]
 
 
 def test_a_beam_strategy_can_rank_candidates_its_own_way(model):
@@ -373,7 +373,7 @@ def test_two_level_top_k_equals_a_sort_ties_included(size, k):
     """The beam's top-k of long rows (blocks, then the best blocks) against a
     stable NumPy sort: values drawn from few integers so that ties are many,
     and normal values; sizes that fill the blocks and ones that need padding."""
-    from keras_selfattn.decoding import _top_k_of_rows
+    from keras_selfattn.decoding.tensors import top_k_of_rows
 
     rng = np.random.default_rng(size + k)
     for values in (
@@ -381,7 +381,7 @@ def test_two_level_top_k_equals_a_sort_ties_included(size, k):
         rng.normal(size=[6, size]).astype("float32"),
         np.full([2, size], -1e9, "float32"),
     ):
-        best, indices = _top_k_of_rows(ops.convert_to_tensor(values), k, size)
+        best, indices = top_k_of_rows(ops.convert_to_tensor(values), k, size)
         expected_best, expected_indices = numpy_top_k(values, k)
         np.testing.assert_array_equal(ops.convert_to_numpy(indices), expected_indices)
         np.testing.assert_array_equal(ops.convert_to_numpy(best), expected_best)
@@ -470,23 +470,23 @@ def test_searches_without_the_ended_sentences_give_the_static_loops_results(
     search, drop_when_ended, monkeypatch
 ):
     """On TensorFlow a search stops computing the rows of sentences whose search
-    has ended (`_loop_dropping_finished`: greedy without attention weights, and
-    beam search once all K hypotheses of a sentence have ended), dropping them
-    once they are ``DROP_WHEN_ENDED`` of the sentences left (0: at every end;
-    1: when all have); its results are the static loop's (what JAX runs), for
-    sentences that end at different steps, in eager calls and in a traced
-    function."""
+    has ended (`tensorflow_loops.loop_dropping_finished`: greedy without
+    attention weights, and beam search once all K hypotheses of a sentence have
+    ended), dropping them once they are ``DROP_WHEN_ENDED`` of the sentences
+    left (0: at every end; 1: when all have); its results are the static loop's
+    (what JAX runs), for sentences that end at different steps, in eager calls
+    and in a traced function."""
     import tensorflow as tf
 
     from keras_selfattn import decoding
 
-    monkeypatch.setattr(decoding, "DROP_WHEN_ENDED", drop_when_ended)
+    monkeypatch.setattr(decoding.tensorflow_loops, "DROP_WHEN_ENDED", drop_when_ended)
     model, source = _sentences_ending_at_different_steps()
     max_len = 9
     strategy, searched = _strategy_and_search(model, search, max_len)
 
     static = tf.function(
-        lambda s: strategy.finalize(*decoding._loop(model, s, strategy, max_len))
+        lambda s: strategy.finish(*decoding.loop.run_loop(model, s, strategy, max_len))
     )(source)
     # The searches end at several steps, some before max_len.
     ended_at = np.asarray(static["lengths"]).reshape(len(source), -1).max(axis=1)
@@ -525,3 +525,24 @@ def test_an_empty_batch_gives_empty_results_of_every_shape(model, jit_compile):
         "scores": (0, 3),
         "log_probs": (0, 3),
     }
+
+
+def test_the_keras_internals_the_searches_read_exist_in_the_installed_keras():
+    """`keras_internals.variable_reads` (the one place the decoding package reads
+    Keras' private attributes) against the installed Keras: every variable of a
+    model and its layers, its own dtype, and the compute dtype an autocast float
+    variable is read in under a mixed policy (float32 under float32)."""
+    from keras_selfattn.decoding.keras_internals import variable_reads
+
+    keras.config.set_dtype_policy("mixed_bfloat16")
+    try:
+        inner = keras.layers.Dense(3, name="inner")
+        outer = keras.Sequential([keras.Input((2,)), inner])
+    finally:
+        keras.config.set_dtype_policy("float32")
+    reads = {id(v): (own, read) for v, own, read in variable_reads(outer)}
+    assert reads[id(inner.kernel)] == ("float32", "bfloat16")
+    assert reads[id(inner.bias)] == ("float32", "bfloat16")
+    assert {id(v) for v in outer.variables} <= set(reads)
+    plain = keras.Sequential([keras.Input((2,)), keras.layers.Dense(3)])
+    assert {r for _, _, r in variable_reads(plain)} == {"float32"}

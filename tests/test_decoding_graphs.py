@@ -9,8 +9,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_selfattn import decoding
-from keras_selfattn.decoding import beam_search_decode, greedy_decode
+from keras_selfattn.decoding import (
+    beam_search_decode,
+    greedy_decode,
+    loop,
+    search,
+    tensorflow_loops,
+)
 from tests.test_decoding import SOURCE, tiny_model
 
 
@@ -20,7 +25,7 @@ def test_eager_calls_share_one_graph_per_setting():
     greedy_decode(model, SOURCE[:1, :3], 6)  # another batch size and source length
     beam_search_decode(model, SOURCE, 3, 6)
     beam_search_decode(model, SOURCE[:2], 3, 6)
-    graphs = decoding._GRAPHS[model]
+    graphs = search._GRAPHS[model]
     assert sorted(graphs) == [("beam", 3, 6, 0.6), ("greedy", 6, False)]
     assert all(len(g._list_all_concrete_functions()) == 1 for g in graphs.values())
     traced = tf.function(lambda s: greedy_decode(model, s, 6))(tf.constant(SOURCE))
@@ -87,7 +92,7 @@ def test_searches_compiled_with_xla_give_the_same_results():
     np.testing.assert_allclose(
         beam_xla["scores"].numpy(), beam["scores"].numpy(), atol=1e-5
     )
-    assert ("xla", ("greedy", 6, True)) in decoding._GRAPHS[model]
+    assert ("xla", ("greedy", 6, True)) in search._GRAPHS[model]
 
 
 def _loop_functions(function):
@@ -112,10 +117,11 @@ def _variable_casts_in_loops(function):
 
 def test_mixed_precision_weights_are_cast_once_before_the_loop(monkeypatch):
     """Under mixed_bfloat16 a layer reads its float32 weights cast to bfloat16 at
-    every call; the searches cast each one once, before the loop (`_CastOnce`):
-    no cast of a variable is left inside the loops, and the results are those of
-    casting at every step bit for bit, greedy and beam, with the tied output layer,
-    the deep output, two decoder layers and the kept attention context."""
+    every call; the searches cast each one once, before the loop
+    (`once.weights_cast_once`): no cast of a variable is left inside the loops,
+    and the results are those of casting at every step bit for bit, greedy and
+    beam, with the tied output layer, the deep output, two decoder layers and the
+    kept attention context."""
     import contextlib
 
     import keras
@@ -143,7 +149,8 @@ def test_mixed_precision_weights_are_cast_once_before_the_loop(monkeypatch):
     greedy, beam, once = searches()
     assert _variable_casts_in_loops(greedy) == _variable_casts_in_loops(beam) == 0
     monkeypatch.setattr(
-        decoding, "_weights_cast_once", lambda model: contextlib.nullcontext()
+        "keras_selfattn.decoding.once.weights_cast_once",
+        lambda model: contextlib.nullcontext(),
     )
     greedy, beam, every_step = searches()
     assert _variable_casts_in_loops(greedy) > 0 and _variable_casts_in_loops(beam) > 0
@@ -202,15 +209,15 @@ def test_tied_output_kernel_is_transposed_once_before_the_loop(monkeypatch, poli
     assert model.target_embedding.output_kernel().shape == (16, 11)
 
 
-@pytest.mark.parametrize("min_rows", [0, decoding.XLA_STAGE_MIN_ROWS])
+@pytest.mark.parametrize("min_rows", [0, tensorflow_loops.XLA_STAGE_MIN_ROWS])
 @pytest.mark.parametrize("search", ["greedy", "beam"])
 def test_xla_stages_without_the_ended_sentences_give_the_static_loops_results(
     search, min_rows, monkeypatch
 ):
     """``jit_compile=True`` with a search that drops its ended sentences runs in
-    XLA stages (`_loop_in_xla_stages`): a stage steps until the sentences still
-    searching fit in fewer rows, then those are gathered into the next row
-    count, filled up with ended copies; a stage of at most
+    XLA stages (`tensorflow_loops.loop_in_xla_stages`): a stage steps until the
+    sentences still searching fit in fewer rows, then those are gathered into the
+    next row count, filled up with ended copies; a stage of at most
     ``XLA_STAGE_MIN_ROWS`` decoder rows runs to the end (0: every stage may
     shrink). For sentences that end at different steps (some never), in
     batches of 24, 5 and 1, eager (and traced, without the floor): the static
@@ -225,12 +232,12 @@ def test_xla_stages_without_the_ended_sentences_give_the_static_loops_results(
     max_len = 9
     strategy, searched = _strategy_and_search(model, search, max_len, jit_compile=True)
 
-    monkeypatch.setattr(decoding, "XLA_STAGE_MIN_ROWS", min_rows)
+    monkeypatch.setattr(tensorflow_loops, "XLA_STAGE_MIN_ROWS", min_rows)
     per_sentence = 3 if search == "beam" else 1  # decoder rows a sentence
     stages = _recording_stage_rows(monkeypatch)
     for rows in (source, source[:5], source[7:8]):
         static = tf.function(
-            lambda s: strategy.finalize(*decoding._loop(model, s, strategy, max_len))
+            lambda s: strategy.finish(*loop.run_loop(model, s, strategy, max_len))
         )(rows)
         ended_at = np.asarray(static["lengths"]).reshape(len(rows), -1).max(axis=1)
         if len(rows) > 1:
@@ -260,7 +267,7 @@ def test_xla_stages_without_the_ended_sentences_give_the_static_loops_results(
 def _recording_stage_rows(monkeypatch):
     """A list that receives the sentence count of every XLA stage run."""
     stages = []
-    original = decoding._xla_stage
+    original = tensorflow_loops._xla_stage
 
     def recording(model, strategy, max_len):
         stage = original(model, strategy, max_len)
@@ -276,7 +283,7 @@ def _recording_stage_rows(monkeypatch):
 
         return run
 
-    monkeypatch.setattr(decoding, "_xla_stage", recording)
+    monkeypatch.setattr(tensorflow_loops, "_xla_stage", recording)
     return stages
 
 
@@ -296,7 +303,9 @@ def _recording_stage_rows(monkeypatch):
     ],
 )
 def test_the_next_xla_stage_has_a_power_of_two_of_rows(searching, rows):
-    assert int(decoding._next_stage_rows(tf.constant(searching, tf.int32))) == rows
+    assert (
+        int(tensorflow_loops._next_stage_rows(tf.constant(searching, tf.int32))) == rows
+    )
 
 
 @pytest.mark.parametrize("beam", [1, 2])
@@ -315,7 +324,7 @@ def test_between_xla_stages_the_ended_are_written_and_the_rest_gathered(beam):
     results = {"lengths": tf.zeros([7], tf.int32)}
 
     def between(at_max_len):
-        return decoding._between_stages(
+        return tensorflow_loops._between_stages(
             tf.constant(at_max_len),
             tf.constant(rows),
             [state],

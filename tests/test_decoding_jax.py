@@ -29,7 +29,7 @@ def test_searches_are_jitted_once_per_setting():
     greedy_decode(model, SOURCE[:1, :3], 6)  # another batch size and source length
     beam = beam_search_decode(model, SOURCE, 3, 6)
     beam_search_decode(model, SOURCE[:2], 3, 6)
-    assert sorted(decoding._GRAPHS[model]) == [
+    assert sorted(decoding.search._GRAPHS[model]) == [
         ("beam", 3, 6, 0.6),
         ("greedy", 6, False),
     ]

@@ -1,12 +1,11 @@
 """The building blocks `build_seq2seq` composes (serializable, keras.ops only)."""
 
-import contextlib
 import math
-import threading
 
 import keras
 from keras import ops
 
+from keras_selfattn.decoding.once import held, holding
 from keras_selfattn.layers import MultiHeadSelfAttention
 from keras_selfattn.layers.arguments import check_positive_int, check_rate, check_seed
 from keras_selfattn.layers.dropout import HashDropout
@@ -56,10 +55,6 @@ class ScaledTokenEmbedding(keras.layers.Layer):
         config = super().get_config()
         config.update({"vocab_size": self.vocab_size, "output_dim": self.output_dim})
         return config
-
-
-# `TiedEmbedding.output_kernel_held`: layer id -> its E^T, while a loop is built.
-_HELD_KERNELS = threading.local()
 
 
 @keras.saving.register_keras_serializable(package="keras_selfattn")
@@ -124,13 +119,12 @@ class TiedEmbedding(keras.layers.Layer):
         as Keras' autocast gives it inside a call under a mixed policy), so the
         kernel is the same whether it is computed inside a call or before a
         loop."""
-        held = getattr(_HELD_KERNELS, "by_layer", {}).get(id(self))
-        if held is not None:
-            return held
+        kernel = held(self, "output_kernel")
+        if kernel is not None:
+            return kernel
         embeddings = ops.cast(self.embeddings, self.compute_dtype)
         return ops.transpose(ops.cast(embeddings, "float32"))
 
-    @contextlib.contextmanager
     def output_kernel_held(self):
         """Computes ``E^T`` once, here; inside, the reverse call multiplies by it.
 
@@ -139,15 +133,11 @@ class TiedEmbedding(keras.layers.Layer):
         Computed inside the loop, the transpose is folded by Grappler into the
         product (``MatMul(transpose_b=True)``), which oneDNN runs 1.5-3x
         slower than the same product by the transposed matrix at the 8-32
-        rows of a decoder step (benchmarks/RESULTS.md, issue 28); and the
-        product by ``E^T`` is the largest of a step.
+        rows of a decoder step (benchmarks/RESULTS.md); and the
+        product by ``E^T`` is the largest of a step. Held as every value a
+        loop computes once (`keras_selfattn.decoding.once.holding`).
         """
-        previous = getattr(_HELD_KERNELS, "by_layer", {})
-        _HELD_KERNELS.by_layer = {**previous, id(self): self.output_kernel()}
-        try:
-            yield
-        finally:
-            _HELD_KERNELS.by_layer = previous
+        return holding([(self, "output_kernel", self.output_kernel())])
 
     def compute_mask(self, inputs, mask=None):
         # Token ids are masked at padding; the reverse call's vectors are not.

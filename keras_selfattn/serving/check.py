@@ -29,10 +29,16 @@ Two checks, no server needed:
 
    A graph of core ops only is loaded WITHOUT tensorflow_text, which proves that
    it needs no tensorflow-text op.
+
+Stopped by SIGTERM, SIGINT or SIGHUP (a supervisor's stop, Ctrl-C, a closed
+terminal), `check_serving` raises `CheckStopped` after its child processes have
+ended and its temporary folder is gone.
 """
 
 import base64
+import contextlib
 import dataclasses
+import functools
 import json
 import os
 import pathlib
@@ -41,13 +47,14 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 
 from keras_selfattn.serving import audit as audit_lib
 from keras_selfattn.serving.audit import audit_saved_model_proto
 from keras_selfattn.serving.op_tables import installed_op_registry
 from keras_selfattn.serving.saved_model_graph import read_saved_model
 
-__all__ = ["ServingCheck", "check_serving"]
+__all__ = ["CheckStopped", "ServingCheck", "check_serving"]
 
 _REPLAY_SCRIPT = pathlib.Path(__file__).with_name("session_replay.py")
 _TEXT_INPUT = {"text": "string"}
@@ -336,6 +343,59 @@ def _load_failure(saved_model_dir, load_error):
     )
 
 
+class CheckStopped(KeyboardInterrupt):
+    """`check_serving` stopped by a signal, its child processes ended and its
+    temporary files removed; ``exit_status`` is the shell's 128 + the signal's
+    number (130 SIGINT, 143 SIGTERM, 129 SIGHUP)."""
+
+    def __init__(self, signum):
+        self.signal_name = signal.Signals(signum).name
+        self.exit_status = 128 + signum
+        super().__init__(
+            f"check-serving stopped by {self.signal_name}: its replay process "
+            "ended and its temporary files were removed"
+        )
+
+
+STOPPING_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+@contextlib.contextmanager
+def _signals_raise_stopped():
+    """Inside the block, the first of `STOPPING_SIGNALS` raises `CheckStopped`
+    (later ones are ignored while it unwinds), so that ``subprocess.run`` kills and
+    reaps its child and the temporary folder's ``with`` removes it; the previous
+    handlers come back after. Outside the main thread (where Python cannot set
+    handlers) the block changes nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    stopping = []
+
+    def stop(signum, frame):
+        if not stopping:
+            stopping.append(signum)
+            raise CheckStopped(signum)
+
+    previous = {signum: signal.signal(signum, stop) for signum in STOPPING_SIGNALS}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def _stops_cleanly(function):
+    @functools.wraps(function)
+    def stopping_cleanly(*args, **kwargs):
+        with _signals_raise_stopped():
+            return function(*args, **kwargs)
+
+    return stopping_cleanly
+
+
+# Long: mostly its docstring; the checks in order, each a function.
+@_stops_cleanly
 def check_serving(
     saved_model_dir, serving_version=None, run=True, timeout=600, python=None
 ):
@@ -361,6 +421,7 @@ def check_serving(
         FileNotFoundError: no ``saved_model.pb`` in ``saved_model_dir``.
         ValueError: ``saved_model.pb`` is not a SavedModel, or ``serving_version``
             is not a version number.
+        CheckStopped: stopped by a signal, after cleaning up (module docstring).
     """
     saved_model_dir = pathlib.Path(saved_model_dir)
     if not (saved_model_dir / "saved_model.pb").is_file():

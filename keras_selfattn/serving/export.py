@@ -88,12 +88,15 @@ def export_translator(
         The version folder, a `pathlib.Path`.
 
     Raises:
-        FileExistsError: ``version`` is given and ``export_base/version`` exists.
+        FileExistsError: ``version`` is given and ``export_base/version`` exists
+            or another process is writing it (`publishing.VersionTaken`).
     """
     if warmup_texts is None:
         warmup_texts = _vocabulary_sample(translator.tokenizer)
-    version, automatic = publishing.resolve_version(export_base, version)
-    with publishing.staging_folder(export_base) as staging:
+    with (
+        publishing.claimed_version(export_base, version) as (number, automatic),
+        publishing.staging_folder(export_base) as staging,
+    ):
         saved_model_dir = staging / "saved_model"
         # The vocabulary files, copied into assets/ by the saver.
         archive = build_export_archive(
@@ -108,7 +111,7 @@ def export_translator(
         check_signatures(saved_model_dir)
         _write_warmup(saved_model_dir, translator, warmup_texts, model_name, xla)
         # Publish the SavedModel folder itself; the rest of the staging folder goes.
-        return publishing.publish(saved_model_dir, export_base, version, automatic)
+        return publishing.publish(saved_model_dir, export_base, number, automatic)
 
 
 def _write_warmup(
@@ -251,6 +254,8 @@ def export_run(
     """
     from keras_selfattn.inference import Translator
 
+    # A version that exists or is being written is refused before the model loads.
+    publishing.resolve_version(export_base, version)
     translator = Translator.load(run_dir, dtype=dtype)
     if warmup_texts is None:
         warmup_texts = sample_sources(run_dir, tokenizer=translator.tokenizer)

@@ -5,6 +5,12 @@ as a version. A version is written into a ``.export-tmp-*`` folder inside the ba
 (TF Serving ignores it), flushed to disk, and renamed into place when complete:
 a server watching the base never sees half a version, a failed export leaves no
 ``BASE/N``, and an existing version is never overwritten.
+
+One writer per version: an export of a chosen version N first claims it with
+``BASE/.export-lock-N`` (created exclusively, holding the writer's process id), so
+that a second export of N at the same moment is refused at once, naming the version
+and the process writing it, instead of failing at the rename after all its work.
+A claim whose process is gone (killed) is stale and taken over.
 """
 
 import contextlib
@@ -15,7 +21,10 @@ import tempfile
 
 __all__ = [
     "DEFAULT_MODEL_NAME",
+    "LOCK_PREFIX",
     "TEMP_PREFIX",
+    "VersionTaken",
+    "claimed_version",
     "list_versions",
     "next_version",
     "publish",
@@ -24,9 +33,15 @@ __all__ = [
 ]
 
 TEMP_PREFIX = ".export-tmp-"
+# BASE/.export-lock-N: version N is being written by the process whose id it holds.
+LOCK_PREFIX = ".export-lock-"
 # The served model's name (TF Serving's --model_name, the warmup records' and the
 # clients' model_spec.name), unless the user chooses another.
 DEFAULT_MODEL_NAME = "translator"
+
+
+class VersionTaken(FileExistsError):
+    """The version asked for exists, or another live process is writing it."""
 
 
 def list_versions(export_base):
@@ -83,7 +98,8 @@ def resolve_version(export_base, version=None):
 
     Raises:
         ValueError: ``version`` is not a non-negative integer.
-        FileExistsError: ``export_base/version`` exists.
+        VersionTaken: ``export_base/version`` exists, or (a chosen version) another
+            live process is writing it.
     """
     export_base = pathlib.Path(export_base)
     automatic = version is None
@@ -93,11 +109,103 @@ def resolve_version(export_base, version=None):
         raise ValueError(
             f"version must be a non-negative integer. Received: version={version!r}"
         )
-    if (export_base / str(version)).exists():
-        raise FileExistsError(
-            f"{export_base / str(version)} exists; versions are never overwritten"
-        )
+    _refuse_taken(export_base, version)
+    if not automatic:
+        writer = _live_writer(_lock_path(export_base, version))
+        if writer is not None:
+            raise _being_written(export_base, version, writer)
     return version, automatic
+
+
+def _refuse_taken(export_base, version):
+    target = export_base / str(version)
+    if target.exists():
+        raise VersionTaken(f"{target} exists; versions are never overwritten")
+
+
+def _being_written(export_base, version, writer):
+    return VersionTaken(
+        f"{export_base / str(version)} is being written by another export "
+        f"(process {writer}, {_lock_path(export_base, version)}); versions are "
+        "never overwritten"
+    )
+
+
+def _lock_path(export_base, version):
+    return pathlib.Path(export_base) / f"{LOCK_PREFIX}{version}"
+
+
+def _live_writer(lock):
+    """The process id a claim holds while that process lives; None otherwise (no
+    claim, a claim still being written, or a stale one)."""
+    try:
+        writer = int(lock.read_text(encoding="ascii").strip())
+    except (OSError, ValueError):
+        return None
+    if writer <= 0:  # not a process id (0 and -N would signal process groups)
+        return None
+    try:
+        os.kill(writer, 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:  # alive, another user's
+        return writer
+    return writer
+
+
+def _create_claim(lock):
+    """Creates ``lock`` exclusively with this process' id; False if it exists."""
+    try:
+        descriptor = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        return False
+    with os.fdopen(descriptor, "w", encoding="ascii") as handle:
+        handle.write(f"{os.getpid()}\n")
+    return True
+
+
+@contextlib.contextmanager
+def claimed_version(export_base, version=None):
+    """The version to write, held by this process until the block ends.
+
+    A chosen version is claimed with ``BASE/.export-lock-N``; a claim left by a
+    process that no longer runs is taken over. An automatic number needs no claim:
+    `publish` moves it on when another export takes it meanwhile.
+
+    Args:
+        export_base: a model's base folder (created if missing).
+        version: a non-negative int, or None for `next_version`.
+
+    Yields:
+        ``(version, automatic)``, as `resolve_version` returns.
+
+    Raises:
+        ValueError: ``version`` is not a non-negative integer.
+        VersionTaken: the version exists, or another live process is writing it.
+    """
+    export_base = pathlib.Path(export_base)
+    version, automatic = resolve_version(export_base, version)
+    if automatic:
+        yield version, automatic
+        return
+    export_base.mkdir(parents=True, exist_ok=True)
+    lock = _lock_path(export_base, version)
+    if not _create_claim(lock):
+        writer = _live_writer(lock)
+        if writer is not None:
+            raise _being_written(export_base, version, writer)
+        with contextlib.suppress(FileNotFoundError):
+            lock.unlink()  # stale: its writer is gone
+        if not _create_claim(lock):  # another export took it over first
+            raise _being_written(export_base, version, _live_writer(lock) or "?")
+    try:
+        # Checked again under the claim: an export that held it may have
+        # published the version since resolve_version looked.
+        _refuse_taken(export_base, version)
+        yield version, automatic
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            lock.unlink()
 
 
 @contextlib.contextmanager
@@ -153,20 +261,25 @@ def publish(staged_dir, export_base, version, automatic):
         The published folder, a `pathlib.Path`.
 
     Raises:
-        FileExistsError: ``automatic`` is False and ``export_base/version`` exists.
+        VersionTaken: ``automatic`` is False and ``export_base/version`` exists.
     """
     export_base = pathlib.Path(export_base)
     _fsync_tree(staged_dir)
     for _ in range(100):
         target = export_base / str(version)
         try:
-            if target.exists():
-                raise FileExistsError(target)
+            _refuse_taken(export_base, version)
             os.rename(staged_dir, target)  # fails on a non-empty target
             _fsync_folder(export_base)
             return target
-        except OSError:
-            if not automatic or not target.exists():
+        except OSError as error:
+            if not target.exists():
                 raise
+            if not automatic:
+                if isinstance(error, VersionTaken):
+                    raise
+                raise VersionTaken(
+                    f"{target} exists; versions are never overwritten"
+                ) from error
             version = next_version(export_base)
     raise RuntimeError(f"Could not find a free version number in {export_base}")

@@ -183,7 +183,8 @@ def test_xla_export_is_opt_in_audited_and_translates_alike(
     assert audit.XLA_SERVER_FLAG in xla_audit.summary()
     # Both pass the audit. Both drop ended sentences: the default's loops in a cond
     # when enough have ended, the XLA stages' between stages, whose row counts take
-    # bit operations (`decoding._next_stage_rows`): the op sets differ by those.
+    # bit operations (`decoding.tensorflow_loops._next_stage_rows`): the op sets
+    # differ by those.
     assert plain_audit.ok
     assert set(plain_audit.op_types) ^ set(xla_audit.op_types) <= {
         "StatelessIf",

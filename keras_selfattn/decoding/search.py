@@ -1,0 +1,117 @@
+"""`decode`: a strategy's search, run as the backend runs it best.
+
+JAX: the loop under ``jax.jit``. TensorFlow: a cached ``tf.function`` of the
+loop that drops ended sentences, or of its XLA stages (`tensorflow_loops`).
+"""
+
+import functools
+import weakref
+
+import keras
+from keras import ops
+
+from keras_selfattn.decoding import loop
+from keras_selfattn.decoding.tensors import executing_eagerly, on_tensorflow
+
+_GRAPHS = weakref.WeakKeyDictionary()  # model -> {graph_key: compiled search}
+
+
+def decode(model, source_ids, strategy, max_len, jit_compile=False):
+    """Runs the decoder step by step, choosing tokens with ``strategy``.
+
+    Args:
+        model: a `Seq2Seq` (what `build_seq2seq` returns).
+        source_ids: int32 (B, T) source ids, 0-padded.
+        strategy: a `SearchStrategy` (`GreedySearch`, `BeamSearch`, a subclass).
+        max_len: int, the most tokens to produce (the end id included).
+        jit_compile: TensorFlow: run the encoder and the loop as XLA
+            programs (`tf.function(jit_compile=True)`; what an exported
+            ``xla=True`` SavedModel runs, see `keras_selfattn.serving`): the
+            loop in stages of fewer and fewer rows
+            (`tensorflow_loops.loop_in_xla_stages`), or as one program with
+            ``return_attention``. XLA compiles each program once per shape
+            (batch size, source length, a stage's rows): pad the sources to a
+            few lengths (the export does). JAX: no effect (the search is
+            always jitted there).
+
+    Returns:
+        the strategy's result (see `greedy_decode`, `beam_search_decode`), as
+        tensors of the Keras backend.
+    """
+    source_ids = ops.convert_to_tensor(source_ids, "int32")
+    key = strategy.graph_key(max_len)
+    cache = executing_eagerly() and key is not None
+    if on_tensorflow():
+        from keras_selfattn.decoding import tensorflow_loops
+
+        search = tensorflow_loops.decode_with_xla if jit_compile else decode_now
+        if not cache:
+            return search(model, source_ids, strategy, max_len)
+        search = functools.partial(search, strategy=strategy, max_len=max_len)
+        key = ("xla", key) if jit_compile else key
+        return cached_graph(model, key, search)(source_ids)
+    if not cache:
+        return decode_now(model, source_ids, strategy, max_len)
+    # JAX: the loop is jitted; the trim to the steps taken follows it.
+    search = functools.partial(loop.run_loop, strategy=strategy, max_len=max_len)
+    t, memory = cached_graph(model, key, search)(source_ids)
+    return strategy.finish(int(t), memory)
+
+
+def decode_now(model, source_ids, strategy, max_len):
+    """The loop, then the strategy's result.
+
+    TensorFlow: a strategy that can (``drops_finished_rows``) runs
+    `tensorflow_loops.loop_dropping_finished`, which stops computing the rows
+    of sentences that have ended; the result is the same.
+    """
+    run = loop.run_loop
+    if on_tensorflow() and strategy.drops_finished_rows:
+        from keras_selfattn.decoding import tensorflow_loops
+
+        run = tensorflow_loops.loop_dropping_finished
+    return strategy.finish(*run(model, source_ids, strategy, max_len))
+
+
+def cached_graph(model, key, search):
+    """The compiled ``search(model, source_ids)`` for ``key``, made once per model.
+
+    TensorFlow: a ``tf.function`` with the input signature (None, None) int32
+    (`tensorflow_ops.graph_of`): one trace serves every batch size and source
+    length. JAX: `_jitted_search`. The compiled function holds the model
+    through a weak reference (the cache is keyed weakly by the model too), so a
+    cached graph does not keep the model alive.
+    """
+    graphs = _GRAPHS.setdefault(model, {})
+    if key not in graphs:
+        model_ref = weakref.ref(model)
+        if on_tensorflow():
+            from keras_selfattn.decoding import tensorflow_ops
+
+            graphs[key] = tensorflow_ops.graph_of(model_ref, search)
+        else:
+            graphs[key] = _jitted_search(model_ref, search)
+    return graphs[key]
+
+
+def _jitted_search(model_ref, search):
+    """``search`` under ``jax.jit``, the model's variables passed as arguments.
+
+    As keras-hub's ``CausalLM`` does on JAX: the variables' current values go in
+    as one argument and a ``keras.StatelessScope`` maps them onto the model's
+    variables while the search traces, so the compiled function never bakes in
+    weights that training changes later.
+    """
+    import jax
+
+    @jax.jit
+    def run(values, source_ids):
+        model = model_ref()
+        with keras.StatelessScope(state_mapping=zip(model.variables, values)):
+            return search(model, source_ids)
+
+    def call(source_ids):
+        values = [v.value for v in model_ref().variables]
+        return run(values, source_ids)
+
+    return call

@@ -1,0 +1,80 @@
+"""Commands import what their job needs: translate, evaluate, export and
+check-serving draw nothing and never import matplotlib (Keras' own import would
+load it), so a read-only HOME gives no matplotlib cache warnings."""
+
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+PROBE = pathlib.Path(__file__).with_name("imports_probe.py")
+
+
+def run_command(*args, home=None):
+    """``keras-selfattn ARGS`` in a fresh process; (returncode, stderr, matplotlib
+    imported)."""
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    env.pop("MPLCONFIGDIR", None)
+    if home is not None:
+        env["HOME"] = str(home)
+    result = subprocess.run(
+        [sys.executable, str(PROBE), *map(str, args)],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    marker = result.stderr.strip().splitlines()[-1]
+    assert marker.startswith("matplotlib imported: "), result.stderr[-2000:]
+    return result.returncode, result.stderr, marker.endswith("True")
+
+
+@pytest.mark.slow
+def test_translate_imports_no_matplotlib_and_is_quiet_with_a_read_only_home(
+    text_run_dir, tmp_path
+):
+    home = tmp_path / "home"
+    home.mkdir()
+    home.chmod(0o555)
+    try:
+        status, stderr, imported = run_command(
+            "translate", "--model", text_run_dir, "14 juillet 1989", home=home
+        )
+    finally:
+        home.chmod(0o755)
+    assert status == 0, stderr[-2000:]
+    assert not imported
+    assert "matplotlib" not in stderr.replace("matplotlib imported: False", "")
+
+
+def test_the_probe_sees_matplotlib_where_it_is_imported():
+    # The independent reference: matplotlib, once imported, is in sys.modules.
+    code = "import sys, matplotlib; print('matplotlib' in sys.modules)"
+    seen = subprocess.run(
+        [sys.executable, "-c", code],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert seen.stdout.strip() == "True"
+
+
+@pytest.mark.slow
+def test_evaluate_export_and_check_serving_import_no_matplotlib(
+    text_run_dir, core_export, tmp_path
+):
+    test_pairs = pathlib.Path(text_run_dir) / "splits" / "test.tsv"
+    commands = [
+        ("evaluate", "--model", text_run_dir, "--data", test_pairs),
+        ("export", "--model", text_run_dir, "--export-dir", tmp_path / "base"),
+        ("check-serving", core_export),
+    ]
+    for command in commands:
+        status, stderr, imported = run_command(*command)
+        assert status == 0, (command, stderr[-2000:])
+        assert not imported, command
