@@ -11,7 +11,7 @@ import pytest
 
 import keras_selfattn
 from keras_selfattn import layers, scoring, translation
-from keras_selfattn.models import config
+from keras_selfattn.models import config, seq2seq
 from keras_selfattn.serving import export
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -24,6 +24,7 @@ PUBLIC_API = (
     layers.MultiHeadSelfAttention,
     layers.BahdanauAttention,
     config.ModelConfig,
+    seq2seq.build_seq2seq,
     translation.Translator,
     scoring.evaluate,
     scoring.format_metrics,
