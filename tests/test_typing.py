@@ -13,6 +13,7 @@ import keras_selfattn
 from keras_selfattn import layers, scoring, translation
 from keras_selfattn.models import config, seq2seq
 from keras_selfattn.serving import export
+from keras_selfattn.training.fit import train
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
@@ -23,6 +24,8 @@ PUBLIC_API = (
     layers.LearnedPositionalEncoding,
     layers.MultiHeadSelfAttention,
     layers.BahdanauAttention,
+    layers.BahdanauDecoderCell,
+    layers.BahdanauDecoder,
     config.ModelConfig,
     seq2seq.build_seq2seq,
     translation.Translator,
@@ -30,6 +33,8 @@ PUBLIC_API = (
     scoring.format_metrics,
     export.export_run,
     export.export_translator,
+    train.train,
+    train.TrainResult,
 )
 
 # Methods Keras itself calls with arguments of its own (a shape, a config).
