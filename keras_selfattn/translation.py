@@ -20,7 +20,10 @@ on `decoding`, `models`' outputs, `text` and `run_directory` only.
 """
 
 import dataclasses
+import os
 import pathlib
+from collections.abc import Iterable
+from typing import Any
 
 import keras
 import numpy as np
@@ -53,7 +56,7 @@ class ModelFileError(ValueError):
         path: the ``model.keras`` file.
     """
 
-    def __init__(self, path, error):
+    def __init__(self, path: str | os.PathLike[str], error: BaseException) -> None:
         self.path = path
         if isinstance(error, saving.MissingClassError):  # its line names the file
             super().__init__(str(error))
@@ -61,7 +64,7 @@ class ModelFileError(ValueError):
         super().__init__(f"cannot read {path}: {type(error).__name__}: {error}")
 
 
-def _load_model(path, dtype=None):
+def _load_model(path: str | os.PathLike[str], dtype: str | None = None) -> Any:
     """`saving.load_model(path, dtype)`; what fails in it is a `ModelFileError`."""
     if dtype is not None:
         saving.check_dtype_policy(dtype)  # a bad name is not the file's fault
@@ -94,13 +97,13 @@ class Translation:
     source: str
     text: str
     score: float
-    source_tokens: list
-    target_tokens: list
+    source_tokens: list[str]
+    target_tokens: list[str]
     attention: np.ndarray | None = None
     truncated: bool = False
 
 
-def source_ids_for_model(ids, max_source_len):
+def source_ids_for_model(ids: Any, max_source_len: int) -> tuple[Any, Any]:
     """Ragged source token ids -> the model's ``source`` input (graph code).
 
     The one home of this step for `Translator.encode_sources` and the exported
@@ -138,13 +141,13 @@ class Translator:
 
     def __init__(
         self,
-        model,
-        tokenizer,
-        max_source_len,
-        max_target_len,
-        precision="float32",
-        shortlist=None,
-    ):
+        model: keras.Model,
+        tokenizer: text.PairTokenizer,
+        max_source_len: int,
+        max_target_len: int,
+        precision: str = "float32",
+        shortlist: Any = None,
+    ) -> None:
         output_layer.check_search_options(precision)
         own_output = precision != "float32" or shortlist is not None
         if own_output and keras.config.backend() != "tensorflow":
@@ -162,21 +165,33 @@ class Translator:
         self.shortlist = shortlist
         self._searches = {}
 
+    # Long: mostly its docstring (what each option loads).
     @classmethod
     def load(
-        cls, run_dir, dtype=None, precision="float32", quantize=None, shortlist=None
-    ):
+        cls,
+        run_dir: str | os.PathLike[str],
+        dtype: str | None = None,
+        precision: str = "float32",
+        quantize: str | None = None,
+        shortlist: Any = None,
+    ) -> "Translator":
         """Loads ``model.keras``, the vocabularies and ``config.json`` of a run
         directory.
 
-        ``dtype``: None (default): the model computes under the policy it was
-        trained with, except a run trained with ``mixed_precision="auto"``:
-        float32 (the training machine chose bfloat16 for its own speed; this
-        one may lack the units, and served at batch 32 bfloat16 was no faster
-        even where they exist), so that such a run translates alike wherever
-        it is loaded, served or not; a policy name such as ``"float32"``: under
-        that one (`keras_selfattn.models.saving.with_dtype_policy`), e.g. a
-        bfloat16 run on a CPU without bfloat16 units.
+        Args:
+            run_dir: the run directory ``keras-selfattn train`` wrote.
+            dtype: None (default): the model computes under the policy it was
+                trained with, except a run trained with
+                ``mixed_precision="auto"``: float32 (the training machine chose
+                bfloat16 for its own speed; this one may lack the units, and
+                served at batch 32 bfloat16 was no faster even where they
+                exist), so that such a run translates alike wherever it is
+                loaded, served or not; a policy name such as ``"float32"``:
+                under that one (`keras_selfattn.models.saving.with_dtype_policy`),
+                e.g. a bfloat16 run on a CPU without bfloat16 units.
+
+        Returns:
+            A `Translator` of the run's model and tokenizers.
 
         Raises:
             FileNotFoundError: not a run directory, or one without its files.
@@ -258,9 +273,18 @@ class Translator:
             )
         return self._searches[key](ids)
 
-    def encode_sources(self, texts):
+    def encode_sources(self, texts: Iterable[str]) -> tuple[Any, list[list[str]], Any]:
         """Texts -> (padded int32 ids (B, T), token strings per text, truncated
-        flags)."""
+        flags).
+
+        Args:
+            texts: the source texts.
+
+        Returns:
+            ``(ids, tokens, truncated)``: int32 ids ``(B, T)`` (`tf.Tensor`), the
+            source tokens the model sees per text, and a bool NumPy array ``(B,)``,
+            True where a text was longer than ``max_source_len``.
+        """
         strings = tf.constant(list(texts), dtype=tf.string)
         tokens = self.tokenizer.source.tokenize(
             strings
@@ -276,12 +300,12 @@ class Translator:
 
     def translate(
         self,
-        texts,
-        beam_size=1,
-        return_attention=False,
-        alpha=DEFAULT_LENGTH_PENALTY,
-        batch_size=256,
-    ):
+        texts: Iterable[str],
+        beam_size: int = 1,
+        return_attention: bool = False,
+        alpha: float = DEFAULT_LENGTH_PENALTY,
+        batch_size: int = 256,
+    ) -> list[Translation]:
         """Translates a list of strings.
 
         Args:
@@ -332,7 +356,13 @@ class Translator:
             )
         return beam_search_decode(self.model, ids, beam_size, max_len, alpha=alpha)
 
-    def _translate_batch(self, texts, beam_size, return_attention, alpha):
+    def _translate_batch(
+        self,
+        texts: list[str],
+        beam_size: int,
+        return_attention: bool,
+        alpha: float,
+    ) -> list[Translation]:
         ids, source_tokens, truncated = self.encode_sources(texts)
         if keras.config.backend() != "tensorflow":
             ids = ids.numpy()  # TensorFlow's ids to the search's backend
