@@ -163,7 +163,7 @@ class Translator:
         # the vocabulary shortlist (`keras_selfattn.models.output_layer`).
         self.precision = precision
         self.shortlist = shortlist
-        self._searches = {}
+        self._searches: dict[tuple[int, float], Any] = {}
 
     # Long: mostly its docstring (what each option loads).
     @classmethod
@@ -238,10 +238,12 @@ class Translator:
         )
 
     @property
-    def _searches_own_output(self):
+    def _searches_own_output(self) -> bool:
         return self.precision != "float32" or self.shortlist is not None
 
-    def search(self, source_ids, beam_size=1, alpha=DEFAULT_LENGTH_PENALTY):
+    def search(
+        self, source_ids: Any, beam_size: int = 1, alpha: float = DEFAULT_LENGTH_PENALTY
+    ) -> dict[str, Any]:
         """The greedy (``beam_size`` 1) or beam search's result for ``source_ids``
         (int32 (B, T)), in this translator's output layer (its precision and
         shortlist: `keras_selfattn.models.output_layer.search_output_layer`).
@@ -262,7 +264,7 @@ class Translator:
                 self.model, source_ids, beam_size, max_len, alpha=alpha
             )
 
-    def _own_output_search(self, ids, beam_size, alpha):
+    def _own_output_search(self, ids: Any, beam_size: int, alpha: float) -> Any:
         """`search` as one `tf.function` per beam size and alpha."""
         key = (int(beam_size), float(alpha))
         if key not in self._searches:
@@ -345,7 +347,9 @@ class Translator:
             )
         return results
 
-    def _search_batch(self, ids, beam_size, return_attention, alpha):
+    def _search_batch(
+        self, ids: Any, beam_size: int, return_attention: bool, alpha: float
+    ) -> Any:
         """The search's result for a batch's ids (greedy or beam)."""
         if self._searches_own_output and not return_attention:
             return self._own_output_search(ids, beam_size, alpha)

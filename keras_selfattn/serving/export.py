@@ -299,7 +299,7 @@ def export_run(
     )
 
 
-def _shortlist_size(shortlist):
+def _shortlist_size(shortlist: object) -> int:
     """``shortlist`` as N > 0; a one-line ValueError naming it."""
     if not isinstance(shortlist, int) or isinstance(shortlist, bool) or shortlist < 1:
         raise ValueError(
