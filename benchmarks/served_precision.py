@@ -189,10 +189,18 @@ def _quick_run(directory):
 
 
 def _served_exports(run_dir, base, labels, frequent, threads):
-    """``{label: served_exports.Served}``: each variant exported and loaded."""
-    import served_exports
+    """``{label: served_translator.Served}``: each variant exported and loaded
+    in a session of its own, ``threads`` intra-op threads."""
+    import served_translator
+    import tensorflow as tf
 
     from keras_selfattn import serving
+
+    config = tf.compat.v1.ConfigProto(
+        intra_op_parallelism_threads=threads,
+        inter_op_parallelism_threads=1,
+        use_per_session_threads=True,
+    )
 
     served = {}
     for label in labels:
@@ -200,7 +208,7 @@ def _served_exports(run_dir, base, labels, frequent, threads):
         if "shortlist" in options:
             options["shortlist"] = frequent
         version = serving.export_run(run_dir, base / label.replace("+", "_"), **options)
-        served[label] = served_exports.Served(version, threads, 1)
+        served[label] = served_translator.Served(version, config)
     return served
 
 
