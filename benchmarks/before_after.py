@@ -182,8 +182,8 @@ def decoder_cases(old, quick):
 def model_cases(old, quick):
     from decoder_train_step import seq2seq_step
 
+    from keras_selfattn.jobs import DEMO_MODEL_CONFIG
     from keras_selfattn.models import blocks, seq2seq
-    from keras_selfattn.workflows import DEMO_MODEL_CONFIG
 
     config, shape = DEMO_MODEL_CONFIG, (64, 13, 11, 190, 15)
     if quick:

@@ -188,7 +188,7 @@ def main(argv=None):
 
     import tensorflow as tf
 
-    from keras_selfattn.workflows import DEMO_MODEL_CONFIG, DEMO_TRAIN_CONFIG
+    from keras_selfattn.jobs import DEMO_MODEL_CONFIG, DEMO_TRAIN_CONFIG
 
     compile_modes = (False,) if args.quick else (False, True)
     rows = []

@@ -40,10 +40,10 @@ def demo_model(max_target_len, quick):
     """(model, tokenizer, demo sources) with the end id's logit pushed down."""
     from keras_selfattn import text
     from keras_selfattn.decoding import END_ID
+    from keras_selfattn.jobs import DEMO_MODEL_CONFIG, DEMO_TRAIN_CONFIG
     from keras_selfattn.models import ModelConfig, build_seq2seq
     from keras_selfattn.text import load_pairs
     from keras_selfattn.training.data.run_tokenizer import tokenizer_configs
-    from keras_selfattn.workflows import DEMO_MODEL_CONFIG, DEMO_TRAIN_CONFIG
 
     pairs = load_pairs(None)[: 200 if quick else 5000]
     tokenizer = text.PairTokenizer.build(pairs, *tokenizer_configs(DEMO_TRAIN_CONFIG))

@@ -47,8 +47,8 @@ def run(depth, norm_first, tokenizer, batches, steps, learning_rate, seed, jit=F
     import numpy as np
     import tensorflow as tf
 
+    from keras_selfattn.jobs import DEMO_MODEL_CONFIG
     from keras_selfattn.models import build_seq2seq, masked_loss
-    from keras_selfattn.workflows import DEMO_MODEL_CONFIG
 
     keras.utils.set_random_seed(seed)
     model = build_seq2seq(

@@ -22,7 +22,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
 
     from keras_selfattn.inference import Translator, evaluate
-    from keras_selfattn.workflows import run_demo
+    from keras_selfattn.jobs import run_demo
 
     out = args.out or tempfile.mkdtemp(prefix="demo_accuracy_")
     start = time.perf_counter()

@@ -78,13 +78,13 @@ def main(argv=None):
     import keras
 
     from keras_selfattn import text
+    from keras_selfattn.jobs import DEMO_MODEL_CONFIG, DEMO_TRAIN_CONFIG
     from keras_selfattn.training import get_strategy
     from keras_selfattn.training.data.run_tokenizer import tokenizer_configs
     from keras_selfattn.training.fit.train import (
         build_and_compile,
         make_training_datasets,
     )
-    from keras_selfattn.workflows import DEMO_MODEL_CONFIG, DEMO_TRAIN_CONFIG
 
     model_config = DEMO_MODEL_CONFIG
     if args.quick:

@@ -77,8 +77,8 @@ def main(argv=None):
 
     from keras_selfattn import text
     from keras_selfattn.inference import Translator, evaluate
+    from keras_selfattn.jobs import DEMO_MODEL_CONFIG, DEMO_TRAIN_CONFIG
     from keras_selfattn.training import train
-    from keras_selfattn.workflows import DEMO_MODEL_CONFIG, DEMO_TRAIN_CONFIG
 
     pairs = text.load_bundled_dates()
     counter = text.PairTokenizer.build(

@@ -137,8 +137,8 @@ def main(argv=None):
 
     from decoder_train_step import seq2seq_step
 
+    from keras_selfattn.jobs import DEMO_MODEL_CONFIG
     from keras_selfattn.models import ModelConfig
-    from keras_selfattn.workflows import DEMO_MODEL_CONFIG
 
     config = DEMO_MODEL_CONFIG
     shape = (64, 13, 11, 190, 15)

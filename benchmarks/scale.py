@@ -174,7 +174,7 @@ def child_old(args):
 
 
 def child_vocab(args):
-    from keras_selfattn.workflows import build_vocab
+    from keras_selfattn.jobs import build_vocab
 
     _, TrainConfig, values = bench_configs()
     config = TrainConfig(

@@ -3,7 +3,7 @@
 Run: .venv/bin/python benchmarks/training_throughput.py [--quick]
          [--rounds N] [--steps-per-round N]
 
-The demo's model (``workflows.DEMO_MODEL_CONFIG``) and batches (8000 pairs of the
+The demo's model (``jobs.DEMO_MODEL_CONFIG``) and batches (8000 pairs of the
 bundled dates corpus through the training pipeline: the demo's tokenizers, batch
 64, every batch padded to the longest training pair as `train` does for XLA),
 compiled as `train` compiles it (Adam with gradient clipping, masked
@@ -35,9 +35,9 @@ VARIANTS = (
 def demo_batches(count, quick):
     """(list of (inputs, target_out) batches, source and target vocabulary sizes)."""
     from keras_selfattn import text
+    from keras_selfattn.jobs import DEMO_MODEL_CONFIG, DEMO_TRAIN_CONFIG
     from keras_selfattn.text import load_pairs
     from keras_selfattn.training.data.run_tokenizer import tokenizer_configs
-    from keras_selfattn.workflows import DEMO_MODEL_CONFIG, DEMO_TRAIN_CONFIG
 
     # 8000 of the 30000 pairs: the same vocabularies and longest pair as the full
     # corpus, in a quarter of the set-up time.
@@ -92,7 +92,7 @@ def main(argv=None):
     rounds = args.rounds or (2 if args.quick else 9)
     steps = args.steps_per_round or (1 if args.quick else 6)
 
-    from keras_selfattn.workflows import DEMO_MODEL_CONFIG, DEMO_TRAIN_CONFIG
+    from keras_selfattn.jobs import DEMO_MODEL_CONFIG, DEMO_TRAIN_CONFIG
 
     config = DEMO_MODEL_CONFIG
     if args.quick:

@@ -8,6 +8,7 @@ import tensorflow as tf
 
 from keras_selfattn import text
 from keras_selfattn.cli import main
+from keras_selfattn.jobs import build_vocab
 from keras_selfattn.run_directory.settings import load_run_config
 from keras_selfattn.run_directory.vocabulary_settings import (
     train_config_with_vocabulary,
@@ -15,7 +16,6 @@ from keras_selfattn.run_directory.vocabulary_settings import (
 from keras_selfattn.text import learn_vocab, stream
 from keras_selfattn.training import TrainConfig
 from keras_selfattn.training.data.run_tokenizer import tokenizer_configs
-from keras_selfattn.workflows import build_vocab
 
 
 def test_build_vocab_writes_a_run_directory_tokenizer(tmp_path, capsys):

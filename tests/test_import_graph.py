@@ -39,7 +39,7 @@ LAYERS = (
     ("keras_selfattn.training",),
     ("keras_selfattn.inference",),
     ("keras_selfattn.serving", "keras_selfattn.plotting"),
-    ("keras_selfattn.workflows",),
+    ("keras_selfattn.jobs",),
     ("keras_selfattn.cli", "keras_selfattn.__main__"),
 )
 

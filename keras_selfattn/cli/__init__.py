@@ -1,9 +1,8 @@
 """The ``keras-selfattn`` command: a thin argparse layer over the library.
 
-Every subcommand calls one documented function (`workflows.run_demo`,
-`workflows.build_vocab`, `training.train`, `workflows.evaluate_run`,
-`inference.Translator.translate`, `training.averaging.average_run`,
-`serving.export_run`, `serving.check_serving`).
+Every subcommand calls its job's documented function in `keras_selfattn.jobs`,
+the one module holding every job (train, translate, evaluate, average, export,
+check-serving, build-vocab, the demo).
 
 The command line is a TensorFlow application: when Keras was loaded with another
 backend (``KERAS_BACKEND``), it says so in one line and runs itself again under
@@ -15,9 +14,9 @@ Never a traceback: bad input (a missing or unreadable file, a malformed TSV or
 naming the file or argument and exits with status 2; anything else is reported in
 one line as an internal error (exit status 70), and ``--debug`` shows its
 traceback. A ``train`` whose model does not translate at its last validation
-(the health check of `training.watch`) exits with status 3. TensorFlow's C++ log
-lines are silenced unless ``--verbose`` or ``--debug`` is given, whatever
-``TF_CPP_MIN_LOG_LEVEL`` says.
+(the health check of `training.callbacks.health`) exits with status 3.
+TensorFlow's C++ log lines are silenced unless ``--verbose`` or ``--debug`` is
+given, whatever ``TF_CPP_MIN_LOG_LEVEL`` says.
 
 The modules:
 

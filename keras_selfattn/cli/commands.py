@@ -2,11 +2,9 @@
 
 One function pair per command: ``_add_<command>`` declares its options (the
 shared ones and those generated from the config dataclasses come from
-`cli.flags`) and binds ``_<command>``, which calls one documented function
-(`workflows.run_demo`, `workflows.build_vocab`, `training.train`,
-`workflows.evaluate_run`, `inference.Translator.translate`,
-`training.averaging.average_run`, `serving.export_run`,
-`serving.check_serving`) and prints what it returns. `main` parses, makes
+`cli.flags`) and binds ``_<command>``, which calls the job's function in
+`keras_selfattn.jobs` (the one place every job lives) and prints what it
+returns. `main` parses, makes
 sure it runs on TensorFlow (`run_on_tensorflow`), runs the checks of
 `cli.checks`, quiets TensorFlow (`cli.quiet`) and runs the command;
 `cli.errors` turns what fails into one line and an exit status.
@@ -153,19 +151,19 @@ def _add_command(subparsers, name, run, **kwargs):
 
 
 def _progress(args):
-    """`train`'s verbose: a progress bar on a terminal, a line every --log-every
-    steps otherwise, nothing with --quiet (`training.fit.train.fit_verbosity`)."""
-    if args.quiet:
-        return 0
-    return 1 if sys.stdout.isatty() else 2
+    """`train`'s verbose: nothing with --quiet, else what `fit_verbosity` chooses
+    for ``"auto"`` (a progress bar on a terminal, progress lines otherwise)."""
+    from keras_selfattn.training.callbacks.progress import fit_verbosity
+
+    return fit_verbosity(0 if args.quiet else "auto")
 
 
 def _load_translator(args):
     """The `inference.Translator` of the run directory ``--model``."""
-    from keras_selfattn.inference import Translator
+    from keras_selfattn import jobs
 
     with errors.opening_run(args.model):
-        return Translator.load(args.model)
+        return jobs.load_translator(args.model)
 
 
 # One function pair per command: `_add_<command>(subparsers)` declares it and
@@ -190,9 +188,9 @@ def _add_demo(subparsers):
 
 
 def _demo(args):
-    from keras_selfattn.workflows import run_demo
+    from keras_selfattn import jobs
 
-    result, _ = run_demo(
+    result, _ = jobs.run_demo(
         args.out, epochs=args.epochs, overwrite=args.overwrite, verbose=_progress(args)
     )
     print(f"run directory: {result.run_dir}")
@@ -219,10 +217,10 @@ def _add_build_vocab(subparsers):
 
 
 def _build_vocab(args):
-    from keras_selfattn.workflows import build_vocab
+    from keras_selfattn import jobs
 
     config = config_from_args(TrainConfig, args)
-    build_vocab(args.data, args.out, config, overwrite=args.overwrite)
+    jobs.build_vocab(args.data, args.out, config, overwrite=args.overwrite)
     return 0
 
 
@@ -295,10 +293,9 @@ def _typed_flags(args, names):
 
 
 def _train(args):
-    from keras_selfattn.training import train
-    from keras_selfattn.workflows import print_worker_summary, report
+    from keras_selfattn import jobs
 
-    result = train(
+    result = jobs.train(
         args.data,
         args.out,
         args.model_config,
@@ -310,9 +307,9 @@ def _train(args):
         verbose=_progress(args),
     )
     if not result.is_chief:  # the chief evaluates and writes the run directory
-        print_worker_summary(result)
+        jobs.print_worker_summary(result)
         return 0
-    report(result)
+    jobs.report(result)
     print(f"run directory: {result.run_dir}")
     return errors.health_status(result)
 
@@ -337,17 +334,17 @@ def _add_evaluate(subparsers):
 
 
 def _evaluate(args):
-    from keras_selfattn.workflows import evaluate_run, print_metrics
+    from keras_selfattn import jobs
 
     translator = _load_translator(args)
-    metrics = evaluate_run(
+    metrics = jobs.evaluate_run(
         args.model, args.data, beam_size=args.beam, translator=translator
     )
     if args.json:
         scores = {key: value for key, value in metrics.items() if key != "examples"}
         print(json.dumps(scores, sort_keys=True))
     else:
-        print_metrics(metrics)
+        jobs.print_metrics(metrics)
     return 0
 
 
@@ -376,7 +373,7 @@ def _add_translate(subparsers):
 
 
 def _translate(args):
-    from keras_selfattn.translation import translate_batches
+    from keras_selfattn import jobs
 
     streams.check_sources(args)
     lines = None
@@ -386,7 +383,7 @@ def _translate(args):
             translator = _load_translator(args)
             lines.open_output(args, stack)
             streams.hint_on_a_terminal(args)
-            translate_batches(
+            jobs.translate_stream(
                 translator,
                 lines.batches,
                 lines.sink,
@@ -438,10 +435,10 @@ def _add_average(subparsers):
 
 
 def _average(args):
-    from keras_selfattn.training.fit.averaging import average_run
+    from keras_selfattn import jobs
 
     errors.check_run_directory(args.model)
-    path, averaged = average_run(args.model, last=args.last, out=args.out)
+    path, averaged = jobs.average(args.model, last=args.last, out=args.out)
     steps = ", ".join(str(checkpoint_step(p)) for p in averaged)
     print(f"{path}: the average of {len(averaged)} checkpoints (steps {steps})")
     return 0
@@ -505,11 +502,11 @@ def _add_export(subparsers):
 
 
 def _export(args):
-    from keras_selfattn import serving
+    from keras_selfattn import jobs
 
-    # export_run loads, then writes: only what loading raises names the run
+    # export loads, then writes: only what loading raises names the run
     with errors.opening_run(args.model, only_loading=True):
-        version_dir = serving.export_run(
+        version_dir = jobs.export(
             args.model,
             args.export_dir,
             args.version,
@@ -520,12 +517,7 @@ def _export(args):
             groups=args.groups,
         )
     print(f"exported: {version_dir}")
-    sample = serving.sample_sources(args.model, 1)[0]
-    print(
-        serving.serving_instructions(
-            args.export_dir, args.model_name, sample_text=sample, xla=args.xla
-        )
-    )
+    print(jobs.serving_lines(args.model, args.export_dir, args.model_name, args.xla))
     return 0
 
 
@@ -552,14 +544,12 @@ def _add_check_serving(subparsers):
 
 
 def _check_serving(args):
-    from keras_selfattn import serving
+    from keras_selfattn import jobs
     from keras_selfattn.serving.check import CheckStopped
 
     try:
         with errors.reading("the SavedModel in", args.path):
-            check = serving.check_serving(
-                args.path, serving_version=args.serving_version
-            )
+            check = jobs.check_serving(args.path, serving_version=args.serving_version)
     except CheckStopped as stopped:
         print(f"keras-selfattn: {stopped}", file=sys.stderr)
         return stopped.exit_status

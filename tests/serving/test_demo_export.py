@@ -5,7 +5,7 @@ import shutil
 
 import pytest
 
-from keras_selfattn import text, workflows
+from keras_selfattn import jobs, text
 from keras_selfattn.inference import Translator
 from keras_selfattn.training import TrainConfig, TrainResult
 from tests.serving.tiny_runs import TINY_MODEL
@@ -32,10 +32,10 @@ def test_demo_ends_with_a_checked_export_and_the_commands(
             test_pairs=text.read_pairs(run_dir / "splits" / "test.tsv"),
         )
 
-    monkeypatch.setattr(workflows, "train", trained_already)
-    workflows.run_demo(str(run_dir), verbose=0)
+    monkeypatch.setattr(jobs, "train", trained_already)
+    jobs.run_demo(str(run_dir), verbose=0)
     out = capsys.readouterr().out
-    base = (run_dir / workflows.EXPORT_DIR / "translator").resolve()
+    base = (run_dir / jobs.EXPORT_DIR / "translator").resolve()
     assert (base / "1" / "saved_model.pb").is_file()
     assert "check-serving: OK" in out
     assert (

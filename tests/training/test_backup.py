@@ -4,7 +4,7 @@ import keras
 import numpy as np
 import pytest
 
-from keras_selfattn.training.fit.step_loop import StepPlan
+from keras_selfattn.training.fit.step_plan import StepPlan
 from keras_selfattn.training.run.backup import (
     WorkerBackup,
     backed_up_epochs,

@@ -18,8 +18,8 @@ from keras_selfattn.models import saving
 from keras_selfattn.models.optimizers import MovingAverageAdam, moving_average_decay
 from keras_selfattn.run_directory.layout import backup_file
 from keras_selfattn.training import TrainConfig
+from keras_selfattn.training.callbacks.moving_average import SwapInMovingAverage
 from keras_selfattn.training.fit.averaging import (
-    SwapInMovingAverage,
     moving_average_in,
     swap_moving_average,
 )

@@ -11,8 +11,8 @@ import tensorflow as tf
 from keras_selfattn import text
 from keras_selfattn.run_directory.layout import HISTORY_FILE, TENSORBOARD_DIR
 from keras_selfattn.training import train
+from keras_selfattn.training.callbacks.tensorboard import attention_image
 from keras_selfattn.training.fit import stages
-from keras_selfattn.training.fit.summaries import attention_image
 from tests.training.test_train import TINY_MODEL, tiny_train_config
 
 
@@ -73,13 +73,13 @@ def _run(tensorboard=True, verbose=2):
         initial_epoch=0,
         work_dir=pathlib.Path("run"),
         speed=None,
-        evaluation=None,
+        validation=None,
     )
 
 
 def test_no_tensorboard_package_is_one_info_line(monkeypatch, capsys):
     monkeypatch.setattr(stages, "tensorboard_installed", lambda: False)
-    assert stages.tensorboard_log(_run(), watch=None) == []
+    assert stages.tensorboard_log(_run(), validation=None) == []
     lines = capsys.readouterr().out.splitlines()
     assert lines == [
         (
@@ -87,15 +87,15 @@ def test_no_tensorboard_package_is_one_info_line(monkeypatch, capsys):
             "(pip install keras-selfattn[tensorboard])"
         )
     ]
-    assert stages.tensorboard_log(_run(verbose=0), watch=None) == []
+    assert stages.tensorboard_log(_run(verbose=0), validation=None) == []
     assert capsys.readouterr().out == ""
 
 
 def test_no_tensorboard_writes_nothing_and_says_nothing(monkeypatch, capsys):
     monkeypatch.setattr(stages, "tensorboard_installed", lambda: True)
-    assert stages.tensorboard_log(_run(tensorboard=False), watch=None) == []
+    assert stages.tensorboard_log(_run(tensorboard=False), validation=None) == []
     assert capsys.readouterr().out == ""
-    (log,) = stages.tensorboard_log(_run(), watch=None)
+    (log,) = stages.tensorboard_log(_run(), validation=None)
     assert log.every == 100 and log.step == 0
 
 

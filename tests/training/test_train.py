@@ -17,7 +17,7 @@ from keras_selfattn import text
 from keras_selfattn.inference import Translator, evaluate
 from keras_selfattn.models import ModelConfig
 from keras_selfattn.training import TrainConfig, load_run_config, train
-from keras_selfattn.training.fit.step_loop import save_model_atomically
+from keras_selfattn.training.callbacks.best_model import save_model_atomically
 from keras_selfattn.training.run.backup import backed_up_epochs
 from keras_selfattn.training.run.run_dir import claim_run_dir
 from tests.training.cluster import REPO, subprocess_env

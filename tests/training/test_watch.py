@@ -12,17 +12,19 @@ from keras import ops
 
 from keras_selfattn import text
 from keras_selfattn.models import InverseSquareRootSchedule, build_seq2seq
-from keras_selfattn.training.fit.step_loop import StepEvaluation, StepPlan
-from keras_selfattn.training.fit.watch import (
+from keras_selfattn.training.callbacks.best_model import BestModel
+from keras_selfattn.training.callbacks.early_stopping import EarlyStopping
+from keras_selfattn.training.callbacks.health import (
     DISTINCT_FLOOR,
     SOURCE_DEPENDENCE_FLOOR,
     TOP_SHARE_CEILING,
     TOP_SHARE_MARGIN,
     Health,
-    ValidationWatch,
     source_dependence,
     top_share,
 )
+from keras_selfattn.training.callbacks.validation import Validation, ValidationWatch
+from keras_selfattn.training.fit.step_plan import StepPlan
 
 TINY = {
     "num_hiddens": 16,
@@ -272,28 +274,26 @@ def test_best_by_chrf_keeps_the_highest_score_and_stops_on_patience(
             np.array([[4, 3]], "int32"),
         )
     )
-    evaluation = StepEvaluation(
-        StepPlan(4, 1, 1, 1),
-        validation,
-        tmp_path / "model.keras",
-        patience=2,
-        verbose=False,
-        watch=ScriptedWatch([10.0, 30.0, 20.0, 25.0]),
-        best_by="chrf",
-    )
-    evaluation.set_model(model)
+    plan = StepPlan(4, 1, 1, 1)
+    evaluation = Validation(plan, validation, ScriptedWatch([10.0, 30.0, 20.0, 25.0]))
+    best_model = BestModel(plan, tmp_path / "model.keras", best_by="chrf")
+    stopping = EarlyStopping(plan, patience=2, best_by="chrf")
+    callbacks = [evaluation, best_model, stopping]
+    for callback in callbacks:
+        callback.set_model(model)
     saved = []
     for epoch in range(4):
         before = (tmp_path / "model.keras").exists() and (
             tmp_path / "model.keras"
         ).stat().st_mtime_ns
         logs = {"loss": 1.0}
-        evaluation.on_epoch_end(epoch, logs)
+        for callback in callbacks:
+            callback.on_epoch_end(epoch, logs)
         after = (tmp_path / "model.keras").stat().st_mtime_ns
         saved.append(after != before)
         assert evaluation.examples["val_example_1"].startswith("a => b")
     assert saved == [True, True, False, False]
-    assert evaluation.best == 30.0 and evaluation.wait == 2
+    assert best_model.best == 30.0 and stopping.wait == 2
     assert model.stop_training  # two validations without a better chrF
 
 
@@ -301,7 +301,7 @@ def test_best_by_needs_translations():
     with pytest.raises(
         ValueError, match="best_by must be one of 'chrf', 'bleu', 'loss'"
     ):
-        StepEvaluation(StepPlan(1, 1, 1, 1), None, "m.keras", 1, best_by="ter")
+        BestModel(StepPlan(1, 1, 1, 1), "m.keras", best_by="ter")
     from keras_selfattn.training import TrainConfig
 
     with pytest.raises(ValueError, match="validation_translations > 0"):

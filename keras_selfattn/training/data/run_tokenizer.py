@@ -36,7 +36,7 @@ def tokenizer_configs(train_config):
 def load_or_learn_tokenizer(vocab, work_dir, resuming, run_data, train_config):
     """The run's `PairTokenizer`, saved into ``work_dir``.
 
-    Resuming: the one the run saved. Else from ``vocab`` (a `workflows.build_vocab`
+    Resuming: the one the run saved. Else from ``vocab`` (a `jobs.build_vocab`
     directory or a run directory; its tokenizer options must be the run's), or
     learned from the first ``vocab_sample_lines`` training pairs.
     """

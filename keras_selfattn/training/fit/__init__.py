@@ -1,2 +1,3 @@
-"""The fit loop: `train` (the orchestrator), the step plan and its validation
-(`step_loop`, `watch`), the compiled model, the kept checkpoints (`averaging`)."""
+"""The fit loop: `train` (the orchestrator), its stages, the step plan
+(`step_plan`), the compiled model, checkpoint averaging (`averaging`); the
+callbacks ``model.fit`` runs are in `keras_selfattn.training.callbacks`."""

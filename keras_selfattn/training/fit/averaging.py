@@ -4,10 +4,8 @@ Averaging the parameters of the last few checkpoints of a run (Vaswani et al.
 2017 average the last 5 or 20; Chen et al. 2018 do so for RNMT+) smooths the
 noise of the last updates, often for a BLEU point or more, at no training cost.
 
-- `KeepCheckpoints`, a callback `train` adds when ``keep_checkpoints`` > 0:
-  after every validation it writes the model to
-  ``RUN_DIR/checkpoints/step-<step>.keras`` (atomically) and deletes all but the
-  newest ``keep_checkpoints``.
+- `training.callbacks.kept_checkpoints.KeepCheckpoints`, a callback `train`
+  adds when ``keep_checkpoints`` > 0, keeps the checkpoints averaged here.
 - `average_checkpoints`: averages ``.keras`` files of one architecture into a
   new ``.keras`` file, one file in memory at a time (the sum and the model being
   read), written atomically.
@@ -15,19 +13,16 @@ noise of the last updates, often for a BLEU point or more, at no training cost.
   checkpoints averaged into its ``model.keras`` (the trained model is kept as
   ``model.before-average.keras``, once: a second average replaces the first),
   or into another file.
-- `SwapInMovingAverage`, a callback `train` puts first when ``ema_momentum`` > 0:
-  the weights' exponential moving average (`models.optimizers.MovingAverageAdam`)
-  stands in the model at the end of every period, so that the validation, the
-  best model, the kept checkpoints and the backups hold it; the next period
-  trains on the model's own weights again. `swap_moving_average` exchanges the
-  two.
+- `swap_moving_average` exchanges a model's weights with their exponential
+  moving average (`models.optimizers.MovingAverageAdam`);
+  `training.callbacks.moving_average.SwapInMovingAverage` does so at every
+  period's end.
 """
 
 import contextlib
 import pathlib
 import zipfile
 
-import keras
 import numpy as np
 import tensorflow as tf
 
@@ -40,16 +35,12 @@ from keras_selfattn.run_directory.layout import (
     MODEL_FILE,
     REPLACED_MODEL_FILE,
     RunLayout,
-    checkpoint_file,
     checkpoint_files,
     checkpoint_step,
 )
-from keras_selfattn.training.run.backup import keep_newest
 
 __all__ = [
     "CHECKPOINTS_DIR",
-    "KeepCheckpoints",
-    "SwapInMovingAverage",
     "average_checkpoints",
     "average_run",
     "checkpoint_step",
@@ -63,35 +54,6 @@ __all__ = [
 def kept_checkpoints(run_dir):
     """The checkpoints kept in ``run_dir/checkpoints``, oldest first (by step)."""
     return checkpoint_files(RunLayout(run_dir).checkpoints)
-
-
-class KeepCheckpoints(keras.callbacks.Callback):
-    """Saves the model after every validation; keeps the newest ``keep`` files.
-
-    Args:
-        directory: where the ``step-<step>.keras`` files go (created).
-        keep: positive int, how many to keep.
-        plan: the run's `step_loop.StepPlan` (which epochs end in a validation,
-            and at which step).
-    """
-
-    def __init__(self, directory, keep, plan):
-        super().__init__()
-        self.directory = pathlib.Path(directory)
-        self.keep = keep
-        self.plan = plan
-
-    def on_epoch_end(self, epoch, logs=None):
-        if not self.plan.evaluates(epoch + 1):
-            return
-        step = self.plan.step_after(epoch + 1)
-        self.directory.mkdir(parents=True, exist_ok=True)
-        replace_atomically(self.model.save, checkpoint_file(self.directory, step))
-        keep_newest(
-            checkpoint_files(self.directory),
-            self.keep,
-            lambda path: path.unlink(missing_ok=True),
-        )
 
 
 def _averaging_optimizer(model):
@@ -153,27 +115,6 @@ def moving_average_in(model):
         yield model
     finally:
         swap_moving_average(model)
-
-
-class SwapInMovingAverage(keras.callbacks.Callback):
-    """The average in the model at the end of every period, its own weights in it.
-
-    Placed first among ``model.fit``'s callbacks: at the end of each period it
-    swaps the moving average into the model (the callbacks after it validate,
-    save and back up the average), at the start of the next it swaps the
-    training weights back. The state at a period boundary is therefore always
-    "average in the model"; so the first period of a run resumed from a
-    backup swaps back too, and a resumed run continues on exactly the weights
-    it would have trained on. Only period 0 of a fresh run starts on its
-    initial weights, with nothing to swap back.
-    """
-
-    def on_epoch_begin(self, epoch, logs=None):
-        if epoch > 0:
-            swap_moving_average(self.model)
-
-    def on_epoch_end(self, epoch, logs=None):
-        swap_moving_average(self.model)
 
 
 def _load(path):

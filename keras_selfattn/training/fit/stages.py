@@ -28,6 +28,24 @@ from keras_selfattn.run_directory.layout import (
     TENSORBOARD_DIR,
 )
 from keras_selfattn.run_directory.settings import load_run_config, save_run_config
+from keras_selfattn.training.callbacks.best_model import BestModel, best_by_for
+from keras_selfattn.training.callbacks.early_stopping import EarlyStopping
+from keras_selfattn.training.callbacks.health import HealthAlarm
+from keras_selfattn.training.callbacks.history import HistoryLog
+from keras_selfattn.training.callbacks.kept_checkpoints import KeepCheckpoints
+from keras_selfattn.training.callbacks.moving_average import SwapInMovingAverage
+from keras_selfattn.training.callbacks.progress import (
+    ProgressBar,
+    ProgressLog,
+    TrainingSpeed,
+    ValidationLog,
+)
+from keras_selfattn.training.callbacks.stop_at_step import StopAtStep
+from keras_selfattn.training.callbacks.tensorboard import (
+    TensorBoardLog,
+    tensorboard_installed,
+)
+from keras_selfattn.training.callbacks.validation import Validation, ValidationWatch
 from keras_selfattn.training.config import (
     TrainConfig,
     same_training,
@@ -39,22 +57,8 @@ from keras_selfattn.training.distribute.distributed import (
     WorkerRole,
 )
 from keras_selfattn.training.distribute.keras_fix import keras_multi_worker_fix
-from keras_selfattn.training.fit.averaging import KeepCheckpoints, SwapInMovingAverage
 from keras_selfattn.training.fit.compiled_model import build_and_compile
-from keras_selfattn.training.fit.progress import (
-    ProgressBar,
-    ProgressLog,
-    TrainingSpeed,
-)
-from keras_selfattn.training.fit.step_loop import (
-    HistoryLog,
-    StepEvaluation,
-    StepPlan,
-    StopAtStep,
-    plan_steps,
-)
-from keras_selfattn.training.fit.summaries import TensorBoardLog, tensorboard_installed
-from keras_selfattn.training.fit.watch import ValidationWatch
+from keras_selfattn.training.fit.step_plan import StepPlan, plan_steps
 from keras_selfattn.training.run.backup import (
     WorkerBackup,
     restore_backup,
@@ -100,7 +104,8 @@ class RunState:
     # fit
     stopper: StopAtStep | None = None
     speed: TrainingSpeed | None = None
-    evaluation: StepEvaluation | None = None
+    validation: Validation | None = None
+    best_model: BestModel | None = None
     history: keras.callbacks.History | None = None
     # finish
     summary: dict | None = None
@@ -247,22 +252,22 @@ def kept_checkpoints(run):
 
 
 def fit_callbacks(run):
-    """``model.fit``'s callbacks, in order; sets ``stopper`` and ``evaluation``."""
+    """``model.fit``'s callbacks, in order; sets ``stopper``, ``speed``,
+    ``validation`` and ``best_model``.
+
+    A period's end runs them in this order: `Validation` writes the figures
+    into ``logs``, and every callback after it reads them there.
+    """
     config, plan = run.train_config, run.plan
     run.stopper = StopAtStep(plan.total_steps, plan.step_after(run.initial_epoch))
     run.speed = TrainingSpeed(run.counters)
     watch = validation_watch(run)
-    run.evaluation = StepEvaluation(
-        plan,
-        run.valid_batches,
-        run.work_dir / MODEL_FILE,
-        config.patience,
-        best=run.restored.get("best"),
-        wait=run.restored.get("wait", 0),
-        speed=run.speed,
-        verbose=run.chief_verbose,
-        watch=watch,
-        best_by=config.best_by,
+    best_by = best_by_for(config.best_by, translations=watch is not None)
+    best = run.restored.get("best")
+    run.validation = Validation(plan, run.valid_batches, watch)
+    run.best_model = BestModel(plan, run.work_dir / MODEL_FILE, best_by, best=best)
+    early_stopping = EarlyStopping(
+        plan, config.patience, best_by, best=best, wait=run.restored.get("wait", 0)
     )
     # First: every callback after it sees the average at a period's end.
     average = [SwapInMovingAverage()] if config.ema_momentum else []
@@ -271,19 +276,31 @@ def fit_callbacks(run):
         run.speed,  # times the steps
         run.stopper,
         *progress_log(run),
-        run.evaluation,
-        *tensorboard_log(run, watch),
+        run.validation,
+        run.best_model,
+        early_stopping,
+        *validation_log(run),
+        HealthAlarm(plan, run.validation),
+        *tensorboard_log(run, run.validation),
         *kept_checkpoints(run),
-        HistoryLog(run.work_dir / HISTORY_FILE, run.evaluation, plan),
+        HistoryLog(run.work_dir / HISTORY_FILE, run.validation, plan),
         # After the callbacks above: a backup of period N means they finished it.
         WorkerBackup(
             run.backup_dir,
             plan=plan,
-            evaluation=run.evaluation,
+            best_model=run.best_model,
+            early_stopping=early_stopping,
             resumable=run.resumable,
         ),
         *run.callbacks,
     ]
+
+
+def validation_log(run):
+    """``[ValidationLog]`` when this worker prints (`RunState.chief_verbose`)."""
+    if not run.chief_verbose:
+        return []
+    return [ValidationLog(run.plan, run.validation, run.best_model, run.speed)]
 
 
 def validation_watch(run):
@@ -312,7 +329,7 @@ def progress_log(run):
     return []
 
 
-def tensorboard_log(run, watch):
+def tensorboard_log(run, validation):
     """``[TensorBoardLog]`` on the chief when ``tensorboard`` is on and installed."""
     if not (run.train_config.tensorboard and run.role.is_chief):
         return []
@@ -330,8 +347,7 @@ def tensorboard_log(run, watch):
             run.speed,
             run.train_config.log_every,
             step=run.plan.step_after(run.initial_epoch),
-            evaluation=run.evaluation,
-            watch=watch,
+            validation=validation,
         )
     ]
 
@@ -342,16 +358,16 @@ def finish(run):
     The best checkpoint, not the last step's weights, becomes ``model``.
     """
     counts = run.counters.values()
-    evaluation = run.evaluation
+    health = run.validation.health
     run.summary = {
         "steps": run.stopper.step,
         "pairs_read": counts["pairs"],
         "dropped_for_length": counts["too_long"],
         "malformed_lines_skipped": counts["malformed"],
         "lines_with_extra_columns": counts["extra_columns"],
-        "best_by": evaluation.best_by,
-        "best": evaluation.best,
-        "health": None if evaluation.health is None else evaluation.health.to_dict(),
+        "best_by": run.best_model.best_by,
+        "best": run.best_model.best,
+        "health": None if health is None else health.to_dict(),
     }
     finish_run(run.work_dir, run.backup_dir, run.summary, run.strategy, run.role)
     if run.chief_verbose:

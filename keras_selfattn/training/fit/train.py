@@ -4,7 +4,6 @@ import dataclasses
 import functools
 import pathlib
 import shutil
-import sys
 import tempfile
 
 import keras
@@ -15,6 +14,7 @@ from keras_selfattn.models import ModelConfig
 from keras_selfattn.run_directory.vocabulary_settings import (
     train_config_with_vocabulary,
 )
+from keras_selfattn.training.callbacks.progress import fit_verbosity
 from keras_selfattn.training.config import TrainConfig
 from keras_selfattn.training.data.run_batches import make_training_datasets
 from keras_selfattn.training.distribute.distributed import (
@@ -115,7 +115,7 @@ def train(  # long by its docstring only (the public contract); the body is 30 l
         valid_data: validation file pattern(s) (default: held out of ``data``).
         test_data: test file pattern(s) (default: held out of ``data``).
         vocab: a directory with ``tokenizer.json`` and the vocabularies
-            (`workflows.build_vocab`'s output or a run directory). Its tokenizer
+            (`jobs.build_vocab`'s output or a run directory). Its tokenizer
             settings replace ``train_config``'s
             (`train_config_with_vocabulary`); a field set away from
             its default that contradicts them is refused.
@@ -160,26 +160,6 @@ def train(  # long by its docstring only (the public contract); the body is 30 l
             shutil.rmtree(run.work_dir, ignore_errors=True)
         if lock is not None:
             lock.release()
-
-
-def fit_verbosity(verbose):
-    """What `train` prints, as 0, 1 or 2: the one place the choice is made.
-
-    - 0: nothing while training (the summary lines at the end included);
-    - 1: a progress bar over the run's steps (loss, target tokens/s), the data
-      summary and the lines of each validation;
-    - 2: the same, with a line every ``log_every`` steps (step, loss, target
-      tokens/s, ETA) instead of the bar: for a log file, ``nohup``, a notebook;
-    - ``"auto"``: 1 when stdout is a terminal, else 2 (the command line does the
-      same; ``--quiet`` is 0).
-    """
-    if verbose == "auto":
-        return 1 if sys.stdout.isatty() else 2
-    if verbose not in (0, 1, 2) or isinstance(verbose, float):
-        raise ValueError(
-            f"verbose must be 'auto', 0, 1 or 2. Received: verbose={verbose!r}"
-        )
-    return int(verbose)
 
 
 def _start_strategy(run):
@@ -266,7 +246,6 @@ __all__ = [
     "TrainResult",
     "build_and_compile",
     "dtype_policy",
-    "fit_verbosity",
     "make_training_datasets",
     "train",
 ]

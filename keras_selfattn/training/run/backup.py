@@ -162,10 +162,11 @@ class WorkerBackup(keras.callbacks.Callback):
             ``ModelCheckpoint(save_best_only=True)`` compares against on resume).
         best: the best value so far, when resuming.
         keep: how many epochs to keep (2: see the module docstring).
-        plan: a `step_loop.StepPlan`: back up only when ``plan.backs_up`` says so
+        plan: a `step_plan.StepPlan`: back up only when ``plan.backs_up`` says so
             (None: every epoch).
-        evaluation: a `step_loop.StepEvaluation` whose ``best`` and ``wait``
-            (early stopping) are saved.
+        best_model: a `callbacks.best_model.BestModel` whose ``best`` is saved.
+        early_stopping: a `callbacks.early_stopping.EarlyStopping` whose ``wait``
+            is saved.
         resumable: a `resume.ResumableInput` whose iterator is saved.
     """
 
@@ -176,7 +177,8 @@ class WorkerBackup(keras.callbacks.Callback):
         best=None,
         keep=2,
         plan=None,
-        evaluation=None,
+        best_model=None,
+        early_stopping=None,
         resumable=None,
     ):
         super().__init__()
@@ -185,13 +187,14 @@ class WorkerBackup(keras.callbacks.Callback):
         self.best = best
         self.keep = keep
         self.plan = plan
-        self.evaluation = evaluation
+        self.best_model = best_model
+        self.early_stopping = early_stopping
         self.resumable = resumable
 
     def on_epoch_end(self, epoch, logs=None):
         done = epoch + 1
-        if self.evaluation is not None:
-            self.best = self.evaluation.best
+        if self.best_model is not None:
+            self.best = self.best_model.best
         else:
             value = (logs or {}).get(self.monitor)
             if value is not None and (self.best is None or float(value) < self.best):
@@ -211,7 +214,7 @@ class WorkerBackup(keras.callbacks.Callback):
             "epoch": done,
             "step": self.plan.step_after(done) if self.plan else None,
             "best": self.best,
-            "wait": self.evaluation.wait if self.evaluation is not None else 0,
+            "wait": 0 if self.early_stopping is None else self.early_stopping.wait,
             "monitor": self.monitor,
             "seed_states": seed_states(self.model),
             "input": input_prefix,

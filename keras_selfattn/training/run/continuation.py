@@ -174,7 +174,7 @@ def _check_same_data(record, train_config, refuse, data, *, valid_data, test_dat
 
 def _longer_plan(train_config, record, done, refuse):
     """The new call's `StepPlan`, which must train past the ``done`` steps."""
-    from keras_selfattn.training.fit.step_loop import plan_steps
+    from keras_selfattn.training.fit.step_plan import plan_steps
 
     new_plan = plan_steps(train_config, record["train_pairs"])
     if new_plan.total_steps <= done:
@@ -198,7 +198,7 @@ def _check_backup_continues(
     ``summary``: ``training.json``, the steps the run trained and the score it
     followed (``best_by``: "loss" where it had no translations to score).
     """
-    from keras_selfattn.training.fit.step_loop import plan_steps
+    from keras_selfattn.training.fit.step_plan import plan_steps
 
     done = summary["steps"]
     best_by = summary.get("best_by") or saved_train.best_by
@@ -229,7 +229,7 @@ def _check_backup_continues(
 def _key_history_by_step(run_dir, saved_train, record):
     """A ``history.csv`` written before its rows were keyed by step gets its
     steps from the finished run's own plan (this call's may have another period)."""
-    from keras_selfattn.training.fit.step_loop import plan_steps
+    from keras_selfattn.training.fit.step_plan import plan_steps
 
     path = RunLayout(run_dir).history
     rows = read_history(path)

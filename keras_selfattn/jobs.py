@@ -1,5 +1,22 @@
-"""The jobs the command line runs, as functions: train-and-report, the demo,
-scoring a trained run, learning the vocabularies."""
+"""Every job the command line runs, as one documented function each.
+
+The ``keras-selfattn`` commands call these and nothing else for their work; each
+calls the library module the work lives in:
+
+- `build_vocab`: the vocabularies of a corpus (``text.learn_vocab``);
+- `train`, then `report` (the chief) or `print_worker_summary` (another worker):
+  a run directory with a trained model (``training.train``), its test metrics
+  and figures;
+- `load_translator` and `translate_stream`: translations of a run's model, a
+  batch of lines at a time (``translation.translate_batches``);
+- `evaluate_run` and `print_metrics`: chrF, BLEU and exact match of a run
+  (``inference.evaluate``);
+- `average`: a run's kept checkpoints averaged (``training.fit.averaging``);
+- `export` and `serving_lines`: a TF Serving SavedModel (``serving.export_run``)
+  and the lines that serve it;
+- `check_serving`: the op audit and the replayed requests (``serving.check``);
+- `run_demo`: all of the above on the bundled dates corpus.
+"""
 
 import contextlib
 import json
@@ -22,7 +39,9 @@ from keras_selfattn.run_directory.layout import (
 from keras_selfattn.run_directory.metrics import write_metrics
 from keras_selfattn.text import read_pairs
 from keras_selfattn.text.tokenizers import JOINER
-from keras_selfattn.training import TrainConfig, train
+from keras_selfattn.training import TrainConfig
+from keras_selfattn.training import train as train_model
+from keras_selfattn.translation import translate_batches
 
 DEMO_MODEL_CONFIG = ModelConfig(
     num_hiddens=64,
@@ -183,6 +202,38 @@ def _print_sample_counts(pairs, train_config):
         print(stream.extra_columns_report(counts["extra_columns"]))
 
 
+def train(
+    data,
+    run_dir,
+    model_config=None,
+    train_config=None,
+    *,
+    valid_data=None,
+    test_data=None,
+    vocab=None,
+    overwrite=False,
+    verbose="auto",
+):
+    """Trains a model on pair files into ``run_dir``: `training.train`.
+
+    An interrupted run resumes; see `training.train` for every argument.
+
+    Returns:
+        The `training.TrainResult` (`report` evaluates it and writes the figures).
+    """
+    return train_model(
+        data,
+        run_dir,
+        model_config,
+        train_config,
+        verbose=verbose,
+        valid_data=valid_data,
+        test_data=test_data,
+        vocab=vocab,
+        overwrite=overwrite,
+    )
+
+
 def report(result, num_heatmaps=4, beam_size=1, verbose=True):
     """Evaluates a `TrainResult` on its test split; writes metrics.json and the figures.
 
@@ -276,6 +327,80 @@ def evaluate_run(run_dir, data=None, beam_size=1, translator=None):
     return evaluate(translator, read_pairs(data), beam_size=beam_size, data=label)
 
 
+def load_translator(run_dir):
+    """The `inference.Translator` of a trained run directory."""
+    return Translator.load(run_dir)
+
+
+def translate_stream(
+    translator, batches, sink, beam_size=1, scores=False, on_truncated=None
+):
+    """Translates batches of lines as a filter does, each batch written at once
+    (`translation.translate_batches`: whole, in order, memory bounded by a batch).
+
+    Args:
+        translator: a run's `inference.Translator` (`load_translator`).
+        batches: lists of source lines (`text.line_batches.LineBatches`).
+        sink: writes each batch of answers
+            (`text.line_batches.CompleteLines`; its ``written`` counts them).
+        beam_size: 1 for greedy search.
+        scores: each translation's score after a tab.
+        on_truncated: called with each `Translation` whose source was cut.
+
+    Returns:
+        how many lines were translated.
+    """
+    return translate_batches(
+        translator,
+        batches,
+        sink,
+        beam_size=beam_size,
+        scores=scores,
+        on_truncated=on_truncated,
+    )
+
+
+def average(run_dir, last=None, out=None):
+    """A run's kept checkpoints averaged into its model (`averaging.average_run`).
+
+    Returns:
+        ``(path written, the checkpoints averaged)``.
+    """
+    from keras_selfattn.training.fit.averaging import average_run
+
+    return average_run(run_dir, last=last, out=out)
+
+
+def export(run_dir, export_dir, version=None, **options):
+    """A TF Serving SavedModel of a run, ``export_dir/VERSION/``
+    (`serving.export_run`, whose keyword ``options`` it takes).
+
+    Returns:
+        The version folder written.
+    """
+    return serving.export_run(run_dir, export_dir, version, **options)
+
+
+def serving_lines(run_dir, export_dir, model_name, xla=False):
+    """The ``docker run`` and ``curl`` lines serving an export of ``run_dir``,
+    the request holding one of the run's own sources (`serving.serving_instructions`).
+    """
+    sample = serving.sample_sources(run_dir, 1)[0]
+    return serving.serving_instructions(
+        export_dir, model_name, sample_text=sample, xla=xla
+    )
+
+
+def check_serving(path, serving_version=None):
+    """Audits an exported version's ops, then runs it under the session loader
+    (`serving.check_serving`; check only models you trust).
+
+    Returns:
+        The `serving.ServingCheck` (``summary()``, ``ok``).
+    """
+    return serving.check_serving(path, serving_version=serving_version)
+
+
 def run_demo(out_dir="runs/demo", epochs=None, verbose=1, overwrite=False):
     """The main job: trains on the bundled dates corpus, evaluates, writes figures,
     exports a TF Serving SavedModel, checks it and prints the docker run / curl lines.
@@ -283,7 +408,7 @@ def run_demo(out_dir="runs/demo", epochs=None, verbose=1, overwrite=False):
     Args:
         out_dir: the run directory.
         epochs: overrides the demo's number of epochs.
-        verbose: Keras progress-bar verbosity.
+        verbose: what training prints (`training.train`'s ``verbose``).
         overwrite: replace a finished run in ``out_dir``.
 
     Returns:
@@ -303,7 +428,7 @@ def run_demo(out_dir="runs/demo", epochs=None, verbose=1, overwrite=False):
     metrics = report(result)
     export_base = pathlib.Path(result.run_dir) / EXPORT_DIR / serving.DEFAULT_MODEL_NAME
     version_dir = serving.export_run(result.run_dir, export_base)
-    check = serving.check_serving(version_dir)
+    check = check_serving(version_dir)
     print(check.summary())
     if not check.ok:
         raise RuntimeError(

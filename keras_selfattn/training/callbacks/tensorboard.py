@@ -5,7 +5,7 @@ number of batches trained):
 
 - every ``log_every`` steps and at the end of every period: ``train/loss``,
   ``train/learning_rate`` and ``train/target_tokens_per_second`` (the one
-  definition of `step_loop.TrainingSpeed`, the figure of the log lines);
+  definition of `progress.TrainingSpeed`, the figure of the log lines);
 - at every validation: every ``val_*`` figure of the logs under
   ``validation/`` (loss, accuracy, chrF, BLEU, the health check's distinct
   ratio and source dependence), ``health/ok`` (1 or 0), the examples as text
@@ -46,29 +46,27 @@ def attention_image(weights):
 
 
 class TensorBoardLog(keras.callbacks.Callback):
-    """Writes the run's summaries (see the module docstring); after `StepEvaluation`.
+    """Writes the run's summaries (see the module docstring); after `Validation`.
 
     Args:
         log_dir: the event files' folder (``RUN_DIR/tensorboard``).
         plan: the run's `StepPlan`.
-        speed: the run's `step_loop.TrainingSpeed`.
+        speed: the run's `progress.TrainingSpeed`.
         every: steps between two ``train/`` points (0: once a period).
         step: the step the run starts from (resuming).
-        evaluation: the run's `StepEvaluation` (its examples and health), or None.
-        watch: the run's `watch.ValidationWatch` (the attention image), or None.
+        validation: the run's `validation.Validation` (its examples, health and
+            watch: the attention image), or None.
     """
 
-    def __init__(
-        self, log_dir, plan, speed, every, step=0, evaluation=None, watch=None
-    ):
+    def __init__(self, log_dir, plan, speed, every, step=0, validation=None):
         super().__init__()
         self.log_dir = str(log_dir)
         self.plan = plan
         self.speed = speed
         self.every = every
         self.step = step
-        self.evaluation = evaluation
-        self.watch = watch
+        self.validation = validation
+        self.watch = None if validation is None else validation.watch
         self.writer = None
         self._mark = None
 
@@ -104,7 +102,7 @@ class TensorBoardLog(keras.callbacks.Callback):
         self.writer.flush()
 
     def _write_validation(self, logs):
-        health = None if self.evaluation is None else self.evaluation.health
+        health = None if self.validation is None else self.validation.health
         with self.writer.as_default(step=self.step):
             for key, value in sorted(logs.items()):
                 number = isinstance(value, (int, float)) and not math.isnan(value)
@@ -112,7 +110,7 @@ class TensorBoardLog(keras.callbacks.Callback):
                     tf.summary.scalar("validation/" + key[4:], float(value))
             if health is not None:
                 tf.summary.scalar("health/ok", float(health.ok))
-            examples = [] if self.evaluation is None else self.evaluation.examples
+            examples = [] if self.validation is None else self.validation.examples
             lines = [f"    {example}" for example in dict(examples).values() if example]
             if lines:  # indented: TensorBoard shows the text as Markdown
                 tf.summary.text("validation/examples", "\n\n".join(lines))

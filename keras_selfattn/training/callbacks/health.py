@@ -1,9 +1,7 @@
-"""Watching a training: what every validation translates, scores and checks.
+"""The health check of every validation, and its alarm.
 
-At every validation `ValidationWatch` translates a bounded sample of the
-validation pairs greedily (the text a user would get), scores it with sacrebleu
-against the references as written (chrF, BLEU), keeps three examples beside
-their references, and runs the health check:
+`validation.ValidationWatch` measures a bounded sample of greedy translations of
+the validation pairs; `Health` says whether the model translates:
 
 - **source dependence**: the mean total-variation distance between the model's
   next-token distributions for each pair's own source and for another pair's
@@ -21,19 +19,20 @@ their references, and runs the health check:
   whose references repeat (a few answers to many questions) is not failed for
   translating them.
 
-A failing check is an alarm in the log at the validation where it happens, and
-`train` fails (`TrainResult.summary["health"]`, a non-zero exit of the command)
-when it still fails at the last validation.
+A failing check is an alarm in the log at the validation where it happens
+(`HealthAlarm`), and `train` fails (`TrainResult.summary["health"]`, a
+non-zero exit of the command) when it still fails at the last validation.
 """
 
 import collections
 import dataclasses
+import sys
 
+import keras
 import numpy as np
 from keras import ops
 
-from keras_selfattn.reserved_ids import PAD_ID, START_ID
-from keras_selfattn.scoring import score_translations
+from keras_selfattn.reserved_ids import PAD_ID
 
 __all__ = [
     "DISTINCT_FLOOR",
@@ -42,7 +41,7 @@ __all__ = [
     "TOP_SHARE_MARGIN",
     "TOP_STRINGS",
     "Health",
-    "ValidationWatch",
+    "HealthAlarm",
     "source_dependence",
     "top_share",
 ]
@@ -52,7 +51,6 @@ DISTINCT_FLOOR = 0.1
 TOP_STRINGS = 3  # the most frequent translations the "a few strings" check counts
 TOP_SHARE_CEILING = 0.5  # their share of the sample at which it fails...
 TOP_SHARE_MARGIN = 2.0  # ...when also over this times the references' own share
-_DEPENDENCE_PAIRS = 64  # teacher-forced pairs of the source-dependence check
 
 
 @dataclasses.dataclass(frozen=True)
@@ -169,106 +167,27 @@ def source_dependence(model, source_ids, target_in):
     return float(distance[mask].mean())
 
 
-class ValidationWatch:
-    """Translates, scores and checks a bounded validation sample (see the module).
+class HealthAlarm(keras.callbacks.Callback):
+    """A warning line on stderr at each validation whose health check fails.
 
     Args:
-        pairs: the validation pairs; the first ``sample_size`` are used.
-        tokenizer: the run's `text.PairTokenizer`.
-        model_config: the run's `ModelConfig` (the length limits).
-        sample_size: how many pairs to translate at each validation.
-        examples: how many examples to log beside their references.
+        plan: the run's `StepPlan` (which periods end in a validation).
+        validation: the run's `validation.Validation` (its ``health``).
     """
 
-    def __init__(self, pairs, tokenizer, model_config, sample_size=500, examples=3):
-        self.pairs = list(pairs)[:sample_size]
-        self.tokenizer = tokenizer
-        self.model_config = model_config
-        self.examples = examples
-        self._dependence_batch = None
+    def __init__(self, plan, validation):
+        super().__init__()
+        self.plan = plan
+        self.validation = validation
 
-    def log_keys(self):
-        """The numbers `__call__` adds to Keras' logs (history.csv columns)."""
-        return [
-            "val_chrf",
-            "val_bleu",
-            "val_distinct",
-            "val_source_dependence",
-            "val_top_share",
-        ]
-
-    def example_keys(self):
-        """The history.csv columns of the examples."""
-        return [f"val_example_{i + 1}" for i in range(self.examples)]
-
-    def translator(self, model):
-        """A `Translator` of ``model`` with the run's tokenizer and length limits."""
-        from keras_selfattn.translation import Translator  # imports TensorFlow
-
-        return Translator(
-            model,
-            self.tokenizer,
-            self.model_config.max_source_len,
-            self.model_config.max_target_len,
-        )
-
-    def _batch(self, translator):
-        """Source ids and teacher-forcing inputs of the source-dependence check."""
-        if self._dependence_batch is None:
-            import tensorflow as tf
-
-            pairs = self.pairs[:_DEPENDENCE_PAIRS]
-            source_ids, _, _ = translator.encode_sources([s for s, _ in pairs])
-            targets = self.tokenizer.target.encode(tf.constant([t for _, t in pairs]))
-            targets = targets[:, : self.model_config.max_target_len].to_list()
-            width = max(1, max(len(t) for t in targets)) + 1
-            target_in = np.full((len(pairs), width), PAD_ID, "int32")
-            for row, ids in enumerate(targets):
-                target_in[row, : len(ids) + 1] = [START_ID, *ids]
-            self._dependence_batch = (np.asarray(source_ids), target_in)
-        return self._dependence_batch
-
-    def __call__(self, model):
-        """Scores ``model`` on the sample.
-
-        Returns:
-            ``(logs, examples, health)``: the scores (`log_keys`), the examples
-            (`example_keys`: "source => translation (reference: ...)") and a
-            `Health`.
-        """
-        translator = self.translator(model)
-        sources = [source for source, _ in self.pairs]
-        references = [reference for _, reference in self.pairs]
-        translations = [t.text for t in translator.translate(sources)]
-        health = self.health(
-            translations, source_dependence(model, *self._batch(translator))
-        )
-        scores = score_translations(translations, references)
-        logs = {
-            "val_chrf": scores["chrf"],
-            "val_bleu": scores["bleu"],
-            "val_distinct": health.distinct,
-            "val_source_dependence": (
-                float("nan")
-                if health.source_dependence is None
-                else health.source_dependence
-            ),
-            "val_top_share": health.top_share,
-        }
-        examples = dict.fromkeys(self.example_keys(), "")
-        for key, source, translation, reference in zip(
-            examples, sources, translations, references
-        ):
-            examples[key] = f"{source} => {translation} (reference: {reference})"
-        return logs, examples, health
-
-    def health(self, translations, dependence):
-        """The `Health` of the sample's ``translations`` (greedy, one a pair, in
-        the sample's order), given their ``source_dependence``."""
-        references = [reference for _, reference in self.pairs]
-        return Health(
-            source_dependence=dependence,
-            distinct=len(set(translations)) / max(1, len(set(references))),
-            top_share=top_share(translations),
-            reference_top_share=top_share(references),
-        )
+    def on_epoch_end(self, epoch, logs=None):
+        if not self.plan.evaluates(epoch + 1):
+            return
+        health = self.validation.health
+        if health is not None and not health.ok:
+            print(
+                f"keras-selfattn: warning: step {self.plan.step_after(epoch + 1)}: "
+                "the model is not translating: " + "; ".join(health.problems),
+                file=sys.stderr,
+                flush=True,
+            )

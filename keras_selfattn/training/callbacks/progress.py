@@ -1,4 +1,8 @@
-"""How fast a run trains and when it ends: `TrainingSpeed` and `ProgressLog`.
+"""What a run prints while it trains, and how fast it trains.
+
+`fit_verbosity` chooses what is printed; `ProgressBar` (a terminal) or
+`ProgressLog` (a log file) show the steps, `ValidationLog` the lines of each
+validation, and `TrainingSpeed` measures the speed they all show.
 
 One definition of the speed for every figure a run shows (the progress lines,
 the validation lines, TensorBoard's ``train/target_tokens_per_second``):
@@ -9,11 +13,39 @@ everything between steps (validation, backups, checkpoints) are left out, so a
 validation line does not show a lower figure than the progress line before it.
 """
 
+import sys
 import time
 
 import keras
 
-__all__ = ["ProgressLog", "TrainingSpeed", "target_tokens"]
+__all__ = [
+    "ProgressBar",
+    "ProgressLog",
+    "TrainingSpeed",
+    "ValidationLog",
+    "fit_verbosity",
+    "target_tokens",
+]
+
+
+def fit_verbosity(verbose):
+    """What `train` prints, as 0, 1 or 2: the one place the choice is made.
+
+    - 0: nothing while training (the summary lines at the end included);
+    - 1: a progress bar over the run's steps (loss, target tokens/s), the data
+      summary and the lines of each validation;
+    - 2: the same, with a line every ``log_every`` steps (step, loss, target
+      tokens/s, ETA) instead of the bar: for a log file, ``nohup``, a notebook;
+    - ``"auto"``: 1 when stdout is a terminal, else 2 (the command line passes
+      it, or 0 for ``--quiet``).
+    """
+    if verbose == "auto":
+        return 1 if sys.stdout.isatty() else 2
+    if verbose not in (0, 1, 2) or isinstance(verbose, float):
+        raise ValueError(
+            f"verbose must be 'auto', 0, 1 or 2. Received: verbose={verbose!r}"
+        )
+    return int(verbose)
 
 
 def target_tokens(counters):
@@ -178,3 +210,75 @@ class ProgressBar(keras.callbacks.Callback):
         if self.plan.evaluates(epoch + 1) and self.step < self.plan.total_steps:
             print(flush=True)  # the validation's lines start on a line of their own
             self._mark = self.speed.reading()
+
+
+class ValidationLog(keras.callbacks.Callback):
+    """The lines of each validation, from the logs the callbacks before it wrote.
+
+    A line with the step, the loss, the validation loss, the target tokens/s of
+    training since the previous validation, the process' CPU seconds and, when
+    the model was kept, "best by ..."; with validation translations, their
+    scores and examples below it.
+
+    Args:
+        plan: the run's `StepPlan`.
+        validation: the run's `validation.Validation` (its watch and examples).
+        best_model: the run's `best_model.BestModel` (whether it improved).
+        speed: the run's `TrainingSpeed`, or None (no tokens/s figure).
+    """
+
+    def __init__(self, plan, validation, best_model, speed=None):
+        super().__init__()
+        self.plan = plan
+        self.validation = validation
+        self.best_model = best_model
+        self.speed = speed
+        self.tokens_per_second = None
+        self._mark = None
+
+    def on_train_begin(self, logs=None):
+        self._mark = self.speed.reading() if self.speed else None
+
+    def on_epoch_end(self, epoch, logs=None):
+        if not self.plan.evaluates(epoch + 1):
+            return
+        if self.speed is not None and self._mark is not None:
+            self.tokens_per_second = self.speed.rate_since(self._mark)
+        step = self.plan.step_after(epoch + 1)
+        for line in [self._step_line(step, logs), *self._watch_lines(logs)]:
+            print(line, flush=True)
+        self._mark = self.speed.reading() if self.speed else None
+
+    def _step_line(self, step, logs):
+        speed = (
+            f"  {self.tokens_per_second:,.0f} target tokens/s"
+            if self.tokens_per_second is not None
+            else ""
+        )
+        improved = self.best_model.improved
+        return (
+            f"step {step}/{self.plan.total_steps}  "
+            f"loss {float(logs.get('loss', 'nan')):.4f}"
+            f"  val_loss {float(logs['val_loss']):.4f}{speed}"
+            f"  {logs['cpu_seconds']:,.0f} CPU-s"
+            + (f"  best by {self.best_model.best_by}" if improved else "")
+        )
+
+    def _watch_lines(self, logs):
+        """The translations' scores and examples (none without a watch)."""
+        watch = self.validation.watch
+        if watch is None:
+            return []
+        summary = (
+            f"  chrF {logs['val_chrf']:.2f}  BLEU {logs['val_bleu']:.2f}"
+            f"  distinct {logs['val_distinct']:.2f}"
+            f"  source dependence {logs['val_source_dependence']:.3f}"
+            + (
+                f"  top-3 share {logs['val_top_share']:.2f}"
+                if "val_top_share" in logs
+                else ""
+            )
+            + f"  ({len(watch.pairs)} validation pairs, greedy)"
+        )
+        examples = self.validation.examples.values()
+        return [summary] + [f"  {example}" for example in examples]

@@ -1,0 +1,23 @@
+"""Ends a run at its plan's last step."""
+
+import keras
+
+__all__ = ["StopAtStep"]
+
+
+class StopAtStep(keras.callbacks.Callback):
+    """Counts the steps from ``step`` (a resumed run's start); stops at ``total_steps``.
+
+    Counted in Python: under a distribution strategy the optimizer's step counter
+    is a distributed variable, not a number.
+    """
+
+    def __init__(self, total_steps, step=0):
+        super().__init__()
+        self.total_steps = total_steps
+        self.step = step
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.step += 1
+        if self.step >= self.total_steps:
+            self.model.stop_training = True
