@@ -68,6 +68,8 @@ class _NamedSink:
     def _guard(self, method, *args):
         try:
             return getattr(self._stream, method)(*args)
+        except errors.OutputError:
+            raise
         except OSError as error:
             reason = error.strerror or str(error) or type(error).__name__
             raise errors.OutputError(
@@ -141,8 +143,24 @@ def _output(args, stack):
     if args.output:
         stream = stack.enter_context(open(args.output, "wb"))  # noqa: SIM115
         return _NamedSink(stream, args.output)
-    sys.stdout.flush()
-    return _NamedSink(sys.stdout.buffer, "stdout")
+    stdout = sys.stdout
+    stdout.flush()
+    binary = getattr(stdout, "buffer", None)
+    return _NamedSink(binary or _TextStream(stdout), "stdout")
+
+
+class _TextStream:
+    """Bytes written to a text stream with no binary buffer (a StringIO that
+    stands for stdout), as UTF-8 text."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, data):
+        return self._stream.write(data.decode("utf-8"))
+
+    def flush(self):
+        return self._stream.flush()
 
 
 def check_sources(args):
