@@ -78,10 +78,11 @@ def test_complete_lines_are_written_and_counted():
 
 
 class _InterruptedFlush(io.BytesIO):
-    """A stream whose flush is interrupted by a real SIGINT."""
+    """A stream whose flush is interrupted by a real SIGINT, sent to this thread
+    (the one whose signals the write holds)."""
 
     def flush(self):
-        os.kill(os.getpid(), signal.SIGINT)
+        signal.pthread_kill(threading.get_ident(), signal.SIGINT)
 
 
 def test_a_batch_interrupted_in_its_write_is_counted_as_written():
