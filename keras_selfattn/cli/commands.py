@@ -27,12 +27,14 @@ from keras_selfattn.cli.flags import (
     add_beam_option,
     add_config_arguments,
     add_data_option,
+    add_grouped_config_arguments,
     add_model_option,
     add_output_options,
     append_defaults,
     config_from_args,
     count,
     shows,
+    train_groups,
 )
 from keras_selfattn.cli.quiet import quiet_tensorflow
 from keras_selfattn.models.config import ModelConfig
@@ -143,7 +145,14 @@ def _run(args):
 
 
 def _add_command(subparsers, name, run, **kwargs):
-    """A command's parser, with the output options; ``run(args)`` runs it."""
+    """A command's parser, with the output options; ``run(args)`` runs it. Its
+    --help opens with what it does: its ``description``, by default its line in
+    the list of commands (``help``)."""
+    summary = kwargs["help"]
+    first = summary.split()[0]
+    if first.islower():  # "chrF" stays as it is written
+        summary = first.capitalize() + summary[len(first) :]
+    kwargs.setdefault("description", summary + ".")
     parser = subparsers.add_parser(name, **kwargs)
     add_output_options(parser, default=argparse.SUPPRESS)
     parser.set_defaults(run=run)
@@ -226,34 +235,31 @@ def _build_vocab(args):
 
 def _add_train(subparsers):
     parser = _add_command(
-        subparsers, "train", _train, help="train on source<TAB>target pair files"
+        subparsers,
+        "train",
+        _train,
+        help="train on source<TAB>target pair files",
+        usage="%(prog)s --data DATA --out OUT [--epochs EPOCHS] [--preset NAME] "
+        "[options]",
     )
+    groups = train_groups(parser)
     add_data_option(
-        parser,
+        groups["data"],
         "pair file or glob pattern (shards/*.tsv.gz), streamed; repeat for more",
     )
     for flag, split in (("--valid-data", "validation"), ("--test-data", "test")):
-        held_out = parser.add_argument(
+        held_out = groups["data"].add_argument(
             flag, action="append", help=f"{split} pair file(s)"
         )
         shows(held_out, "held out of --data")
-    vocab = parser.add_argument(
+    vocab = groups["data"].add_argument(
         "--vocab",
         help="vocabularies from build-vocab, or a run directory; the tokenizer "
         "settings it was built with are used (a tokenizer flag given must agree)",
     )
     shows(vocab, "learned")
-    parser.add_argument(
-        "--overwrite",
-        action="store_true",
-        help="replace a finished run or a directory holding other files",
-    )
-    parser.add_argument(
-        "--out",
-        required=True,
-        help="run directory to write (an interrupted run resumes)",
-    )
-    preset = parser.add_argument(
+    _add_run_directory_options(groups["run directory"])
+    preset = groups["training"].add_argument(
         "--preset",
         choices=sorted(PRESETS),
         help="start from a named recipe for real text (every setting in "
@@ -261,9 +267,22 @@ def _add_train(subparsers):
         "flags given override it",
     )
     shows(preset, "none, the defaults shown below")
-    add_config_arguments(parser, ModelConfig, "model")
-    add_config_arguments(parser, TrainConfig, "training", skip=("split",))
+    add_grouped_config_arguments(groups, ModelConfig, TrainConfig, skip=("split",))
     parser.set_defaults(configure=_configure_train)
+
+
+def _add_run_directory_options(group):
+    """train's --out and --overwrite."""
+    group.add_argument(
+        "--out",
+        required=True,
+        help="run directory to write (an interrupted run resumes)",
+    )
+    group.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace a finished run or a directory holding other files",
+    )
 
 
 def _configure_train(args):
@@ -471,7 +490,7 @@ def _add_export(subparsers):
         "--xla",
         action="store_true",
         help=(
-            "compile the searches with XLA (export_run(xla=True)); a CPU "
+            "compile the searches with XLA; a CPU "
             "tensorflow_model_server must then run with "
             f"{XLA_SERVER_FLAG} (default: off, no server flag)"
         ),

@@ -409,7 +409,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         # unstack, not three strided slices qkv[:, :, i]: on TensorFlow without XLA
         # the gradient of each slice is a zero-padded tensor of qkv's full size,
         # the gradient of unstack is one stack (about 25% of a training step at
-        # length 128; see benchmarks/before_after.py).
+        # length 128; benchmarks/RESULTS.md, "What the profile found").
         query, key, value = ops.unstack(qkv, num=3, axis=2)
         return query, key, value
 
@@ -544,8 +544,8 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         ``(B, 1, 1, Tk)`` key mask of a padded batch ("Bias must have same seq
         length as QKV"), after which keras runs XLA's unfused attention and
         logs the refusal at every trace. Measured on an H200 in bfloat16
-        (benchmarks/RESULTS.md): 1.3-3x keras' MHA's time with the key mask,
-        0.9-1.0x spelled out.
+        (benchmarks/RESULTS.md, "The attention on a GPU"): 1.3-3x keras' MHA's
+        time with the key mask, 0.9-1.0x spelled out.
 
         Args:
             query, key, value: ``(B, T, num_heads, head_size)``.
