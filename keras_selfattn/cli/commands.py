@@ -372,7 +372,7 @@ def _add_translate(subparsers):
         subparsers,
         "translate",
         _translate,
-        help="translate sentences (arguments, or one per line on stdin)",
+        help="translate sentences (arguments, or one per line from --input or stdin)",
     )
     add_model_option(parser)
     add_beam_option(parser)
