@@ -41,7 +41,13 @@ from keras_selfattn.run_directory.consistency import check_run_parts
 from keras_selfattn.run_directory.layout import CONFIG_FILE, MODEL_FILE
 from keras_selfattn.run_directory.settings import load_run_config
 
-__all__ = ["ModelFileError", "Translation", "Translator", "source_ids_for_model"]
+__all__ = [
+    "ModelFileError",
+    "Translation",
+    "Translator",
+    "source_ids_for_model",
+    "translate_batches",
+]
 
 
 class ModelFileError(ValueError):
@@ -407,3 +413,46 @@ class Translator:
                 )
             )
         return results
+
+
+def translate_batches(
+    translator, batches, sink, beam_size=1, scores=False, on_truncated=None
+):
+    """Translates each batch of lines as it comes and writes its answers at once.
+
+    A filter's loop: memory is bounded by a batch, and every batch is written
+    (whole, in input order, flushed) before the next one is read, so a line on an
+    open pipe is answered without waiting for the end of the input.
+
+    Args:
+        translator: a `Translator`.
+        batches: lists of source lines (`text.line_batches.LineBatches`, or any
+            iterable of lists of str).
+        sink: what writes a batch of answers (`text.line_batches.CompleteLines`:
+            ``write(lines)``); its ``written`` says how many are out when the loop
+            is stopped.
+        beam_size: 1 for greedy search.
+        scores: add each translation's score after a tab.
+        on_truncated: called with each `Translation` whose source was cut at the
+            model's maximum length.
+
+    Returns:
+        how many lines were translated.
+    """
+    count = 0
+    for batch in batches:
+        translations = translator.translate(batch, beam_size=beam_size)
+        if on_truncated is not None:
+            for translation in translations:
+                if translation.truncated:
+                    on_truncated(translation)
+        sink.write([_answer(t, scores) for t in translations])
+        count += len(translations)
+    return count
+
+
+def _answer(translation, scores):
+    """A translation's output line: its text, and its score after a tab."""
+    if scores:
+        return f"{translation.text}\t{translation.score:.4f}"
+    return translation.text

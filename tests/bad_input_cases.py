@@ -214,7 +214,7 @@ class Case:
     # line has its own (a flag for a parameter, "--overwrite" for overwrite=True)
     avoids: tuple = ()
     check: object = None  # Result -> bool, for sensible results
-    stdin: bytes = b""
+    stdin: bytes | None = b""  # None: stdin closed (<&-)
     stdout: str | None = None  # "full", "closed" or "broken-pipe": a faulty stdout
     needs_run: bool = False
     slow: bool = False  # seconds even without a run (check-serving starts a process)
@@ -663,6 +663,81 @@ CASES = [
         needs_run=True,
     ),
     Case(
+        "translate: stdin closed (<&-)",
+        lambda w: ["translate", "--model", str(w.run)],
+        expect=SENSIBLE,
+        check=lambda result: (
+            result.stdout == "" and "keras-selfattn" not in result.stderr
+        ),
+        stdin=None,
+        needs_run=True,
+    ),
+    Case(
+        "translate: Latin-1 stdin",
+        lambda w: ["translate", "--model", str(w.run)],
+        expect=SENSIBLE,
+        check=lambda result: (
+            result.stdout.count("\n") == 2
+            and "stdin: 1 of 2 lines not valid UTF-8" in result.stderr
+            and "iconv -f LATIN1 -t UTF-8" in result.stderr
+        ),
+        stdin=b"14 juillet 1989\n3 ao\xfbt 2001\n",
+        needs_run=True,
+    ),
+    Case(
+        "translate: a sentence that names an existing file",
+        lambda w: ["translate", "--model", str(w.run), w.file("src.txt")],
+        expect=SENSIBLE,
+        check=lambda result: (
+            result.stdout.count("\n") == 1
+            and "is a file name: translating the text; to translate the file, "
+            "use --input"
+            in result.stderr
+        ),
+        needs_run=True,
+    ),
+    Case(
+        "translate --input a missing file",
+        lambda w: ["translate", "--model", str(w.run), "--input", f"{w.root}/no.txt"],
+        mentions=("{4}", "No such file"),
+        needs_run=True,
+    ),
+    Case(
+        "translate --input FILE and a sentence too",
+        lambda w: [
+            "translate",
+            "--model",
+            str(w.run),
+            "--input",
+            w.file("src.txt"),
+            "14 juillet 1989",
+        ],
+        mentions=("--input {4}", "not both"),
+        needs_run=True,
+    ),
+    Case(
+        "translate --input FILE --output FILE",
+        lambda w: [
+            "translate",
+            "--model",
+            str(w.run),
+            "--input",
+            w.file("src.txt", b"14 juillet 1989\n3 mai 2001\n"),
+            "--output",
+            f"{w.root}/out.txt",
+        ],
+        expect=SENSIBLE,
+        check=lambda result: result.stdout == "",
+        needs_run=True,
+    ),
+    Case(
+        "evaluate --json: stdout is one JSON object",
+        lambda w: ["evaluate", "--model", str(w.run), "--json"],
+        expect=SENSIBLE,
+        check=lambda result: json.loads(result.stdout)["count"] > 0,
+        needs_run=True,
+    ),
+    Case(
         "translate: a sentence argument that is not UTF-8",
         lambda w: [
             "translate",
@@ -990,6 +1065,7 @@ CASES += [
             str(w.run),
             "--data",
             _fed_fifo(w, "pairs", b"14 juillet 1989\t1989-07-14\n"),
+            "--json",
         ],
         expect=SENSIBLE,
         check=_says('"count": 1'),
@@ -1188,7 +1264,9 @@ def run_in_process(argv, stdin=b"", stdout=None):
     out, err = io.StringIO(), io.StringIO()
     if stdout is not None:
         out = None if stdout == "closed" else _FaultyStdout(stdout)
-    stdin_stream = io.TextIOWrapper(io.BytesIO(stdin), encoding="utf-8")
+    stdin_stream = None
+    if stdin is not None:  # None: closed, as Python has it when fd 0 is closed
+        stdin_stream = io.TextIOWrapper(io.BytesIO(stdin), encoding="utf-8")
     with (
         contextlib.redirect_stdout(out),
         contextlib.redirect_stderr(err),
@@ -1223,6 +1301,8 @@ def run_in_subprocess(argv, stdin=b"", env=None, stdout=None):
     command = [sys.executable, "-m", "keras_selfattn", *map(os.fsencode, argv)]
     if stdout is not None:
         return _faulty_stdout_run(command, stdin, env, stdout)
+    if stdin is None:  # fd 0 closed by the shell that execs the command
+        command = ["sh", "-c", 'exec "$@" <&-', "sh", *command]
     done = subprocess.run(
         command, input=stdin, capture_output=True, env=env, timeout=600, check=False
     )

@@ -11,6 +11,8 @@ sure it runs on TensorFlow (`run_on_tensorflow`), runs the checks of
 """
 
 import argparse
+import contextlib
+import functools
 import json
 import os
 import sys
@@ -19,7 +21,7 @@ import keras
 
 from keras_selfattn import backends
 from keras_selfattn.choices import DEFAULT_BEAM_SIZE, DEFAULT_GROUPS
-from keras_selfattn.cli import errors, search_options
+from keras_selfattn.cli import errors, search_options, streams
 from keras_selfattn.cli.checks import check_arguments
 from keras_selfattn.cli.flags import (
     add_beam_option,
@@ -163,18 +165,6 @@ def _progress(args):
     from keras_selfattn.training.callbacks.progress import fit_verbosity
 
     return fit_verbosity(0 if args.quiet else "auto")
-
-
-def _read_stdin_lines():
-    """stdin's lines, split on "\\n" only (a sentence may hold \\f, \\x1d or U+2028).
-
-    Bytes that are not UTF-8 become U+FFFD; a final "\\r" is dropped (CRLF files).
-    """
-    data = sys.stdin.buffer.read().decode("utf-8", "replace")
-    lines = data.split("\n")
-    if lines[-1] == "":
-        lines.pop()
-    return [line.removesuffix("\r") for line in lines]
 
 
 def _load_translator(args):
@@ -356,6 +346,11 @@ def _add_evaluate(subparsers):
     shows(data, "the run's test split, RUN_DIR/splits/test.tsv")
     add_beam_option(parser)
     search_options.add_search_options(parser)
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print the scores as one JSON object (and nothing else) on stdout",
+    )
 
 
 def _evaluate(args):
@@ -365,9 +360,11 @@ def _evaluate(args):
     metrics = jobs.evaluate_run(
         args.model, args.data, beam_size=args.beam, translator=translator
     )
-    jobs.print_metrics(metrics)
-    scores = {key: value for key, value in metrics.items() if key != "examples"}
-    print(json.dumps(scores, sort_keys=True))
+    if args.json:
+        scores = {key: value for key, value in metrics.items() if key != "examples"}
+        print(json.dumps(scores, sort_keys=True))
+    else:
+        jobs.print_metrics(metrics)
     return 0
 
 
@@ -376,7 +373,7 @@ def _add_translate(subparsers):
         subparsers,
         "translate",
         _translate,
-        help="translate sentences (arguments, or one per line on stdin)",
+        help="translate sentences (arguments, or one per line from --input or stdin)",
     )
     add_model_option(parser)
     add_beam_option(parser)
@@ -384,29 +381,61 @@ def _add_translate(subparsers):
     parser.add_argument(
         "--scores", action="store_true", help="print the score after a tab"
     )
+    source = parser.add_argument(
+        "--input", metavar="FILE", help="translate this file, one sentence a line"
+    )
+    shows(source, "the sentences given, else stdin")
+    output = parser.add_argument(
+        "--output", metavar="FILE", help="write the translations to this file"
+    )
+    shows(output, "stdout")
     text = parser.add_argument("text", nargs="*", help="sentences to translate")
-    shows(text, "read stdin, one sentence a line")
+    shows(text, "read --input or stdin, one sentence a line")
 
 
 def _translate(args):
     from keras_selfattn import jobs
 
-    texts = args.text or _read_stdin_lines()
-    translator = _load_translator(args)
-    if not texts:
-        return 0
-    for translation in jobs.translate(translator, texts, beam_size=args.beam):
-        if translation.truncated:
+    streams.check_sources(args)
+    lines = None
+    with streams.stopping_signals(), contextlib.ExitStack() as stack:
+        try:
+            lines = streams.Lines(args, stack)
+            translator = _load_translator(args)
+            lines.open_output(args, stack)
+            streams.hint_on_a_terminal(args)
+            jobs.translate_stream(
+                translator,
+                lines.batches,
+                lines.sink,
+                beam_size=args.beam,
+                scores=args.scores,
+                on_truncated=functools.partial(_truncated, translator),
+            )
+        except KeyboardInterrupt as interrupt:
+            _say_not_utf8(lines)
+            written = 0 if lines is None else lines.written()
+            output = args.output or "stdout"
             print(
-                "keras-selfattn: warning: input truncated to "
-                f"{translator.max_source_len} tokens: {translation.source[:60]!r}",
+                f"keras-selfattn: interrupted: {written} lines written to {output}",
                 file=sys.stderr,
             )
-        line = translation.text
-        if args.scores:
-            line += f"\t{translation.score:.4f}"
-        print(line)
+            return streams.exit_status(interrupt)
+        _say_not_utf8(lines)
     return 0
+
+
+def _truncated(translator, translation):
+    streams.warn(
+        f"input truncated to {translator.max_source_len} tokens: "
+        f"{translation.source[:60]!r}"
+    )
+
+
+def _say_not_utf8(lines):
+    report = None if lines is None else lines.not_utf8_report()
+    if report:
+        streams.warn(report)
 
 
 def _add_average(subparsers):

@@ -241,6 +241,6 @@ def test_cli_translate_and_evaluate_take_the_options(text_run_dir, capsys):
         text_run_dir, precision="bfloat16", shortlist=run_shortlist(text_run_dir, 3)
     )
     assert printed == [t.text for t in translator.translate(texts)]
-    assert cli.main(["evaluate", "--model", str(text_run_dir), *flags]) == 0
+    assert cli.main(["evaluate", "--model", str(text_run_dir), *flags, "--json"]) == 0
     scores = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert 0 <= scores["chrf"] <= 100
