@@ -122,10 +122,13 @@ def _env():
 
 
 # Holds the run-directory lock of argv[1] until its stdin closes (no TensorFlow).
+# Its lock records a `train` command line, as a real train's does.
 _LOCK_HOLDER = (
     "import sys\n"
     "from keras_selfattn.training.run.run_lock import RunLock\n"
-    "lock = RunLock.acquire(sys.argv[1])\n"
+    "run_dir = sys.argv[1]\n"
+    "sys.argv = ['keras-selfattn', 'train', '--out', run_dir]\n"
+    "lock = RunLock.acquire(run_dir)\n"
     "print('held', flush=True)\n"
     "sys.stdin.read()\n"
 )
@@ -540,6 +543,11 @@ CASES = [
         "average --model a run without kept checkpoints",
         lambda w: ["average", "--model", str(w.root)],
         mentions=("checkpoints", "--keep-checkpoints"),
+    ),
+    Case(
+        "average --model a run another train holds (its lock)",
+        lambda w: ["average", "--model", _lock_held(w, w.root / "run")],
+        mentions=("{2}", "in use by another train", "process"),
     ),
     Case("an unknown command", lambda w: ["trian"], mentions=("trian",)),
     # run directories and exports that are not what they should be

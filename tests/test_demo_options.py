@@ -3,8 +3,8 @@
 import inspect
 
 from keras_selfattn.cli import build_parser
-from keras_selfattn.training.run import continuation
 from keras_selfattn.jobs import run_demo
+from keras_selfattn.training.run import continuation
 
 
 def test_demo_accepts_the_overwrite_its_refusal_advises():
