@@ -212,10 +212,14 @@ def train(
     vocab=None,
     overwrite=False,
     verbose="auto",
+    on_finished=None,
 ):
     """Trains a model on pair files into ``run_dir``: `training.train`.
 
     An interrupted run resumes; see `training.train` for every argument.
+    ``on_finished=report`` writes the test metrics and the figures before the
+    run is marked finished (what ``keras-selfattn train`` does): interrupted
+    there, the same call does them again.
 
     Returns:
         The `training.TrainResult` (`report` evaluates it and writes the figures).
@@ -230,6 +234,7 @@ def train(
         test_data=test_data,
         vocab=vocab,
         overwrite=overwrite,
+        on_finished=on_finished,
     )
 
 
@@ -394,6 +399,7 @@ def run_demo(out_dir="runs/demo", epochs=None, verbose=1, overwrite=False):
     train_config = DEMO_TRAIN_CONFIG
     if epochs is not None:
         train_config = TrainConfig(**{**vars(train_config), "epochs": epochs})
+    metrics = {}
     result = train(
         None,
         out_dir,
@@ -401,8 +407,8 @@ def run_demo(out_dir="runs/demo", epochs=None, verbose=1, overwrite=False):
         train_config,
         overwrite=overwrite,
         verbose=verbose,
+        on_finished=lambda finished: metrics.update(report(finished)),
     )
-    metrics = report(result)
     export_base = pathlib.Path(result.run_dir) / EXPORT_DIR / serving.DEFAULT_MODEL_NAME
     version_dir = serving.export_run(result.run_dir, export_base)
     check = check_serving(version_dir)
