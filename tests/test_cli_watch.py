@@ -62,10 +62,14 @@ def test_a_run_that_does_not_translate_fails_loudly(tmp_path):
         out,
         re.MULTILINE,
     )
-    # Each validation: loss and CPU time, scores, three examples with references.
+    # Each validation, on a line of its own under the step's one progress line:
+    # loss and CPU time, scores, three examples with references.
     assert re.search(
-        r"^step 6/6  loss [\d.]+  val_loss [\d.]+ .* CPU-s", out, re.MULTILINE
+        r"^validation at step 6/6:  loss [\d.]+  val_loss [\d.]+ .* CPU-s",
+        out,
+        re.MULTILINE,
     )
+    assert len(re.findall(r"^step 6/6  ", out, re.MULTILINE)) == 1
     assert re.search(
         r"^  chrF [\d.]+  BLEU [\d.]+  distinct 0\.05  ", out, re.MULTILINE
     )

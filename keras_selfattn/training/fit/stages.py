@@ -334,7 +334,11 @@ def progress_log(run):
         return [ProgressBar(run.plan, step=step, speed=run.speed)]
     if run.verbose == 2 and run.train_config.log_every:
         every = run.train_config.log_every
-        return [ProgressLog(every, run.plan.total_steps, step=step, speed=run.speed)]
+        return [
+            ProgressLog(
+                every, run.plan.total_steps, step=step, speed=run.speed, plan=run.plan
+            )
+        ]
     return []
 
 
