@@ -4,9 +4,9 @@ The ``keras-selfattn`` commands call these and nothing else for their work; each
 calls the library module the work lives in:
 
 - `build_vocab`: the vocabularies of a corpus (``text.learn_vocab``);
-- `train`, then `report` (the chief) or `print_worker_summary` (another worker):
-  a run directory with a trained model (``training.train``), its test metrics
-  and figures;
+- `train` with ``on_finished=report`` (the chief; `print_worker_summary` on
+  another worker): a run directory with a trained model (``training.train``),
+  its test metrics and figures, written before the run is marked finished;
 - `load_translator` and `translate`: translations of a run's model
   (``inference.Translator``);
 - `evaluate_run` and `print_metrics`: chrF, BLEU and exact match of a run

@@ -1,6 +1,7 @@
 """``keras-selfattn train`` stopped by real signals at its phases, then the same
-command: SIGTERM mid-training resumes from the last backup, Ctrl-C once the steps
-are done (while the final work is written) is finished by the rerun."""
+command: SIGTERM at start-up leaves nothing, SIGTERM mid-training resumes from the
+last backup, Ctrl-C once the steps are done (while the final work is written) is
+finished by the rerun."""
 
 import csv
 import json
@@ -28,6 +29,15 @@ def test_sigterm_mid_training_then_ctrl_c_in_the_final_work_then_finished(tmp_pa
     run = tmp_path / "run"
     argv = ["train", "--data", str(data), "--out", str(run), *TINY_RUN_ARGS]
     argv += ["--train-steps", "12", "--eval-every", "4", "--log-every", "1"]
+
+    # Start-up (the data read, the model not built yet): nothing saved, nothing left.
+    early = signalled_at(argv, "data: 1 file(s)", signal.SIGTERM)
+    assert early.status == 143, early
+    assert _last_line(early) == (
+        "keras-selfattn: interrupted by SIGTERM; nothing saved yet: the rerun starts "
+        "from step 0"
+    ), early.stderr
+    assert not run.exists()
 
     # Mid-training, after the first backup (step 4): SIGTERM, as a supervisor stops.
     stopped = signalled_at(argv, "step 5/12", signal.SIGTERM)
