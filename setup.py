@@ -29,7 +29,12 @@ setup(
     # The bundled corpus (keras_selfattn/text/data/ is a data folder, not a package:
     # listed here only, without include_package_data, setuptools does not take it
     # for an undeclared package).
-    package_data={"keras_selfattn.text": ["data/*.tsv"]},
+    # py.typed: the package's type hints are part of its API (PEP 561), so a
+    # user's type checker reads them.
+    package_data={
+        "keras_selfattn": ["py.typed"],
+        "keras_selfattn.text": ["data/*.tsv"],
+    },
     # Ranges, not pins: the package installs beside a user's own stack. The floors
     # and ceilings are the versions scripts/check_versions.sh ran
     # (docs/supported-versions.md); constraints.txt holds the exact set ./run.sh
@@ -66,6 +71,13 @@ setup(
         # train writes event files with tf.summary; the viewer reads them (and
         # train writes them only when it is installed: TrainConfig.tensorboard)
         "tensorboard": ["tensorboard>=2.16,<2.22"],
+        # The API reference (mkdocs.yml, docs/api/): built from the docstrings
+        # with `mkdocs build --strict`.
+        "docs": [
+            "mkdocs>=1.6,<2",
+            "mkdocs-material>=9.5,<10",
+            "mkdocstrings-python>=2.0,<3",
+        ],
         "test": [
             "pytest>=8",
             # pinned: each ruff release changes its default rules and formatting
@@ -78,6 +90,12 @@ setup(
             "tensorboard>=2.16,<2.22",
             # benchmarks/_bench.paper_bleu (BLEU as the Multi30k papers compute it)
             "sacremoses>=0.1",
+            # tests/test_typing.py: the public API's type hints (pyproject.toml)
+            "mypy>=2.4,<3",
+            # tests/test_api_reference.py builds the API reference: "docs"
+            "mkdocs>=1.6,<2",
+            "mkdocs-material>=9.5,<10",
+            "mkdocstrings-python>=2.0,<3",
         ],
     },
     entry_points={"console_scripts": ["keras-selfattn=keras_selfattn.cli:main"]},

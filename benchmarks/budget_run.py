@@ -6,6 +6,7 @@
         --train-steps 20000 --eval-every 500 --seed 1
     .venv/bin/python benchmarks/budget_run.py --out runs/small --score \\
         --test test_2016_flickr.en-de.tsv --beam 1,4
+    .venv/bin/python benchmarks/budget_run.py --quick   # a tiny run, in seconds
 
 Training: ``keras-selfattn train`` with the flags after ``--``, in this process,
 with one more Keras callback. The callback counts two CPU times of the process
@@ -44,6 +45,7 @@ import pathlib
 import resource
 import shutil
 import sys
+import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _bench  # paper_bleu
@@ -240,9 +242,61 @@ def _score_translations(translator, sources, references, beam, args, model_path)
     return bleu, chrf, paper
 
 
+# ``--quick``: a tiny model on the bundled dates, a snapshot at 0.01 CPU-minutes.
+QUICK_FLAGS = [
+    "--num-hiddens",
+    "16",
+    "--num-heads",
+    "2",
+    "--num-layers",
+    "1",
+    "--ffn-hiddens",
+    "32",
+    "--decoder-units",
+    "16",
+    "--embedding-dim",
+    "8",
+    "--epochs",
+    "1",
+    "--batch-size",
+    "32",
+    "--no-jit-compile",
+    "--patience",
+    "100",
+    "--source-tokenizer",
+    "word",
+    "--target-tokenizer",
+    "char",
+    "--validation-translations",
+    "0",
+    "--best-by",
+    "loss",
+    "--no-tensorboard",
+]
+
+
+def quick(args, scratch):
+    """Trains and scores the tiny run of ``--quick`` under ``scratch``."""
+    from keras_selfattn import text
+
+    pairs = text.load_bundled_dates()[:352]
+    files = {}
+    for name, part in (("train", pairs[:320]), ("test", pairs[320:])):
+        files[name] = pathlib.Path(scratch) / f"{name}.tsv"
+        files[name].write_text("".join(f"{s}\t{t}\n" for s, t in part), "utf-8")
+    args.out, args.budgets = str(pathlib.Path(scratch) / "out"), "0.01"
+    args.rest = ["--data", str(files["train"]), *QUICK_FLAGS]
+    train(args)
+    args.test, args.beam = str(files["test"]), "1,2"
+    score(args)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", required=True)
+    parser.add_argument("--out")
+    parser.add_argument(
+        "--quick", action="store_true", help="a tiny run trained and scored here"
+    )
     parser.add_argument("--budgets", default="15,30,60", help="training CPU-minutes")
     parser.add_argument("--threads", type=int, default=0, help="0: TensorFlow's")
     parser.add_argument("--score", action="store_true")
@@ -258,6 +312,13 @@ def main(argv=None):
     )
     parser.add_argument("rest", nargs="*", help="`keras-selfattn train` flags")
     args = parser.parse_args(argv)
+    if args.quick:
+        with tempfile.TemporaryDirectory() as scratch:
+            quick(args, scratch)
+        print(f"command: {_bench.command_line(__file__, argv)}")
+        return
+    if not args.out:
+        parser.error("give --out, or --quick")
     if args.score:
         if args.threads:
             set_threads(args.threads)

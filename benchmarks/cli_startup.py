@@ -54,9 +54,9 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--before", default=None, help="another checkout to compare")
-    parser.add_argument("--quick", action="store_true", help="2 rounds (smoke test)")
+    parser.add_argument("--quick", action="store_true", help="1 round, no warm-up")
     args = parser.parse_args(argv)
-    rounds = 2 if args.quick else args.rounds
+    rounds = 1 if args.quick else args.rounds
 
     functions = {
         "python -c pass": _runner(["-c", "pass"], REPO),
@@ -66,7 +66,7 @@ def main(argv=None):
         functions[name] = _runner(arguments, REPO)
         if args.before:
             functions[f"{name} [before]"] = _runner(arguments, args.before)
-    samples = _bench.interleaved(functions, rounds, warmup=1)
+    samples = _bench.interleaved(functions, rounds, warmup=0 if args.quick else 1)
 
     reference = "python -c 'import tensorflow'"
     rows = [

@@ -13,7 +13,7 @@ can approach, since a search does that work plus the choice of the next token.
 Target: greedy within 2x of it. "eager" is ``greedy_decode`` called eagerly, as
 ``Translator.translate`` calls it: it dispatches to a graph traced once per
 model and setting (before that cache, the loop ran op by op, 20-50x slower:
-benchmarks/before_after.py).
+benchmarks/RESULTS.md, "What the profile found").
 
 Second table: the model exported with `keras_selfattn.serving.export_translator`
 (text in, text out: tokenization, encoder, greedy ``tf.while_loop``,

@@ -19,6 +19,7 @@ Make the corpora with ``benchmarks/make_big_corpus.py``; then::
     git worktree add /tmp/old REV
     python benchmarks/scale.py --old /tmp/old --corpus 300k=/tmp/big/300k.tsv \\
         --corpus 3M=/tmp/big/3m.tsv --steps 100
+    python benchmarks/scale.py --quick   # 3,000 generated pairs, 3 steps, no XLA
 """
 
 import argparse
@@ -35,7 +36,7 @@ START = time.time()
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
 
-def bench_configs():
+def bench_configs(quick=False):
     from keras_selfattn.models import ModelConfig
     from keras_selfattn.training import TrainConfig
 
@@ -57,6 +58,8 @@ def bench_configs():
         "target_tokenizer": "word",
         "warmup_steps": 100,
     }
+    if quick:
+        train["jit_compile"] = False
     return model, TrainConfig, train
 
 
@@ -110,7 +113,7 @@ def child_new(args):
     from keras_selfattn.training import train
     from keras_selfattn.training.data import run_batches, run_data
 
-    model, TrainConfig, values = bench_configs()
+    model, TrainConfig, values = bench_configs(args.quick)
     config = TrainConfig(**values, train_steps=10**6, eval_every=10**6)
     run_dir = pathlib.Path(args.work) / "run"
     measured = {}
@@ -176,7 +179,7 @@ def child_old(args):
 def child_vocab(args):
     from keras_selfattn.jobs import build_vocab
 
-    _, TrainConfig, values = bench_configs()
+    _, TrainConfig, values = bench_configs(args.quick)
     config = TrainConfig(
         **{k: v for k, v in values.items() if k in TrainConfig.VOCAB_FIELDS}
     )
@@ -205,7 +208,7 @@ def run_child(mode, code, data, work, vocab, args, timeout=None):
         str(args.steps),
         "--warmup",
         str(args.warmup),
-    ]
+    ] + (["--quick"] if args.quick else [])
     try:
         done = subprocess.run(
             command,
@@ -224,8 +227,19 @@ def run_child(mode, code, data, work, vocab, args, timeout=None):
     raise RuntimeError(f"{mode} on {data} failed:\n{done.stderr[-3000:]}")
 
 
-def main():
+def quick_corpus(work):
+    """``--quick``: 3,000 pairs of `make_big_corpus.py` in ``work``."""
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+    import make_big_corpus
+
+    return make_big_corpus.write_corpus(pathlib.Path(work) / "3k.tsv", 3000)
+
+
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--quick", action="store_true", help="3,000 generated pairs, 3 steps, no XLA"
+    )
     parser.add_argument("--old", help="checkout of the code before the change")
     parser.add_argument("--corpus", action="append", default=[], help="NAME=FILE")
     parser.add_argument("--steps", type=int, default=100)
@@ -245,10 +259,21 @@ def main():
     parser.add_argument("--data")
     parser.add_argument("--work")
     parser.add_argument("--vocab")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    args.argv = sys.argv[1:] if argv is None else list(argv)
     if args.child:
         {"new": child_new, "old": child_old, "vocab": child_vocab}[args.child](args)
         return
+    if args.quick:
+        with tempfile.TemporaryDirectory() as work:
+            args.corpus, args.old = [f"3k={quick_corpus(work)}"], None
+            args.steps, args.warmup = 3, 1
+            report(args)
+        return
+    report(args)
+
+
+def report(args):
     rows = []
     for spec in args.corpus:
         name, path = spec.split("=", 1)
@@ -312,6 +337,7 @@ def main():
             f"\n{large[0]} / {small[0]}, after, --vocab: {wall:.2f}x the wall time "
             f"(start to step {args.warmup + args.steps}), {memory:.2f}x the peak memory"
         )
+    print(f"\ncommand: .venv/bin/python benchmarks/scale.py {' '.join(args.argv)}")
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ texts compared, and where the time goes (a profile per op category).
 Run: .venv/bin/python benchmarks/served_translator.py --run RUN --test TSV
          [--baseline SAVED_MODEL] [--export-option NAME=VALUE ...] [--batch 32]
          [--rounds 3] [--limit N] [--profile] [--no-beam]
+     .venv/bin/python benchmarks/served_translator.py --quick
 
 The run is exported with this tree's code (`keras_selfattn.serving.export_run`,
 with the given export options) and loaded as TF Serving loads it
@@ -170,10 +171,42 @@ def matmul_flops_per_second(rounds=5, n=1024):
     return 2 * n**3 / _bench.median(samples["m"]), 2 * n**3 / min(samples["m"])
 
 
+def quick_run(scratch):
+    """A run of a tiny model trained one short epoch on the bundled dates, and a
+    test TSV of 32 of its pairs (``--quick``: the script end to end in seconds)."""
+    from keras_selfattn import text
+    from keras_selfattn.models import ModelConfig
+    from keras_selfattn.training import TrainConfig, train
+
+    pairs = text.load_bundled_dates()[:320]
+    sizes = {"num_hiddens": 16, "num_heads": 2, "num_layers": 1, "ffn_hiddens": 32}
+    model = ModelConfig(**sizes, decoder_units=16, embedding_dim=8)
+    config = TrainConfig(
+        epochs=1,
+        batch_size=32,
+        jit_compile=False,
+        source_tokenizer="word",
+        target_tokenizer="char",
+        split_digits=True,
+        validation_translations=0,
+        best_by="loss",
+    )
+    run = train(pairs[:288], os.path.join(scratch, "run"), model, config, 0)
+    test = os.path.join(scratch, "test.tsv")
+    with open(test, "w", encoding="utf-8") as out:
+        out.writelines(f"{source}\t{target}\n" for source, target in pairs[288:])
+    return str(run.run_dir), test
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--run", required=True, help="a trained run directory")
-    parser.add_argument("--test", required=True, help="the test TSV (source, target)")
+    parser.add_argument("--run", help="a trained run directory")
+    parser.add_argument("--test", help="the test TSV (source, target)")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="a tiny run trained here, compared with its own export, one round",
+    )
     parser.add_argument("--baseline", help="a SavedModel of the same run, before")
     parser.add_argument(
         "--export-option",
@@ -187,6 +220,15 @@ def main(argv=None):
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--no-beam", action="store_true")
     args = parser.parse_args(argv)
+    args.argv = sys.argv[1:] if argv is None else list(argv)
+    if args.quick:
+        with tempfile.TemporaryDirectory() as scratch:
+            args.run, args.test = quick_run(scratch)
+            args.batch, args.rounds, args.limit = 16, 1, 32
+            report(args)
+        return
+    if not (args.run and args.test):
+        parser.error("give --run and --test, or --quick")
     report(args)
 
 
@@ -206,9 +248,11 @@ def report(args):
     sources = [s for s, _ in read_pairs(args.test)][: args.limit]
     batches = [sources[i : i + args.batch] for i in range(0, len(sources), args.batch)]
     with tempfile.TemporaryDirectory() as base:
-        current = Served(export_current(args.run, base, _options(args.export_option)))
-        if args.baseline:
-            rows = compare(args, batches, current, Served(args.baseline))
+        exported = export_current(args.run, base, _options(args.export_option))
+        current = Served(exported)
+        if args.baseline or args.quick:  # --quick: the export against itself
+            baseline = Served(args.baseline or exported)
+            rows = compare(args, batches, current, baseline)
             print()
             print(
                 f"Served translator, session loader, {len(sources)} test sources in "
@@ -230,7 +274,7 @@ def report(args):
             profile(args, batches, current)
     print()
     print(f"median of {args.rounds} interleaved rounds; {_bench.environment_line()}")
-    print(f"command: {_bench.command_line(__file__, sys.argv[1:])}")
+    print(f"command: {_bench.command_line(__file__, args.argv)}")
 
 
 def profile(args, batches, served):

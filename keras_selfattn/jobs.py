@@ -7,8 +7,8 @@ calls the library module the work lives in:
 - `train` with ``on_finished=report`` (the chief; `print_worker_summary` on
   another worker): a run directory with a trained model (``training.train``),
   its test metrics and figures, written before the run is marked finished;
-- `load_translator` and `translate`: translations of a run's model
-  (``inference.Translator``);
+- `load_translator` and `translate_stream`: translations of a run's model, a
+  batch of lines at a time (``translation.translate_batches``);
 - `evaluate_run` and `print_metrics`: chrF, BLEU and exact match of a run
   (``inference.evaluate``);
 - `average`: a run's kept checkpoints averaged (``training.fit.averaging``);
@@ -41,6 +41,7 @@ from keras_selfattn.text import read_pairs
 from keras_selfattn.text.tokenizers import JOINER
 from keras_selfattn.training import TrainConfig
 from keras_selfattn.training import train as train_model
+from keras_selfattn.translation import translate_batches
 
 DEMO_MODEL_CONFIG = ModelConfig(
     num_hiddens=64,
@@ -336,10 +337,32 @@ def load_translator(run_dir):
     return Translator.load(run_dir)
 
 
-def translate(translator, texts, beam_size=1):
-    """``translator``'s translations of ``texts`` (`inference.Translation`
-    each: text, score, whether the input was truncated); 1 for greedy search."""
-    return translator.translate(texts, beam_size=beam_size)
+def translate_stream(
+    translator, batches, sink, beam_size=1, scores=False, on_truncated=None
+):
+    """Translates batches of lines as a filter does, each batch written at once
+    (`translation.translate_batches`: whole, in order, memory bounded by a batch).
+
+    Args:
+        translator: a run's `inference.Translator` (`load_translator`).
+        batches: lists of source lines (`text.line_batches.LineBatches`).
+        sink: writes each batch of answers
+            (`text.line_batches.CompleteLines`; its ``written`` counts them).
+        beam_size: 1 for greedy search.
+        scores: each translation's score after a tab.
+        on_truncated: called with each `Translation` whose source was cut.
+
+    Returns:
+        how many lines were translated.
+    """
+    return translate_batches(
+        translator,
+        batches,
+        sink,
+        beam_size=beam_size,
+        scores=scores,
+        on_truncated=on_truncated,
+    )
 
 
 def average(run_dir, last=None, out=None):

@@ -11,12 +11,24 @@ serving -> command line). `evaluate` needs only an object with the
 TensorFlow. `keras_selfattn.inference` re-exports both names.
 """
 
+import os
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
+
+if TYPE_CHECKING:  # annotations only: scoring imports no TensorFlow
+    from keras_selfattn.translation import Translator
 
 __all__ = ["evaluate", "format_metrics", "score_translations"]
 
 
-def evaluate(translator, pairs, beam_size=1, data=None):
+def evaluate(
+    translator: "Translator",
+    pairs: Iterable[tuple[str, str]],
+    beam_size: int = 1,
+    data: str | os.PathLike[str] | None = None,
+) -> dict[str, Any]:
     """Scores translations of ``pairs`` against their references, as written.
 
     sacrebleu's convention: the hypotheses are the detokenized translations the
@@ -39,7 +51,7 @@ def evaluate(translator, pairs, beam_size=1, data=None):
             ``metrics["data"]``.
 
     Returns:
-        dict: ``chrf`` and ``bleu`` (sacrebleu corpus scores, 0-100),
+        A dict of ``chrf`` and ``bleu`` (sacrebleu corpus scores, 0-100),
         ``exact_match`` (share of translations equal to their reference, as
         strings), ``count`` (pairs), ``distinct_translations`` (how many
         different translations), ``short_references`` (references with fewer
@@ -66,7 +78,9 @@ def evaluate(translator, pairs, beam_size=1, data=None):
     }
 
 
-def score_translations(hypotheses, references):
+def score_translations(
+    hypotheses: Sequence[str], references: Sequence[str]
+) -> dict[str, Any]:
     """`evaluate`'s scores: ``chrf``, ``bleu``, ``exact_match``,
     ``short_references`` and sacrebleu's ``signatures``."""
     from sacrebleu.metrics import BLEU, CHRF
@@ -88,7 +102,7 @@ def score_translations(hypotheses, references):
     }
 
 
-def format_metrics(metrics, examples=5):
+def format_metrics(metrics: dict[str, Any], examples: int = 5) -> str:
     """The text report of `evaluate`'s metrics: what was scored, then the scores.
 
     Args:

@@ -20,7 +20,10 @@ on `decoding`, `models`' outputs, `text` and `run_directory` only.
 """
 
 import dataclasses
+import os
 import pathlib
+from collections.abc import Iterable
+from typing import Any
 
 import keras
 import numpy as np
@@ -37,7 +40,13 @@ from keras_selfattn.run_directory.consistency import check_run_parts
 from keras_selfattn.run_directory.layout import CONFIG_FILE, MODEL_FILE
 from keras_selfattn.run_directory.settings import load_run_config
 
-__all__ = ["ModelFileError", "Translation", "Translator", "source_ids_for_model"]
+__all__ = [
+    "ModelFileError",
+    "Translation",
+    "Translator",
+    "source_ids_for_model",
+    "translate_batches",
+]
 
 
 class ModelFileError(ValueError):
@@ -52,7 +61,7 @@ class ModelFileError(ValueError):
         path: the ``model.keras`` file.
     """
 
-    def __init__(self, path, error):
+    def __init__(self, path: str | os.PathLike[str], error: BaseException) -> None:
         self.path = path
         if isinstance(error, saving.MissingClassError):  # its line names the file
             super().__init__(str(error))
@@ -60,7 +69,7 @@ class ModelFileError(ValueError):
         super().__init__(f"cannot read {path}: {type(error).__name__}: {error}")
 
 
-def _load_model(path, dtype=None):
+def _load_model(path: str | os.PathLike[str], dtype: str | None = None) -> Any:
     """`saving.load_model(path, dtype)`; what fails in it is a `ModelFileError`."""
     if dtype is not None:
         saving.check_dtype_policy(dtype)  # a bad name is not the file's fault
@@ -93,13 +102,13 @@ class Translation:
     source: str
     text: str
     score: float
-    source_tokens: list
-    target_tokens: list
+    source_tokens: list[str]
+    target_tokens: list[str]
     attention: np.ndarray | None = None
     truncated: bool = False
 
 
-def source_ids_for_model(ids, max_source_len):
+def source_ids_for_model(ids: Any, max_source_len: int) -> tuple[Any, Any]:
     """Ragged source token ids -> the model's ``source`` input (graph code).
 
     The one home of this step for `Translator.encode_sources` and the exported
@@ -135,25 +144,39 @@ class Translator:
         [t.text for t in translator.translate(["14 juillet 1989"], beam_size=4)]
     """
 
-    def __init__(self, model, tokenizer, max_source_len, max_target_len):
+    def __init__(
+        self,
+        model: keras.Model,
+        tokenizer: text.PairTokenizer,
+        max_source_len: int,
+        max_target_len: int,
+    ) -> None:
         self.model = model
         self.tokenizer = tokenizer
         self.max_source_len = max_source_len
         self.max_target_len = max_target_len
 
     @classmethod
-    def load(cls, run_dir, dtype=None):
+    def load(
+        cls, run_dir: str | os.PathLike[str], dtype: str | None = None
+    ) -> "Translator":
         """Loads ``model.keras``, the vocabularies and ``config.json`` of a run
         directory.
 
-        ``dtype``: None (default): the model computes under the policy it was
-        trained with, except a run trained with ``mixed_precision="auto"``:
-        float32 (the training machine chose bfloat16 for its own speed; this
-        one may lack the units, and served at batch 32 bfloat16 was no faster
-        even where they exist), so that such a run translates alike wherever
-        it is loaded, served or not; a policy name such as ``"float32"``: under
-        that one (`keras_selfattn.models.saving.with_dtype_policy`), e.g. a
-        bfloat16 run on a CPU without bfloat16 units.
+        Args:
+            run_dir: the run directory ``keras-selfattn train`` wrote.
+            dtype: None (default): the model computes under the policy it was
+                trained with, except a run trained with
+                ``mixed_precision="auto"``: float32 (the training machine chose
+                bfloat16 for its own speed; this one may lack the units, and
+                served at batch 32 bfloat16 was no faster even where they
+                exist), so that such a run translates alike wherever it is
+                loaded, served or not; a policy name such as ``"float32"``:
+                under that one (`keras_selfattn.models.saving.with_dtype_policy`),
+                e.g. a bfloat16 run on a CPU without bfloat16 units.
+
+        Returns:
+            A `Translator` of the run's model and tokenizers.
 
         Raises:
             FileNotFoundError: not a run directory, or one without its files.
@@ -183,9 +206,18 @@ class Translator:
             model, tokenizer, model_config.max_source_len, model_config.max_target_len
         )
 
-    def encode_sources(self, texts):
+    def encode_sources(self, texts: Iterable[str]) -> tuple[Any, list[list[str]], Any]:
         """Texts -> (padded int32 ids (B, T), token strings per text, truncated
-        flags)."""
+        flags).
+
+        Args:
+            texts: the source texts.
+
+        Returns:
+            ``(ids, tokens, truncated)``: int32 ids ``(B, T)`` (`tf.Tensor`), the
+            source tokens the model sees per text, and a bool NumPy array ``(B,)``,
+            True where a text was longer than ``max_source_len``.
+        """
         strings = tf.constant(list(texts), dtype=tf.string)
         tokens = self.tokenizer.source.tokenize(
             strings
@@ -201,12 +233,12 @@ class Translator:
 
     def translate(
         self,
-        texts,
-        beam_size=1,
-        return_attention=False,
-        alpha=DEFAULT_LENGTH_PENALTY,
-        batch_size=256,
-    ):
+        texts: Iterable[str],
+        beam_size: int = 1,
+        return_attention: bool = False,
+        alpha: float = DEFAULT_LENGTH_PENALTY,
+        batch_size: int = 256,
+    ) -> list[Translation]:
         """Translates a list of strings.
 
         Args:
@@ -246,7 +278,13 @@ class Translator:
             )
         return results
 
-    def _translate_batch(self, texts, beam_size, return_attention, alpha):
+    def _translate_batch(
+        self,
+        texts: list[str],
+        beam_size: int,
+        return_attention: bool,
+        alpha: float,
+    ) -> list[Translation]:
         ids, source_tokens, truncated = self.encode_sources(texts)
         if keras.config.backend() != "tensorflow":
             ids = ids.numpy()  # TensorFlow's ids to the search's backend
@@ -291,3 +329,46 @@ class Translator:
                 )
             )
         return results
+
+
+def translate_batches(
+    translator, batches, sink, beam_size=1, scores=False, on_truncated=None
+):
+    """Translates each batch of lines as it comes and writes its answers at once.
+
+    A filter's loop: memory is bounded by a batch, and every batch is written
+    (whole, in input order, flushed) before the next one is read, so a line on an
+    open pipe is answered without waiting for the end of the input.
+
+    Args:
+        translator: a `Translator`.
+        batches: lists of source lines (`text.line_batches.LineBatches`, or any
+            iterable of lists of str).
+        sink: what writes a batch of answers (`text.line_batches.CompleteLines`:
+            ``write(lines)``); its ``written`` says how many are out when the loop
+            is stopped.
+        beam_size: 1 for greedy search.
+        scores: add each translation's score after a tab.
+        on_truncated: called with each `Translation` whose source was cut at the
+            model's maximum length.
+
+    Returns:
+        how many lines were translated.
+    """
+    count = 0
+    for batch in batches:
+        translations = translator.translate(batch, beam_size=beam_size)
+        if on_truncated is not None:
+            for translation in translations:
+                if translation.truncated:
+                    on_truncated(translation)
+        sink.write([_answer(t, scores) for t in translations])
+        count += len(translations)
+    return count
+
+
+def _answer(translation, scores):
+    """A translation's output line: its text, and its score after a tab."""
+    if scores:
+        return f"{translation.text}\t{translation.score:.4f}"
+    return translation.text

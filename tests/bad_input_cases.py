@@ -253,8 +253,11 @@ class Case:
     argv: object  # Workspace -> list of str
     expect: str = CLEAR
     mentions: tuple = ()  # what a clear error must name, formatted with the argv
+    # what it must not say: the library's Python words, where the command
+    # line has its own (a flag for a parameter, "--overwrite" for overwrite=True)
+    avoids: tuple = ()
     check: object = None  # Result -> bool, for sensible results
-    stdin: bytes = b""
+    stdin: bytes | None = b""  # None: stdin closed (<&-)
     stdout: str | None = None  # "full", "closed" or "broken-pipe": a faulty stdout
     needs_run: bool = False
     slow: bool = False  # seconds even without a run (check-serving starts a process)
@@ -335,6 +338,13 @@ def _says(*words):
 
 def _lines(count):
     return lambda result: result.stdout.count("\n") == count
+
+
+def _python_spelling(flag):
+    """How the library spells ``flag``'s parameter (``--max-pairs``: ``max_pairs``
+    and ``max_pairs=``), which the command line's messages do not show."""
+    name = flag.removeprefix("--").replace("-", "_")
+    return (f"{name}=", name) if "_" in name else (f"{name}=",)
 
 
 TRAIN = ["train", "--epochs", "1"]
@@ -543,6 +553,7 @@ CASES = [
                 value,
             ],
             mentions=(flag,),
+            avoids=_python_spelling(flag),
         )
         for flag, value in [
             ("--max-pairs", "-5"),
@@ -590,6 +601,56 @@ CASES = [
         mentions=("{2}", "in use by another train", "process"),
     ),
     Case("an unknown command", lambda w: ["trian"], mentions=("trian",)),
+    # exact option names: a prefix of an option is not taken for it
+    Case(
+        "train --epoch 2 (a prefix of --epochs)",
+        lambda w: [
+            "train",
+            "--data",
+            w.file("pairs.tsv"),
+            "--out",
+            "r",
+            "--epoch",
+            "2",
+        ],
+        mentions=("--epoch",),
+    ),
+    Case(
+        "translate --bea 2 (a prefix of --beam)",
+        lambda w: ["translate", "--model", str(w.root), "--bea", "2", "x"],
+        mentions=("--bea",),
+    ),
+    # advice in the command line's own spelling
+    Case(
+        "train --out a directory holding other files (advice: --overwrite)",
+        lambda w: [
+            *TRAIN,
+            "--data",
+            w.file("pairs.tsv"),
+            "--out",
+            str(pathlib.Path(w.file("other/notes.txt")).parent),
+        ],
+        mentions=("{6}", "--overwrite"),
+        avoids=("overwrite=True",),
+    ),
+    Case(
+        "train --out a file",
+        lambda w: [*TRAIN, "--data", w.file("pairs.tsv"), "--out", w.file("f.txt")],
+        mentions=("--out", "{6}"),
+        avoids=("run_dir",),
+    ),
+    Case(
+        "build-vocab --out a folder holding vocabularies (advice: --overwrite)",
+        lambda w: [
+            "build-vocab",
+            "--data",
+            w.file("pairs.tsv"),
+            "--out",
+            str(pathlib.Path(w.file("vocab/tokenizer.json", b"{}")).parent),
+        ],
+        mentions=("{4}", "--overwrite"),
+        avoids=("overwrite=True",),
+    ),
     # run directories and exports that are not what they should be
     Case(
         "translate --model a missing directory",
@@ -647,6 +708,81 @@ CASES = [
         lambda w: ["translate", "--model", str(w.run)],
         expect=SENSIBLE,
         check=_lines(0),
+        needs_run=True,
+    ),
+    Case(
+        "translate: stdin closed (<&-)",
+        lambda w: ["translate", "--model", str(w.run)],
+        expect=SENSIBLE,
+        check=lambda result: (
+            result.stdout == "" and "keras-selfattn" not in result.stderr
+        ),
+        stdin=None,
+        needs_run=True,
+    ),
+    Case(
+        "translate: Latin-1 stdin",
+        lambda w: ["translate", "--model", str(w.run)],
+        expect=SENSIBLE,
+        check=lambda result: (
+            result.stdout.count("\n") == 2
+            and "stdin: 1 of 2 lines not valid UTF-8" in result.stderr
+            and "iconv -f LATIN1 -t UTF-8" in result.stderr
+        ),
+        stdin=b"14 juillet 1989\n3 ao\xfbt 2001\n",
+        needs_run=True,
+    ),
+    Case(
+        "translate: a sentence that names an existing file",
+        lambda w: ["translate", "--model", str(w.run), w.file("src.txt")],
+        expect=SENSIBLE,
+        check=lambda result: (
+            result.stdout.count("\n") == 1
+            and "is a file name: translating the text; to translate the file, "
+            "use --input"
+            in result.stderr
+        ),
+        needs_run=True,
+    ),
+    Case(
+        "translate --input a missing file",
+        lambda w: ["translate", "--model", str(w.run), "--input", f"{w.root}/no.txt"],
+        mentions=("{4}", "No such file"),
+        needs_run=True,
+    ),
+    Case(
+        "translate --input FILE and a sentence too",
+        lambda w: [
+            "translate",
+            "--model",
+            str(w.run),
+            "--input",
+            w.file("src.txt"),
+            "14 juillet 1989",
+        ],
+        mentions=("--input {4}", "not both"),
+        needs_run=True,
+    ),
+    Case(
+        "translate --input FILE --output FILE",
+        lambda w: [
+            "translate",
+            "--model",
+            str(w.run),
+            "--input",
+            w.file("src.txt", b"14 juillet 1989\n3 mai 2001\n"),
+            "--output",
+            f"{w.root}/out.txt",
+        ],
+        expect=SENSIBLE,
+        check=lambda result: result.stdout == "",
+        needs_run=True,
+    ),
+    Case(
+        "evaluate --json: stdout is one JSON object",
+        lambda w: ["evaluate", "--model", str(w.run), "--json"],
+        expect=SENSIBLE,
+        check=lambda result: json.loads(result.stdout)["count"] > 0,
         needs_run=True,
     ),
     Case(
@@ -1002,6 +1138,7 @@ CASES += [
             str(w.run),
             "--data",
             _fed_fifo(w, "pairs", b"14 juillet 1989\t1989-07-14\n"),
+            "--json",
         ],
         expect=SENSIBLE,
         check=_says('"count": 1'),
@@ -1149,6 +1286,7 @@ CASES += [
             f"{w.file('plain-file')}/vocab",
         ],
         mentions=("--out", "plain-file/vocab", "cannot be written"),
+        avoids=("out_dir",),
     ),
 ]
 
@@ -1168,7 +1306,10 @@ def classify(case, argv, result):
     last = result.stderr.strip().splitlines()[-1:] or [""]
     if result.status == 2 and "error:" in last[0]:
         wanted = [m.format(*argv) for m in case.mentions]
-        return CLEAR if all(m in last[0] for m in wanted) else UNCLEAR
+        named = all(m in last[0] for m in wanted)
+        return (
+            CLEAR if named and not any(a in last[0] for a in case.avoids) else UNCLEAR
+        )
     return f"exit {result.status}"
 
 
@@ -1196,7 +1337,9 @@ def run_in_process(argv, stdin=b"", stdout=None):
     out, err = io.StringIO(), io.StringIO()
     if stdout is not None:
         out = None if stdout == "closed" else _FaultyStdout(stdout)
-    stdin_stream = io.TextIOWrapper(io.BytesIO(stdin), encoding="utf-8")
+    stdin_stream = None
+    if stdin is not None:  # None: closed, as Python has it when fd 0 is closed
+        stdin_stream = io.TextIOWrapper(io.BytesIO(stdin), encoding="utf-8")
     with (
         contextlib.redirect_stdout(out),
         contextlib.redirect_stderr(err),
@@ -1231,6 +1374,8 @@ def run_in_subprocess(argv, stdin=b"", env=None, stdout=None):
     command = [sys.executable, "-m", "keras_selfattn", *map(os.fsencode, argv)]
     if stdout is not None:
         return _faulty_stdout_run(command, stdin, env, stdout)
+    if stdin is None:  # fd 0 closed by the shell that execs the command
+        command = ["sh", "-c", 'exec "$@" <&-', "sh", *command]
     done = subprocess.run(
         command, input=stdin, capture_output=True, env=env, timeout=600, check=False
     )

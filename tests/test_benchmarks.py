@@ -1,30 +1,40 @@
-"""Smoke test: every performance benchmark runs in --quick mode and prints its tables.
+"""Every benchmark script runs end to end in its ``--quick`` mode (seconds).
 
-The benchmarks are scripts (``benchmarks/*.py``), not package modules: each is
-loaded from its path and its ``main(["--quick"])`` run in this process (tiny
-shapes, one or two rounds, no XLA). Figures are not checked -- they are noise at
-these sizes -- only that each script still runs end to end and prints a
-markdown table with the command that produced it.
+The benchmarks are scripts (``benchmarks/*.py``), not package modules. Most are
+loaded from their path and their ``main(["--quick"])`` run in this process, so
+that the suite pays TensorFlow's import once; a script that must own its process
+(``distributed_throughput.py`` splits the CPU into logical devices before
+TensorFlow starts) and the corpus writer run as subprocesses. Figures are not
+checked -- they are noise at these sizes -- only that each script prints its
+table with the rows and ratios it promises, and the command that produced it.
 """
 
 import importlib.util
+import os
 import pathlib
+import re
+import subprocess
 import sys
 
 import pytest
 
 BENCHMARKS = pathlib.Path(__file__).resolve().parents[1] / "benchmarks"
-SCRIPTS = (
-    "attention_vs_keras",
-    "attention_layouts",
-    "decoder_train_step",
-    "decoding_latency",
-    "served_precision",
-    "shortlist_coverage",
-    "attention_scaling",
-    "training_throughput",
-    "vocab_learning",
-)
+RATIO = re.compile(r"\*\*\d+\.\d+\*\*")  # a bold ratio cell, e.g. **0.93**
+
+# script -> substrings its --quick output holds (beside a table and its command)
+IN_PROCESS = {
+    "attention_vs_keras": ["ours / keras", RATIO],
+    "decoder_train_step": ["ours / book", "utilization", RATIO],
+    "decoding_latency": ["greedy / forward", RATIO],
+    "training_throughput": ["| float32 | off |", RATIO],
+    "vocab_learning": ["sentencepiece"],
+    "served_precision": ["bfloat16"],
+    "shortlist_coverage": [],
+    # against its own export: every text the same
+    "served_translator": ["serving_default (greedy) |", "| 0 of 32 |", "| 0 of 128 |"],
+    "budget_run": ["| 0.01 | ", "| greedy |", "| beam 2 |"],
+    "scale": ["| 3k | after, --vocab |", "| 3k | build-vocab |"],
+}
 
 
 def _load(name):
@@ -38,18 +48,76 @@ def _load(name):
     return module
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("name", SCRIPTS)
-def test_benchmark_runs_in_quick_mode(name, capsys):
-    _load(name).main(["--quick"])
-    out = capsys.readouterr().out
+def _check_output(out, name, expected):
     assert "|---|" in out, out
     assert f"command: .venv/bin/python benchmarks/{name}.py --quick" in out, out
+    for item in expected:
+        if isinstance(item, str):
+            assert item in out, (item, out)
+        else:
+            assert item.search(out), (item.pattern, out)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(IN_PROCESS))
+def test_benchmark_runs_in_quick_mode(name, capsys):
+    _load(name).main(["--quick"])
+    _check_output(capsys.readouterr().out, name, IN_PROCESS[name])
+
+
+@pytest.mark.slow
+def test_cli_startup_runs_in_quick_mode(capsys):
+    _load("cli_startup").main(["--quick"])
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if line.startswith("| keras-selfattn")]
+    assert any(row.startswith("| keras-selfattn --help |") for row in rows), out
+    for row in rows:  # every command timed against `import tensorflow`
+        float(row.strip("|").split("|")[-1])
+    assert "`.venv/bin/python benchmarks/cli_startup.py --quick`" in out, out
+
+
+@pytest.mark.slow
+def test_distributed_throughput_runs_in_quick_mode():
+    """In its own process: the CPU is split into two devices before TF starts."""
+    done = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "distributed_throughput.py"), "--quick"],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "PYTHONPATH": str(BENCHMARKS.parent)},
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    _check_output(done.stdout, "distributed_throughput", ["mirrored", RATIO])
+
+
+def test_make_big_corpus_writes_the_pairs_asked(tmp_path):
+    out = tmp_path / "pairs.tsv"
+    command = [sys.executable, str(BENCHMARKS / "make_big_corpus.py")]
+    done = subprocess.run(
+        [*command, "--pairs", "250", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = out.read_text(encoding="utf-8").splitlines()
+    assert len(lines) == 250
+    assert all(len(line.split("\t")) == 2 for line in lines)
+    lengths = [len(line.split("\t")[0].split()) for line in lines]
+    assert min(lengths) >= 2 and max(lengths) <= 80
+    bad = subprocess.run(
+        [*command, "--pairs", "0", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert bad.returncode == 2 and "--pairs must be positive. Received: 0" in bad.stderr
 
 
 @pytest.mark.slow
 def test_keras_hub_peer_runs_in_quick_mode(tmp_path, capsys):
-    """The KerasHub peer (issue 24): a few steps on the bundled dates, then scored.
+    """The KerasHub peer: a few steps on the bundled dates, then scored.
 
     Needs the ``peer`` extra (keras-hub); skipped where it is not installed.
     """

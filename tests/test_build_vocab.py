@@ -310,7 +310,7 @@ def test_an_out_that_cannot_be_written_fails_before_learning(
             main(["build-vocab", "--data", str(data), "--out", str(out)])
         assert exited.value.code == 2
         err = capsys.readouterr().err
-        assert f"error: --out {out} (out_dir) cannot be written (" in err, err
+        assert f"error: --out {out} cannot be written (" in err, err
     with pytest.raises(OSError, match="cannot be written"):
         build_vocab(str(data), blocker / "v", TrainConfig(), verbose=False)
     assert not learned  # refused before any learning

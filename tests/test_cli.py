@@ -4,8 +4,11 @@ import json
 import os
 import pathlib
 import re
+import signal
 import subprocess
 import sys
+import threading
+import time
 
 import pytest
 
@@ -84,19 +87,23 @@ def test_train_writes_a_run_and_reports(trained_run):
 def test_evaluate_and_translate(trained_run):
     root, _ = trained_run
     run = root / "run"
-    result = cli("evaluate", "--model", run, "--beam", "2")
-    scores = json.loads(result.stdout.strip().splitlines()[-1])
+    # --json: stdout is one JSON object and nothing else.
+    scores = json.loads(cli("evaluate", "--model", run, "--beam", "2", "--json").stdout)
     assert scores["count"] > 0 and 0 <= scores["exact_match"] <= 1
+    assert "examples" not in scores and scores["beam_size"] == 2
+    # Without it, the human summary alone.
+    result = cli("evaluate", "--model", run, "--beam", "2")
     test_split = run / "splits" / "test.tsv"
     assert result.stdout.startswith(
         f"evaluated: the run's test split ({test_split}): {scores['count']} pairs, "
         "beam 2 search\n"
     )
+    assert "{" not in result.stdout
     # --data FILE: the whole file is scored, and the report says which and how much.
     given = text.write_pairs(root / "some.tsv", text.read_pairs(test_split)[:7])
-    result = cli("evaluate", "--model", run, "--data", given)
-    assert result.stdout.startswith(f"evaluated: {given}: 7 pairs, greedy search\n")
-    assert json.loads(result.stdout.strip().splitlines()[-1])["data"] == str(given)
+    result = cli("evaluate", "--model", run, "--data", given, "--json")
+    assert json.loads(result.stdout)["data"] == str(given)
+    assert json.loads(result.stdout)["count"] == 7
     translated = cli(
         "translate", "--model", run, "--scores", "14 juillet 1989", "", "zzz qqq"
     )
@@ -235,3 +242,78 @@ def test_no_tensorflow_log_lines_from_the_other_commands(
         (tmp_path / "saved_model.pb").write_bytes(b"garbage")
     result = cli(*argv, check=False)
     assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+
+
+def _translate_process(run, *args, **popen):
+    return subprocess.Popen(
+        [sys.executable, "-m", "keras_selfattn", "translate", "--model", str(run)]
+        + list(args),
+        env=user_env(),
+        **popen,
+    )
+
+
+def test_translate_answers_each_line_on_an_open_pipe(trained_run):
+    """A co-process writes a line, keeps the pipe open and reads the answer; then
+    another: each is answered at once, not at the end of the input."""
+    root, _ = trained_run
+    process = _translate_process(
+        root / "run", stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    answers = []
+
+    def answer_of(line, timeout):
+        process.stdin.write(line)
+        process.stdin.flush()
+        reader = threading.Thread(
+            target=lambda: answers.append(process.stdout.readline())
+        )
+        reader.start()
+        reader.join(timeout)
+        assert not reader.is_alive(), f"no answer to {line!r} in {timeout} s"
+        return answers[-1]
+
+    try:
+        first = answer_of(b"14 juillet 1989\n", 300)  # the model loads first
+        second = answer_of(b"3 mai 2001\n", 60)
+        assert first.endswith(b"\n") and second.endswith(b"\n")
+        process.stdin.close()
+        assert process.wait(timeout=60) == 0
+        assert process.stdout.read() == b""
+    finally:
+        process.kill()
+        process.wait()
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_translate_stopped_mid_input_keeps_whole_lines(trained_run, signum):
+    """Ctrl-C or SIGTERM in the middle of ``--input`` to ``--output``: exit 130 or
+    143, the output holds N whole translations in input order, and the one stderr
+    line says N."""
+    root, _ = trained_run
+    sources = [s for s, _ in text.read_pairs(root / "run" / "splits" / "test.tsv")]
+    small = root / f"sources-{signum}.txt"
+    small.write_text("".join(f"{s}\n" for s in sources))
+    reference = cli("translate", "--model", root / "run", "--input", small)
+    expected = reference.stdout.split("\n")[:-1]
+    assert len(expected) == len(sources)
+    big = root / f"big-{signum}.txt"
+    big.write_text("".join(f"{s}\n" for s in sources) * 4000)
+    out = root / f"out-{signum}.txt"
+    process = _translate_process(
+        root / "run", "--input", big, "--output", out, stderr=subprocess.PIPE
+    )
+    deadline = time.monotonic() + 300
+    while not (out.exists() and out.stat().st_size):
+        assert process.poll() is None and time.monotonic() < deadline
+        time.sleep(0.05)
+    process.send_signal(signum)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 128 + signum
+    lines = out.read_bytes().decode().split("\n")
+    assert lines.pop() == ""  # every line whole
+    assert 0 < len(lines) < 4000 * len(sources)
+    assert lines == [expected[i % len(sources)] for i in range(len(lines))]
+    assert err.decode() == (
+        f"keras-selfattn: interrupted: {len(lines)} lines written to {out}\n"
+    )

@@ -9,6 +9,7 @@ import re
 import pytest
 
 from keras_selfattn import text
+from keras_selfattn.cli import errors
 from keras_selfattn.training.config.presets import preset_configs
 from tests.test_cli import cli
 
@@ -20,11 +21,14 @@ TINY_MODEL = [
     *("--max-target-len", "12", "--no-jit-compile", "--batch-size", "16"),
 ]
 
+STEPS = errors.HEALTH_EXIT_UPDATES  # the shortest run a failed check fails
+
 
 def test_a_run_that_does_not_translate_fails_loudly(tmp_path):
     """The validation set's sources are all one sentence, so any model writes one
     translation for twenty different references: the health check must fail at
-    every validation, and the run must end with exit status 3."""
+    every validation, and the run, long enough for a model to be expected to
+    translate (`errors.HEALTH_EXIT_UPDATES` updates), must end with exit status 3."""
     pairs = text.load_bundled_dates()
     data = text.write_pairs(tmp_path / "train.tsv", pairs[:200])
     same_source = [("14 juillet 1989", target) for _, target in pairs[200:220]]
@@ -37,7 +41,8 @@ def test_a_run_that_does_not_translate_fails_loudly(tmp_path):
         *("--data", data, "--valid-data", valid, "--out", run),
         *("--target-tokenizer", "char", "--source-tokenizer", "word"),
         *TINY_MODEL,
-        *("--train-steps", "6", "--eval-every", "3", "--log-every", "2"),
+        *("--train-steps", str(STEPS), "--eval-every", str(STEPS // 2)),
+        *("--log-every", "200"),
         *("--validation-translations", "20"),
         check=False,
     )
@@ -46,7 +51,7 @@ def test_a_run_that_does_not_translate_fails_loudly(tmp_path):
     alarms = re.findall(
         r"warning: step (\d+): the model is not translating", result.stderr
     )
-    assert alarms == ["3", "6"]
+    assert alarms == [str(STEPS // 2), str(STEPS)]
     assert "same sentence for every input" in result.stderr
     assert re.search(
         r"error: at the last validation the model was not translating: "
@@ -58,18 +63,19 @@ def test_a_run_that_does_not_translate_fails_loudly(tmp_path):
     assert re.search(
         # (no ETA during the moving average's warm-up: "ETA --"; the first
         # interval, with the compiling step left out, may have no speed yet)
-        r"^step 2/6  loss [\d.]+(  [\d,]+ target tokens/s)?  ETA (--|\d+:\d\d:\d\d)$",
+        rf"^step 200/{STEPS}  loss [\d.]+(  [\d,]+ target tokens/s)?  "
+        r"ETA (--|\d+:\d\d:\d\d)$",
         out,
         re.MULTILINE,
     )
     # Each validation, on a line of its own under the step's one progress line:
     # loss and CPU time, scores, three examples with references.
     assert re.search(
-        r"^validation at step 6/6:  loss [\d.]+  val_loss [\d.]+ .* CPU-s",
+        rf"^validation at step {STEPS}/{STEPS}:  loss [\d.]+  val_loss [\d.]+ .* CPU-s",
         out,
         re.MULTILINE,
     )
-    assert len(re.findall(r"^step 6/6  ", out, re.MULTILINE)) == 1
+    assert len(re.findall(rf"^step {STEPS}/{STEPS}  ", out, re.MULTILINE)) == 1
     assert re.search(
         r"^  chrF [\d.]+  BLEU [\d.]+  distinct 0\.05  ", out, re.MULTILINE
     )

@@ -12,6 +12,7 @@ sure it runs on TensorFlow (`run_on_tensorflow`), runs the checks of
 
 import argparse
 import contextlib
+import functools
 import json
 import os
 import sys
@@ -20,18 +21,20 @@ import keras
 
 from keras_selfattn import backends
 from keras_selfattn.choices import DEFAULT_BEAM_SIZE, DEFAULT_GROUPS
-from keras_selfattn.cli import errors
+from keras_selfattn.cli import errors, streams
 from keras_selfattn.cli.checks import check_arguments
 from keras_selfattn.cli.flags import (
     add_beam_option,
     add_config_arguments,
     add_data_option,
+    add_grouped_config_arguments,
     add_model_option,
     add_output_options,
     append_defaults,
     config_from_args,
     count,
     shows,
+    train_groups,
 )
 from keras_selfattn.cli.quiet import quiet_tensorflow
 from keras_selfattn.cli.stopping import signals_stop
@@ -152,7 +155,14 @@ def _run(args):
 
 
 def _add_command(subparsers, name, run, **kwargs):
-    """A command's parser, with the output options; ``run(args)`` runs it."""
+    """A command's parser, with the output options; ``run(args)`` runs it. Its
+    --help opens with what it does: its ``description``, by default its line in
+    the list of commands (``help``)."""
+    summary = kwargs["help"]
+    first = summary.split()[0]
+    if first.islower():  # "chrF" stays as it is written
+        summary = first.capitalize() + summary[len(first) :]
+    kwargs.setdefault("description", summary + ".")
     parser = subparsers.add_parser(name, **kwargs)
     add_output_options(parser, default=argparse.SUPPRESS)
     parser.set_defaults(run=run)
@@ -165,18 +175,6 @@ def _progress(args):
     from keras_selfattn.training.callbacks.progress import fit_verbosity
 
     return fit_verbosity(0 if args.quiet else "auto")
-
-
-def _read_stdin_lines():
-    """stdin's lines, split on "\\n" only (a sentence may hold \\f, \\x1d or U+2028).
-
-    Bytes that are not UTF-8 become U+FFFD; a final "\\r" is dropped (CRLF files).
-    """
-    data = sys.stdin.buffer.read().decode("utf-8", "replace")
-    lines = data.split("\n")
-    if lines[-1] == "":
-        lines.pop()
-    return [line.removesuffix("\r") for line in lines]
 
 
 def _load_translator(args):
@@ -247,34 +245,31 @@ def _build_vocab(args):
 
 def _add_train(subparsers):
     parser = _add_command(
-        subparsers, "train", _train, help="train on source<TAB>target pair files"
+        subparsers,
+        "train",
+        _train,
+        help="train on source<TAB>target pair files",
+        usage="%(prog)s --data DATA --out OUT [--epochs EPOCHS] [--preset NAME] "
+        "[options]",
     )
+    groups = train_groups(parser)
     add_data_option(
-        parser,
+        groups["data"],
         "pair file or glob pattern (shards/*.tsv.gz), streamed; repeat for more",
     )
     for flag, split in (("--valid-data", "validation"), ("--test-data", "test")):
-        held_out = parser.add_argument(
+        held_out = groups["data"].add_argument(
             flag, action="append", help=f"{split} pair file(s)"
         )
         shows(held_out, "held out of --data")
-    vocab = parser.add_argument(
+    vocab = groups["data"].add_argument(
         "--vocab",
         help="vocabularies from build-vocab, or a run directory; the tokenizer "
         "settings it was built with are used (a tokenizer flag given must agree)",
     )
     shows(vocab, "learned")
-    parser.add_argument(
-        "--overwrite",
-        action="store_true",
-        help="replace a finished run or a directory holding other files",
-    )
-    parser.add_argument(
-        "--out",
-        required=True,
-        help="run directory to write (an interrupted run resumes)",
-    )
-    preset = parser.add_argument(
+    _add_run_directory_options(groups["run directory"])
+    preset = groups["training"].add_argument(
         "--preset",
         choices=sorted(PRESETS),
         help="start from a named recipe for real text (every setting in "
@@ -282,9 +277,22 @@ def _add_train(subparsers):
         "flags given override it",
     )
     shows(preset, "none, the defaults shown below")
-    add_config_arguments(parser, ModelConfig, "model")
-    add_config_arguments(parser, TrainConfig, "training", skip=("split",))
+    add_grouped_config_arguments(groups, ModelConfig, TrainConfig, skip=("split",))
     parser.set_defaults(configure=_configure_train)
+
+
+def _add_run_directory_options(group):
+    """train's --out and --overwrite."""
+    group.add_argument(
+        "--out",
+        required=True,
+        help="run directory to write (an interrupted run resumes)",
+    )
+    group.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace a finished run or a directory holding other files",
+    )
 
 
 def _configure_train(args):
@@ -347,6 +355,11 @@ def _add_evaluate(subparsers):
     data = parser.add_argument("--data", help="TSV file of pairs to score, all of it")
     shows(data, "the run's test split, RUN_DIR/splits/test.tsv")
     add_beam_option(parser)
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print the scores as one JSON object (and nothing else) on stdout",
+    )
 
 
 def _evaluate(args):
@@ -356,9 +369,11 @@ def _evaluate(args):
     metrics = jobs.evaluate_run(
         args.model, args.data, beam_size=args.beam, translator=translator
     )
-    jobs.print_metrics(metrics)
-    scores = {key: value for key, value in metrics.items() if key != "examples"}
-    print(json.dumps(scores, sort_keys=True))
+    if args.json:
+        scores = {key: value for key, value in metrics.items() if key != "examples"}
+        print(json.dumps(scores, sort_keys=True))
+    else:
+        jobs.print_metrics(metrics)
     return 0
 
 
@@ -367,36 +382,68 @@ def _add_translate(subparsers):
         subparsers,
         "translate",
         _translate,
-        help="translate sentences (arguments, or one per line on stdin)",
+        help="translate sentences (arguments, or one per line from --input or stdin)",
     )
     add_model_option(parser)
     add_beam_option(parser)
     parser.add_argument(
         "--scores", action="store_true", help="print the score after a tab"
     )
+    source = parser.add_argument(
+        "--input", metavar="FILE", help="translate this file, one sentence a line"
+    )
+    shows(source, "the sentences given, else stdin")
+    output = parser.add_argument(
+        "--output", metavar="FILE", help="write the translations to this file"
+    )
+    shows(output, "stdout")
     text = parser.add_argument("text", nargs="*", help="sentences to translate")
-    shows(text, "read stdin, one sentence a line")
+    shows(text, "read --input or stdin, one sentence a line")
 
 
 def _translate(args):
     from keras_selfattn import jobs
 
-    texts = args.text or _read_stdin_lines()
-    translator = _load_translator(args)
-    if not texts:
-        return 0
-    for translation in jobs.translate(translator, texts, beam_size=args.beam):
-        if translation.truncated:
+    streams.check_sources(args)
+    lines = None
+    with streams.stopping_signals(), contextlib.ExitStack() as stack:
+        try:
+            lines = streams.Lines(args, stack)
+            translator = _load_translator(args)
+            lines.open_output(args, stack)
+            streams.hint_on_a_terminal(args)
+            jobs.translate_stream(
+                translator,
+                lines.batches,
+                lines.sink,
+                beam_size=args.beam,
+                scores=args.scores,
+                on_truncated=functools.partial(_truncated, translator),
+            )
+        except KeyboardInterrupt as interrupt:
+            _say_not_utf8(lines)
+            written = 0 if lines is None else lines.written()
+            output = args.output or "stdout"
             print(
-                "keras-selfattn: warning: input truncated to "
-                f"{translator.max_source_len} tokens: {translation.source[:60]!r}",
+                f"keras-selfattn: interrupted: {written} lines written to {output}",
                 file=sys.stderr,
             )
-        line = translation.text
-        if args.scores:
-            line += f"\t{translation.score:.4f}"
-        print(line)
+            return streams.exit_status(interrupt)
+        _say_not_utf8(lines)
     return 0
+
+
+def _truncated(translator, translation):
+    streams.warn(
+        f"input truncated to {translator.max_source_len} tokens: "
+        f"{translation.source[:60]!r}"
+    )
+
+
+def _say_not_utf8(lines):
+    report = None if lines is None else lines.not_utf8_report()
+    if report:
+        streams.warn(report)
 
 
 def _add_average(subparsers):
@@ -453,7 +500,7 @@ def _add_export(subparsers):
         "--xla",
         action="store_true",
         help=(
-            "compile the searches with XLA (export_run(xla=True)); a CPU "
+            "compile the searches with XLA; a CPU "
             "tensorflow_model_server must then run with "
             f"{XLA_SERVER_FLAG} (default: off, no server flag)"
         ),

@@ -8,9 +8,10 @@ usage errors do (`Parser`); a missing optional extra is bad input too. Anything
 else is an internal error (`INTERNAL_ERROR`, 70) and ``--debug`` shows its
 traceback; an interrupt is `INTERRUPTED` (130). A ``train`` whose model does not
 translate at its last validation exits with `EXIT_NOT_TRANSLATING` (3,
-`health_status`). `failure` and `interrupted` choose the status and the line;
-`reading` and `opening_run` turn a file that cannot be read into a ValueError
-naming it. Imports no Keras or TensorFlow until a run is opened.
+`health_status`), once it was long enough for a model to translate (a shorter
+one gets a warning line and 0). `failure` and `interrupted` choose the status
+and the line; `reading` and `opening_run` turn a file that cannot be read into
+a ValueError naming it. Imports no Keras or TensorFlow until a run is opened.
 
 TensorFlow's own writers (SavedModel, checkpoints, summaries, ``tf.io.gfile``)
 report a full disk or a refused write as ``tf.errors`` (ResourceExhaustedError,
@@ -51,7 +52,14 @@ _EXTRA_MODULES = ("matplotlib", "tensorflow_serving")
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse, with usage errors on one line (exit status 2)."""
+    """argparse, with usage errors on one line (exit status 2) and exact option
+    names only: a prefix (``--epoch`` for ``--epochs``) is a usage error, not
+    taken for the option it starts (so that a typo is not read as another
+    option). Its commands' parsers are Parsers too."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message):
         self.exit(
@@ -77,7 +85,7 @@ def failure(error):
     if tf_error is not None:
         return USAGE_ERROR, f"error: {one_line(tf_error)}"
     if isinstance(error, (ValueError, OSError)):
-        return USAGE_ERROR, f"error: {one_line(error)}"
+        return USAGE_ERROR, f"error: {cli_words(one_line(error))}"
     if isinstance(error, ImportError) and _missing_extra(error):
         return USAGE_ERROR, (
             f"error: {one_line(error)} (this needs an optional dependency: "
@@ -238,15 +246,44 @@ def interrupted(command, error=None):
     return status, f"interrupted{by}{resume}"
 
 
+# A run is expected to translate once it has made this many optimizer updates
+# and is past its learning-rate warm-up; a shorter one (a first trial of a few
+# steps, or one epoch) that does not is warned about, not failed.
+HEALTH_EXIT_UPDATES = 1000
+
+
+def long_enough_to_translate(steps, train_config):
+    """Whether a run of ``steps`` steps under ``train_config`` is long enough
+    for a working model to be expected: `HEALTH_EXIT_UPDATES` optimizer updates
+    (steps count batches, ``accumulate_steps`` of them an update) and past its
+    ``warmup_steps``."""
+    updates = steps // train_config.accumulate_steps
+    return updates >= max(HEALTH_EXIT_UPDATES, train_config.warmup_steps + 1)
+
+
 def health_status(result):
     """0, or `EXIT_NOT_TRANSLATING` after an error line when the model of the
-    `TrainResult` ``result`` did not translate at its last validation."""
+    `TrainResult` ``result`` did not translate at its last validation and the
+    run was long enough for it to (`long_enough_to_translate`); a shorter run
+    that does not translate gets a warning line and 0."""
     health = result.summary.get("health")
     if not health or health["ok"]:
         return 0
+    problems = "; ".join(health["problems"])
+    steps = result.summary.get("steps") or 0
+    if not long_enough_to_translate(steps, result.train_config):
+        print(
+            "keras-selfattn: warning: at the last validation the model was not "
+            f"translating yet: {problems}. {steps} steps are few for that (a run "
+            f"fails this check from {HEALTH_EXIT_UPDATES:,} optimizer updates past "
+            "its warm-up on): train longer with --epochs or --train-steps. The run "
+            f"is kept in {result.run_dir}",
+            file=sys.stderr,
+        )
+        return 0
     print(
         "keras-selfattn: error: at the last validation the model was not "
-        f"translating: {'; '.join(health['problems'])}. The run is kept in "
+        f"translating: {problems}. The run is kept in "
         f"{result.run_dir}; see README: Training on real text",
         file=sys.stderr,
     )
@@ -262,6 +299,27 @@ def _missing_extra(error):
             return True
         cause = cause.__cause__
     return False
+
+
+# The library's Python words in its messages, and the command line's for them
+# (`cli_words`): the parameters of `training.train` and `workflows.build_vocab`
+# that are ``--out``, ``--overwrite`` and ``--strict-columns`` there.
+_CLI_WORDS = (
+    (re.compile(r"--overwrite \(overwrite=True\)"), "--overwrite"),
+    (re.compile(r"\boverwrite=True\b"), "--overwrite"),
+    (re.compile(r"(--out \S+) \((?:out_dir|run_dir)\)"), r"\1"),
+    (re.compile(r"(?<![\w/.-])(?:run_dir|out_dir)=(?=\S)"), "--out "),
+    (re.compile(r"(?<![\w/.-])(?:run_dir|out_dir)(?![\w/.-])"), "--out"),
+    (re.compile(r"\(strict_columns\)"), "(--strict-columns)"),
+)
+
+
+def cli_words(message):
+    """A library error's message in the command line's words: ``--overwrite``
+    for ``overwrite=True``, ``--out`` for ``run_dir`` and ``out_dir``..."""
+    for pattern, replacement in _CLI_WORDS:
+        message = pattern.sub(replacement, message)
+    return message
 
 
 def one_line(error):

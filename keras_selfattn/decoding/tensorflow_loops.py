@@ -22,8 +22,9 @@ DROP_WHEN_ENDED = 0.25
 
 # A stage of `loop_in_xla_stages` with at most this many decoder rows (a
 # sentence's, or a beam's K) runs until its searches end: below it an XLA step's
-# products cost about as much at any row count (benchmarks/RESULTS.md), and
-# each further stage costs a launch and a gather.
+# products cost about as much at any row count (benchmarks/RESULTS.md, "the XLA
+# export drops its ended sentences in stages"), and each further stage costs a
+# launch and a gather.
 XLA_STAGE_MIN_ROWS = 16
 
 
@@ -82,7 +83,8 @@ def loop_dropping_finished(model, source_ids, strategy, max_len):
 
     A batch decodes until its longest search ends; with the static loop every
     step computes every row, and on a served batch of 32 more than half of them
-    belong to sentences that have already ended. Here the loop carries the
+    belong to sentences that have already ended (benchmarks/RESULTS.md, "beam
+    search without its ended sentences"). Here the loop carries the
     sentences still searching: ``sentences`` (A,) holds their positions in the
     batch, and the decoder's rows (one a sentence, or a beam's K), its state
     tensors (all batch-major) and the strategy's tensors hold those sentences
@@ -144,7 +146,8 @@ def loop_in_xla_stages(model, source_ids, strategy, max_len):
     4/3 of the rows its sentences need (or the floor's), where one XLA program
     of the whole loop computes every row until the batch's longest search
     ends. Each row's arithmetic is the static loop's, so the tokens are the same
-    (tests/test_decoding_graphs.py; benchmarks/RESULTS.md).
+    (tests/test_decoding_graphs.py; benchmarks/RESULTS.md, "the XLA export drops
+    its ended sentences in stages").
 
     Returns:
         ``(t, memory)`` as `loop.run_loop`.

@@ -1,6 +1,8 @@
 """Additive (Bahdanau) attention and Luong's multiplicative scores."""
 
 import math
+from collections.abc import Sequence
+from typing import Any
 
 import keras
 from keras import ops
@@ -122,14 +124,14 @@ class BahdanauAttention(keras.layers.Layer):
 
     def __init__(
         self,
-        units=None,
-        score="additive",
-        dropout=0.0,
-        kernel_initializer="glorot_uniform",
-        seed=None,
-        heads=1,
-        **kwargs,
-    ):
+        units: int | None = None,
+        score: str = "additive",
+        dropout: float = 0.0,
+        kernel_initializer: str | keras.initializers.Initializer = "glorot_uniform",
+        seed: int | None = None,
+        heads: int = 1,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         check_choice("score", score, SCORES)
         heads = check_positive_int("heads", heads)
@@ -166,7 +168,7 @@ class BahdanauAttention(keras.layers.Layer):
             self.dropout, seed=self.seed, dtype=self.dtype_policy, name="dropout"
         )
 
-    def _projection(self, units, name):
+    def _projection(self, units: int | None, name: str) -> Any:
         return keras.layers.Dense(
             units,
             use_bias=False,
@@ -175,7 +177,12 @@ class BahdanauAttention(keras.layers.Layer):
             name=name,
         )
 
-    def build(self, query_shape, keys_shape, values_shape=None):
+    def build(
+        self,
+        query_shape: Sequence[int | None],
+        keys_shape: Sequence[int | None],
+        values_shape: Sequence[int | None] | None = None,
+    ) -> None:
         query_shape, keys_shape = tuple(query_shape), tuple(keys_shape)
         if len(query_shape) not in (2, 3):
             raise ValueError(
@@ -218,7 +225,7 @@ class BahdanauAttention(keras.layers.Layer):
             )
         self.dropout_layer.build(query_shape[:-1] + (self.heads, keys_shape[1]))
 
-    def projected_key_size(self, query_dim, key_dim):
+    def projected_key_size(self, query_dim: int, key_dim: int) -> int | None:
         """The feature size of ``project_keys(keys)`` for these query and key sizes.
 
         ``units`` (additive), ``query_dim`` (general: ``W`` maps keys to the
@@ -228,7 +235,7 @@ class BahdanauAttention(keras.layers.Layer):
             return self.units
         return query_dim if self.score == "general" else key_dim
 
-    def project_keys(self, keys):
+    def project_keys(self, keys: Any) -> Any:
         """The key side of the score, computed once per key sequence.
 
         Args:
@@ -251,7 +258,7 @@ class BahdanauAttention(keras.layers.Layer):
             return ops.matmul(keys, ops.cast(self.general_kernel, self.compute_dtype))
         return keys
 
-    def _logits(self, query, projected_keys):
+    def _logits(self, query: Any, projected_keys: Any) -> Any:
         """(B, Dq) or (B, S, Dq) queries, projected keys (B, T, .) -> (B, S, H, T).
 
         ``H`` is ``heads`` (1 for every score but a multi-head additive one).
@@ -265,6 +272,7 @@ class BahdanauAttention(keras.layers.Layer):
         forward and backward pass alike.)
         """
         if self.score == "additive":
+            assert self.units is not None  # required by the additive score
             projected_query = self.query_dense(query)
             batch, num_keys = ops.shape(projected_keys)[0], ops.shape(projected_keys)[1]
             if len(query.shape) == 2:
@@ -299,14 +307,14 @@ class BahdanauAttention(keras.layers.Layer):
 
     def call(
         self,
-        query,
-        keys,
-        values=None,
-        valid_lens=None,
-        keys_mask=None,
-        projected_keys=None,
-        training=None,
-    ):
+        query: Any,
+        keys: Any,
+        values: Any = None,
+        valid_lens: Any = None,
+        keys_mask: Any = None,
+        projected_keys: Any = None,
+        training: bool | None = None,
+    ) -> tuple[Any, Any]:
         single_query = len(query.shape) == 2
         if values is None:
             values = keys
@@ -343,7 +351,7 @@ class BahdanauAttention(keras.layers.Layer):
             weights = ops.squeeze(weights, 1)
         return context, weights
 
-    def _context(self, weights, values):
+    def _context(self, weights: Any, values: Any) -> Any:
         """Weights (B, S, H, T) and values (B, T, Dv) -> context (B, S, Dv)."""
         if self.heads == 1:
             return ops.matmul(ops.squeeze(weights, 2), values)
@@ -360,21 +368,26 @@ class BahdanauAttention(keras.layers.Layer):
             num_queries = ops.shape(weights)[1]
         return ops.reshape(context, (batch, num_queries, self.heads * head_dim))
 
-    def compute_output_shape(self, query_shape, keys_shape, values_shape=None):
+    def compute_output_shape(
+        self,
+        query_shape: Sequence[int | None],
+        keys_shape: Sequence[int | None],
+        values_shape: Sequence[int | None] | None = None,
+    ) -> tuple[tuple[int | None, ...], tuple[int | None, ...]]:
         query_shape, keys_shape = tuple(query_shape), tuple(keys_shape)
         value_dim = (values_shape if values_shape is not None else keys_shape)[-1]
         return query_shape[:-1] + (value_dim,), query_shape[:-1] + (keys_shape[1],)
 
     def compute_output_spec(
         self,
-        query,
-        keys,
-        values=None,
-        valid_lens=None,
-        keys_mask=None,
-        projected_keys=None,
-        training=None,
-    ):
+        query: Any,
+        keys: Any,
+        values: Any = None,
+        valid_lens: Any = None,
+        keys_mask: Any = None,
+        projected_keys: Any = None,
+        training: bool | None = None,
+    ) -> tuple[Any, Any]:
         context_shape, weights_shape = self.compute_output_shape(
             query.shape, keys.shape, None if values is None else values.shape
         )
@@ -383,7 +396,7 @@ class BahdanauAttention(keras.layers.Layer):
             keras.KerasTensor(weights_shape, dtype=self.compute_dtype),
         )
 
-    def get_config(self):
+    def get_config(self) -> dict[str, Any]:
         config = super().get_config()
         config.update(
             {

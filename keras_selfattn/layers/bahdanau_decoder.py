@@ -4,6 +4,9 @@ The steps are those of `BahdanauDecoderCell`, run by a ``keras.layers.RNN``
 sublayer or, for short training calls, an unrolled loop.
 """
 
+from collections.abc import Sequence
+from typing import Any
+
 import keras
 from keras import ops
 
@@ -59,10 +62,10 @@ class BahdanauDecoder(keras.layers.Layer):
             fixed-length dataset) and at most ``MAX_AUTO_UNROLL`` (32) steps.
             Unrolled, the backward pass needs no per-step stacks and XLA
             optimizes across steps: the decoder's training step is about 30%
-            faster under XLA (benchmarks/before_after.py), but XLA compiles it
-            several times longer, and a forward pass alone gains little --
-            hence training calls only. The results are the same either way.
-            True needs a known target length.
+            faster under XLA (benchmarks/RESULTS.md, "What the profile found"),
+            but XLA compiles it several times longer, and a forward pass alone
+            gains little -- hence training calls only. The results are the same
+            either way. True needs a known target length.
         **kwargs: base layer arguments (``name``, ``dtype`` ...).
 
     Call arguments:
@@ -112,21 +115,21 @@ class BahdanauDecoder(keras.layers.Layer):
 
     def __init__(
         self,
-        units,
-        rnn_type="gru",
-        num_layers=1,
-        dropout=0.0,
-        attention_score="additive",
-        kernel_initializer="glorot_uniform",
-        recurrent_initializer="orthogonal",
-        seed=None,
-        attentional_output=False,
-        residual=False,
-        layer_norm=False,
-        attention_heads=1,
-        unroll="auto",
-        **kwargs,
-    ):
+        units: int,
+        rnn_type: str = "gru",
+        num_layers: int = 1,
+        dropout: float = 0.0,
+        attention_score: str = "additive",
+        kernel_initializer: str | keras.initializers.Initializer = "glorot_uniform",
+        recurrent_initializer: str | keras.initializers.Initializer = "orthogonal",
+        seed: int | None = None,
+        attentional_output: bool = False,
+        residual: bool = False,
+        layer_norm: bool = False,
+        attention_heads: int = 1,
+        unroll: bool | str = "auto",
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         if not (isinstance(unroll, bool) or unroll == "auto"):
             raise ValueError(
@@ -154,9 +157,11 @@ class BahdanauDecoder(keras.layers.Layer):
             dtype=self.dtype_policy,
             name="cell",
         )
-        self.rnn = None
+        self.rnn: Any = None  # a keras.layers.RNN, made in build()
 
-    def build(self, inputs_shape, memory_shape):
+    def build(
+        self, inputs_shape: Sequence[int | None], memory_shape: Sequence[int | None]
+    ) -> None:
         inputs_shape, memory_shape = tuple(inputs_shape), tuple(memory_shape)
         if len(inputs_shape) != 3 or inputs_shape[-1] is None:
             raise ValueError(
@@ -181,15 +186,15 @@ class BahdanauDecoder(keras.layers.Layer):
 
     def call(
         self,
-        inputs,
-        memory,
-        memory_valid_lens=None,
-        initial_state=None,
-        memory_mask=None,
-        return_attention_scores=False,
-        return_state=False,
-        training=None,
-    ):
+        inputs: Any,
+        memory: Any,
+        memory_valid_lens: Any = None,
+        initial_state: Any = None,
+        memory_mask: Any = None,
+        return_attention_scores: bool = False,
+        return_state: bool = False,
+        training: bool | None = None,
+    ) -> Any:
         cell = self.cell
         states = cell.get_initial_state_for_memory(
             memory,
@@ -234,21 +239,23 @@ class BahdanauDecoder(keras.layers.Layer):
             results.append(list(final_recurrent))
         return results[0] if len(results) == 1 else tuple(results)
 
-    def compute_output_shape(self, inputs_shape, memory_shape):
+    def compute_output_shape(
+        self, inputs_shape: Sequence[int | None], memory_shape: Sequence[int | None]
+    ) -> tuple[int | None, ...]:
         """The shape of ``H``, the output of a call without return_* flags."""
         return tuple(inputs_shape)[:2] + (self.units,)
 
     def compute_output_spec(
         self,
-        inputs,
-        memory,
-        memory_valid_lens=None,
-        initial_state=None,
-        memory_mask=None,
-        return_attention_scores=False,
-        return_state=False,
-        training=None,
-    ):
+        inputs: Any,
+        memory: Any,
+        memory_valid_lens: Any = None,
+        initial_state: Any = None,
+        memory_mask: Any = None,
+        return_attention_scores: bool = False,
+        return_state: bool = False,
+        training: bool | None = None,
+    ) -> Any:
         batch, length = inputs.shape[0], inputs.shape[1]
         dtype = self.compute_dtype
         results = [keras.KerasTensor((batch, length, self.units), dtype=dtype)]
@@ -270,66 +277,66 @@ class BahdanauDecoder(keras.layers.Layer):
     # GRUCell's (the cell checks and keeps them; `CELL_OPTIONS` lists them).
 
     @property
-    def units(self):
+    def units(self) -> int:
         """Size of every hidden state and of the attention (positive int)."""
         return self.cell.units
 
     @property
-    def rnn_type(self):
+    def rnn_type(self) -> str:
         """The recurrent cell type, ``"gru"`` or ``"lstm"``."""
         return self.cell.rnn_type
 
     @property
-    def num_layers(self):
+    def num_layers(self) -> int:
         """Number of stacked recurrent layers (positive int)."""
         return self.cell.num_layers
 
     @property
-    def dropout(self):
+    def dropout(self) -> float:
         """Dropout rate between stacked layers, in [0, 1)."""
         return self.cell.dropout
 
     @property
-    def attention_score(self):
+    def attention_score(self) -> str:
         """The attention score: additive, dot, general or scaled_dot."""
         return self.cell.attention_score
 
     @property
-    def attention_heads(self):
+    def attention_heads(self) -> int:
         """Heads of the additive attention (positive int)."""
         return self.cell.attention_heads
 
     @property
-    def kernel_initializer(self):
+    def kernel_initializer(self) -> Any:
         """The initializer of the input kernels and the attention."""
         return self.cell.kernel_initializer
 
     @property
-    def recurrent_initializer(self):
+    def recurrent_initializer(self) -> Any:
         """The initializer of the recurrent kernels."""
         return self.cell.recurrent_initializer
 
     @property
-    def seed(self):
+    def seed(self) -> int | None:
         """The seed of the dropout (optional int)."""
         return self.cell.seed
 
     @property
-    def attentional_output(self):
+    def attentional_output(self) -> bool:
         """Whether the output is ``tanh(W_c [h_t; c_t])``, not ``h_t``."""
         return self.cell.attentional_output
 
     @property
-    def residual(self):
+    def residual(self) -> bool:
         """Whether stacked layers have residual connections."""
         return self.cell.residual
 
     @property
-    def layer_norm(self):
+    def layer_norm(self) -> bool:
         """Whether the inputs of stacked layers are layer-normalized."""
         return self.cell.layer_norm
 
-    def get_config(self):
+    def get_config(self) -> dict[str, Any]:
         config = super().get_config()
         config.update(self.cell.options_config(), unroll=self.unroll)
         return config

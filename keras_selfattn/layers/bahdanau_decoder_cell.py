@@ -7,6 +7,9 @@ and the memory mask, which every step returns unchanged. This works inside
 ``keras.layers.RNN`` on TensorFlow (also with ``jit_compile=True``) and JAX.
 """
 
+from collections.abc import Sequence
+from typing import Any, NoReturn
+
 import keras
 from keras import ops
 
@@ -146,20 +149,20 @@ class BahdanauDecoderCell(keras.layers.Layer):
 
     def __init__(
         self,
-        units,
-        rnn_type="gru",
-        num_layers=1,
-        dropout=0.0,
-        attention_score="additive",
-        kernel_initializer="glorot_uniform",
-        recurrent_initializer="orthogonal",
-        seed=None,
-        attentional_output=False,
-        residual=False,
-        layer_norm=False,
-        attention_heads=1,
-        **kwargs,
-    ):
+        units: int,
+        rnn_type: str = "gru",
+        num_layers: int = 1,
+        dropout: float = 0.0,
+        attention_score: str = "additive",
+        kernel_initializer: str | keras.initializers.Initializer = "glorot_uniform",
+        recurrent_initializer: str | keras.initializers.Initializer = "orthogonal",
+        seed: int | None = None,
+        attentional_output: bool = False,
+        residual: bool = False,
+        layer_norm: bool = False,
+        attention_heads: int = 1,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         self.units = check_positive_int("units", units)
         self.rnn_type = check_choice("rnn_type", rnn_type, RNN_TYPES)
@@ -173,13 +176,13 @@ class BahdanauDecoderCell(keras.layers.Layer):
         self.attentional_output = check_bool("attentional_output", attentional_output)
         self.residual = check_bool("residual", residual)
         self.layer_norm = check_bool("layer_norm", layer_norm)
-        self._memory_dim = None
+        self._memory_dim: int | None = None
         # A step's input may carry a Keras mask (see compute_mask): no warning.
         self.supports_masking = True
 
         self._create_sublayers()
 
-    def _create_sublayers(self):
+    def _create_sublayers(self) -> None:
         # The sublayers are created with the cell, not in build(): the key
         # projection is computed by get_initial_state_for_memory() before the
         # first step, when the step-input width the recurrent cells need is not
@@ -217,34 +220,34 @@ class BahdanauDecoderCell(keras.layers.Layer):
         )
 
     # ----------------------------------------------------------------- layout
-    def options_config(self):
+    def options_config(self) -> dict[str, Any]:
         """The constructor arguments (`CELL_OPTIONS`), serialized for get_config."""
         return options_config(self)
 
     @property
-    def states_per_layer(self):
+    def states_per_layer(self) -> int:
         """Recurrent states of one layer: ``h`` (GRU, 1) or ``h, c`` (LSTM, 2)."""
         return 2 if self.rnn_type == "lstm" else 1
 
     @property
-    def num_recurrent_states(self):
+    def num_recurrent_states(self) -> int:
         """Number of recurrent states: num_layers (GRU) or 2 * num_layers (LSTM)."""
         return self.num_layers * self.states_per_layer
 
     @property
-    def num_dropout_masks(self):
+    def num_dropout_masks(self) -> int:
         """Number of dropout-mask states at the end of the states list."""
         return self.num_layers - 1 if self.dropout > 0 else 0
 
-    def unpack_states(self, states):
+    def unpack_states(self, states: Sequence[Any]) -> DecoderCellStates:
         """The flat states list -> `DecoderCellStates` (the layout, by name)."""
         return unpack_states(states, self.num_recurrent_states, self.num_dropout_masks)
 
-    def pack_states(self, parts):
+    def pack_states(self, parts: DecoderCellStates) -> list[Any]:
         """`DecoderCellStates` -> the flat states list ``call`` takes."""
         return pack_states(parts)
 
-    def top_hidden_state(self, states):
+    def top_hidden_state(self, states: Sequence[Any]) -> Any:
         """The last step's output (B, units): the next step's attention query.
 
         The top layer's hidden state ``h``; with ``residual`` stacking, the sum
@@ -254,7 +257,12 @@ class BahdanauDecoderCell(keras.layers.Layer):
         hidden = recurrent[:: self.states_per_layer]  # h of every layer
         return stack_output(hidden, self.residual)
 
-    def attention_weights(self, states, queries=None, training=None):
+    def attention_weights(
+        self,
+        states: Sequence[Any],
+        queries: Any = None,
+        training: bool | None = None,
+    ) -> Any:
         """The attention weights over the memory, without running a step.
 
         Args:
@@ -268,7 +276,9 @@ class BahdanauDecoderCell(keras.layers.Layer):
         _, weights = self._attend(queries, self.unpack_states(states), training)
         return weights
 
-    def _attend(self, queries, parts, training):
+    def _attend(
+        self, queries: Any, parts: DecoderCellStates, training: bool | None
+    ) -> tuple[Any, Any]:
         """``(context, weights)`` of ``queries`` over the memory of ``parts``.
 
         The one attention call of the cell: a step's query (B, units) or a
@@ -284,7 +294,7 @@ class BahdanauDecoderCell(keras.layers.Layer):
         )
 
     @property
-    def state_size(self):
+    def state_size(self) -> list[Any]:
         if self._memory_dim is None:
             raise ValueError(
                 "The state_size of a BahdanauDecoderCell depends on the memory's "
@@ -299,10 +309,12 @@ class BahdanauDecoderCell(keras.layers.Layer):
         )
 
     @property
-    def output_size(self):
+    def output_size(self) -> int:
         return self.units
 
-    def _layout(self, unit, memory, projected_keys, memory_mask):
+    def _layout(
+        self, unit: Any, memory: Any, projected_keys: Any, memory_mask: Any
+    ) -> list[Any]:
         """The states list with ``unit`` in every recurrent and dropout-mask slot."""
         return self.pack_states(
             DecoderCellStates(
@@ -314,7 +326,7 @@ class BahdanauDecoderCell(keras.layers.Layer):
             )
         )
 
-    def states_shape(self, memory_shape):
+    def states_shape(self, memory_shape: Sequence[int | None]) -> list[Any]:
         """The shapes of the states list for a memory of shape (B, T, Dm)."""
         batch, length, memory_dim = check_memory_shape(memory_shape)
         key_dim = self.attention.projected_key_size(self.units, memory_dim)
@@ -326,7 +338,7 @@ class BahdanauDecoderCell(keras.layers.Layer):
         )
 
     # ------------------------------------------------------------------ build
-    def _build_attention(self, memory_shape):
+    def _build_attention(self, memory_shape: Any) -> None:
         memory_shape = check_memory_shape(memory_shape)
         memory_dim = int(memory_shape[-1])
         if self._memory_dim is not None:
@@ -345,34 +357,44 @@ class BahdanauDecoderCell(keras.layers.Layer):
             self.attention.build((memory_shape[0], self.units), memory_shape)
         self._memory_dim = memory_dim
 
-    def build(self, inputs_shape, states_shape=None):
+    def build(
+        self,
+        inputs_shape: Sequence[int | None],
+        states_shape: Sequence[Any] | None = None,
+    ) -> None:
         inputs_shape = tuple(inputs_shape)
         if states_shape is not None:
             self._build_attention(self.unpack_states(states_shape).memory)
-        elif self._memory_dim is None:
+        memory_dim = self._memory_dim  # set by _build_attention
+        if memory_dim is None:
             raise ValueError(
                 "BahdanauDecoderCell needs the memory's shape to build: pass "
                 "states_shape, or call get_initial_state_for_memory(memory) first."
             )
-        batch = inputs_shape[0]
-        input_dim = inputs_shape[-1] + self._memory_dim
+        batch, feature_dim = inputs_shape[0], inputs_shape[-1]
+        if feature_dim is None:
+            raise ValueError(
+                "The last dimension of a step's inputs must be known. "
+                f"Received: inputs_shape={inputs_shape}"
+            )
+        input_dim = feature_dim + memory_dim
         for i, rnn_cell in enumerate(self.rnn_cells):
             rnn_cell.build((batch, input_dim if i == 0 else self.units))
         for norm in self.layer_norms:
             norm.build((batch, self.units))
         if self.output_projection is not None:
-            self.output_projection.build((batch, self.units + self._memory_dim))
+            self.output_projection.build((batch, self.units + memory_dim))
         self.dropout_layer.build((batch, self.units))
 
     # ----------------------------------------------------------------- states
     def get_initial_state_for_memory(
         self,
-        memory,
-        memory_mask=None,
-        memory_valid_lens=None,
-        initial_state=None,
-        training=None,
-    ):
+        memory: Any,
+        memory_mask: Any = None,
+        memory_valid_lens: Any = None,
+        initial_state: Any = None,
+        training: bool | None = None,
+    ) -> list[Any]:
         """Builds the full states list for a memory, projecting its keys once.
 
         Args:
@@ -394,7 +416,7 @@ class BahdanauDecoderCell(keras.layers.Layer):
             self, memory, memory_mask, memory_valid_lens, initial_state, training
         )
 
-    def get_initial_state(self, batch_size=None):
+    def get_initial_state(self, batch_size: int | None = None) -> NoReturn:
         # keras.layers.RNN calls this when no initial_state is given: a batch size
         # cannot make a memory, so say what to do instead.
         raise ValueError(
@@ -405,12 +427,20 @@ class BahdanauDecoderCell(keras.layers.Layer):
         )
 
     # ------------------------------------------------------------------- call
-    def call(self, inputs, states, training=None):
+    def call(
+        self, inputs: Any, states: Sequence[Any], training: bool | None = None
+    ) -> tuple[Any, list[Any]]:
         parts = self.unpack_states(states)
         context, _ = self._attend(self.top_hidden_state(states), parts, training)
         return self.step_with_context(inputs, states, context, training=training)
 
-    def step_with_context(self, inputs, states, context, training=None):
+    def step_with_context(
+        self,
+        inputs: Any,
+        states: Sequence[Any],
+        context: Any,
+        training: bool | None = None,
+    ) -> tuple[Any, list[Any]]:
         """`call` with the step's context given: what ``top_hidden_state(states)``
         attends to (`attention_context`), e.g. kept from the previous step's
         `decoder_output_with_context`, whose query is the same tensor.
@@ -429,7 +459,9 @@ class BahdanauDecoderCell(keras.layers.Layer):
         x, new_recurrent = run_stack(self, x, parts, training=training)
         return x, self.pack_states(parts._replace(recurrent=new_recurrent))
 
-    def decoder_output(self, hidden, states, training=None):
+    def decoder_output(
+        self, hidden: Any, states: Sequence[Any], training: bool | None = None
+    ) -> Any:
         """The attentional vector ``tanh(W_c [h_t; c_t])`` (Luong et al. 2015, eq. 5).
 
         ``c_t`` is the context that the query ``h_t`` attends to (the same
@@ -450,13 +482,17 @@ class BahdanauDecoderCell(keras.layers.Layer):
         context = self.attention_context(hidden, states, training=training)
         return self.decoder_output_with_context(hidden, context, training=training)
 
-    def attention_context(self, queries, states, training=None):
+    def attention_context(
+        self, queries: Any, states: Sequence[Any], training: bool | None = None
+    ) -> Any:
         """The context (B, Dm) that a step's query (B, units) attends to
         (or (B, S, Dm) of (B, S, units) queries) over the memory of ``states``."""
         context, _ = self._attend(queries, self.unpack_states(states), training)
         return context
 
-    def decoder_output_with_context(self, hidden, context, training=None):
+    def decoder_output_with_context(
+        self, hidden: Any, context: Any, training: bool | None = None
+    ) -> Any:
         """`decoder_output` with the context of ``hidden`` given
         (`attention_context`); ``hidden`` itself without ``attentional_output``."""
         if self.output_projection is None:
@@ -466,17 +502,23 @@ class BahdanauDecoderCell(keras.layers.Layer):
         )
         return self.dropout_layer(output, training=training)
 
-    def compute_mask(self, inputs, mask=None):
+    def compute_mask(self, inputs: Any, mask: Any = None) -> None:
         # A step's input may carry the Keras mask of the training embedding
         # (Embedding(mask_zero=True)); a step does not use it (a padded target
         # step comes after the real ones and its output is ignored by the loss),
         # and its outputs carry none.
         return None
 
-    def compute_output_shape(self, inputs_shape, states_shape):
+    def compute_output_shape(
+        self,
+        inputs_shape: Sequence[int | None],
+        states_shape: Sequence[Sequence[int | None]],
+    ) -> tuple[tuple[int | None, ...], list[tuple[int | None, ...]]]:
         return (inputs_shape[0], self.units), [tuple(s) for s in states_shape]
 
-    def compute_output_spec(self, inputs, states, training=None):
+    def compute_output_spec(
+        self, inputs: Any, states: Sequence[Any], training: bool | None = None
+    ) -> tuple[Any, list[Any]]:
         output_shape, states_shape = self.compute_output_shape(
             inputs.shape, [s.shape for s in states]
         )
@@ -485,7 +527,7 @@ class BahdanauDecoderCell(keras.layers.Layer):
             [keras.KerasTensor(s, dtype=self.compute_dtype) for s in states_shape],
         )
 
-    def get_config(self):
+    def get_config(self) -> dict[str, Any]:
         config = super().get_config()
         config.update(self.options_config())
         return config

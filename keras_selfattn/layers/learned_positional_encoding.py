@@ -1,5 +1,8 @@
 """Learned (trainable) absolute positional encoding (Gehring et al. 2017; BERT)."""
 
+from collections.abc import Sequence
+from typing import Any
+
 import keras
 from keras import ops
 
@@ -61,25 +64,25 @@ class LearnedPositionalEncoding(PositionalEncoding):
 
     def __init__(
         self,
-        num_hiddens,
-        dropout=0.0,
-        max_len=1000,
-        embeddings_initializer="random_normal",
-        seed=None,
-        **kwargs,
-    ):
+        num_hiddens: int,
+        dropout: float = 0.0,
+        max_len: int = 1000,
+        embeddings_initializer: str | keras.initializers.Initializer = "random_normal",
+        seed: int | None = None,
+        **kwargs: Any,
+    ) -> None:
         self.embeddings_initializer = keras.initializers.get(embeddings_initializer)
         super().__init__(
             num_hiddens, dropout=dropout, max_len=max_len, seed=seed, **kwargs
         )
 
-    def _fixed_table(self):
+    def _fixed_table(self) -> None:
         return None  # the table is the weight ``position_embeddings``, made in build()
 
-    def _table_in(self, dtype):
+    def _table_in(self, dtype: str) -> Any:
         return ops.cast(self.position_embeddings, dtype)
 
-    def build(self, input_shape):
+    def build(self, input_shape: Sequence[int | None]) -> None:
         self._check_shape(input_shape)
         self.position_embeddings = self.add_weight(
             shape=(self.max_len, self.num_hiddens),
@@ -88,7 +91,7 @@ class LearnedPositionalEncoding(PositionalEncoding):
         )
         super().build(input_shape)
 
-    def get_config(self):
+    def get_config(self) -> dict[str, Any]:
         config = super().get_config()
         config["embeddings_initializer"] = keras.initializers.serialize(
             self.embeddings_initializer

@@ -2,6 +2,8 @@
 and optional relative (Shaw et al. 2018) or rotary (Su et al. 2021) positions."""
 
 import math
+from collections.abc import Sequence
+from typing import Any
 
 import keras
 from keras import ops
@@ -46,15 +48,20 @@ _OPTION_NAMES = (
 )
 
 
-def _read_only(name):
-    """A property that returns the option ``name`` (assignment: see `__setattr__`)."""
-    return property(
-        lambda self: getattr(self, f"_{name}"),
-        doc=f"The ``{name}`` argument (read-only).",
-    )
+def _read_only(name: str) -> Any:
+    """A property that returns the option ``name`` (assignment: see `__setattr__`).
+
+    Typed ``Any`` for a type checker: each option's type is its ``__init__``
+    argument's.
+    """
+
+    def read(self: Any) -> Any:
+        return getattr(self, f"_{name}")
+
+    return property(read, doc=f"The ``{name}`` argument (read-only).")
 
 
-def _checked_options(**options):
+def _checked_options(**options: Any) -> dict[str, Any]:
     """The constructor's options checked (Keras' error form) and normalized."""
     num_hiddens = check_positive_int("num_hiddens", options["num_hiddens"])
     num_heads = check_positive_int("num_heads", options["num_heads"])
@@ -98,7 +105,7 @@ def _checked_options(**options):
     }
 
 
-def _checked_attention_mask(attention_mask, batch, length):
+def _checked_attention_mask(attention_mask: Any, batch: Any, length: Any) -> Any:
     """The mask as bool (B, T, T), its sizes known at the call checked."""
     attention_mask = ops.convert_to_tensor(attention_mask)
     shape = tuple(attention_mask.shape)
@@ -250,19 +257,19 @@ class MultiHeadSelfAttention(keras.layers.Layer):
 
     def __init__(
         self,
-        num_hiddens,
-        num_heads,
-        dropout=0.0,
-        use_bias=False,
-        kernel_initializer="glorot_uniform",
-        bias_initializer="zeros",
-        seed=None,
-        max_relative_position=None,
-        relative_initializer="glorot_uniform",
-        use_rotary=False,
-        rotary_max_wavelength=10000.0,
-        **kwargs,
-    ):
+        num_hiddens: int,
+        num_heads: int,
+        dropout: float = 0.0,
+        use_bias: bool = False,
+        kernel_initializer: str | keras.initializers.Initializer = "glorot_uniform",
+        bias_initializer: str | keras.initializers.Initializer = "zeros",
+        seed: int | None = None,
+        max_relative_position: int | None = None,
+        relative_initializer: str | keras.initializers.Initializer = "glorot_uniform",
+        use_rotary: bool = False,
+        rotary_max_wavelength: float = 10000.0,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         options = _checked_options(
             num_hiddens=num_hiddens,
@@ -281,7 +288,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             setattr(self, f"_{name}", value)  # read back through the properties
         self.supports_masking = True
 
-        def dense_kwargs():
+        def dense_kwargs() -> dict[str, Any]:
             # A fresh initializer object per sublayer: a Keras initializer without
             # an explicit seed draws its seed once, so sharing one instance would
             # give the output kernel a rescaled copy of the Q/K/V kernel's values.
@@ -320,11 +327,11 @@ class MultiHeadSelfAttention(keras.layers.Layer):
     rotary_max_wavelength = _read_only("rotary_max_wavelength")
 
     @property
-    def head_size(self):
+    def head_size(self) -> int:
         """Width of one head, ``num_hiddens // num_heads`` (read-only)."""
         return self.num_hiddens // self.num_heads
 
-    def __setattr__(self, name, value):
+    def __setattr__(self, name: str, value: Any) -> None:
         # Checked here, not by the properties alone: TensorFlow's AutoTrackable
         # skips an assignment of the object already there (``layer.num_heads =
         # 3`` on a 3-head layer) before a property could refuse it.
@@ -337,7 +344,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             )
         super().__setattr__(name, value)
 
-    def build(self, inputs_shape):
+    def build(self, inputs_shape: Sequence[int | None]) -> None:
         if len(inputs_shape) != 3:
             raise ValueError(
                 "MultiHeadSelfAttention expects inputs of shape (batch, T, features). "
@@ -363,15 +370,15 @@ class MultiHeadSelfAttention(keras.layers.Layer):
 
     def call(
         self,
-        inputs,
-        valid_lens=None,
-        attention_mask=None,
-        use_causal_mask=False,
-        return_attention_scores=False,
-        training=None,
-        mask=None,
-        inputs_mask=None,
-    ):
+        inputs: Any,
+        valid_lens: Any = None,
+        attention_mask: Any = None,
+        use_causal_mask: bool = False,
+        return_attention_scores: bool = False,
+        training: bool | None = None,
+        mask: Any = None,
+        inputs_mask: Any = None,
+    ) -> Any:
         batch, length = ops.shape(inputs)[0], ops.shape(inputs)[1]
         query, key, value = self.project_query_key_value(inputs)
         key_mask = self.compute_attention_mask(
@@ -398,7 +405,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
     # The steps of `call`, each one overridable (as keras' MultiHeadAttention
     # exposes `_compute_attention_mask` and `_compute_attention`).
 
-    def project_query_key_value(self, inputs):
+    def project_query_key_value(self, inputs: Any) -> tuple[Any, Any, Any]:
         """``(B, T, d_in)`` -> query, key, value, each ``(B, T, num_heads, head_size)``.
 
         One fused projection, split per head.
@@ -409,22 +416,27 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         # unstack, not three strided slices qkv[:, :, i]: on TensorFlow without XLA
         # the gradient of each slice is a zero-padded tensor of qkv's full size,
         # the gradient of unstack is one stack (about 25% of a training step at
-        # length 128; see benchmarks/before_after.py).
+        # length 128; benchmarks/RESULTS.md, "What the profile found").
         query, key, value = ops.unstack(qkv, num=3, axis=2)
         return query, key, value
 
     def compute_attention_mask(
         self,
-        inputs,
-        valid_lens=None,
-        attention_mask=None,
-        use_causal_mask=False,
-        mask=None,
-    ):
+        inputs: Any,
+        valid_lens: Any = None,
+        attention_mask: Any = None,
+        use_causal_mask: bool = False,
+        mask: Any = None,
+    ) -> Any:
         """Every mask source combined (AND) into one boolean key mask, or None.
 
-        Args: as the call arguments of the same names (``mask``: the Keras mask
-        of ``inputs``), checked against ``inputs``' batch and length.
+        Args:
+            inputs: the layer's input ``(B, T, d_in)``; the masks are checked
+                against its batch and length.
+            valid_lens: as in the call.
+            attention_mask: as in the call.
+            use_causal_mask: as in the call.
+            mask: the Keras mask of ``inputs``.
 
         Returns:
             bool, True where a query may attend to a key, of shape
@@ -450,13 +462,13 @@ class MultiHeadSelfAttention(keras.layers.Layer):
 
     def compute_attention(
         self,
-        query,
-        key,
-        value,
-        attention_mask=None,
-        training=None,
-        return_attention_scores=False,
-    ):
+        query: Any,
+        key: Any,
+        value: Any,
+        attention_mask: Any = None,
+        training: bool | None = None,
+        return_attention_scores: bool = False,
+    ) -> tuple[Any, Any]:
         """Attention of the heads: logits, weights, their average of the values.
 
         Runs `attention_logits`, `attention_weights` and `attend`, or
@@ -467,7 +479,9 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         (B, H, T, T) weights before `attend`, which only returned weights get.
 
         Args:
-            query, key, value: ``(B, T, num_heads, head_size)``.
+            query: ``(B, T, num_heads, head_size)``.
+            key: ``(B, T, num_heads, head_size)``.
+            value: ``(B, T, num_heads, head_size)``.
             attention_mask: bool key mask from `compute_attention_mask`, or None.
             training: whether dropout is active.
             return_attention_scores: whether the weights are returned.
@@ -477,6 +491,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             weights ``(B, num_heads, Tq, Tk)`` in the compute dtype, or None
             unless ``return_attention_scores``.
         """
+        weights: Any  # None on the fused path, which never returns the weights
         if self._fused_attention_applies(return_attention_scores, training):
             context = self.fused_attention(query, key, value, attention_mask)
             weights = None
@@ -495,7 +510,9 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             weights = weights * ops.cast(kept, weights.dtype)
         return context, weights
 
-    def _fused_attention_applies(self, return_attention_scores, training):
+    def _fused_attention_applies(
+        self, return_attention_scores: bool, training: bool | None
+    ) -> bool:
         """Whether `fused_attention` runs instead of the three steps.
 
         Only on a backend whose ``dot_product_attention`` has a fused kernel
@@ -526,7 +543,9 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             for step in ("attention_logits", "attention_weights", "attend")
         )
 
-    def fused_attention(self, query, key, value, attention_mask=None):
+    def fused_attention(
+        self, query: Any, key: Any, value: Any, attention_mask: Any = None
+    ) -> Any:
         """The attention of the heads in one ``keras.ops.dot_product_attention``.
 
         The query is scaled by ``1 / sqrt(head_size)`` (and rotated with
@@ -544,11 +563,13 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         ``(B, 1, 1, Tk)`` key mask of a padded batch ("Bias must have same seq
         length as QKV"), after which keras runs XLA's unfused attention and
         logs the refusal at every trace. Measured on an H200 in bfloat16
-        (benchmarks/RESULTS.md): 1.3-3x keras' MHA's time with the key mask,
-        0.9-1.0x spelled out.
+        (benchmarks/RESULTS.md, "The attention on a GPU"): 1.3-3x keras' MHA's
+        time with the key mask, 0.9-1.0x spelled out.
 
         Args:
-            query, key, value: ``(B, T, num_heads, head_size)``.
+            query: ``(B, T, num_heads, head_size)``.
+            key: ``(B, T, num_heads, head_size)``.
+            value: ``(B, T, num_heads, head_size)``.
             attention_mask: bool key mask ``(B|1, 1, Tq|1, Tk)``, or None.
 
         Returns:
@@ -567,7 +588,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             query, key, value, mask=attention_mask, scale=1.0
         )
 
-    def attention_logits(self, query, key):
+    def attention_logits(self, query: Any, key: Any) -> Any:
         """float32 logits ``(B, num_heads, Tq, Tk)``: ``q k^T / sqrt(head_size)``.
 
         With ``use_rotary`` the query and key are rotated first; with
@@ -599,7 +620,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             )
         return logits
 
-    def attention_weights(self, logits, attention_mask=None):
+    def attention_weights(self, logits: Any, attention_mask: Any = None) -> Any:
         """Softmax over the keys, hidden keys at weight 0, in the compute dtype.
 
         A row whose keys are all hidden is left uniform here; `compute_attention`
@@ -610,7 +631,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             self.compute_dtype,
         )
 
-    def attend(self, weights, value, training=None):
+    def attend(self, weights: Any, value: Any, training: bool | None = None) -> Any:
         """Dropout on the weights, then their average of the values.
 
         Returns the context ``(B, Tq, num_heads, head_size)``; with
@@ -632,13 +653,17 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             context = context + ops.einsum("bhqk,qkd->bqhd", dropped, relative_values)
         return context
 
-    def compute_mask(self, inputs, mask=None):
+    def compute_mask(self, inputs: Any, mask: Any = None) -> Any:
         return mask
 
-    def compute_output_shape(self, inputs_shape):
+    def compute_output_shape(
+        self, inputs_shape: Sequence[int | None]
+    ) -> tuple[int | None, ...]:
         return tuple(inputs_shape[:-1]) + (self.num_hiddens,)
 
-    def compute_output_spec(self, inputs, return_attention_scores=False, **kwargs):
+    def compute_output_spec(
+        self, inputs: Any, return_attention_scores: bool = False, **kwargs: Any
+    ) -> Any:
         shape = self.compute_output_shape(inputs.shape)
         outputs = keras.KerasTensor(shape, dtype=self.compute_dtype)
         if not return_attention_scores:
@@ -649,7 +674,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         )
         return outputs, weights
 
-    def get_config(self):
+    def get_config(self) -> dict[str, Any]:
         config = super().get_config()
         config.update({name: getattr(self, name) for name in _OPTION_NAMES})
         for name in ("kernel_initializer", "bias_initializer", "relative_initializer"):

@@ -1,5 +1,8 @@
 """Sinusoidal positional encoding (Vaswani et al. 2017; d2l section 11.6)."""
 
+from collections.abc import Sequence
+from typing import Any
+
 import keras
 import numpy as np
 from keras import ops
@@ -8,7 +11,7 @@ from keras_selfattn.layers.arguments import check_positive_int, check_rate, chec
 from keras_selfattn.layers.dropout import HashDropout
 
 
-def _static_int(value):
+def _static_int(value: Any) -> int | None:
     """``value`` as a Python int if known now (int, NumPy, eager tensor), else None."""
     if isinstance(value, bool):
         return None
@@ -18,7 +21,7 @@ def _static_int(value):
         return None
 
 
-def sinusoidal_table(max_len, num_hiddens):
+def sinusoidal_table(max_len: int, num_hiddens: int) -> np.ndarray:
     """The (max_len, num_hiddens) float32 table of d2l eq. 11.6.2.
 
     ``P[i, 2j] = sin(i / 10000^(2j/d))`` and ``P[i, 2j+1] = cos(i / 10000^(2j/d))``.
@@ -87,7 +90,14 @@ class PositionalEncoding(keras.layers.Layer):
         Zhang et al., "Dive into Deep Learning", section 11.6.3.
     """
 
-    def __init__(self, num_hiddens, dropout=0.0, max_len=1000, seed=None, **kwargs):
+    def __init__(
+        self,
+        num_hiddens: int,
+        dropout: float = 0.0,
+        max_len: int = 1000,
+        seed: int | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         num_hiddens = check_positive_int("num_hiddens", num_hiddens)
         max_len = check_positive_int("max_len", max_len)
@@ -103,20 +113,22 @@ class PositionalEncoding(keras.layers.Layer):
             dropout, seed=seed, dtype=self.dtype_policy, name="dropout"
         )
 
-    def _fixed_table(self):
+    def _fixed_table(self) -> np.ndarray | None:
         """The (max_len, num_hiddens) NumPy table; None where the table is a weight."""
         return sinusoidal_table(self.max_len, self.num_hiddens)
 
-    def _table_in(self, dtype):
+    def _table_in(self, dtype: str) -> Any:
         """The whole (max_len, num_hiddens) table as a tensor of ``dtype``."""
         return ops.convert_to_tensor(self._table, dtype=dtype)
 
     @property
-    def P(self):
+    def P(self) -> Any:
         """The (1, max_len, num_hiddens) float32 table (d2l's ``P``)."""
         return self._table_in("float32")[None]
 
-    def _check_shape(self, input_shape, start=0):
+    def _check_shape(
+        self, input_shape: Sequence[int | None], start: int | None = 0
+    ) -> None:
         if len(input_shape) != 3:
             raise ValueError(
                 f"{type(self).__name__} expects inputs of shape (batch, T, "
@@ -139,12 +151,12 @@ class PositionalEncoding(keras.layers.Layer):
                 f"max_len={self.max_len}"
             )
 
-    def build(self, input_shape):
+    def build(self, input_shape: Sequence[int | None]) -> None:
         self._check_shape(input_shape)
         self.dropout_layer.build(input_shape)
         self.built = True
 
-    def call(self, inputs, start=0, training=None):
+    def call(self, inputs: Any, start: Any = 0, training: bool | None = None) -> Any:
         static_start = _static_int(start)
         self._check_shape(tuple(inputs.shape), static_start)
         length = ops.shape(inputs)[1]
@@ -169,13 +181,15 @@ class PositionalEncoding(keras.layers.Layer):
         outputs = ops.cast(inputs, self.compute_dtype) + positions[None]
         return self.dropout_layer(outputs, training=training)
 
-    def compute_mask(self, inputs, mask=None):
+    def compute_mask(self, inputs: Any, mask: Any = None) -> Any:
         return mask
 
-    def compute_output_shape(self, input_shape):
+    def compute_output_shape(
+        self, input_shape: Sequence[int | None]
+    ) -> tuple[int | None, ...]:
         return tuple(input_shape)
 
-    def get_config(self):
+    def get_config(self) -> dict[str, Any]:
         config = super().get_config()
         config.update(
             {

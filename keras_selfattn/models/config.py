@@ -2,7 +2,8 @@
 
 import dataclasses
 import json
-from typing import ClassVar
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 from keras_selfattn.choices import RNN_TYPES, SCORES
 from keras_selfattn.config_checks import (
@@ -93,17 +94,19 @@ class ModelConfig:
     # Fields added after runs were first saved, with the value that gives the
     # architecture those runs had: a config.json or .keras file without the
     # field loads as it was trained.
-    ADDED_LATER: ClassVar[dict] = {
+    ADDED_LATER: ClassVar[dict[str, Any]] = {
         "attentional_output": False,
         "decoder_residual": False,
         "decoder_layer_norm": False,
     }
 
-    def to_json(self):
+    def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True)
 
     @classmethod
-    def from_dict(cls, values, source="ModelConfig"):
+    def from_dict(
+        cls, values: Mapping[str, Any], source: str = "ModelConfig"
+    ) -> "ModelConfig":
         """A `ModelConfig` from a dict (``config.json``'s ``"model"``).
 
         Unknown keys are refused (the error names ``source``); a missing key takes
@@ -113,7 +116,7 @@ class ModelConfig:
         check_known_keys(cls, values, source)
         return cls(**{**cls.ADDED_LATER, **values})
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         check_field_types(self)
         check_choices(self)
         for name in (
@@ -144,7 +147,7 @@ class ModelConfig:
             )
         self._check_divisible("num_hiddens", "num_heads")
 
-    def _check_divisible(self, name, by):
+    def _check_divisible(self, name: str, by: str) -> None:
         if getattr(self, name) % getattr(self, by):
             raise ValueError(
                 f"{name} must be divisible by {by}. Received: "

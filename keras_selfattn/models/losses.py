@@ -96,7 +96,7 @@ class MaskedCrossEntropy(keras.losses.Loss):
             # One log-softmax serves both terms (-log p_y and the mean over the
             # classes): a separate sparse cross-entropy would normalize the
             # (B, T, V) logits a second time, forward and backward (the loss
-            # cost half as much CPU this way: benchmarks/RESULTS.md, KerasHub peer).
+            # cost half as much CPU this way: benchmarks/RESULTS.md, "Step cost").
             eps = self.label_smoothing
             log_probs = ops.log_softmax(logits, axis=-1)
             picked = ops.take_along_axis(log_probs, targets[..., None], axis=-1)

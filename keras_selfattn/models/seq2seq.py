@@ -10,6 +10,7 @@ only these methods, never the model's layer names.
 
 import contextlib
 import dataclasses
+from typing import Any
 
 import keras
 from keras import ops
@@ -452,8 +453,12 @@ class Seq2Seq(keras.Model):
 
 
 def build_seq2seq(
-    source_vocab_size, target_vocab_size, config=None, seed=None, **overrides
-):
+    source_vocab_size: int,
+    target_vocab_size: int,
+    config: ModelConfig | None = None,
+    seed: int | None = None,
+    **overrides: Any,
+) -> Seq2Seq:
     """Builds the encoder-decoder translation model (a `Seq2Seq`).
 
     See `Seq2Seq` for the architecture and the decoding API.

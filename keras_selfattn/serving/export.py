@@ -13,6 +13,11 @@ over each is initialized at load, so a missing vocabulary fails the load) and
 run's own test split).
 """
 
+import os
+import pathlib
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
 from keras_selfattn.decoding import DEFAULT_LENGTH_PENALTY
 from keras_selfattn.serving import publishing, warmup
 from keras_selfattn.serving.publishing import (  # re-exported
@@ -27,6 +32,10 @@ from keras_selfattn.serving.signatures import (
     build_export_archive,
     check_signatures,
 )
+
+if TYPE_CHECKING:  # annotations only: the module loads no model code at import
+    from keras_selfattn.text import PairTokenizer
+    from keras_selfattn.translation import Translator
 
 __all__ = [
     "DEFAULT_MODEL_NAME",
@@ -44,17 +53,17 @@ _NUM_FALLBACK_TOKENS = 3
 
 
 def export_translator(
-    translator,
-    export_base,
-    version=None,
+    translator: "Translator",
+    export_base: str | os.PathLike[str],
+    version: int | None = None,
     *,
-    model_name=DEFAULT_MODEL_NAME,
-    beam_size=DEFAULT_BEAM_SIZE,
-    alpha=DEFAULT_LENGTH_PENALTY,
-    warmup_texts=None,
-    xla=False,
-    groups=DEFAULT_GROUPS,
-):
+    model_name: str = DEFAULT_MODEL_NAME,
+    beam_size: int = DEFAULT_BEAM_SIZE,
+    alpha: float = DEFAULT_LENGTH_PENALTY,
+    warmup_texts: Sequence[str] | None = None,
+    xla: bool = False,
+    groups: int = DEFAULT_GROUPS,
+) -> pathlib.Path:
     """Writes ``export_base/N/`` atomically: a SavedModel with its warmup records.
 
     Args:
@@ -105,7 +114,13 @@ def export_translator(
         return publishing.publish(saved_model_dir, export_base, number, automatic)
 
 
-def _write_warmup(saved_model_dir, translator, warmup_texts, model_name, xla):
+def _write_warmup(
+    saved_model_dir: pathlib.Path,
+    translator: "Translator",
+    warmup_texts: Sequence[str],
+    model_name: str,
+    xla: bool,
+) -> None:
     """Writes the warmup records: each text signature, and one token-ids step.
 
     For an ``xla`` export, each text signature at every size of
@@ -136,7 +151,7 @@ def _write_warmup(saved_model_dir, translator, warmup_texts, model_name, xla):
     warmup.write_warmup_requests(saved_model_dir, logs)
 
 
-def _vocabulary_sample(tokenizer):
+def _vocabulary_sample(tokenizer: "PairTokenizer") -> list[str]:
     """A source text made of the first ordinary tokens of the source vocabulary."""
     import tensorflow as tf
 
@@ -148,7 +163,11 @@ def _vocabulary_sample(tokenizer):
     return [sample or "a"]  # "a": a vocabulary of reserved tokens only
 
 
-def sample_sources(run_dir, count=_NUM_WARMUP_TEXTS, tokenizer=None):
+def sample_sources(
+    run_dir: str | os.PathLike[str],
+    count: int = _NUM_WARMUP_TEXTS,
+    tokenizer: "PairTokenizer | None" = None,
+) -> list[str]:
     """A few source sentences the run's model knows: for warmup and example requests.
 
     The first sources of the run's test split, else of its validation or training
@@ -188,18 +207,18 @@ def sample_sources(run_dir, count=_NUM_WARMUP_TEXTS, tokenizer=None):
 
 # Long: mostly its docstring; one keyword a setting, passed on to export_translator.
 def export_run(
-    run_dir,
-    export_base,
-    version=None,
+    run_dir: str | os.PathLike[str],
+    export_base: str | os.PathLike[str],
+    version: int | None = None,
     *,
-    model_name=DEFAULT_MODEL_NAME,
-    beam_size=DEFAULT_BEAM_SIZE,
-    alpha=DEFAULT_LENGTH_PENALTY,
-    warmup_texts=None,
-    xla=False,
-    dtype=None,
-    groups=DEFAULT_GROUPS,
-):
+    model_name: str = DEFAULT_MODEL_NAME,
+    beam_size: int = DEFAULT_BEAM_SIZE,
+    alpha: float = DEFAULT_LENGTH_PENALTY,
+    warmup_texts: Sequence[str] | None = None,
+    xla: bool = False,
+    dtype: str | None = None,
+    groups: int = DEFAULT_GROUPS,
+) -> pathlib.Path:
     """Exports a run directory as ``export_base/N/`` (``keras-selfattn export``).
 
     Loads ``model.keras``, the vocabularies and ``config.json`` as

@@ -120,6 +120,8 @@ class CompleteLines:
         try:
             self._stream.write(data)
             self._stream.flush()
+            # Counted before the mask comes back: restoring it delivers a held
+            # signal at once (its handler may raise).
+            self.written += len(lines)
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, held)
-        self.written += len(lines)

@@ -77,6 +77,25 @@ def test_complete_lines_are_written_and_counted():
     assert writer.written == 3
 
 
+class _InterruptedFlush(io.BytesIO):
+    """A stream whose flush is interrupted by a real SIGINT, sent to this thread
+    (the one whose signals the write holds)."""
+
+    def flush(self):
+        signal.pthread_kill(threading.get_ident(), signal.SIGINT)
+
+
+def test_a_batch_interrupted_in_its_write_is_counted_as_written():
+    """A signal held during a write is raised after the batch is out and counted,
+    so ``written`` says what the stream holds."""
+    out = _InterruptedFlush()
+    writer = CompleteLines(out)
+    with pytest.raises(KeyboardInterrupt):
+        writer.write(["eins", "zwei"])
+    assert out.getvalue() == b"eins\nzwei\n"
+    assert writer.written == 2
+
+
 @pytest.mark.slow
 def test_a_signal_during_a_write_waits_for_the_batch(tmp_path):
     """SIGTERM arriving while a batch is written is delivered after it: the file

@@ -93,11 +93,11 @@ class TrainConfig:
             model that is soon paid back (its step 1.3-1.6x cheaper), for
             ``--preset small`` it is about 25 CPU-seconds a shape against a step
             only 5-10% cheaper, more than it gives back within an hour
-            (benchmarks/RESULTS.md, issue 24). With XLA: the whole step on one
-            device, each replica's forward and backward pass with several
-            replicas (the all-reduce and the update stay outside XLA; Keras' own
-            ``"auto"`` turns XLA off under tf.distribute), and nothing extra on
-            a TPU (it always compiles).
+            (benchmarks/RESULTS.md, "KerasHub peer, side by side"). With XLA: the
+            whole step on one device, each replica's forward and backward pass
+            with several replicas (the all-reduce and the update stay outside
+            XLA; Keras' own ``"auto"`` turns XLA off under tf.distribute), and
+            nothing extra on a TPU (it always compiles).
         strategy: ``"auto"``, ``"default"``, ``"mirrored"``, ``"multi_worker"`` or
             ``"tpu"``
             (see `get_strategy`).

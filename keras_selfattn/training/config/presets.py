@@ -14,7 +14,7 @@ produced them.
   pre-layer-norm encoder, 256 wide, and a one-layer GRU decoder with the
   attentional output and a deep output 1024 wide (on Multi30k it takes
   validation chrF at step 2,000 to where the recipe without it is at step 4,000,
-  for 6% more CPU a step; benchmarks/RESULTS.md "Real language");
+  for 6% more CPU a step; benchmarks/RESULTS.md "KerasHub peer, side by side");
   tied target embeddings; WordPiece vocabularies of about 4,000 pieces a side;
   eight geometric length buckets;
   Adam at 2e-3 after 400 warm-up updates, then inverse square root; label

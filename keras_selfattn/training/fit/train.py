@@ -2,9 +2,11 @@
 
 import dataclasses
 import functools
+import os
 import pathlib
 import shutil
 import tempfile
+from collections.abc import Callable, Sequence
 
 import keras
 import tensorflow as tf
@@ -70,19 +72,22 @@ class TrainInterrupted(KeyboardInterrupt):
 
 
 def train(  # long by its docstring only (the public contract); the body is 30 lines
-    data=None,
-    run_dir="runs/latest",
-    model_config=None,
-    train_config=None,
-    verbose="auto",
-    callbacks=(),
+    data: str
+    | os.PathLike[str]
+    | Sequence[str | os.PathLike[str] | tuple[str, str]]
+    | None = None,
+    run_dir: str | os.PathLike[str] = "runs/latest",
+    model_config: ModelConfig | None = None,
+    train_config: TrainConfig | None = None,
+    verbose: str | int = "auto",
+    callbacks: Sequence[keras.callbacks.Callback] = (),
     *,
-    valid_data=None,
-    test_data=None,
-    vocab=None,
-    overwrite=False,
-    on_finished=None,
-):
+    valid_data: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | None = None,
+    test_data: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | None = None,
+    vocab: str | os.PathLike[str] | None = None,
+    overwrite: bool = False,
+    on_finished: Callable[[TrainResult], object] | None = None,
+) -> TrainResult:
     """Trains a `build_seq2seq` model with ``model.fit`` on pairs streamed from files.
 
     The data is streamed (`text.stream`): nothing proportional to the corpus is

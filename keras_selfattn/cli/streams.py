@@ -1,0 +1,240 @@
+"""`translate` as a filter: where its lines come from and go, and how it stops.
+
+Lines come from ``--input FILE``, the sentences given as arguments, or stdin (a
+closed stdin is an empty input); answers go to ``--output FILE`` or stdout, a
+batch at a time, whole and flushed (`text.line_batches`). Ctrl-C, SIGTERM and
+SIGHUP stop the command (`Stopped`) once the batch being written is out: the exit
+status is the shell's 128 + the signal's number, and one line says how many lines
+were written where.
+Imports no Keras or TensorFlow.
+"""
+
+import contextlib
+import os
+import signal
+import sys
+import threading
+
+from keras_selfattn.cli import errors
+from keras_selfattn.text.line_batches import CompleteLines, LineBatches
+from keras_selfattn.text.pair_problems import NOT_UTF8
+
+# Lines translated together: a batch goes out when full, or at once when no more
+# input is waiting (one line on an open pipe is answered alone).
+STREAM_BATCH = 64
+_STOPPING_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class Stopped(KeyboardInterrupt):
+    """The command stopped by SIGINT, SIGTERM or SIGHUP; ``exit_status`` is 128 +
+    its number (130, 143, 129)."""
+
+    def __init__(self, signum):
+        self.exit_status = 128 + signum
+        super().__init__(signal.Signals(signum).name)
+
+
+class _Stopping:
+    """The signal handlers' state: while a batch is written, a signal waits."""
+
+    holding = False
+    pending = None
+
+    @classmethod
+    def stop(cls, signum, frame):
+        if cls.holding:
+            cls.pending = cls.pending or signum
+            return
+        raise Stopped(signum)
+
+
+@contextlib.contextmanager
+def stopping_signals():
+    """Inside the block, SIGINT, SIGTERM and SIGHUP raise `Stopped`, except while a
+    `HeldWrites` sink writes a batch: then the signal is raised right after it.
+    (Python runs handlers in the main thread whichever thread the signal reached,
+    so a signal mask of this thread alone cannot hold it back: TensorFlow's
+    threads take it.) A signal the caller ignores stays ignored (``nohup``, a
+    shell's background job); the previous handlers come back after. Outside the
+    main thread (where Python cannot set handlers) the block changes nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {}
+    for signum in _STOPPING_SIGNALS:
+        if signal.getsignal(signum) is not signal.SIG_IGN:
+            previous[signum] = signal.signal(signum, _Stopping.stop)
+    _Stopping.holding, _Stopping.pending = False, None
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+class HeldWrites:
+    """A `CompleteLines` whose batches are written whole whatever thread a
+    stopping signal reaches (`stopping_signals`); ``written`` counts them."""
+
+    def __init__(self, lines):
+        self._lines = lines
+
+    @property
+    def written(self):
+        return self._lines.written
+
+    def write(self, lines):
+        _Stopping.holding = True
+        try:
+            self._lines.write(lines)
+        finally:
+            _Stopping.holding = False
+        pending, _Stopping.pending = _Stopping.pending, None
+        if pending is not None:
+            raise Stopped(pending)
+
+
+def exit_status(interrupt):
+    """130 for Ctrl-C, 143 for SIGTERM, 129 for SIGHUP."""
+    return getattr(interrupt, "exit_status", errors.INTERRUPTED)
+
+
+class _NamedSink:
+    """A binary stream whose failed writes are `errors.OutputError`s naming it."""
+
+    def __init__(self, stream, name):
+        self._stream = stream
+        self._name = name
+
+    def _guard(self, method, *args):
+        try:
+            return getattr(self._stream, method)(*args)
+        except errors.OutputError:
+            raise
+        except OSError as error:
+            reason = error.strerror or str(error) or type(error).__name__
+            raise errors.OutputError(
+                f"cannot write the output to {self._name}: {reason}"
+            ) from error
+
+    def write(self, data):
+        return self._guard("write", data)
+
+    def flush(self):
+        return self._guard("flush")
+
+
+class Lines:
+    """The source lines and the answers' writer of one `translate`.
+
+    Attributes:
+        batches: the source lines in batches (`LineBatches`, or the arguments').
+        sink: the `CompleteLines` writing the answers (`open_output`).
+        source_name: where the lines come from ("stdin", the --input file...).
+        output_name: where the answers go ("stdout" or the --output file).
+    """
+
+    def __init__(self, args, stack):
+        self.output_name = args.output or "stdout"
+        self.source_name = args.input or "stdin"
+        self.sink = None
+        self._read = None
+        if args.text:
+            self.source_name = "the arguments"
+            self.batches = _in_batches(args.text, STREAM_BATCH)
+        else:
+            self._read = LineBatches(_source(args, stack), STREAM_BATCH)
+            self.batches = self._read
+
+    def open_output(self, args, stack):
+        """Opens where the answers go (after the source: a missing --input file
+        leaves no empty --output behind)."""
+        self.sink = HeldWrites(CompleteLines(_output(args, stack)))
+
+    def written(self):
+        """How many answers are written (0 before the output is open)."""
+        return 0 if self.sink is None else self.sink.written
+
+    def not_utf8_report(self):
+        """What to say about the lines that were not UTF-8, or None."""
+        if self._read is None or not self._read.not_utf8_lines:
+            return None
+        return (
+            f"{self.source_name}: {self._read.not_utf8_lines} of "
+            f"{self._read.lines} lines {NOT_UTF8}; their undecodable bytes were "
+            "read as U+FFFD"
+        )
+
+
+def _in_batches(texts, size):
+    return [texts[start : start + size] for start in range(0, len(texts), size)]
+
+
+def _source(args, stack):
+    """The binary stream the lines are read from; None for a closed stdin."""
+    if args.input:
+        return stack.enter_context(open(args.input, "rb"))
+    if sys.stdin is None:
+        return None
+    return sys.stdin.buffer
+
+
+def _output(args, stack):
+    """The binary stream the answers go to, its failures named."""
+    if args.output:
+        stream = stack.enter_context(open(args.output, "wb"))  # noqa: SIM115
+        return _NamedSink(stream, args.output)
+    stdout = sys.stdout
+    stdout.flush()
+    binary = getattr(stdout, "buffer", None)
+    return _NamedSink(binary or _TextStream(stdout), "stdout")
+
+
+class _TextStream:
+    """Bytes written to a text stream with no binary buffer (a StringIO that
+    stands for stdout), as UTF-8 text."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, data):
+        return self._stream.write(data.decode("utf-8"))
+
+    def flush(self):
+        return self._stream.flush()
+
+
+def check_sources(args):
+    """Refuses sentences and --input together; warns about a sentence that names
+    an existing file (the text is translated, not the file)."""
+    if args.input and args.text:
+        raise ValueError(
+            "translate reads sentences given as arguments or --input FILE, not "
+            f"both. Received: --input {args.input} and {len(args.text)} sentences"
+        )
+    for sentence in args.text:
+        if sentence and os.path.isfile(sentence):
+            warn(
+                f"{sentence!r} is a file name: translating the text; to translate "
+                f"the file, use --input {sentence}"
+            )
+
+
+def hint_on_a_terminal(args):
+    """On a terminal, says how the typed input ends."""
+    if args.text or args.input or sys.stdin is None:
+        return
+    try:
+        typing = sys.stdin.isatty()
+    except (OSError, ValueError):
+        return
+    if typing:
+        warn(
+            "translating each line you type; end the input with Ctrl-D",
+            kind="note",
+        )
+
+
+def warn(message, kind="warning"):
+    """One line on stderr: ``keras-selfattn: warning: ...``."""
+    print(f"keras-selfattn: {kind}: {message}", file=sys.stderr, flush=True)
