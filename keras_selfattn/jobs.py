@@ -4,9 +4,9 @@ The ``keras-selfattn`` commands call these and nothing else for their work; each
 calls the library module the work lives in:
 
 - `build_vocab`: the vocabularies of a corpus (``text.learn_vocab``);
-- `train`, then `report` (the chief) or `print_worker_summary` (another worker):
-  a run directory with a trained model (``training.train``), its test metrics
-  and figures;
+- `train` with ``on_finished=report`` (the chief; `print_worker_summary` on
+  another worker): a run directory with a trained model (``training.train``),
+  its test metrics and figures, written before the run is marked finished;
 - `load_translator` and `translate_stream`: translations of a run's model, a
   batch of lines at a time (``translation.translate_batches``);
 - `evaluate_run` and `print_metrics`: chrF, BLEU and exact match of a run
@@ -213,10 +213,14 @@ def train(
     vocab=None,
     overwrite=False,
     verbose="auto",
+    on_finished=None,
 ):
     """Trains a model on pair files into ``run_dir``: `training.train`.
 
     An interrupted run resumes; see `training.train` for every argument.
+    ``on_finished=report`` writes the test metrics and the figures before the
+    run is marked finished (what ``keras-selfattn train`` does): interrupted
+    there, the same call does them again.
 
     Returns:
         The `training.TrainResult` (`report` evaluates it and writes the figures).
@@ -231,6 +235,7 @@ def train(
         test_data=test_data,
         vocab=vocab,
         overwrite=overwrite,
+        on_finished=on_finished,
     )
 
 
@@ -426,6 +431,7 @@ def run_demo(out_dir="runs/demo", epochs=None, verbose=1, overwrite=False):
     train_config = DEMO_TRAIN_CONFIG
     if epochs is not None:
         train_config = TrainConfig(**{**vars(train_config), "epochs": epochs})
+    metrics = {}
     result = train(
         None,
         out_dir,
@@ -433,8 +439,8 @@ def run_demo(out_dir="runs/demo", epochs=None, verbose=1, overwrite=False):
         train_config,
         overwrite=overwrite,
         verbose=verbose,
+        on_finished=lambda finished: metrics.update(report(finished)),
     )
-    metrics = report(result)
     export_base = pathlib.Path(result.run_dir) / EXPORT_DIR / serving.DEFAULT_MODEL_NAME
     version_dir = serving.export_run(result.run_dir, export_base)
     check = check_serving(version_dir)

@@ -122,10 +122,13 @@ def _env():
 
 
 # Holds the run-directory lock of argv[1] until its stdin closes (no TensorFlow).
+# Its lock records a `train` command line, as a real train's does.
 _LOCK_HOLDER = (
     "import sys\n"
     "from keras_selfattn.training.run.run_lock import RunLock\n"
-    "lock = RunLock.acquire(sys.argv[1])\n"
+    "run_dir = sys.argv[1]\n"
+    "sys.argv = ['keras-selfattn', 'train', '--out', run_dir]\n"
+    "lock = RunLock.acquire(run_dir)\n"
     "print('held', flush=True)\n"
     "sys.stdin.read()\n"
 )
@@ -199,6 +202,46 @@ def _terminated_mid_training(w, argv):
     _, err = process.communicate(timeout=300)
     (w.root / "terminated.txt").write_text(f"{process.returncode}\n{err.decode()}")
     assert not (run / "training.json").exists(), "finished before SIGTERM"
+    return argv
+
+
+def signalled_at(argv, line, signum=None, timeout=300):
+    """Runs ``keras-selfattn argv`` in a process and sends it ``signum`` when it
+    prints a line holding ``line`` (None: no signal); returns its `Result`."""
+    import signal
+
+    process = subprocess.Popen(
+        [sys.executable, "-u", "-m", "keras_selfattn", *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(),
+    )
+    seen = []
+    for printed in process.stdout if line is not None else ():
+        seen.append(printed)
+        if line in printed:
+            process.send_signal(signal.Signals(signum))
+            break
+    else:
+        if line is not None:
+            process.wait(timeout=timeout)
+            raise RuntimeError(f"{line!r} never printed: {''.join(seen)[-2000:]}")
+    out, err = process.communicate(timeout=timeout)
+    return Result(process.returncode, "".join(seen) + out, err)
+
+
+def _interrupted_before_backup(w, argv):
+    """Runs ``argv`` in a process, Ctrl-C at its first step (before any backup);
+    checks that it says so; returns ``argv`` (the case reruns it)."""
+    import signal
+
+    stopped = signalled_at(argv, "step 1/", signal.SIGINT)
+    (w.root / "interrupted.txt").write_text(f"{stopped.status}\n{stopped.stderr}")
+    assert stopped.status == 130, stopped
+    assert stopped.stderr.strip().splitlines()[-1] == (
+        "keras-selfattn: interrupted; nothing saved yet: the rerun starts from step 0"
+    ), stopped.stderr
     return argv
 
 
@@ -551,6 +594,11 @@ CASES = [
         "average --model a run without kept checkpoints",
         lambda w: ["average", "--model", str(w.root)],
         mentions=("checkpoints", "--keep-checkpoints"),
+    ),
+    Case(
+        "average --model a run another train holds (its lock)",
+        lambda w: ["average", "--model", _lock_held(w, w.root / "run")],
+        mentions=("{2}", "in use by another train", "process"),
     ),
     Case("an unknown command", lambda w: ["trian"], mentions=("trian",)),
     # exact option names: a prefix of an option is not taken for it
@@ -909,6 +957,31 @@ CASES += [
         ),
         expect=SENSIBLE,
         check=_says("run directory:"),
+        slow=True,
+    ),
+    Case(
+        "train interrupted (Ctrl-C) before its first backup, then the same command",
+        lambda w: _interrupted_before_backup(
+            w,
+            [
+                *SMALL_TRAIN,
+                "--save-every",
+                "20",
+                "--eval-every",
+                "20",
+                "--log-every",
+                "1",
+                "--data",
+                w.file("pairs.tsv", _pair_lines()),
+                "--out",
+                str(w.root / "run"),
+            ],
+        ),
+        expect=SENSIBLE,
+        check=lambda result: (
+            "run directory:" in result.stdout
+            and "resuming from step" not in result.stdout
+        ),
         slow=True,
     ),
     Case(

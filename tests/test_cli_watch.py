@@ -68,12 +68,14 @@ def test_a_run_that_does_not_translate_fails_loudly(tmp_path):
         out,
         re.MULTILINE,
     )
-    # Each validation: loss and CPU time, scores, three examples with references.
+    # Each validation, on a line of its own under the step's one progress line:
+    # loss and CPU time, scores, three examples with references.
     assert re.search(
-        rf"^step {STEPS}/{STEPS}  loss [\d.]+  val_loss [\d.]+ .* CPU-s",
+        rf"^validation at step {STEPS}/{STEPS}:  loss [\d.]+  val_loss [\d.]+ .* CPU-s",
         out,
         re.MULTILINE,
     )
+    assert len(re.findall(rf"^step {STEPS}/{STEPS}  ", out, re.MULTILINE)) == 1
     assert re.search(
         r"^  chrF [\d.]+  BLEU [\d.]+  distinct 0\.05  ", out, re.MULTILINE
     )

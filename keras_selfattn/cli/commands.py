@@ -37,6 +37,7 @@ from keras_selfattn.cli.flags import (
     train_groups,
 )
 from keras_selfattn.cli.quiet import quiet_tensorflow
+from keras_selfattn.cli.stopping import signals_stop
 from keras_selfattn.models.config import ModelConfig
 from keras_selfattn.run_directory.layout import checkpoint_step
 from keras_selfattn.run_directory.vocabulary_settings import (
@@ -92,7 +93,8 @@ def main(argv=None):
     Otherwise exits (SystemExit) after one line on stderr: 2, bad input (naming
     the file or argument; argparse's usage errors too; TensorFlow not
     installed); 70, an internal error (``--debug`` shows the traceback); 130,
-    interrupted; 141, quietly, when the reader of stdout went away (``| head``).
+    interrupted (143: `train` stopped by SIGTERM); 141, quietly, when the reader
+    of stdout went away (``| head``).
     The command line runs on TensorFlow whatever ``KERAS_BACKEND`` says
     (`run_on_tensorflow`).
     """
@@ -103,16 +105,24 @@ def main(argv=None):
         check_arguments(args)
         if not (args.verbose or args.debug):
             quiet_tensorflow()
-        with errors.guarded_output():
+        with errors.guarded_output(), _stops_cleanly(args):
             return _run(args)
-    except KeyboardInterrupt:
-        status, message = errors.interrupted(args.command)
+    except KeyboardInterrupt as error:
+        status, message = errors.interrupted(args.command, error)
     except Exception as error:
         if args.debug:
             raise
         status, message = errors.failure(error)
     # as on a usage error (a broken pipe: no message)
     parser.exit(status, message and f"keras-selfattn: {message}\n")
+
+
+def _stops_cleanly(args):
+    """`train` and `demo` write a run: SIGTERM stops them as Ctrl-C does
+    (`stopping.signals_stop`), with one line and exit 143."""
+    if args.command in ("train", "demo"):
+        return signals_stop()
+    return contextlib.nullcontext()
 
 
 def build_parser():
@@ -324,11 +334,11 @@ def _train(args):
         vocab=args.vocab,
         overwrite=args.overwrite,
         verbose=_progress(args),
+        on_finished=jobs.report,  # the chief, before the run is marked finished
     )
     if not result.is_chief:  # the chief evaluates and writes the run directory
         jobs.print_worker_summary(result)
         return 0
-    jobs.report(result)
     print(f"run directory: {result.run_dir}")
     return errors.health_status(result)
 

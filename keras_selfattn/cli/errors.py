@@ -234,10 +234,16 @@ def _silence(stream):
     os.close(null)
 
 
-def interrupted(command):
-    """``(exit status, message)`` for a command interrupted (Ctrl-C)."""
-    resume = "; rerun the same command to resume" if command == "train" else ""
-    return INTERRUPTED, f"interrupted{resume}"
+def interrupted(command, error=None):
+    """``(exit status, message)`` for a command interrupted (Ctrl-C, or SIGTERM:
+    ``error`` carries ``exit_status`` and ``signal_name``); a `train` says what
+    the rerun does (``error.rerun``, or that it resumes)."""
+    status = getattr(error, "exit_status", INTERRUPTED)
+    name = getattr(error, "signal_name", "SIGINT")
+    by = "" if name == "SIGINT" else f" by {name}"
+    rerun = getattr(error, "rerun", None) or "rerun the same command to resume"
+    resume = f"; {rerun}" if command in ("train", "demo") else ""
+    return status, f"interrupted{by}{resume}"
 
 
 # A run is expected to translate once it has made this many optimizer updates

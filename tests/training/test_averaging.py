@@ -12,6 +12,7 @@ from keras_selfattn.training.fit.averaging import (
     average_run,
     kept_checkpoints,
 )
+from keras_selfattn.training.run.run_lock import RunDirBusy
 from tests.bad_input_cases import run_in_process
 from tests.models import test_seq2seq
 from tests.test_cli import cli
@@ -86,6 +87,31 @@ def test_average_run_replaces_model_keras_and_keeps_the_old_one(tmp_path):
         ValueError, match=r"holds 0 checkpoint\(s\).*--keep-checkpoints"
     ):
         average_run(empty)
+
+
+def test_average_run_is_refused_while_another_process_holds_the_run(tmp_path):
+    """A process holding the run's lock as `train` does: the average is refused
+    naming it, and model.keras stays the model it was."""
+    from tests.bad_input_cases import Workspace, _lock_held
+
+    run = tmp_path / "run"
+    (run / "checkpoints").mkdir(parents=True)
+    paths, _ = saved_models(run / "checkpoints", 2)
+    (run / "model.keras").write_bytes(paths[0].read_bytes())
+    workspace = Workspace(tmp_path)
+    _lock_held(workspace, run)
+    try:
+        with pytest.raises(
+            RunDirBusy, match=r"in use by another train \(host .*process"
+        ):
+            average_run(run)
+    finally:
+        for cleanup in workspace.cleanups:
+            cleanup()
+    assert (run / "model.keras").read_bytes() == paths[0].read_bytes()
+    assert not (run / REPLACED_MODEL_FILE).exists()
+    average_run(run)  # the holder is gone: the average is written
+    assert (run / REPLACED_MODEL_FILE).read_bytes() == paths[0].read_bytes()
 
 
 @pytest.mark.slow

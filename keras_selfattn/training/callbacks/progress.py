@@ -104,13 +104,17 @@ class ProgressLog(keras.callbacks.Callback):
     """A progress line every ``every`` steps: loss, target tokens/s and the ETA.
 
     For logs that are not a terminal (a batch job, ``nohup``, a notebook cell's
-    file), where Keras' progress bar prints nothing until a period ends.
+    file), where Keras' progress bar prints nothing until a period ends. One
+    line per step shown, the last step's included; a validation's figures are
+    `ValidationLog`'s own line.
 
-    The ETA is the steps left times a moving average (weight ``smoothing`` for
-    the newest) of the wall-clock seconds per step of each interval between two
-    lines, validation included. The first interval (tracing and compiling) is
-    left out, and no ETA is shown before ``warmup`` intervals were averaged
-    ("ETA --").
+    The ETA counts the steps left at the seconds a step takes and, with a
+    ``plan``, the validations left at the seconds a validation took (the time
+    between the last step of a validating period and the next step: the
+    validation, its backup and checkpoints): each a moving average (weight
+    ``smoothing`` for the newest). The run's first step (tracing and compiling)
+    is left out, and no ETA is shown before ``warmup`` intervals between lines
+    were averaged ("ETA --").
 
     Args:
         every: steps between two lines.
@@ -119,9 +123,20 @@ class ProgressLog(keras.callbacks.Callback):
         speed: the run's `TrainingSpeed` (None: no tokens/s figure).
         warmup: intervals averaged before an ETA is shown.
         smoothing: the newest interval's weight in the moving average.
+        plan: the run's `StepPlan`, whose validations the ETA counts (None:
+            steps only).
     """
 
-    def __init__(self, every, total_steps, step=0, speed=None, warmup=2, smoothing=0.3):
+    def __init__(
+        self,
+        every,
+        total_steps,
+        step=0,
+        speed=None,
+        warmup=2,
+        smoothing=0.3,
+        plan=None,
+    ):
         super().__init__()
         self.every = every
         self.total_steps = total_steps
@@ -129,44 +144,78 @@ class ProgressLog(keras.callbacks.Callback):
         self.speed = speed or TrainingSpeed()
         self.warmup = warmup
         self.smoothing = smoothing
-        self.seconds_per_step = None  # the moving average
+        self.plan = plan
+        self.seconds_per_step = None  # the moving averages
+        self.seconds_per_validation = None
         self._intervals = 0
         self._mark = None
+        self._step_seconds = [0.0, 0]  # timed steps since the last line: (s, steps)
+        self._began = None
+        self._ended = None  # when the last step ended
+        self._validating = False  # a validation runs before the next step
+        self._epoch = 0
 
     def on_train_begin(self, logs=None):
         self._mark = (time.perf_counter(), self.step, self.speed.reading())
 
+    def on_epoch_begin(self, epoch, logs=None):
+        self._epoch = epoch
+
+    def on_epoch_end(self, epoch, logs=None):
+        self._validating = self.plan is not None and self.plan.evaluates(epoch + 1)
+
+    def on_train_batch_begin(self, batch, logs=None):
+        self._began = time.perf_counter()
+        if self._validating and self._ended is not None:
+            took = self._began - self._ended
+            self.seconds_per_validation = self._moved(self.seconds_per_validation, took)
+        self._validating = False
+
     def on_train_batch_end(self, batch, logs=None):
-        self.step += 1
-        if self.step % self.every or self.step >= self.total_steps:
-            return
         now = time.perf_counter()
-        self._average(now)
+        if self._ended is not None and self._began is not None:  # not the first
+            self._step_seconds[0] += now - self._began
+            self._step_seconds[1] += 1
+        self._ended = now
+        self.step += 1
+        if self.step % self.every and self.step < self.total_steps:
+            return
+        self._average()
         rate = self.speed.rate_since(self._mark[2])
         loss = float((logs or {}).get("loss", float("nan")))
-        eta = (
-            _clock(self.seconds_per_step * (self.total_steps - self.step))
-            if self._intervals - 1 >= self.warmup
-            else "--"
-        )
         print(
             f"step {self.step}/{self.total_steps}  loss {loss:.4f}"
             + ("" if rate is None else f"  {rate:,.0f} target tokens/s")
-            + f"  ETA {eta}",
+            + f"  ETA {self._eta()}",
             flush=True,
         )
         self._mark = (now, self.step, self.speed.reading())
 
-    def _average(self, now):
-        """Folds the interval that ends now into `seconds_per_step`."""
-        per_step = (now - self._mark[0]) / max(1, self.step - self._mark[1])
-        self._intervals += 1
-        if self._intervals == 1:  # tracing and compiling: not what steps take
+    def _eta(self):
+        if self._intervals < self.warmup or self.seconds_per_step is None:
+            return "--"
+        seconds = self.seconds_per_step * (self.total_steps - self.step)
+        if self.plan is not None and self.seconds_per_validation is not None:
+            left = sum(
+                self.plan.evaluates(period)
+                for period in range(self._epoch + 1, self.plan.periods + 1)
+            )
+            seconds += self.seconds_per_validation * left
+        return _clock(seconds)
+
+    def _average(self):
+        """Folds the steps timed since the last line into `seconds_per_step`."""
+        seconds, steps = self._step_seconds
+        self._step_seconds = [0.0, 0]
+        if not steps:  # only the first step (tracing and compiling) so far
             return
-        if self.seconds_per_step is None:
-            self.seconds_per_step = per_step
-        else:
-            self.seconds_per_step += self.smoothing * (per_step - self.seconds_per_step)
+        self._intervals += 1
+        self.seconds_per_step = self._moved(self.seconds_per_step, seconds / steps)
+
+    def _moved(self, average, value):
+        if average is None:
+            return value
+        return average + self.smoothing * (value - average)
 
 
 class ProgressBar(keras.callbacks.Callback):
@@ -215,7 +264,8 @@ class ProgressBar(keras.callbacks.Callback):
 class ValidationLog(keras.callbacks.Callback):
     """The lines of each validation, from the logs the callbacks before it wrote.
 
-    A line with the step, the loss, the validation loss, the target tokens/s of
+    A line of its own (``validation at step N/T:``, under the step's progress
+    line) with the loss, the validation loss, the target tokens/s of
     training since the previous validation, the process' CPU seconds and, when
     the model was kept, "best by ..."; with validation translations, their
     scores and examples below it.
@@ -257,7 +307,7 @@ class ValidationLog(keras.callbacks.Callback):
         )
         improved = self.best_model.improved
         return (
-            f"step {step}/{self.plan.total_steps}  "
+            f"validation at step {step}/{self.plan.total_steps}:  "
             f"loss {float(logs.get('loss', 'nan')):.4f}"
             f"  val_loss {float(logs['val_loss']):.4f}{speed}"
             f"  {logs['cpu_seconds']:,.0f} CPU-s"

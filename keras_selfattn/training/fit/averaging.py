@@ -21,6 +21,7 @@ noise of the last updates, often for a BLEU point or more, at no training cost.
 
 import contextlib
 import pathlib
+import shutil
 import zipfile
 
 import numpy as np
@@ -38,6 +39,7 @@ from keras_selfattn.run_directory.layout import (
     checkpoint_files,
     checkpoint_step,
 )
+from keras_selfattn.training.run.run_lock import RunLock
 
 __all__ = [
     "CHECKPOINTS_DIR",
@@ -187,11 +189,12 @@ def average_run(run_dir, last=None, out=None):
         run_dir: the run directory.
         last: average the newest ``last`` checkpoints (>= 2); None: all kept.
         out: the ``.keras`` file to write; None: the run's ``model.keras``, the
-            model it held moved to ``model.before-average.keras`` first (so that
+            model it held copied to ``model.before-average.keras`` first (so that
             ``evaluate``, ``translate`` and ``export`` use the average). The
             trained model is kept there however often this runs: when
             ``model.before-average.keras`` exists, ``model.keras`` holds an
-            earlier average and is replaced.
+            earlier average and is replaced. The run's lock is held while it is
+            written (`run_lock`): a `train` still writing the run refuses it.
 
     Returns:
         ``(out_path, averaged)``: the file written and the checkpoints averaged.
@@ -200,8 +203,20 @@ def average_run(run_dir, last=None, out=None):
         ValueError: fewer than two checkpoints kept (or asked for).
         RunPartsMismatch: a checkpoint is not of the run's vocabularies.
         RunFileDamaged: a checkpoint Keras cannot read.
+        RunDirBusy: another process (a `train`) holds the run's lock.
     """
     run_dir = pathlib.Path(run_dir)
+    if out is not None:
+        kept = _checkpoints_to_average(run_dir, last)
+        return average_checkpoints(kept, out), kept
+    with RunLock.acquire(run_dir):  # a `train` holding the run is not overwritten
+        kept = _checkpoints_to_average(run_dir, last)
+        return _average_into_run(run_dir, kept), kept
+
+
+def _checkpoints_to_average(run_dir, last):
+    """The newest ``last`` (all: None) kept checkpoints, two or more, of the run's
+    vocabularies."""
     kept = kept_checkpoints(run_dir)
     if last is not None:
         if isinstance(last, bool) or not isinstance(last, int) or last < 2:
@@ -213,14 +228,20 @@ def average_run(run_dir, last=None, out=None):
             "averaging needs two or more: train with --keep-checkpoints N (N >= 2)"
         )
     check_run_parts(run_dir, models=[run_dir / MODEL_FILE, *kept])
-    if out is not None:
-        return average_checkpoints(kept, out), kept
+    return kept
+
+
+def _average_into_run(run_dir, kept):
+    """Writes the average of ``kept`` to the run's ``model.keras``, the model it
+    replaces kept once in ``model.before-average.keras``. ``model.keras`` is
+    always a whole model: a reader (translate, export) meets the old one or the
+    average."""
     model_path = run_dir / MODEL_FILE
     averaged = average_checkpoints(kept, run_dir / f"averaged-{model_path.name}")
     replaced = run_dir / REPLACED_MODEL_FILE
     # The trained model is kept once: a second average replaces the first one,
     # never the model that training wrote.
     if model_path.exists() and not replaced.exists():
-        model_path.replace(replaced)
+        replace_atomically(lambda tmp: shutil.copyfile(model_path, tmp), replaced)
     averaged.replace(model_path)
-    return model_path, kept
+    return model_path

@@ -68,7 +68,8 @@ from keras_selfattn.training.run.resume import (
     agree_on_restart,
     truncate_history,
 )
-from keras_selfattn.training.run.run_dir import finish_run
+from keras_selfattn.training.run.run_dir import mark_finished as mark_run_finished
+from keras_selfattn.training.run.run_dir import prune_backups
 
 
 @dataclasses.dataclass
@@ -86,6 +87,7 @@ class RunState:
     role: WorkerRole | None = None
     # _claim_run_dir
     resuming: bool = False
+    fresh: bool = False  # the run directory was new (missing or empty)
     work_dir: pathlib.Path | None = None  # run_dir on the chief, scratch elsewhere
     # prepare_data
     run_data: run_data_lib.RunData | None = None
@@ -177,10 +179,17 @@ def prepare_data(run):
 
 
 def agree_on_restart_epoch(run):
-    """Sets ``initial_epoch``, the backup all workers resume from (0: none)."""
+    """Sets ``initial_epoch``, the backup all workers resume from (0: none), and
+    says where a resumed run restarts."""
     run.initial_epoch = agree_on_restart(run.strategy, run.role, run.backup_dir)
     if run.role.is_chief and run.resuming:
         truncate_history(run.work_dir / HISTORY_FILE, run.plan, run.initial_epoch)
+    if run.chief_verbose and run.initial_epoch:
+        step = run.plan.step_after(run.initial_epoch)
+        done = " (its steps are done: finishing the run)"
+        print(
+            f"resuming from step {step}{done if step == run.plan.total_steps else ''}"
+        )
 
 
 def prepare_batches(run):
@@ -325,7 +334,11 @@ def progress_log(run):
         return [ProgressBar(run.plan, step=step, speed=run.speed)]
     if run.verbose == 2 and run.train_config.log_every:
         every = run.train_config.log_every
-        return [ProgressLog(every, run.plan.total_steps, step=step, speed=run.speed)]
+        return [
+            ProgressLog(
+                every, run.plan.total_steps, step=step, speed=run.speed, plan=run.plan
+            )
+        ]
     return []
 
 
@@ -353,7 +366,8 @@ def tensorboard_log(run, validation):
 
 
 def finish(run):
-    """Sets ``summary`` (``training.json``), ends the run, loads the best model.
+    """Sets ``summary`` (``training.json``), keeps the newest backup, loads the
+    best model; `mark_finished` then marks the run finished.
 
     The best checkpoint, not the last step's weights, becomes ``model``.
     """
@@ -369,7 +383,7 @@ def finish(run):
         "best": run.best_model.best,
         "health": None if health is None else health.to_dict(),
     }
-    finish_run(run.work_dir, run.backup_dir, run.summary, run.strategy, run.role)
+    prune_backups(run.backup_dir, run.strategy, run.role)
     if run.chief_verbose:
         print(run_batches.length_report(counts, run.model_config))
         if run.train_config.skip_malformed:
@@ -377,3 +391,13 @@ def finish(run):
         if counts["extra_columns"]:
             print(text.stream.extra_columns_report(counts["extra_columns"]))
     run.model = saving.load_model(run.work_dir / MODEL_FILE)
+
+
+def mark_finished(run):
+    """Writes ``training.json`` (the chief): the run is complete.
+
+    Last: until then the run is an interrupted one whose steps are done, and
+    the same call finishes it.
+    """
+    if run.role.is_chief:
+        mark_run_finished(run.work_dir, run.summary)

@@ -6,7 +6,7 @@ import os
 import pathlib
 import shutil
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import keras
 import tensorflow as tf
@@ -30,8 +30,10 @@ from keras_selfattn.training.fit.compiled_model import (
     dtype_policy,
     training_policy,
 )
+from keras_selfattn.training.run.backup import backed_up_epochs
 from keras_selfattn.training.run.continuation import reopen_finished_run
-from keras_selfattn.training.run.run_lock import hold_and_claim_run_dir
+from keras_selfattn.training.run.run_dir import run_dir_state
+from keras_selfattn.training.run.run_lock import LOCK_FILE, hold_and_claim_run_dir
 
 
 @dataclasses.dataclass
@@ -54,6 +56,21 @@ class TrainResult:
     )
 
 
+class TrainInterrupted(KeyboardInterrupt):
+    """`train` interrupted (Ctrl-C, or a signal the caller turned into a
+    KeyboardInterrupt); ``rerun`` says what the same call does next: resume from
+    the last backup, finish the run whose steps are done, or start from step 0.
+    ``exit_status`` and ``signal_name`` are the interrupt's own, when it has them.
+    """
+
+    def __init__(self, rerun, interrupt=None):
+        super().__init__(rerun)
+        self.rerun = rerun
+        for name in ("exit_status", "signal_name"):
+            if hasattr(interrupt, name):
+                setattr(self, name, getattr(interrupt, name))
+
+
 def train(  # long by its docstring only (the public contract); the body is 30 lines
     data: str
     | os.PathLike[str]
@@ -69,6 +86,7 @@ def train(  # long by its docstring only (the public contract); the body is 30 l
     test_data: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | None = None,
     vocab: str | os.PathLike[str] | None = None,
     overwrite: bool = False,
+    on_finished: Callable[[TrainResult], object] | None = None,
 ) -> TrainResult:
     """Trains a `build_seq2seq` model with ``model.fit`` on pairs streamed from files.
 
@@ -125,9 +143,16 @@ def train(  # long by its docstring only (the public contract); the body is 30 l
             (`train_config_with_vocabulary`); a field set away from
             its default that contradicts them is refused.
         overwrite: replace a finished run or a directory holding other files.
+        on_finished: called with the `TrainResult` (on the chief) once the
+            steps are done and before the run is marked finished, the run's lock
+            still held: the command line writes the test metrics and the plots
+            there, so that an interrupted call is finished by the same call.
 
     Returns:
         A `TrainResult`.
+
+    Raises:
+        TrainInterrupted: on a KeyboardInterrupt, saying what the rerun does.
     """
     train_config = train_config or TrainConfig()
     if vocab is not None:
@@ -152,19 +177,53 @@ def train(  # long by its docstring only (the public contract); the body is 30 l
     try:
         # A peer lost mid-run (a collective failing) becomes one clear error naming it.
         with lost_peers_are_errors(run.role, run.run_dir):
-            return _train(run)
+            return _train(run, on_finished)
     except BaseException as error:
-        if created and not run.backup_root.exists():  # nothing to resume: leave nothing
-            shutil.rmtree(run.run_dir, ignore_errors=True)
+        if not run.backup_root.exists():  # nothing to resume: leave nothing
+            _remove_what_this_call_wrote(run, created)
         malformed = text.stream.malformed_line_error(error)
         if isinstance(error, tf.errors.InvalidArgumentError) and malformed:
             raise malformed from None
+        if isinstance(error, KeyboardInterrupt) and run.role.is_chief:
+            raise TrainInterrupted(_rerun(run), error) from None
         raise
     finally:
         if not run.role.is_chief:
             shutil.rmtree(run.work_dir, ignore_errors=True)
         if lock is not None:
             lock.release()
+
+
+def _remove_what_this_call_wrote(run, created):
+    """The run directory this call created, or what it wrote into an empty one
+    (`RunState.fresh`): a failed call before any backup leaves nothing."""
+    if created:
+        shutil.rmtree(run.run_dir, ignore_errors=True)
+    elif run.fresh and run.role.is_chief:
+        for child in run.run_dir.iterdir():
+            if child.name == LOCK_FILE:
+                continue
+            if child.is_dir() and not child.is_symlink():
+                shutil.rmtree(child, ignore_errors=True)
+            else:
+                child.unlink(missing_ok=True)
+
+
+def _rerun(run):
+    """What the same call does after an interrupt, in the words the user reads."""
+    if run_dir_state(run.run_dir) == "finished":
+        return f"the run is finished and complete in {run.run_dir}"
+    epochs = backed_up_epochs(run.backup_dir)
+    if not epochs:
+        return "nothing saved yet: the rerun starts from step 0"
+    step = run.plan.step_after(epochs[-1]) if run.plan else None
+    if run.plan and step == run.plan.total_steps:
+        return (
+            f"its {step} steps are done: rerun the same command to finish the run "
+            "(its last validation, test metrics and plots)"
+        )
+    where = f" from step {step}" if step is not None else " from its last backup"
+    return f"rerun the same command to resume{where}"
 
 
 def _start_strategy(run):
@@ -212,11 +271,12 @@ def _claim_run_dir(run, given_run_dir, overwrite):
         given_run_dir, overwrite=overwrite, reopen=reopen
     )
     run.resuming = state == "interrupted"
+    run.fresh = state == "new"
     run.work_dir = run.run_dir
     return created, lock
 
 
-def _train(run):
+def _train(run, on_finished=None):
     """The stages of a run, in order; each reads what those before it set on ``run``."""
     stages.check_resumed_config(run)
     keras.utils.set_random_seed(run.train_config.seed)
@@ -230,6 +290,15 @@ def _train(run):
         stages.build_model(run)
         stages.fit(run)
         stages.finish(run)
+    result = _result(run)
+    if on_finished is not None and run.role.is_chief:
+        on_finished(result)
+    stages.mark_finished(run)
+    return result
+
+
+def _result(run):
+    """The `TrainResult` of a run whose steps are done (`stages.finish`)."""
     return TrainResult(
         run_dir=run.run_dir,
         model=run.model,
@@ -248,6 +317,7 @@ def _train(run):
 
 
 __all__ = [
+    "TrainInterrupted",
     "TrainResult",
     "build_and_compile",
     "dtype_policy",

@@ -1,6 +1,6 @@
 """Continuing a finished run: the same `train` with more ``train_steps`` or ``epochs``.
 
-A finished run keeps its newest backup (`run_dir.finish_run`): the weights, the
+A finished run keeps its newest backup (`run_dir.prune_backups`): the weights, the
 optimizer state (with its step count), the best validation loss, the early
 stopping count, the dropout seeds and the input position. `reopen_finished_run`
 checks that a new call only trains longer, then turns the finished run back

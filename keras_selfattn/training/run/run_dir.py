@@ -27,9 +27,9 @@ __all__ = [
     "FINISHED_FILE",
     "LOCK_FILE",
     "claim_run_dir",
-    "finish_run",
     "keep_newest_backup",
     "mark_finished",
+    "prune_backups",
     "run_dir_state",
 ]
 
@@ -103,16 +103,15 @@ def mark_finished(run_dir, summary):
     )
 
 
-def finish_run(work_dir, backup_dir, summary, strategy, role):
-    """Marks the run finished (the chief), then keeps only each worker's newest backup.
+def prune_backups(backup_dir, strategy, role):
+    """Keeps only each worker's newest backup, every worker together.
 
-    In this order: a kill in between leaves a finished run, never a run that
-    would train again from scratch. The newest backup (weights, optimizer,
-    step, input position) stays: the same `train` with a larger
-    ``train_steps`` or ``epochs`` continues from it (`continuation`).
+    Done before the run is marked finished (`mark_finished`): a kill in between
+    leaves an interrupted run whose newest backup is its last step, which the
+    same call resumes without training a step, then finishes. The newest backup
+    (weights, optimizer, step, input position) stays: the same `train` with a
+    larger ``train_steps`` or ``epochs`` continues from it (`continuation`).
     """
-    if role.is_chief:
-        mark_finished(work_dir, summary)
     keep_newest_backup(backup_dir)
     all_workers_values(strategy, 0, role)  # a barrier: every worker pruned its own
 

@@ -1,4 +1,8 @@
-"""One `train` at a time in a run directory: a lock taken before anything is written.
+"""One writer at a time in a run directory: a lock taken before anything is written.
+
+`train` and `average` (which replaces ``model.keras``) hold it while they write;
+readers (translate, evaluate, export) take no lock: every file they read is
+replaced atomically.
 
 `hold_and_claim_run_dir` makes the directory, takes the lock, and only then
 looks at what the directory holds (`run_dir.claim_run_dir`). The lock is a POSIX
@@ -68,10 +72,10 @@ class RunLock:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
-                holder = _read_holder(fd)
+                job, holder = _read_holder(fd)
                 os.close(fd)
                 raise RunDirBusy(
-                    f"{run_dir} is in use by another train ({holder}; lock file "
+                    f"{run_dir} is in use by another {job} ({holder}; lock file "
                     f"{path}); wait for it to end or stop it, or choose another --out"
                 ) from None
             except BaseException:
@@ -142,14 +146,23 @@ def _same_file(path, fd):
         return False
 
 
+# The commands that write into a run directory, as the holder's message names them.
+_WRITERS = ("train", "average", "demo")
+
+
 def _read_holder(fd):
+    """``(job, holder)``: the holder's command ("train", "average"... or
+    "process") and who it is."""
     try:
         holder = json.loads(os.pread(fd, 4096, 0).decode("utf-8"))
-        return (
+        where = (
             f"host {holder['host']}, process {holder['pid']}, since {holder['since']}"
         )
     except (ValueError, KeyError, TypeError, OSError):
-        return "a process that has not written its name yet"
+        return "process", "a process that has not written its name yet"
+    words = str(holder.get("command", "")).split()
+    job = next((word for word in words if word in _WRITERS), "process")
+    return job, where
 
 
 def hold_and_claim_run_dir(run_dir, *, overwrite=False, reopen=None):

@@ -1,0 +1,75 @@
+"""``keras-selfattn train`` stopped by real signals at its phases, then the same
+command: SIGTERM at start-up leaves nothing, SIGTERM mid-training resumes from the
+last backup, Ctrl-C once the steps are done (while the final work is written) is
+finished by the rerun."""
+
+import csv
+import json
+import signal
+
+import pytest
+
+from keras_selfattn import text
+from tests.bad_input_cases import TINY_RUN_ARGS, signalled_at
+
+pytestmark = pytest.mark.slow
+
+
+def _history_steps(run):
+    with open(run / "history.csv", newline="", encoding="utf-8") as handle:
+        return [row[0] for row in csv.reader(handle)]
+
+
+def _last_line(result):
+    return result.stderr.strip().splitlines()[-1]
+
+
+def test_sigterm_mid_training_then_ctrl_c_in_the_final_work_then_finished(tmp_path):
+    data = text.write_pairs(tmp_path / "pairs.tsv", text.load_bundled_dates()[:300])
+    run = tmp_path / "run"
+    argv = ["train", "--data", str(data), "--out", str(run), *TINY_RUN_ARGS]
+    argv += ["--train-steps", "12", "--eval-every", "4", "--log-every", "1"]
+
+    # Start-up (the data read, the model not built yet): nothing saved, nothing left.
+    early = signalled_at(argv, "data: 1 file(s)", signal.SIGTERM)
+    assert early.status == 143, early
+    assert _last_line(early) == (
+        "keras-selfattn: interrupted by SIGTERM; nothing saved yet: the rerun starts "
+        "from step 0"
+    ), early.stderr
+    assert not run.exists()
+
+    # Mid-training, after the first backup (step 4): SIGTERM, as a supervisor stops.
+    stopped = signalled_at(argv, "step 5/12", signal.SIGTERM)
+    assert stopped.status == 143, stopped
+    assert _last_line(stopped) == (
+        "keras-selfattn: interrupted by SIGTERM; rerun the same command to resume "
+        "from step 4"
+    ), stopped.stderr
+    assert "Traceback" not in stopped.stderr
+    assert not (run / "training.json").exists()
+
+    # Resumed; Ctrl-C once the steps are done, while the final work is written.
+    resumed = signalled_at(argv, "dropped for length", signal.SIGINT)
+    assert "resuming from step 4\n" in resumed.stdout, resumed.stdout
+    assert resumed.status == 130, resumed
+    assert _last_line(resumed) == (
+        "keras-selfattn: interrupted; its 12 steps are done: rerun the same command "
+        "to finish the run (its last validation, test metrics and plots)"
+    ), resumed.stderr
+    assert not (run / "training.json").exists()
+    assert not (run / "metrics.json").exists()
+
+    # The same command finishes the run: nothing trained again.
+    finished = signalled_at(argv, None)
+    assert finished.status == 0, finished
+    assert "resuming from step 12 (its steps are done: finishing the run)" in (
+        finished.stdout
+    )
+    assert "step 1/12" not in finished.stdout
+    assert f"run directory: {run}" in finished.stdout
+    assert json.loads((run / "training.json").read_text())["steps"] == 12
+    assert "test" in json.loads((run / "metrics.json").read_text())
+    assert (run / "plots" / "history.png").exists()
+    assert _history_steps(run) == ["step", "4", "8", "12"]
+    assert not (run / "train.lock").exists()
