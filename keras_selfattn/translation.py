@@ -22,7 +22,7 @@ on `decoding`, `models`' outputs, `text` and `run_directory` only.
 import dataclasses
 import os
 import pathlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import keras
@@ -416,8 +416,13 @@ class Translator:
 
 
 def translate_batches(
-    translator, batches, sink, beam_size=1, scores=False, on_truncated=None
-):
+    translator: "Translator",
+    batches: Iterable[list[str]],
+    sink: Any,
+    beam_size: int = 1,
+    scores: bool = False,
+    on_truncated: Callable[["Translation"], None] | None = None,
+) -> int:
     """Translates each batch of lines as it comes and writes its answers at once.
 
     A filter's loop: memory is bounded by a batch, and every batch is written
@@ -451,7 +456,7 @@ def translate_batches(
     return count
 
 
-def _answer(translation, scores):
+def _answer(translation: "Translation", scores: bool) -> str:
     """A translation's output line: its text, and its score after a tab."""
     if scores:
         return f"{translation.text}\t{translation.score:.4f}"
