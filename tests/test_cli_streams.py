@@ -8,6 +8,7 @@ import signal
 import pytest
 
 from keras_selfattn.cli import streams
+from keras_selfattn.stopping import Stopped, signals_stop
 from keras_selfattn.text.line_batches import CompleteLines
 
 
@@ -29,14 +30,14 @@ class _SignalledMidBatch(io.BytesIO):
 def test_a_signal_during_a_batch_stops_after_it_counted(signum, status):
     out = _SignalledMidBatch(signum)
     sink = streams.HeldWrites(CompleteLines(out))
-    with streams.stopping_signals(), pytest.raises(streams.Stopped) as stopped:
+    with signals_stop(), pytest.raises(Stopped) as stopped:
         sink.write(["eins", "zwei"])
     assert stopped.value.exit_status == status == streams.exit_status(stopped.value)
     assert out.getvalue() == b"eins\nzwei\n" and sink.written == 2
 
 
 def test_a_signal_between_batches_stops_at_once():
-    with streams.stopping_signals(), pytest.raises(streams.Stopped) as stopped:
+    with signals_stop(), pytest.raises(Stopped) as stopped:
         os.kill(os.getpid(), signal.SIGHUP)
         signal.pthread_sigmask(signal.SIG_SETMASK, [])  # a point where it is raised
     assert stopped.value.exit_status == 129
@@ -46,7 +47,7 @@ def test_an_ignored_signal_stays_ignored_and_handlers_come_back():
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         term = signal.getsignal(signal.SIGTERM)
-        with streams.stopping_signals():
+        with signals_stop():
             assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
             assert signal.getsignal(signal.SIGTERM) is not term
         assert signal.getsignal(signal.SIGTERM) is term

@@ -26,6 +26,7 @@ LAYERS = (
         "keras_selfattn.choices",
         "keras_selfattn.config_checks",
         "keras_selfattn.reserved_ids",
+        "keras_selfattn.stopping",  # signals stop a command the same way everywhere
     ),
     # The Keras-free configurations, which the run directory's layout reads.
     ("keras_selfattn.models.config", "keras_selfattn.training.config"),

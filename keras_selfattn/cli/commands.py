@@ -37,7 +37,6 @@ from keras_selfattn.cli.flags import (
     train_groups,
 )
 from keras_selfattn.cli.quiet import quiet_tensorflow
-from keras_selfattn.cli.stopping import signals_stop
 from keras_selfattn.models.config import ModelConfig
 from keras_selfattn.run_directory.layout import checkpoint_step
 from keras_selfattn.run_directory.vocabulary_settings import (
@@ -46,6 +45,7 @@ from keras_selfattn.run_directory.vocabulary_settings import (
 )
 from keras_selfattn.serving.audit import XLA_SERVER_FLAG
 from keras_selfattn.serving.publishing import DEFAULT_MODEL_NAME
+from keras_selfattn.stopping import signals_stop
 from keras_selfattn.training.config import TrainConfig
 from keras_selfattn.training.config.presets import PRESETS, preset_configs
 
@@ -119,7 +119,7 @@ def main(argv=None):
 
 def _stops_cleanly(args):
     """`train` and `demo` write a run: SIGTERM stops them as Ctrl-C does
-    (`stopping.signals_stop`), with one line and exit 143."""
+    (`stopping.signals_stop`), with one line and exit 143 (129 for SIGHUP)."""
     if args.command in ("train", "demo"):
         return signals_stop()
     return contextlib.nullcontext()
@@ -408,7 +408,7 @@ def _translate(args):
 
     streams.check_sources(args)
     lines = None
-    with streams.stopping_signals(), contextlib.ExitStack() as stack:
+    with signals_stop(), contextlib.ExitStack() as stack:
         try:
             lines = streams.Lines(args, stack)
             translator = _load_translator(args)

@@ -3,78 +3,28 @@
 Lines come from ``--input FILE``, the sentences given as arguments, or stdin (a
 closed stdin is an empty input); answers go to ``--output FILE`` or stdout, a
 batch at a time, whole and flushed (`text.line_batches`). Ctrl-C, SIGTERM and
-SIGHUP stop the command (`Stopped`) once the batch being written is out: the exit
-status is the shell's 128 + the signal's number, and one line says how many lines
-were written where.
+SIGHUP stop the command (`stopping.Stopped`) once the batch being written is
+out: the exit status is the shell's 128 + the signal's number, and one line says
+how many lines were written where.
 Imports no Keras or TensorFlow.
 """
 
-import contextlib
 import os
-import signal
 import sys
-import threading
 
 from keras_selfattn.cli import errors
+from keras_selfattn.stopping import held
 from keras_selfattn.text.line_batches import CompleteLines, LineBatches
 from keras_selfattn.text.pair_problems import NOT_UTF8
 
 # Lines translated together: a batch goes out when full, or at once when no more
 # input is waiting (one line on an open pipe is answered alone).
 STREAM_BATCH = 64
-_STOPPING_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-
-
-class Stopped(KeyboardInterrupt):
-    """The command stopped by SIGINT, SIGTERM or SIGHUP; ``exit_status`` is 128 +
-    its number (130, 143, 129)."""
-
-    def __init__(self, signum):
-        self.exit_status = 128 + signum
-        super().__init__(signal.Signals(signum).name)
-
-
-class _Stopping:
-    """The signal handlers' state: while a batch is written, a signal waits."""
-
-    holding = False
-    pending = None
-
-    @classmethod
-    def stop(cls, signum, frame):
-        if cls.holding:
-            cls.pending = cls.pending or signum
-            return
-        raise Stopped(signum)
-
-
-@contextlib.contextmanager
-def stopping_signals():
-    """Inside the block, SIGINT, SIGTERM and SIGHUP raise `Stopped`, except while a
-    `HeldWrites` sink writes a batch: then the signal is raised right after it.
-    (Python runs handlers in the main thread whichever thread the signal reached,
-    so a signal mask of this thread alone cannot hold it back: TensorFlow's
-    threads take it.) A signal the caller ignores stays ignored (``nohup``, a
-    shell's background job); the previous handlers come back after. Outside the
-    main thread (where Python cannot set handlers) the block changes nothing."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = {}
-    for signum in _STOPPING_SIGNALS:
-        if signal.getsignal(signum) is not signal.SIG_IGN:
-            previous[signum] = signal.signal(signum, _Stopping.stop)
-    _Stopping.holding, _Stopping.pending = False, None
-    try:
-        yield
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
 
 
 class HeldWrites:
     """A `CompleteLines` whose batches are written whole whatever thread a
-    stopping signal reaches (`stopping_signals`); ``written`` counts them."""
+    stopping signal reaches (`stopping.held`); ``written`` counts them."""
 
     def __init__(self, lines):
         self._lines = lines
@@ -84,14 +34,8 @@ class HeldWrites:
         return self._lines.written
 
     def write(self, lines):
-        _Stopping.holding = True
-        try:
+        with held():
             self._lines.write(lines)
-        finally:
-            _Stopping.holding = False
-        pending, _Stopping.pending = _Stopping.pending, None
-        if pending is not None:
-            raise Stopped(pending)
 
 
 def exit_status(interrupt):

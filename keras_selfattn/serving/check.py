@@ -36,7 +36,6 @@ ended and its temporary folder is gone.
 """
 
 import base64
-import contextlib
 import dataclasses
 import functools
 import json
@@ -47,13 +46,13 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 
 from keras_selfattn.serving import audit as audit_lib
 from keras_selfattn.serving import export_report
 from keras_selfattn.serving.audit import audit_saved_model_proto
 from keras_selfattn.serving.op_tables import installed_op_registry
 from keras_selfattn.serving.saved_model_graph import read_saved_model
+from keras_selfattn.stopping import Stopped, signals_stop
 
 __all__ = ["CheckStopped", "ServingCheck", "check_serving"]
 
@@ -349,52 +348,24 @@ def _load_failure(saved_model_dir, load_error):
     )
 
 
-class CheckStopped(KeyboardInterrupt):
+class CheckStopped(Stopped):
     """`check_serving` stopped by a signal, its child processes ended and its
     temporary files removed; ``exit_status`` is the shell's 128 + the signal's
     number (130 SIGINT, 143 SIGTERM, 129 SIGHUP)."""
 
     def __init__(self, signum):
-        self.signal_name = signal.Signals(signum).name
-        self.exit_status = 128 + signum
+        name = signal.Signals(signum).name
         super().__init__(
-            f"check-serving stopped by {self.signal_name}: its replay process "
-            "ended and its temporary files were removed"
+            signum,
+            f"check-serving stopped by {name}: its replay process "
+            "ended and its temporary files were removed",
         )
-
-
-STOPPING_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
-
-
-@contextlib.contextmanager
-def _signals_raise_stopped():
-    """Inside the block, the first of `STOPPING_SIGNALS` raises `CheckStopped`
-    (later ones are ignored while it unwinds), so that ``subprocess.run`` kills and
-    reaps its child and the temporary folder's ``with`` removes it; the previous
-    handlers come back after. Outside the main thread (where Python cannot set
-    handlers) the block changes nothing."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    stopping = []
-
-    def stop(signum, frame):
-        if not stopping:
-            stopping.append(signum)
-            raise CheckStopped(signum)
-
-    previous = {signum: signal.signal(signum, stop) for signum in STOPPING_SIGNALS}
-    try:
-        yield
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
 
 
 def _stops_cleanly(function):
     @functools.wraps(function)
     def stopping_cleanly(*args, **kwargs):
-        with _signals_raise_stopped():
+        with signals_stop(stopped=CheckStopped):
             return function(*args, **kwargs)
 
     return stopping_cleanly

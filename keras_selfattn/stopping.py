@@ -1,0 +1,97 @@
+"""Stopping a command by a signal, the same way everywhere it matters.
+
+A supervisor's stop (SIGTERM), Ctrl-C (SIGINT) and a closed terminal (SIGHUP) raise
+`Stopped`, a KeyboardInterrupt, at the next Python instruction, so that the command
+unwinds: its locks are released, its child processes reaped, its temporary files
+removed and its files left whole. It then ends with one line and the shell's status
+for the signal (128 + its number: 130, 143, 129). A second signal while the first
+unwinds is ignored, so the process never dies halfway through its cleanup, and a
+signal the caller ignores (``nohup``, a shell's background job) stays ignored.
+
+`held` makes a short piece of work (writing a batch of answers) finish before the
+signal is raised. Python runs signal handlers in the main thread whichever thread
+the signal reached (TensorFlow's threads take them too), so a signal mask cannot do
+this; the handler itself waits. Standard library only.
+"""
+
+import contextlib
+import signal
+import threading
+
+STOPPING_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class Stopped(KeyboardInterrupt):
+    """A command stopped by the signal ``signum``.
+
+    Attributes:
+        signal_name: e.g. "SIGTERM".
+        exit_status: the shell's status for it, 128 + its number.
+    """
+
+    def __init__(self, signum, message=None):
+        self.signal_name = signal.Signals(signum).name
+        self.exit_status = 128 + signum
+        super().__init__(message or self.signal_name)
+
+
+class _State:
+    """The handlers' state: the exception to raise, whether work is held, the
+    signal waiting for it, and whether one was raised already."""
+
+    stopped = Stopped
+    holding = False
+    pending = None
+    raised = False
+
+    @classmethod
+    def stop(cls, signum, frame):
+        if cls.raised:
+            return  # unwinding from the first one
+        if cls.holding:
+            cls.pending = cls.pending or signum
+            return
+        cls.raised = True
+        raise cls.stopped(signum)
+
+
+@contextlib.contextmanager
+def signals_stop(signals=STOPPING_SIGNALS, stopped=Stopped):
+    """Inside the block, the first of ``signals`` raises ``stopped(signum)`` (a
+    `Stopped`), except while `held` work runs: then right after it. The previous
+    handlers come back after the block. Outside the main thread (where Python
+    cannot set handlers) the block changes nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {}
+    for signum in signals:
+        if signal.getsignal(signum) is not signal.SIG_IGN:
+            previous[signum] = signal.signal(signum, _State.stop)
+    saved = (_State.stopped, _State.holding, _State.pending, _State.raised)
+    _State.stopped, _State.holding, _State.pending, _State.raised = (
+        stopped,
+        False,
+        None,
+        False,
+    )
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        _State.stopped, _State.holding, _State.pending, _State.raised = saved
+
+
+@contextlib.contextmanager
+def held():
+    """Inside the block a stopping signal waits; it is raised when the block ends."""
+    _State.holding = True
+    try:
+        yield
+    finally:
+        _State.holding = False
+    pending, _State.pending = _State.pending, None
+    if pending is not None:
+        _State.raised = True
+        raise _State.stopped(pending)

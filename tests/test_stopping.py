@@ -1,0 +1,65 @@
+"""A signal stops a command the same way everywhere (keras_selfattn.stopping)."""
+
+import os
+import signal
+
+import pytest
+
+from keras_selfattn.stopping import Stopped, held, signals_stop
+
+
+def _raise_pending():
+    signal.pthread_sigmask(signal.SIG_SETMASK, [])  # a point where it is raised
+
+
+@pytest.mark.parametrize(
+    "signum, status",
+    [(signal.SIGINT, 130), (signal.SIGTERM, 143), (signal.SIGHUP, 129)],
+)
+def test_the_first_signal_raises_with_the_shells_status(signum, status):
+    with signals_stop(), pytest.raises(Stopped) as stopped:
+        os.kill(os.getpid(), signum)
+        _raise_pending()
+    assert stopped.value.exit_status == status
+    assert stopped.value.signal_name == signal.Signals(signum).name
+
+
+def test_a_second_signal_while_unwinding_is_ignored():
+    with signals_stop():
+        with pytest.raises(Stopped):
+            os.kill(os.getpid(), signal.SIGTERM)
+            _raise_pending()
+        os.kill(os.getpid(), signal.SIGTERM)  # during cleanup: no second raise
+        _raise_pending()
+
+
+def test_held_work_finishes_before_the_signal_is_raised():
+    done = []
+    with signals_stop(), pytest.raises(Stopped) as stopped, held():
+        os.kill(os.getpid(), signal.SIGINT)
+        _raise_pending()
+        done.append("written")
+    assert done == ["written"] and stopped.value.exit_status == 130
+
+
+def test_a_subclass_carries_its_own_line():
+    class Named(Stopped):
+        def __init__(self, signum):
+            super().__init__(signum, "stopped: cleaned up")
+
+    with signals_stop(stopped=Named), pytest.raises(Named) as stopped:
+        os.kill(os.getpid(), signal.SIGTERM)
+        _raise_pending()
+    assert str(stopped.value) == "stopped: cleaned up"
+
+
+def test_handlers_come_back_and_ignored_signals_stay_ignored():
+    previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        term = signal.getsignal(signal.SIGTERM)
+        with signals_stop():
+            assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+            assert signal.getsignal(signal.SIGTERM) is not term
+        assert signal.getsignal(signal.SIGTERM) is term
+    finally:
+        signal.signal(signal.SIGHUP, previous)
