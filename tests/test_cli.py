@@ -67,8 +67,10 @@ def test_train_writes_a_run_and_reports(trained_run):
     # Piped: our step lines, one per validation here; no bars, no epoch words.
     assert "\x1b[" not in result.stdout and "━" not in result.stdout
     assert "Epoch" not in result.stdout
+    # each validation's figures on a line of their own
     assert re.search(
-        r"^step 14/14  loss [\d.]+  val_loss [\d.]+  [\d,]+ target tokens/s",
+        r"^validation at step 14/14:  loss [\d.]+  val_loss [\d.]+  "
+        r"[\d,]+ target tokens/s",
         result.stdout,
         re.MULTILINE,
     )
