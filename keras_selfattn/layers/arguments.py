@@ -118,3 +118,19 @@ def clone_initializer(initializer, seed_offset=0):
     if seed_offset and _is_integer(config.get("seed")):
         config["seed"] += seed_offset
     return initializer.__class__.from_config(config)
+
+
+def check_vocab_size(name, value):
+    """A vocabulary size: an int of at least 5 (padding, unknown, start, end and one
+    token)."""
+    if not isinstance(value, int) or isinstance(value, bool) or value < 5:
+        raise ValueError(
+            f"{name} must be an integer of at least 5 (padding, unknown, start, end "
+            f"and one token). Received: {name}={value!r}"
+        )
+    return value
+
+
+def offset_seed(seed, offset):
+    """The seed of one sublayer: None, or the owner's seed plus ``offset``."""
+    return None if seed is None else seed + offset

@@ -16,7 +16,7 @@ import keras
 from keras import ops
 
 from keras_selfattn.layers import BahdanauDecoder
-from keras_selfattn.layers.arguments import check_seed
+from keras_selfattn.layers.arguments import check_seed, check_vocab_size, offset_seed
 from keras_selfattn.models.blocks import (
     DecoderBridge,
     DeepOutput,
@@ -29,20 +29,6 @@ from keras_selfattn.models.encoder_position import create_position
 from keras_selfattn.reserved_ids import PAD_ID
 
 __all__ = ["Seq2Seq", "build_seq2seq"]
-
-
-def _layer_seed(seed, offset):
-    """The dropout seed of one layer: None, or the model's seed plus an offset."""
-    return None if seed is None else seed + offset
-
-
-def _check_vocab_size(name, value):
-    if not isinstance(value, int) or isinstance(value, bool) or value < 5:
-        raise ValueError(
-            f"{name} must be an integer of at least 5 (padding, unknown, start, end "
-            f"and one token). Received: {name}={value!r}"
-        )
-    return value
 
 
 @keras.saving.register_keras_serializable(package="keras_selfattn")
@@ -124,8 +110,8 @@ class Seq2Seq(keras.Model):
                 "config must be a ModelConfig, a dict of its fields or None. "
                 f"Received: config={config!r}"
             )
-        _check_vocab_size("source_vocab_size", source_vocab_size)
-        _check_vocab_size("target_vocab_size", target_vocab_size)
+        check_vocab_size("source_vocab_size", source_vocab_size)
+        check_vocab_size("target_vocab_size", target_vocab_size)
         seed = check_seed(seed)
         # One dtype policy for every layer (the logits stay float32), kept in the
         # config so that a .keras file reloads with the policy it was built with.
@@ -174,7 +160,7 @@ class Seq2Seq(keras.Model):
             source_vocab_size, config.num_hiddens, name="source_embedding", dtype=policy
         )
         self.position, position_options = create_position(
-            config, policy, _layer_seed(seed, 0)
+            config, policy, offset_seed(seed, 0)
         )
         self.encoder_blocks = [
             TransformerEncoderBlock(
@@ -183,7 +169,7 @@ class Seq2Seq(keras.Model):
                 config.ffn_hiddens,
                 dropout=config.dropout,
                 norm_first=config.norm_first,
-                seed=_layer_seed(seed, 1 + i),
+                seed=offset_seed(seed, 1 + i),
                 name=f"encoder_block_{i}",
                 dtype=policy,
                 **position_options,
@@ -206,7 +192,7 @@ class Seq2Seq(keras.Model):
             rnn_type=config.rnn_type,
             attention_score=config.attention_score,
             dropout=config.dropout,
-            seed=_layer_seed(seed, 100),
+            seed=offset_seed(seed, 100),
             attentional_output=config.attentional_output,
             residual=config.decoder_residual,
             layer_norm=config.decoder_layer_norm,
@@ -225,7 +211,7 @@ class Seq2Seq(keras.Model):
                 config.decoder_units,
                 config.deep_output_hiddens,
                 dropout=config.dropout,
-                seed=_layer_seed(seed, 101),
+                seed=offset_seed(seed, 101),
                 name="deep_output",
                 dtype=policy,
             )

@@ -35,7 +35,6 @@ terminal), `check_serving` raises `CheckStopped` after its child processes have
 ended and its temporary folder is gone.
 """
 
-import base64
 import dataclasses
 import functools
 import json
@@ -48,7 +47,7 @@ import sys
 import tempfile
 
 from keras_selfattn.serving import audit as audit_lib
-from keras_selfattn.serving import export_report
+from keras_selfattn.serving import export_report, replay_requests
 from keras_selfattn.serving.audit import audit_saved_model_proto
 from keras_selfattn.serving.op_tables import installed_op_registry
 from keras_selfattn.serving.saved_model_graph import read_saved_model
@@ -57,7 +56,6 @@ from keras_selfattn.stopping import Stopped, signals_stop
 __all__ = ["CheckStopped", "ServingCheck", "check_serving"]
 
 _REPLAY_SCRIPT = pathlib.Path(__file__).with_name("session_replay.py")
-_TEXT_INPUT = {"text": "string"}
 _REPLAYING = "replaying: "  # session_replay.py's progress lines on stderr
 
 
@@ -153,110 +151,6 @@ def _signature_io(saved_model):
     }
 
 
-def _encode(proto):
-    """A TensorProto as the base64 text the replay script reads."""
-    return base64.b64encode(proto.SerializeToString()).decode("ascii")
-
-
-def _requests(saved_model_dir, signatures):
-    """The warmup records, bad-request batches and malformed inputs, as requests."""
-    return (
-        _warmup_requests(saved_model_dir)
-        + _bad_requests(signatures)
-        + _malformed_requests(signatures)
-    )
-
-
-def _warmup_requests(saved_model_dir):
-    """The warmup records of ``assets.extra/`` (none when the file is absent)."""
-    from keras_selfattn.serving import warmup
-
-    warmup_path = pathlib.Path(saved_model_dir) / warmup.WARMUP_FILE
-    if not warmup_path.is_file():
-        return []
-    requests = []
-    for i, log in enumerate(warmup.read_warmup_requests(warmup_path)):
-        request = log.predict_log.request
-        requests.append(
-            {
-                "name": f"warmup[{i}]",
-                "signature": request.model_spec.signature_name or "serving_default",
-                "inputs": {k: _encode(v) for k, v in request.inputs.items()},
-            }
-        )
-    return requests
-
-
-def _bad_requests(signatures):
-    """`warmup.bad_request_batches` on every signature that takes ``text`` only."""
-    import tensorflow as tf
-
-    from keras_selfattn.serving import warmup
-
-    requests = []
-    for signature, (inputs, _, _) in sorted(signatures.items()):
-        if inputs != _TEXT_INPUT:
-            continue
-        for name, batch in warmup.bad_request_batches().items():
-            proto = tf.make_tensor_proto(batch, dtype=tf.string, shape=[len(batch)])
-            requests.append(
-                {
-                    "name": name,
-                    "signature": signature,
-                    "inputs": {"text": _encode(proto)},
-                }
-            )
-    return requests
-
-
-def _malformed_requests(signatures):
-    """`warmup.malformed_inputs` on every signature: each must be rejected."""
-    import tensorflow as tf
-
-    from keras_selfattn.serving import warmup
-
-    requests = []
-    for signature, (inputs, _, ranks) in sorted(signatures.items()):
-        if not inputs or any(not ranks[k] for k in inputs):
-            continue  # an input of unknown rank (or a scalar) declares no rank to break
-        try:
-            malformed = {
-                k: warmup.malformed_inputs(ranks[k], dtype)
-                for k, dtype in inputs.items()
-            }
-        except TypeError:  # a dtype NumPy cannot fill (e.g. bfloat16, resource)
-            continue
-        for name in next(iter(malformed.values())):
-            if not all(name in m for m in malformed.values()):
-                continue
-            requests.append(
-                {
-                    "name": name,
-                    "signature": signature,
-                    "inputs": {
-                        k: _encode(
-                            tf.make_tensor_proto(m[name], dtype=tf.as_dtype(inputs[k]))
-                        )
-                        for k, m in malformed.items()
-                    },
-                    "expect": "InvalidArgumentError",
-                }
-            )
-    return requests
-
-
-def _batch_size(request):
-    from tensorflow.core.framework import tensor_pb2
-
-    sizes = set()
-    for encoded in request["inputs"].values():
-        proto = tensor_pb2.TensorProto()
-        proto.ParseFromString(base64.b64decode(encoded))
-        if proto.tensor_shape.dim:
-            sizes.add(proto.tensor_shape.dim[0].size)
-    return sizes.pop() if len(sizes) == 1 else None
-
-
 def _result_problems(result, request, signatures):
     """What is wrong with one replayed request's answer."""
     where = f"{result['signature']}/{result['name']}"
@@ -266,7 +160,7 @@ def _result_problems(result, request, signatures):
     if not result["ok"]:
         return [f"{where}: {result['error']}"]
     expected = signatures[result["signature"]][1]
-    batch = _batch_size(request)
+    batch = replay_requests.batch_size(request)
     problems = []
     for name, output in result["outputs"].items():
         problems += _output_problems(
@@ -420,7 +314,7 @@ def check_serving(
         return check  # a stock server would not load it, or it must not be run
 
     needs_text = bool(op_audit.tensorflow_text)
-    requests = _requests(saved_model_dir, signatures)
+    requests = replay_requests.requests(saved_model_dir, signatures)
     report, failure = _replay(saved_model_dir, requests, needs_text, timeout, python)
     if failure:
         check.problems.append(failure)
