@@ -19,10 +19,12 @@ def test_demo_ends_with_a_checked_export_and_the_commands(
 ):
     run_dir = shutil.copytree(text_run_dir, tmp_path / "demo")
 
-    def trained_already(data, out_dir, model_config, train_config, verbose=1):
+    def trained_already(
+        data, out_dir, model_config, train_config, *, on_finished=None, **options
+    ):
         # Stands in for the demo's long training run: the session's tiny trained run.
         translator = Translator.load(run_dir)
-        return TrainResult(
+        result = TrainResult(
             run_dir=run_dir,
             model=translator.model,
             tokenizer=translator.tokenizer,
@@ -31,6 +33,9 @@ def test_demo_ends_with_a_checked_export_and_the_commands(
             history={"loss": [1.0], "val_loss": [1.0]},
             test_pairs=text.read_pairs(run_dir / "splits" / "test.tsv"),
         )
+        if on_finished is not None:  # as train does before it marks the run finished
+            on_finished(result)
+        return result
 
     monkeypatch.setattr(jobs, "train", trained_already)
     jobs.run_demo(str(run_dir), verbose=0)
