@@ -41,15 +41,3 @@ def test_a_signal_between_batches_stops_at_once():
         os.kill(os.getpid(), signal.SIGHUP)
         signal.pthread_sigmask(signal.SIG_SETMASK, [])  # a point where it is raised
     assert stopped.value.exit_status == 129
-
-
-def test_an_ignored_signal_stays_ignored_and_handlers_come_back():
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        term = signal.getsignal(signal.SIGTERM)
-        with signals_stop():
-            assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
-            assert signal.getsignal(signal.SIGTERM) is not term
-        assert signal.getsignal(signal.SIGTERM) is term
-    finally:
-        signal.signal(signal.SIGINT, previous)
