@@ -21,6 +21,17 @@ TOKENIZER_OPS = ("tensorflow_text", "core")
 # The beam search defaults (decoding, the translator, the served signatures, the
 # command line, which reads them before TensorFlow loads).
 DEFAULT_BEAM_SIZE = 4
+# The vocabulary shortlist (export --shortlist), as Marian's students are served
+# ("--shortlist lex.s2t 50 50"): the 50 most frequent target pieces and the 50 best
+# of each source piece.
+DEFAULT_FREQUENT = 50
+# The served model's name (TF Serving's --model_name, the warmup records' and the
+# clients' model_spec.name), unless the user chooses another.
+DEFAULT_MODEL_NAME = "translator"
+# The model server flag without which a CPU server fails on a function compiled
+# with XLA (tf.function(jit_compile=True)).
+XLA_SERVER_FLAG = "--xla_cpu_compilation_enabled=true"
+DEFAULT_PER_SOURCE = 50
 DEFAULT_LENGTH_PENALTY = 0.6  # GNMT's alpha (Wu et al. 2016)
 # Length groups a served request is searched in, at once (export_run(groups=...),
 # `keras-selfattn export --groups`): two loops keep two cores busy.
@@ -37,12 +48,16 @@ __all__ = [
     "BEST_BY",
     "BUCKET_SPACINGS",
     "DEFAULT_BEAM_SIZE",
+    "DEFAULT_FREQUENT",
     "DEFAULT_GROUPS",
     "DEFAULT_LENGTH_PENALTY",
+    "DEFAULT_MODEL_NAME",
+    "DEFAULT_PER_SOURCE",
     "LR_SCHEDULES",
     "RNN_TYPES",
     "SCORES",
     "STRATEGIES",
     "TOKENIZER_KINDS",
     "TOKENIZER_OPS",
+    "XLA_SERVER_FLAG",
 ]

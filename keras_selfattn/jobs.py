@@ -354,9 +354,9 @@ def translate_stream(
 
     Args:
         translator: a run's `inference.Translator` (`load_translator`).
-        batches: lists of source lines (`text.line_batches.LineBatches`).
+        batches: lists of source lines (`cli.line_batches.LineBatches`).
         sink: writes each batch of answers
-            (`text.line_batches.CompleteLines`; its ``written`` counts them).
+            (`cli.line_batches.CompleteLines`; its ``written`` counts them).
         beam_size: 1 for greedy search.
         scores: each translation's score after a tab.
         on_truncated: called with each `Translation` whose source was cut.

@@ -431,9 +431,9 @@ def translate_batches(
 
     Args:
         translator: a `Translator`.
-        batches: lists of source lines (`text.line_batches.LineBatches`, or any
+        batches: lists of source lines (`cli.line_batches.LineBatches`, or any
             iterable of lists of str).
-        sink: what writes a batch of answers (`text.line_batches.CompleteLines`:
+        sink: what writes a batch of answers (`cli.line_batches.CompleteLines`:
             ``write(lines)``); its ``written`` says how many are out when the loop
             is stopped.
         beam_size: 1 for greedy search.

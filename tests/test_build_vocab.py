@@ -204,7 +204,8 @@ def test_vocab_size_options_reach_the_learner(tmp_path, capsys):
                 + ["--source-vocab-size", bad]
             )
         assert exited.value.code == 2
-        assert f"source_vocab_size={bad}" in capsys.readouterr().err
+        # the command line names its own flag, not the Python field
+        assert f"Received: --source-vocab-size {bad}" in capsys.readouterr().err
 
 
 def _without(args, flag):

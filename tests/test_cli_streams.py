@@ -8,8 +8,8 @@ import signal
 import pytest
 
 from keras_selfattn.cli import streams
+from keras_selfattn.cli.line_batches import CompleteLines
 from keras_selfattn.stopping import Stopped, signals_stop
-from keras_selfattn.text.line_batches import CompleteLines
 
 
 class _SignalledMidBatch(io.BytesIO):

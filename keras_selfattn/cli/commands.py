@@ -20,7 +20,12 @@ import sys
 import keras
 
 from keras_selfattn import backends
-from keras_selfattn.choices import DEFAULT_BEAM_SIZE, DEFAULT_GROUPS
+from keras_selfattn.choices import (
+    DEFAULT_BEAM_SIZE,
+    DEFAULT_GROUPS,
+    DEFAULT_MODEL_NAME,
+    XLA_SERVER_FLAG,
+)
 from keras_selfattn.cli import errors, search_options, streams
 from keras_selfattn.cli.checks import check_arguments
 from keras_selfattn.cli.flags import (
@@ -43,8 +48,6 @@ from keras_selfattn.run_directory.vocabulary_settings import (
     VOCABULARY_SETTINGS,
     train_config_with_vocabulary,
 )
-from keras_selfattn.serving.audit import XLA_SERVER_FLAG
-from keras_selfattn.serving.publishing import DEFAULT_MODEL_NAME
 from keras_selfattn.stopping import signals_stop
 from keras_selfattn.training.config import TrainConfig
 from keras_selfattn.training.config.presets import PRESETS, preset_configs

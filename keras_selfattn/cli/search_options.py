@@ -8,8 +8,8 @@ searches of a trained model only (`keras_selfattn.models.output_layer`).
 import argparse
 import pathlib
 
+from keras_selfattn.choices import DEFAULT_FREQUENT
 from keras_selfattn.cli.flags import shows
-from keras_selfattn.text.shortlist import DEFAULT_FREQUENT
 
 # `keras_selfattn.models.output_layer.SEARCH_PRECISIONS` (whose module imports
 # TensorFlow: loaded when a command runs, not to parse its flags).

@@ -2,7 +2,7 @@
 
 Lines come from ``--input FILE``, the sentences given as arguments, or stdin (a
 closed stdin is an empty input); answers go to ``--output FILE`` or stdout, a
-batch at a time, whole and flushed (`text.line_batches`). Ctrl-C, SIGTERM and
+batch at a time, whole and flushed (`cli.line_batches`). Ctrl-C, SIGTERM and
 SIGHUP stop the command (`stopping.Stopped`) once the batch being written is
 out: the exit status is the shell's 128 + the signal's number, and one line says
 how many lines were written where.
@@ -13,9 +13,8 @@ import os
 import sys
 
 from keras_selfattn.cli import errors
+from keras_selfattn.cli.line_batches import CompleteLines, LineBatches
 from keras_selfattn.stopping import held
-from keras_selfattn.text.line_batches import CompleteLines, LineBatches
-from keras_selfattn.text.pair_problems import NOT_UTF8
 
 # Lines translated together: a batch goes out when full, or at once when no more
 # input is waiting (one line on an open pipe is answered alone).
@@ -101,6 +100,8 @@ class Lines:
 
     def not_utf8_report(self):
         """What to say about the lines that were not UTF-8, or None."""
+        from keras_selfattn.text.pair_problems import NOT_UTF8  # text/ loads TF
+
         if self._read is None or not self._read.not_utf8_lines:
             return None
         return (

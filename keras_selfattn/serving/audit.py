@@ -35,6 +35,7 @@ inputs). Default-valued attributes are stripped at export
 
 import dataclasses
 
+from keras_selfattn.choices import XLA_SERVER_FLAG
 from keras_selfattn.serving.op_tables import (
     PYTHON_BOUND_OPS,
     REFUSED_IO_OPS,
@@ -60,10 +61,6 @@ __all__ = [
     "audit_saved_model",
     "audit_saved_model_proto",
 ]
-
-# The model server flag without which a CPU server fails on a function compiled
-# with XLA (tf.function(jit_compile=True)).
-XLA_SERVER_FLAG = "--xla_cpu_compilation_enabled=true"
 
 
 @dataclasses.dataclass

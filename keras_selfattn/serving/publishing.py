@@ -19,6 +19,8 @@ import pathlib
 import shutil
 import tempfile
 
+from keras_selfattn.choices import DEFAULT_MODEL_NAME
+
 __all__ = [
     "DEFAULT_MODEL_NAME",
     "LOCK_PREFIX",
@@ -35,9 +37,6 @@ __all__ = [
 TEMP_PREFIX = ".export-tmp-"
 # BASE/.export-lock-N: version N is being written by the process whose id it holds.
 LOCK_PREFIX = ".export-lock-"
-# The served model's name (TF Serving's --model_name, the warmup records' and the
-# clients' model_spec.name), unless the user chooses another.
-DEFAULT_MODEL_NAME = "translator"
 
 
 class VersionTaken(FileExistsError):

@@ -28,6 +28,7 @@ import pathlib
 
 import numpy as np
 
+from keras_selfattn.choices import DEFAULT_FREQUENT, DEFAULT_PER_SOURCE
 from keras_selfattn.reserved_ids import END_ID, PAD_ID, RESERVED_TOKENS
 from keras_selfattn.run_directory.layout import SHORTLIST_FILE
 
@@ -40,10 +41,6 @@ __all__ = [
     "check_shortlist_sizes",
 ]
 
-# Marian's students are served with "--shortlist lex.s2t 50 50": the 50 most
-# frequent target pieces and the 50 best of each source piece.
-DEFAULT_FREQUENT = 50
-DEFAULT_PER_SOURCE = 50
 ASSOCIATION = "p(t|s) = c(s,t) / c(s), sentence-level co-occurrence counts"
 _RESERVED = np.arange(len(RESERVED_TOKENS), dtype=np.int32)
 

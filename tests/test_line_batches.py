@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from keras_selfattn.text.line_batches import CompleteLines, LineBatches
+from keras_selfattn.cli.line_batches import CompleteLines, LineBatches
 
 
 def test_a_file_comes_in_full_batches_with_crlf_and_the_last_line_kept():
@@ -102,7 +102,7 @@ def test_a_signal_during_a_write_waits_for_the_batch(tmp_path):
     holds whole lines only."""
     script = (
         "import signal, sys, time\n"
-        "from keras_selfattn.text.line_batches import CompleteLines\n"
+        "from keras_selfattn.cli.line_batches import CompleteLines\n"
         "signal.signal(signal.SIGTERM, lambda *a: sys.exit(143))\n"
         "out = open(sys.argv[1], 'wb')\n"
         "writer = CompleteLines(out)\n"
