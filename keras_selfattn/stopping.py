@@ -43,6 +43,7 @@ class _State:
     holding = False
     pending = None
     raised = False
+    raised_signal = None  # the signal raised, until `raise_if_swallowed` sees it
 
     @classmethod
     def stop(cls, signum, frame):
@@ -51,8 +52,20 @@ class _State:
         if cls.holding:
             cls.pending = cls.pending or signum
             return
-        cls.raised = True
+        cls.raised, cls.raised_signal = True, signum
         raise cls.stopped(signum)
+
+
+def raise_if_swallowed():
+    """Raises the signal's `Stopped` again if its first raise was lost.
+
+    Python runs a handler between any two bytecodes, a garbage-collector callback's
+    included, and an exception raised there is printed and dropped ("Exception
+    ignored in ..."). A loop that keeps running after a stopping signal (training's
+    step callback) calls this at each step, so that the signal still stops it."""
+    signum, _State.raised_signal = _State.raised_signal, None
+    if signum is not None:
+        raise _State.stopped(signum)
 
 
 @contextlib.contextmanager
@@ -75,12 +88,14 @@ def signals_stop(signals=STOPPING_SIGNALS, stopped=Stopped):
         None,
         False,
     )
+    _State.raised_signal = None
     try:
         yield
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
         _State.stopped, _State.holding, _State.pending, _State.raised = saved
+        _State.raised_signal = None
 
 
 @contextlib.contextmanager

@@ -63,3 +63,20 @@ def test_handlers_come_back_and_ignored_signals_stay_ignored():
         assert signal.getsignal(signal.SIGTERM) is term
     finally:
         signal.signal(signal.SIGHUP, previous)
+
+
+def test_a_signal_whose_raise_was_swallowed_is_raised_again():
+    """A handler that runs inside a garbage-collector callback has its exception
+    dropped by Python; the next step's check raises it again, once."""
+    from keras_selfattn.stopping import raise_if_swallowed
+
+    with signals_stop():
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+            _raise_pending()
+        except Stopped:
+            pass  # stands in for Python dropping it ("Exception ignored in ...")
+        with pytest.raises(Stopped) as stopped:
+            raise_if_swallowed()
+        assert stopped.value.exit_status == 143
+        raise_if_swallowed()  # once only

@@ -141,7 +141,9 @@ def test_train_keeps_the_newest_checkpoints_and_average_uses_them(tmp_path):
     result = cli("average", "--model", run, "--last", "2")
     assert "the average of 2 checkpoints (steps 6, 8)" in result.stdout
     assert (run / REPLACED_MODEL_FILE).exists()
-    result = run_in_process(["evaluate", "--model", str(run), "--data", str(valid)])
+    result = run_in_process(
+        ["evaluate", "--model", str(run), "--data", str(valid), "--json"]
+    )
     assert result.status == 0, result.stderr[-3000:]
     assert '"bleu"' in result.stdout
     bad = cli("average", "--model", run, "--last", "1", check=False)
