@@ -18,9 +18,9 @@ import pytest
 
 from keras_selfattn import cli
 from keras_selfattn.cli import checks, commands, errors, flags, quiet
+from keras_selfattn.config import TrainConfig
 from keras_selfattn.models.config import ModelConfig
 from keras_selfattn.run_directory.settings import load_run_config
-from keras_selfattn.training.config import TrainConfig
 from tests.bad_input_cases import CASES, CLEAR, SKIPPED, Workspace, run_case
 
 REPO = pathlib.Path(__file__).resolve().parents[1]

@@ -10,7 +10,7 @@ import pytest
 
 from keras_selfattn import text
 from keras_selfattn.cli import errors
-from keras_selfattn.training.config.presets import preset_configs
+from keras_selfattn.config.presets import preset_configs
 from tests.test_cli import cli
 
 pytestmark = pytest.mark.slow

@@ -37,9 +37,9 @@ from keras_selfattn.cli.errors import (
     USAGE_ERROR,
 )
 from keras_selfattn.cli.quiet import NATIVE_LOG_LINE
+from keras_selfattn.config import TrainConfig
+from keras_selfattn.config.presets import PRESETS, preset_configs
 from keras_selfattn.models.config import ModelConfig
-from keras_selfattn.training.config import TrainConfig
-from keras_selfattn.training.config.presets import PRESETS, preset_configs
 
 __all__ = [
     "EXIT_NOT_TRANSLATING",

@@ -42,6 +42,8 @@ from keras_selfattn.cli.flags import (
     train_groups,
 )
 from keras_selfattn.cli.quiet import quiet_tensorflow
+from keras_selfattn.config import TrainConfig
+from keras_selfattn.config.presets import PRESETS, preset_configs
 from keras_selfattn.models.config import ModelConfig
 from keras_selfattn.run_directory.layout import checkpoint_step
 from keras_selfattn.run_directory.vocabulary_settings import (
@@ -49,8 +51,6 @@ from keras_selfattn.run_directory.vocabulary_settings import (
     train_config_with_vocabulary,
 )
 from keras_selfattn.stopping import signals_stop
-from keras_selfattn.training.config import TrainConfig
-from keras_selfattn.training.config.presets import PRESETS, preset_configs
 
 
 def run_on_tensorflow(parser, argv):
@@ -276,7 +276,7 @@ def _add_train(subparsers):
         "--preset",
         choices=sorted(PRESETS),
         help="start from a named recipe for real text (every setting in "
-        "keras_selfattn.training.config.presets; README: Training on real text); the "
+        "keras_selfattn.config.presets; README: Training on real text); the "
         "flags given override it",
     )
     shows(preset, "none, the defaults shown below")

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from keras_selfattn.choices import RNN_TYPES, SCORES
-from keras_selfattn.config_checks import (
+from keras_selfattn.config.checks import (
     check_choices,
     check_field_types,
     check_known_keys,

@@ -4,10 +4,10 @@ trained with, as {"model": ..., "train": ...}."""
 import dataclasses
 import json
 
+from keras_selfattn.config import TrainConfig
 from keras_selfattn.models.config import ModelConfig
 from keras_selfattn.run_directory.atomic import write_text_atomically
 from keras_selfattn.run_directory.damaged import read_json
-from keras_selfattn.training.config import TrainConfig
 
 
 def save_run_config(path, model_config: ModelConfig, train_config: TrainConfig):

@@ -5,9 +5,9 @@ directory (``build-vocab --out``, or a run directory) was built with, read from 
 import dataclasses
 import pathlib
 
+from keras_selfattn.config import TrainConfig
 from keras_selfattn.run_directory.damaged import RunFileDamaged, read_run_json
 from keras_selfattn.run_directory.layout import TOKENIZER_CONFIG_FILE
-from keras_selfattn.training.config import TrainConfig
 
 # The `TrainConfig` fields a vocabulary fixes, and where tokenizer.json records
 # each: (side, key of that side's TokenizerConfig). tokenizer_ops and

@@ -37,7 +37,7 @@ def test_the_run_directory_modules_import_no_tensorflow_or_keras():
     imports only the standard library and the configuration dataclasses."""
     allowed_ours = {
         "keras_selfattn.models.config",
-        "keras_selfattn.training.config",
+        "keras_selfattn.config",
     }
     package = pathlib.Path(layout.__file__).parent
     for path in sorted(package.glob("*.py")):

@@ -4,9 +4,9 @@ import json
 
 import pytest
 
+from keras_selfattn.config import TrainConfig
 from keras_selfattn.models.config import ModelConfig
 from keras_selfattn.run_directory.settings import load_run_config, save_run_config
-from keras_selfattn.training.config import TrainConfig
 
 
 def test_a_config_without_later_fields_reads_as_it_was_trained(tmp_path):

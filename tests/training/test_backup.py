@@ -117,7 +117,7 @@ def test_a_resumed_run_written_before_steps_keys_its_old_history(tmp_path):
 
 
 def test_an_early_stopped_run_says_the_score_it_followed(tmp_path):
-    from keras_selfattn.training.config import TrainConfig
+    from keras_selfattn.config import TrainConfig
     from keras_selfattn.training.run import continuation
 
     backup = worker_backup_dir(tmp_path / "backup", 0)

@@ -2,8 +2,8 @@
 
 import dataclasses
 
-from keras_selfattn.training import config as config_lib
-from keras_selfattn.training.config import TrainConfig, fields_with_role
+from keras_selfattn import config as config_lib
+from keras_selfattn.config import TrainConfig, fields_with_role
 
 
 def test_the_role_lists_are_the_ones_runs_were_saved_with():

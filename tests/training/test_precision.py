@@ -13,10 +13,10 @@ import keras
 import pytest
 
 from keras_selfattn import text
+from keras_selfattn.config.presets import preset_configs
 from keras_selfattn.inference import Translator
 from keras_selfattn.run_directory.layout import CONFIG_FILE, MODEL_FILE
 from keras_selfattn.training import TrainConfig, train
-from keras_selfattn.training.config.presets import preset_configs
 from keras_selfattn.training.fit import compiled_model
 from keras_selfattn.training.fit.compiled_model import (
     native_bfloat16,

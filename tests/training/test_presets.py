@@ -4,9 +4,9 @@ import dataclasses
 
 import pytest
 
+from keras_selfattn.config import TrainConfig
+from keras_selfattn.config.presets import PRESETS, preset_configs
 from keras_selfattn.models.config import ModelConfig
-from keras_selfattn.training.config import TrainConfig
-from keras_selfattn.training.config.presets import PRESETS, preset_configs
 
 CLASSES = {"model": ModelConfig, "train": TrainConfig}
 

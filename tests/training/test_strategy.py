@@ -13,9 +13,9 @@ import tensorflow as tf
 
 from keras_selfattn import text
 from keras_selfattn.cli import build_parser
+from keras_selfattn.config import same_training
 from keras_selfattn.models import ModelConfig
 from keras_selfattn.training import TrainConfig, get_strategy
-from keras_selfattn.training.config import same_training
 from keras_selfattn.training.data.run_tokenizer import tokenizer_configs
 from keras_selfattn.training.distribute.distributed import worker_role
 from keras_selfattn.training.distribute.loss_scale import SyncedLossScaleOptimizer

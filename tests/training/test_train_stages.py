@@ -2,8 +2,8 @@
 
 import pytest
 
+from keras_selfattn.config import TrainConfig
 from keras_selfattn.models import ModelConfig
-from keras_selfattn.training.config import TrainConfig
 from keras_selfattn.training.fit.train import train
 
 

@@ -19,6 +19,7 @@ import pathlib
 import tensorflow as tf
 
 from keras_selfattn import text
+from keras_selfattn.config import data_settings
 from keras_selfattn.run_directory.atomic import write_text_atomically
 from keras_selfattn.run_directory.damaged import read_run_file, read_run_json
 from keras_selfattn.run_directory.layout import (
@@ -29,7 +30,6 @@ from keras_selfattn.run_directory.layout import (
     VALIDATION_FILE,
 )
 from keras_selfattn.text import fingerprint_split, stream
-from keras_selfattn.training.config import data_settings
 from keras_selfattn.training.run.data_fingerprint import (
     describe_data_change,
     file_fingerprint,

@@ -15,6 +15,10 @@ import keras
 import tensorflow as tf
 
 from keras_selfattn import text
+from keras_selfattn.config import (
+    TrainConfig,
+    same_training,
+)
 from keras_selfattn.models import (
     ModelConfig,
     saving,
@@ -46,10 +50,6 @@ from keras_selfattn.training.callbacks.tensorboard import (
     tensorboard_installed,
 )
 from keras_selfattn.training.callbacks.validation import Validation, ValidationWatch
-from keras_selfattn.training.config import (
-    TrainConfig,
-    same_training,
-)
 from keras_selfattn.training.data import run_batches
 from keras_selfattn.training.data import run_data as run_data_lib
 from keras_selfattn.training.data.run_tokenizer import load_or_learn_tokenizer

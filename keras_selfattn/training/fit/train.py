@@ -12,12 +12,12 @@ import keras
 import tensorflow as tf
 
 from keras_selfattn import text
+from keras_selfattn.config import TrainConfig
 from keras_selfattn.models import ModelConfig
 from keras_selfattn.run_directory.vocabulary_settings import (
     train_config_with_vocabulary,
 )
 from keras_selfattn.training.callbacks.progress import fit_verbosity
-from keras_selfattn.training.config import TrainConfig
 from keras_selfattn.training.data.run_batches import make_training_datasets
 from keras_selfattn.training.distribute.distributed import (
     lost_peers_are_errors,

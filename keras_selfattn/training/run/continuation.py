@@ -25,6 +25,10 @@ again at its next validation.
 import dataclasses
 import pathlib
 
+from keras_selfattn.config import (
+    CONTINUATION_FIELDS,
+    PLACEMENT_FIELDS,
+)
 from keras_selfattn.run_directory.consistency import check_run_parts
 from keras_selfattn.run_directory.damaged import read_run_json
 from keras_selfattn.run_directory.history import (
@@ -40,10 +44,6 @@ from keras_selfattn.run_directory.layout import (
     RunLayout,
 )
 from keras_selfattn.run_directory.settings import load_run_config, save_run_config
-from keras_selfattn.training.config import (
-    CONTINUATION_FIELDS,
-    PLACEMENT_FIELDS,
-)
 from keras_selfattn.training.run.backup import (
     backed_up_epochs,
     check_backup,

@@ -11,7 +11,7 @@ from keras_selfattn.choices import (
     TOKENIZER_KINDS,
     TOKENIZER_OPS,
 )
-from keras_selfattn.config_checks import (
+from keras_selfattn.config.checks import (
     check_choices,
     check_field_types,
     check_known_keys,
