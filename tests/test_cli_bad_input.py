@@ -17,7 +17,17 @@ import zipfile
 import pytest
 
 from keras_selfattn import cli
-from keras_selfattn.cli import checks, commands, errors, flags, quiet
+from keras_selfattn.cli import (
+    checks,
+    command,
+    commands,
+    errors,
+    flags,
+    quiet,
+    run_commands,
+    serving_commands,
+    text_commands,
+)
 from keras_selfattn.config import TrainConfig
 from keras_selfattn.models.config import ModelConfig
 from keras_selfattn.run_directory.settings import load_run_config
@@ -167,11 +177,11 @@ def test_progress_lines(monkeypatch):
     args = cli.build_parser().parse_args(["train", "--data", "d", "--out", "o"])
     for tty, expected in ((True, 1), (False, 2)):
         monkeypatch.setattr(sys, "stdout", Stdout(tty))
-        assert commands._progress(args) == expected
+        assert command.progress(args) == expected
     quiet = cli.build_parser().parse_args(
         ["train", "--quiet", "--data", "d", "--out", "o"]
     )
-    assert commands._progress(quiet) == 0
+    assert command.progress(quiet) == 0
     # The output options are accepted before the subcommand too.
     early = cli.build_parser().parse_args(
         ["--quiet", "train", "--data", "d", "--out", "o"]
@@ -359,8 +369,8 @@ def _commands(parser):
 
 
 def test_every_command_runs_its_own_function():
-    """``_add_<command>`` binds ``_<command>`` (``set_defaults(run=...)``);
-    `commands._run` calls it."""
+    """``add_<command>`` binds ``_<command>`` of its module
+    (``set_defaults(run=...)``); `commands._run` calls it."""
     parsers = _commands(cli.build_parser())
     assert set(parsers) == {
         "demo",
@@ -372,10 +382,16 @@ def test_every_command_runs_its_own_function():
         "export",
         "check-serving",
     }
-    for name, parser in parsers.items():
-        assert parser.get_default("run") is getattr(
-            commands, "_" + name.replace("-", "_")
-        )
+    kinds = {
+        run_commands: ("demo", "build-vocab", "train", "average"),
+        text_commands: ("evaluate", "translate"),
+        serving_commands: ("export", "check-serving"),
+    }
+    for module, names in kinds.items():
+        for name in names:
+            assert parsers[name].get_default("run") is getattr(
+                module, "_" + name.replace("-", "_")
+            )
     args = cli.build_parser().parse_args(["translate", "--model", "m", "x"])
     args.run = lambda given: (given.model, given.text)
     assert commands._run(args) == ("m", ["x"])

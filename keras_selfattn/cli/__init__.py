@@ -20,8 +20,11 @@ given, whatever ``TF_CPP_MIN_LOG_LEVEL`` says.
 
 The modules:
 
-- `cli.commands`: the parser and one function pair per command (``_add_<command>``
-  declares it, ``_<command>`` runs it); `main`. Parses and dispatches, no more.
+- `cli.commands`: the parser and `main`. Parses and dispatches, no more.
+- `cli.run_commands` (demo, build-vocab, train, average), `cli.text_commands`
+  (evaluate, translate), `cli.serving_commands` (export, check-serving): one
+  function pair per command (``add_<command>`` declares it, ``_<command>`` runs
+  it); `cli.command` what they share.
 - `cli.flags`: the flags generated from the config dataclasses, the options
   several commands share, each option's "(default: ...)".
 - `cli.errors`: the error policy: one line and an exit status for each failure.

@@ -1,0 +1,203 @@
+"""The commands that write a run: demo, build-vocab, train, average."""
+
+from keras_selfattn.cli import errors
+from keras_selfattn.cli.command import add_command, progress
+from keras_selfattn.cli.flags import (
+    add_config_arguments,
+    add_data_option,
+    add_grouped_config_arguments,
+    add_model_option,
+    config_from_args,
+    count,
+    shows,
+    train_groups,
+)
+from keras_selfattn.config import TrainConfig
+from keras_selfattn.config.presets import PRESETS, preset_configs
+from keras_selfattn.models.config import ModelConfig
+from keras_selfattn.run_directory.layout import checkpoint_step
+from keras_selfattn.run_directory.vocabulary_settings import (
+    VOCABULARY_SETTINGS,
+    train_config_with_vocabulary,
+)
+
+
+def add_demo(subparsers):
+    parser = add_command(
+        subparsers,
+        "demo",
+        _demo,
+        help="the main job: train on the bundled dates corpus, evaluate, plot",
+    )
+    parser.add_argument("--out", default="runs/demo", help="run directory")
+    epochs = parser.add_argument(
+        "--epochs", type=count(1), help="override the demo's epoch count"
+    )
+    shows(epochs, "the demo's 4")
+    parser.add_argument(
+        "--overwrite", action="store_true", help="replace a finished run in --out"
+    )
+
+
+def _demo(args):
+    from keras_selfattn import jobs
+
+    result, _ = jobs.run_demo(
+        args.out, epochs=args.epochs, overwrite=args.overwrite, verbose=progress(args)
+    )
+    print(f"run directory: {result.run_dir}")
+    return 0
+
+
+def add_build_vocab(subparsers):
+    parser = add_command(
+        subparsers,
+        "build-vocab",
+        _build_vocab,
+        help="learn the vocabularies from pair files, in bounded memory",
+    )
+    add_data_option(parser, "pair file or glob pattern (.gz read); repeat for more")
+    parser.add_argument(
+        "--out", required=True, help="directory for the vocabularies + tokenizer.json"
+    )
+    parser.add_argument(
+        "--overwrite", action="store_true", help="replace vocabularies in --out"
+    )
+    add_config_arguments(
+        parser, TrainConfig, "tokenizer", only=TrainConfig.VOCAB_FIELDS
+    )
+
+
+def _build_vocab(args):
+    from keras_selfattn import jobs
+
+    config = config_from_args(TrainConfig, args)
+    jobs.build_vocab(args.data, args.out, config, overwrite=args.overwrite)
+    return 0
+
+
+def add_train(subparsers):
+    parser = add_command(
+        subparsers,
+        "train",
+        _train,
+        help="train on source<TAB>target pair files",
+        usage="%(prog)s --data DATA --out OUT [--epochs EPOCHS] [--preset NAME] "
+        "[options]",
+    )
+    groups = train_groups(parser)
+    add_data_option(
+        groups["data"],
+        "pair file or glob pattern (shards/*.tsv.gz), streamed; repeat for more",
+    )
+    for flag, split in (("--valid-data", "validation"), ("--test-data", "test")):
+        held_out = groups["data"].add_argument(
+            flag, action="append", help=f"{split} pair file(s)"
+        )
+        shows(held_out, "held out of --data")
+    vocab = groups["data"].add_argument(
+        "--vocab",
+        help="vocabularies from build-vocab, or a run directory; the tokenizer "
+        "settings it was built with are used (a tokenizer flag given must agree)",
+    )
+    shows(vocab, "learned")
+    _add_run_directory_options(groups["run directory"])
+    preset = groups["training"].add_argument(
+        "--preset",
+        choices=sorted(PRESETS),
+        help="start from a named recipe for real text (every setting in "
+        "keras_selfattn.config.presets; README: Training on real text); the "
+        "flags given override it",
+    )
+    shows(preset, "none, the defaults shown below")
+    add_grouped_config_arguments(groups, ModelConfig, TrainConfig, skip=("split",))
+    parser.set_defaults(configure=_configure_train)
+
+
+def _add_run_directory_options(group):
+    """train's --out and --overwrite."""
+    group.add_argument(
+        "--out",
+        required=True,
+        help="run directory to write (an interrupted run resumes)",
+    )
+    group.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace a finished run or a directory holding other files",
+    )
+
+
+def _configure_train(args):
+    """``args.model_config`` and ``args.train_config``: the preset, then the flags;
+    with ``--vocab``, the vocabulary's tokenizer settings (a flag typed that
+    contradicts one is refused, naming both)."""
+    bases = preset_configs(args.preset) if args.preset else (None, None)
+    args.model_config = config_from_args(ModelConfig, args, bases[0])
+    args.train_config = config_from_args(TrainConfig, args, bases[1])
+    if args.vocab is not None:
+        args.train_config = train_config_with_vocabulary(
+            args.train_config, args.vocab, given=_typed_flags(args, VOCABULARY_SETTINGS)
+        )
+
+
+def _typed_flags(args, names):
+    """The flags of ``names`` given on the command line: name -> "--flag value"."""
+    typed = {}
+    for name in names:
+        value = getattr(args, name, None)
+        flag = name.replace("_", "-")
+        if isinstance(value, bool):
+            typed[name] = f"--{'' if value else 'no-'}{flag}"
+        elif value is not None:
+            typed[name] = f"--{flag} {value}"
+    return typed
+
+
+def _train(args):
+    from keras_selfattn import jobs
+
+    result = jobs.train(
+        args.data,
+        args.out,
+        args.model_config,
+        args.train_config,
+        valid_data=args.valid_data,
+        test_data=args.test_data,
+        vocab=args.vocab,
+        overwrite=args.overwrite,
+        verbose=progress(args),
+        on_finished=jobs.report,  # the chief, before the run is marked finished
+    )
+    if not result.is_chief:  # the chief evaluates and writes the run directory
+        jobs.print_worker_summary(result)
+        return 0
+    print(f"run directory: {result.run_dir}")
+    return errors.health_status(result)
+
+
+def add_average(subparsers):
+    parser = add_command(
+        subparsers,
+        "average",
+        _average,
+        help="average a run's kept checkpoints (train --keep-checkpoints N) into "
+        "its model.keras",
+    )
+    add_model_option(parser)
+    last = parser.add_argument(
+        "--last", type=count(2), help="average the newest LAST checkpoints"
+    )
+    shows(last, "all kept")
+    out = parser.add_argument("--out", help="write the average to this .keras file")
+    shows(out, "RUN_DIR/model.keras, the model it replaces kept beside it")
+
+
+def _average(args):
+    from keras_selfattn import jobs
+
+    errors.check_run_directory(args.model)
+    path, averaged = jobs.average(args.model, last=args.last, out=args.out)
+    steps = ", ".join(str(checkpoint_step(p)) for p in averaged)
+    print(f"{path}: the average of {len(averaged)} checkpoints (steps {steps})")
+    return 0

@@ -1,0 +1,116 @@
+"""The commands that read a run and translate: evaluate, translate."""
+
+import contextlib
+import functools
+import json
+import sys
+
+from keras_selfattn.cli import search_options, streams
+from keras_selfattn.cli.command import add_command, load_translator
+from keras_selfattn.cli.flags import add_beam_option, add_model_option, shows
+from keras_selfattn.stopping import signals_stop
+
+
+def add_evaluate(subparsers):
+    parser = add_command(
+        subparsers,
+        "evaluate",
+        _evaluate,
+        help="chrF, BLEU and exact match of a trained run's output against the "
+        "references as written",
+    )
+    add_model_option(parser)
+    data = parser.add_argument("--data", help="TSV file of pairs to score, all of it")
+    shows(data, "the run's test split, RUN_DIR/splits/test.tsv")
+    add_beam_option(parser)
+    search_options.add_search_options(parser)
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print the scores as one JSON object (and nothing else) on stdout",
+    )
+
+
+def _evaluate(args):
+    from keras_selfattn import jobs
+
+    translator = load_translator(args)
+    metrics = jobs.evaluate_run(
+        args.model, args.data, beam_size=args.beam, translator=translator
+    )
+    if args.json:
+        scores = {key: value for key, value in metrics.items() if key != "examples"}
+        print(json.dumps(scores, sort_keys=True))
+    else:
+        jobs.print_metrics(metrics)
+    return 0
+
+
+def add_translate(subparsers):
+    parser = add_command(
+        subparsers,
+        "translate",
+        _translate,
+        help="translate sentences (arguments, or one per line from --input or stdin)",
+    )
+    add_model_option(parser)
+    add_beam_option(parser)
+    search_options.add_search_options(parser)
+    parser.add_argument(
+        "--scores", action="store_true", help="print the score after a tab"
+    )
+    source = parser.add_argument(
+        "--input", metavar="FILE", help="translate this file, one sentence a line"
+    )
+    shows(source, "the sentences given, else stdin")
+    output = parser.add_argument(
+        "--output", metavar="FILE", help="write the translations to this file"
+    )
+    shows(output, "stdout")
+    text = parser.add_argument("text", nargs="*", help="sentences to translate")
+    shows(text, "read --input or stdin, one sentence a line")
+
+
+def _translate(args):
+    from keras_selfattn import jobs
+
+    streams.check_sources(args)
+    lines = None
+    with signals_stop(), contextlib.ExitStack() as stack:
+        try:
+            lines = streams.Lines(args, stack)
+            translator = load_translator(args)
+            lines.open_output(args, stack)
+            streams.hint_on_a_terminal(args)
+            jobs.translate_stream(
+                translator,
+                lines.batches,
+                lines.sink,
+                beam_size=args.beam,
+                scores=args.scores,
+                on_truncated=functools.partial(_truncated, translator),
+            )
+        except KeyboardInterrupt as interrupt:
+            _say_not_utf8(lines)
+            written = 0 if lines is None else lines.written()
+            output = args.output or "stdout"
+            print(
+                f"keras-selfattn: interrupted: {written} lines written to {output}",
+                file=sys.stderr,
+            )
+            return streams.exit_status(interrupt)
+        _say_not_utf8(lines)
+    return 0
+
+
+def _truncated(translator, translation):
+    streams.warn(
+        f"input truncated to {translator.max_source_len} tokens: "
+        f"{translation.source[:60]!r}"
+    )
+
+
+def _say_not_utf8(lines):
+    report = None if lines is None else lines.not_utf8_report()
+    if report:
+        streams.warn(report)
