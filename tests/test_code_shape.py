@@ -1,4 +1,5 @@
-"""The package's functions stay short: at most 60 lines, or a reason beside them.
+"""The package's functions stay short: at most 60 lines, or a reason beside them;
+its modules stay readable: at most two over 500 lines, none over 700.
 
 (Complexity is ruff's C901, max 10, in pyproject.toml; line length is ruff's E501.)
 A function over 60 lines carries a one-line comment saying why, either on the line
@@ -32,3 +33,21 @@ def long_functions_without_a_reason():
 
 def test_no_function_is_long_without_a_reason():
     assert long_functions_without_a_reason() == []
+
+
+def module_lengths():
+    """``{module path: line count}`` of every module of the package."""
+    return {
+        str(path.relative_to(PACKAGE)): len(path.read_text().splitlines())
+        for path in sorted(PACKAGE.rglob("*.py"))
+    }
+
+
+def test_modules_stay_readable():
+    """A module past 500 lines holds more than one idea: split it by idea. Two
+    may be long (a public layer and its docstring), none past 700."""
+    lengths = module_lengths()
+    assert len(lengths) > 50, "the package's modules were not found"
+    long = {name: n for name, n in lengths.items() if n > 500}
+    assert len(long) <= 2, long
+    assert max(lengths.values()) <= 700, max(lengths.items(), key=lambda kv: kv[1])

@@ -29,6 +29,8 @@ from keras_selfattn.layers.bahdanau_decoder_states import (
     check_memory_shape,
     initial_states,
     pack_states,
+    state_size,
+    states_shape,
     unpack_states,
 )
 from keras_selfattn.layers.dropout import HashDropout
@@ -53,28 +55,16 @@ class BahdanauDecoderCell(keras.layers.Layer):
     weight 0; a sequence whose memory is entirely masked gets a zero context.
 
     The encoder memory travels in the states (Keras 3's ``keras.layers.RNN`` has no
-    ``constants=``). The states list is, in order:
-
-    1. the recurrent states, layer by layer from the bottom: ``h`` (GRU) or
-       ``h, c`` (LSTM), each (B, units): ``num_recurrent_states`` tensors;
-    2. the memory (B, T, Dm), its key projection ``attention.project_keys(memory)``
-       (B, T, Dp), and the memory mask as 0/1 floats (B, T) -- returned unchanged
-       by every step;
-    3. when ``dropout > 0`` and ``num_layers > 1``: one dropout mask (B, units)
-       per layer above the first, also constant.
-
-    Build that list with ``get_initial_state_for_memory(memory, ...)``, which
-    projects the keys once. Callers never index it: ``unpack_states(states)``
-    names its parts (a `DecoderCellStates`), ``pack_states(parts)`` makes the list
-    again, and ``top_hidden_state(states)`` / ``attention_weights(states)`` give
-    the query and the attention weights of the next step. ``state_size`` lists,
-    for each state, its size per batch row and time step: ``units`` for the
-    recurrent states and the dropout masks, ``Dm``, ``Dp`` and 1 for the memory,
-    its projection and its mask. (``keras.layers.RNN`` wants ints there; its
-    symbolic shapes for the three memory states are therefore (B, size), not
-    (B, T, size): read only the
-    recurrent states from an RNN's returned states.) The memory sizes are known
-    once the cell is built or ``get_initial_state_for_memory`` has run.
+    ``constants=``): the recurrent states (``h``, or ``h, c``, per layer), then
+    the memory, its key projection and its mask (unchanged by every step), then
+    the dropout masks; `keras_selfattn.layers.bahdanau_decoder_states` spells
+    the layout out. Build that list with ``get_initial_state_for_memory(memory,
+    ...)``, which projects the keys once. Callers never index it:
+    ``unpack_states(states)`` names its parts (a `DecoderCellStates`),
+    ``pack_states(parts)`` makes the list again, and ``top_hidden_state(states)``
+    / ``attention_weights(states)`` give the query and the attention weights of
+    the next step. The memory sizes in ``state_size`` are known once the cell is
+    built or ``get_initial_state_for_memory`` has run.
 
     Dropout between stacked layers uses one mask per sequence, the same at every
     step (variational dropout, as ``keras.layers.GRU(dropout=...)`` does): the
@@ -295,47 +285,15 @@ class BahdanauDecoderCell(keras.layers.Layer):
 
     @property
     def state_size(self) -> list[Any]:
-        if self._memory_dim is None:
-            raise ValueError(
-                "The state_size of a BahdanauDecoderCell depends on the memory's "
-                "feature size: call get_initial_state_for_memory(memory) or build "
-                "the cell (build(inputs_shape, states_shape)) first."
-            )
-        return self._layout(
-            self.units,
-            self._memory_dim,
-            self.attention.projected_key_size(self.units, self._memory_dim),
-            1,
-        )
+        return state_size(self, self._memory_dim)
 
     @property
     def output_size(self) -> int:
         return self.units
 
-    def _layout(
-        self, unit: Any, memory: Any, projected_keys: Any, memory_mask: Any
-    ) -> list[Any]:
-        """The states list with ``unit`` in every recurrent and dropout-mask slot."""
-        return self.pack_states(
-            DecoderCellStates(
-                recurrent=[unit] * self.num_recurrent_states,
-                memory=memory,
-                projected_keys=projected_keys,
-                memory_mask=memory_mask,
-                dropout_masks=[unit] * self.num_dropout_masks,
-            )
-        )
-
     def states_shape(self, memory_shape: Sequence[int | None]) -> list[Any]:
         """The shapes of the states list for a memory of shape (B, T, Dm)."""
-        batch, length, memory_dim = check_memory_shape(memory_shape)
-        key_dim = self.attention.projected_key_size(self.units, memory_dim)
-        return self._layout(
-            (batch, self.units),
-            (batch, length, memory_dim),
-            (batch, length, key_dim),
-            (batch, length),
-        )
+        return states_shape(self, memory_shape)
 
     # ------------------------------------------------------------------ build
     def _build_attention(self, memory_shape: Any) -> None:

@@ -3,7 +3,23 @@
 A Keras RNN cell takes and returns a flat list of tensors; `DecoderCellStates`
 names its parts, and `pack_states` / `unpack_states` turn one into the other, so
 that no caller indexes the list. `initial_states` makes the list a decoding
-starts from.
+starts from; `state_size` and `states_shape` give its sizes and shapes.
+
+The list is, in order:
+
+1. the recurrent states, layer by layer from the bottom: ``h`` (GRU) or
+   ``h, c`` (LSTM), each (B, units): ``num_recurrent_states`` tensors;
+2. the memory (B, T, Dm), its key projection ``attention.project_keys(memory)``
+   (B, T, Dp), and the memory mask as 0/1 floats (B, T) -- returned unchanged
+   by every step;
+3. when ``dropout > 0`` and ``num_layers > 1``: one dropout mask (B, units)
+   per layer above the first, also constant.
+
+``state_size`` lists, for each state, its size per batch row and time step:
+``units`` for the recurrent states and the dropout masks, ``Dm``, ``Dp`` and 1
+for the memory, its projection and its mask. (``keras.layers.RNN`` wants ints
+there; its symbolic shapes for the three memory states are therefore (B, size),
+not (B, T, size): read only the recurrent states from an RNN's returned states.)
 """
 
 import collections
@@ -142,3 +158,42 @@ def initial_recurrent_states(cell, initial_state, batch, dtype):
             )
         states.append(ops.cast(state, dtype))
     return states
+
+
+def _layout(cell, unit, memory, projected_keys, memory_mask):
+    """The states list of ``cell`` with ``unit`` in every recurrent and
+    dropout-mask slot."""
+    return pack_states(
+        DecoderCellStates(
+            recurrent=[unit] * cell.num_recurrent_states,
+            memory=memory,
+            projected_keys=projected_keys,
+            memory_mask=memory_mask,
+            dropout_masks=[unit] * cell.num_dropout_masks,
+        )
+    )
+
+
+def state_size(cell, memory_dim):
+    """``cell.state_size``: each state's size (see the module docstring)."""
+    if memory_dim is None:
+        raise ValueError(
+            "The state_size of a BahdanauDecoderCell depends on the memory's "
+            "feature size: call get_initial_state_for_memory(memory) or build "
+            "the cell (build(inputs_shape, states_shape)) first."
+        )
+    key_dim = cell.attention.projected_key_size(cell.units, memory_dim)
+    return _layout(cell, cell.units, memory_dim, key_dim, 1)
+
+
+def states_shape(cell, memory_shape):
+    """The shapes of ``cell``'s states list for a memory of shape (B, T, Dm)."""
+    batch, length, memory_dim = check_memory_shape(memory_shape)
+    key_dim = cell.attention.projected_key_size(cell.units, memory_dim)
+    return _layout(
+        cell,
+        (batch, cell.units),
+        (batch, length, memory_dim),
+        (batch, length, key_dim),
+        (batch, length),
+    )
