@@ -167,10 +167,9 @@ def test_text_options_accept_only_their_choices(capsys):
     """Every enumerated option lists its values and rejects others as a usage error
     (exit 2)."""
     from keras_selfattn.cli import build_parser
-    from keras_selfattn.config import TrainConfig
+    from keras_selfattn.config import ModelConfig, TrainConfig
     from keras_selfattn.layers.bahdanau_attention import SCORES
     from keras_selfattn.layers.bahdanau_decoder_cell import RNN_TYPES
-    from keras_selfattn.models.config import ModelConfig
     from keras_selfattn.training.distribute.strategy import STRATEGIES
 
     # The configs' lists are the very ones the layers and get_strategy check against.

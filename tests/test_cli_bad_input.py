@@ -28,8 +28,7 @@ from keras_selfattn.cli import (
     serving_commands,
     text_commands,
 )
-from keras_selfattn.config import TrainConfig
-from keras_selfattn.models.config import ModelConfig
+from keras_selfattn.config import ModelConfig, TrainConfig
 from keras_selfattn.run_directory.settings import load_run_config
 from tests.bad_input_cases import CASES, CLEAR, SKIPPED, Workspace, run_case
 

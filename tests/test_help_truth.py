@@ -9,7 +9,7 @@ import pytest
 from keras_selfattn.choices import LR_SCHEDULES
 from keras_selfattn.cli import errors
 from keras_selfattn.cli.commands import build_parser
-from keras_selfattn.models.config import ModelConfig
+from keras_selfattn.config import ModelConfig
 from keras_selfattn.training import TrainConfig
 
 

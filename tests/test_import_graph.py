@@ -19,7 +19,7 @@ import pathlib
 PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "keras_selfattn"
 
 # From the bottom up; a module belongs to the layer of its longest matching
-# prefix (``keras_selfattn.models.config`` before ``keras_selfattn.models``).
+# prefix (``keras_selfattn.training.fit`` before ``keras_selfattn.training``).
 LAYERS = (
     (
         "keras_selfattn.backends",  # imported before Keras loads
@@ -28,7 +28,7 @@ LAYERS = (
         "keras_selfattn.stopping",  # signals stop a command the same way everywhere
     ),
     # The Keras-free configurations (and their checks), which the run directory reads.
-    ("keras_selfattn.models.config", "keras_selfattn.config"),
+    ("keras_selfattn.config", "keras_selfattn.config"),
     ("keras_selfattn.run_directory",),
     ("keras_selfattn.layers", "keras_selfattn.text"),
     ("keras_selfattn.models", "keras_selfattn.decoding"),

@@ -11,7 +11,8 @@ import pytest
 
 import keras_selfattn
 from keras_selfattn import layers, scoring, translation
-from keras_selfattn.models import config, seq2seq
+from keras_selfattn.config import model_config
+from keras_selfattn.models import seq2seq
 from keras_selfattn.serving import export
 from keras_selfattn.training.fit import train
 
@@ -26,7 +27,7 @@ PUBLIC_API = (
     layers.BahdanauAttention,
     layers.BahdanauDecoderCell,
     layers.BahdanauDecoder,
-    config.ModelConfig,
+    model_config.ModelConfig,
     seq2seq.build_seq2seq,
     translation.Translator,
     scoring.evaluate,

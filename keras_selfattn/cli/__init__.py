@@ -40,9 +40,8 @@ from keras_selfattn.cli.errors import (
     USAGE_ERROR,
 )
 from keras_selfattn.cli.quiet import NATIVE_LOG_LINE
-from keras_selfattn.config import TrainConfig
+from keras_selfattn.config import ModelConfig, TrainConfig
 from keras_selfattn.config.presets import PRESETS, preset_configs
-from keras_selfattn.models.config import ModelConfig
 
 __all__ = [
     "EXIT_NOT_TRANSLATING",

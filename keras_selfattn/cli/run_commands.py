@@ -12,9 +12,8 @@ from keras_selfattn.cli.flags import (
     shows,
     train_groups,
 )
-from keras_selfattn.config import TrainConfig
+from keras_selfattn.config import ModelConfig, TrainConfig
 from keras_selfattn.config.presets import PRESETS, preset_configs
-from keras_selfattn.models.config import ModelConfig
 from keras_selfattn.run_directory.layout import checkpoint_step
 from keras_selfattn.run_directory.vocabulary_settings import (
     VOCABULARY_SETTINGS,

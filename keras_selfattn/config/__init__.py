@@ -1,11 +1,14 @@
-"""The settings of a training run, Keras-free: `TrainConfig`, its presets, the checks.
+"""The settings of a run, Keras-free: `ModelConfig`, `TrainConfig`, presets, checks.
 
-`TrainConfig` (``train_config``) is saved as JSON in every run directory, so the
-run directory's readers import it without the trainer; the presets (``presets``)
-pair it with a `keras_selfattn.models.ModelConfig`; ``checks`` holds the type and
-range checks both configurations use.
+Both configurations (``model_config``, ``train_config``) are saved as JSON in
+every run directory, so the run directory's readers import them without the
+model or the trainer; the presets (``presets``) pair one of each; ``checks``
+holds the type and range checks both use. `ModelConfig` is also
+``keras_selfattn.ModelConfig`` and ``keras_selfattn.models.ModelConfig``,
+`TrainConfig` ``keras_selfattn.training.TrainConfig``.
 """
 
+from keras_selfattn.config.model_config import ModelConfig
 from keras_selfattn.config.train_config import (
     CONTINUATION_FIELDS,
     DATA_FIELDS,
@@ -20,6 +23,7 @@ __all__ = [
     "CONTINUATION_FIELDS",
     "DATA_FIELDS",
     "PLACEMENT_FIELDS",
+    "ModelConfig",
     "TrainConfig",
     "data_settings",
     "fields_with_role",

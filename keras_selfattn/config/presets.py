@@ -39,8 +39,7 @@ of 2e-3 with a short warm-up collapsed on Multi30k (the encoder output became th
 same for every source; benchmarks/RESULTS.md "Real language").
 """
 
-from keras_selfattn.config import TrainConfig
-from keras_selfattn.models.config import ModelConfig
+from keras_selfattn.config import ModelConfig, TrainConfig
 
 __all__ = ["PRESETS", "preset_configs"]
 

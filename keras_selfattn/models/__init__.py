@@ -4,6 +4,7 @@ Importing it registers the blocks, loss, metric, schedule and optimizer for
 ``.keras`` loading.
 """
 
+from keras_selfattn.config import ModelConfig
 from keras_selfattn.models.attention_weights import attention_weights_model
 from keras_selfattn.models.blocks import (
     DecoderBridge,
@@ -11,7 +12,6 @@ from keras_selfattn.models.blocks import (
     ScaledTokenEmbedding,
     TransformerEncoderBlock,
 )
-from keras_selfattn.models.config import ModelConfig
 from keras_selfattn.models.losses import MaskedAccuracy, MaskedCrossEntropy, masked_loss
 from keras_selfattn.models.optimizers import MovingAverageAdam
 from keras_selfattn.models.schedules import InverseSquareRootSchedule

@@ -15,6 +15,7 @@ from typing import Any
 import keras
 from keras import ops
 
+from keras_selfattn.config import ModelConfig
 from keras_selfattn.layers import BahdanauDecoder
 from keras_selfattn.layers.arguments import check_seed, check_vocab_size, offset_seed
 from keras_selfattn.models.blocks import (
@@ -24,7 +25,6 @@ from keras_selfattn.models.blocks import (
     TiedEmbedding,
     TransformerEncoderBlock,
 )
-from keras_selfattn.models.config import ModelConfig
 from keras_selfattn.models.encoder_position import create_position
 from keras_selfattn.reserved_ids import PAD_ID
 

@@ -4,8 +4,7 @@ trained with, as {"model": ..., "train": ...}."""
 import dataclasses
 import json
 
-from keras_selfattn.config import TrainConfig
-from keras_selfattn.models.config import ModelConfig
+from keras_selfattn.config import ModelConfig, TrainConfig
 from keras_selfattn.run_directory.atomic import write_text_atomically
 from keras_selfattn.run_directory.damaged import read_json
 

@@ -4,8 +4,7 @@ import json
 
 import pytest
 
-from keras_selfattn.config import TrainConfig
-from keras_selfattn.models.config import ModelConfig
+from keras_selfattn.config import ModelConfig, TrainConfig
 from keras_selfattn.run_directory.settings import load_run_config, save_run_config
 
 

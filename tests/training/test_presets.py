@@ -4,9 +4,8 @@ import dataclasses
 
 import pytest
 
-from keras_selfattn.config import TrainConfig
+from keras_selfattn.config import ModelConfig, TrainConfig
 from keras_selfattn.config.presets import PRESETS, preset_configs
-from keras_selfattn.models.config import ModelConfig
 
 CLASSES = {"model": ModelConfig, "train": TrainConfig}
 
