@@ -215,7 +215,7 @@ def _without(args, flag):
 
 
 def test_train_takes_the_tokenizer_settings_of_its_vocab(tmp_path, capsys):
-    """Issue 27 §6: `train --vocab DIR` reads DIR's tokenizer.json; only a flag the
+    """`train --vocab DIR` reads DIR's tokenizer.json; only a flag the
     user typed that contradicts it is refused, naming the flag, the value and the
     vocabulary's."""
     from tests.bad_input_cases import TINY_RUN_ARGS, run_in_process
@@ -290,7 +290,8 @@ def test_the_vocabulary_settings_from_python(tmp_path):
 def test_an_out_that_cannot_be_written_fails_before_learning(
     tmp_path, capsys, monkeypatch
 ):
-    """Issue 27 §4c: build-vocab learned the whole vocabulary, then failed."""
+    """A bad --out is refused before build-vocab learns anything (it used to
+    learn the whole vocabulary, then fail)."""
     import os
 
     learned = []

@@ -189,8 +189,8 @@ def test_progress_lines(monkeypatch):
 
 
 def test_tensorflow_log_level(monkeypatch):
-    """Silenced whatever the user set (issue 19: TF 2.21 prints at import under
-    every level); only --verbose/--debug, which skip this call, leave it alone."""
+    """Silenced whatever the user set (TF 2.21 prints at import under every
+    level); only --verbose/--debug, which skip this call, leave it alone."""
     monkeypatch.delenv("TF_CPP_MIN_LOG_LEVEL", raising=False)
     quiet.quiet_tensorflow()
     assert os.environ["TF_CPP_MIN_LOG_LEVEL"] == "3"
@@ -631,7 +631,7 @@ def test_pair_files_are_checked_before_the_command_runs(tmp_path):
 
 
 def test_the_early_glob_matches_what_the_reader_reads(tmp_path, monkeypatch):
-    """Issue 27 §4d: Python's glob skips dotfiles, tf.io.gfile.glob (the reader)
+    """Python's glob skips dotfiles, tf.io.gfile.glob (the reader)
     does not: the check before TensorFlow matches as the reader does."""
     import tensorflow as tf
 

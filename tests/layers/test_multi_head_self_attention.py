@@ -284,7 +284,7 @@ def test_projection_kernels_are_drawn_independently():
     assert abs(correlation) < 0.5, correlation
 
 
-# ------------------------------------------------- input checks (issue 12 §5)
+# ------------------------------------------------------------------ input checks
 @pytest.mark.parametrize(
     "valid_lens, shown",
     [

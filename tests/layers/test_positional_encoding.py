@@ -166,7 +166,7 @@ def test_keras_mask_passes_through():
     assert ops.convert_to_numpy(model(np.array([[3, 0]]))).shape == (1, 2, 8)
 
 
-# ------------------------------------------------- input checks (issue 12 §5)
+# ------------------------------------------------------------------ input checks
 @pytest.mark.parametrize("cls", [PositionalEncoding, LearnedPositionalEncoding])
 def test_start_known_at_the_call_is_checked_by_name(cls):
     layer = cls(num_hiddens=8, max_len=10)

@@ -1,4 +1,4 @@
-"""A run trained under TensorFlow translates the same under JAX (issue 27 item 1).
+"""A run trained under TensorFlow translates the same under JAX.
 
 `Translator` tokenizes and detokenizes with TensorFlow (tf.text) on every backend
 and decodes with the Keras backend's search (jitted on JAX): greedy and beam

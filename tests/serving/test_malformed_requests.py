@@ -1,4 +1,4 @@
-"""Malformed requests never kill the serving process (issue 12 §1).
+"""Malformed requests never kill the serving process.
 
 TF Serving does not check a request's shape against the signature
 (tensorflow/serving#1436): before the in-graph checks, a rank-0 ``text`` crashed

@@ -1,7 +1,7 @@
 """What each tokenizer kind gives on a few sentences: the reference of
 `test_tokenizer_kinds.py`, and the code that wrote ``tokenizer_reference.json``.
 
-``tokenizer_reference.json`` was written by this module on main 305b45f, when one
+``tokenizer_reference.json`` was written by this module when one
 ``Tokenizer`` class branched on the kind, before the tokenizers became one class
 per kind (``keras_selfattn/text/tokenizers/``)::
 

@@ -189,7 +189,7 @@ def _watch(pairs):
 
 @pytest.mark.parametrize("corpus", [number_pairs, word_pairs])
 def test_a_two_string_model_fails_whatever_the_corpus(corpus):
-    """Issue 27 §5: one of two strings for every input (10% distinct translations,
+    """One of two strings for every input (10% distinct translations,
     source dependence 0.053) passed; it fails, on numbers and on words."""
     pairs = corpus()
     watch = _watch(pairs)
