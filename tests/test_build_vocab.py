@@ -290,8 +290,8 @@ def test_the_vocabulary_settings_from_python(tmp_path):
 def test_an_out_that_cannot_be_written_fails_before_learning(
     tmp_path, capsys, monkeypatch
 ):
-    """A bad --out is refused before build-vocab learns anything (it used to
-    learn the whole vocabulary, then fail)."""
+    """A bad --out is refused before build-vocab learns anything: learning is a
+    whole pass over the corpus, wasted if the result cannot be written."""
     import os
 
     learned = []

@@ -110,7 +110,7 @@ def test_the_log_line_says_where_the_held_out_pairs_come_from(tmp_path):
 @pytest.mark.parametrize("max_pairs", [None, 30])
 def test_the_length_counters_count_distinct_pairs_over_many_passes(tmp_path, max_pairs):
     """The pairs read are counted once, however many passes the stream makes
-    (a 400-line file once read "0 of 17408 pairs")."""
+    over a small file (not once per pass)."""
     from keras_selfattn.models import ModelConfig
 
     short = [(f"a{i} b", "x y") for i in range(30)]
