@@ -37,7 +37,8 @@ from keras_selfattn.run_directory.layout import (
     RunLayout,
 )
 from keras_selfattn.run_directory.metrics import write_metrics
-from keras_selfattn.text import read_pairs
+from keras_selfattn.stopping import raise_if_swallowed
+from keras_selfattn.text.corpus import iter_pairs
 from keras_selfattn.text.tokenizers import JOINER
 from keras_selfattn.training import TrainConfig
 from keras_selfattn.training import train as train_model
@@ -308,7 +309,8 @@ def print_worker_summary(result):
 
 
 def evaluate_run(run_dir, data=None, beam_size=1, translator=None):
-    """Scores a trained run: `inference.evaluate` of its translations of ``data``.
+    """Scores a trained run: `inference.evaluate` of its translations of ``data``,
+    read a batch at a time (`text.corpus.iter_pairs`: memory bounded by a batch).
 
     Args:
         run_dir: the run directory.
@@ -328,7 +330,16 @@ def evaluate_run(run_dir, data=None, beam_size=1, translator=None):
     else:
         data = RunLayout(run_dir).test_split
         label = f"the run's test split ({data})"
-    return evaluate(translator, read_pairs(data), beam_size=beam_size, data=label)
+    pairs = _stoppable(iter_pairs(data))
+    return evaluate(translator, pairs, beam_size=beam_size, data=label)
+
+
+def _stoppable(pairs):
+    """``pairs``, a stopping signal whose first raise was lost (in a garbage
+    collector's callback) raised again before each (`stopping.raise_if_swallowed`)."""
+    for pair in pairs:
+        raise_if_swallowed()
+        yield pair
 
 
 def load_translator(run_dir, precision="float32", quantize=None, shortlist=None):
