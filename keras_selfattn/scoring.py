@@ -134,9 +134,10 @@ class CorpusScores:
     memory holds a batch only. sacrebleu has no public API for this: the metrics'
     ``_check_corpus_score_args``, ``_extract_corpus_statistics`` and
     ``_compute_score_from_stats`` (sacrebleu 2) are what its own ``corpus_score``
-    calls. ``distinct_translations`` counts the
-    different hypotheses by a set of their 16-byte BLAKE2 hashes (fixed size
-    each, whatever the length of the text).
+    calls. ``distinct_translations`` counts the different hypotheses by a set of
+    their 16-byte BLAKE2 hashes (fixed size each, whatever the length of the
+    text). sacrebleu's 13a tokenizer keeps its own cache of the lines it
+    tokenized, at most 2**16 of them.
     """
 
     def __init__(self) -> None:
