@@ -26,6 +26,9 @@ setup(
     license="Apache-2.0",
     python_requires=">=3.10,<3.13",
     packages=find_packages(include=["keras_selfattn", "keras_selfattn.*"]),
+    # The console script's entry point, beside the package: importing it loads the
+    # standard library only, so a signal while Keras loads stops it in one line.
+    py_modules=["keras_selfattn_command"],
     # The bundled corpus (keras_selfattn/text/data/ is a data folder, not a package:
     # listed here only, without include_package_data, setuptools does not take it
     # for an undeclared package).
@@ -98,7 +101,7 @@ setup(
             "mkdocstrings-python>=2.0,<3",
         ],
     },
-    entry_points={"console_scripts": ["keras-selfattn=keras_selfattn.cli:main"]},
+    entry_points={"console_scripts": ["keras-selfattn=keras_selfattn_command:main"]},
     classifiers=[
         "Programming Language :: Python :: 3.11",
         "Framework :: Keras",

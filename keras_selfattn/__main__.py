@@ -1,4 +1,9 @@
-"""``python -m keras_selfattn`` runs the ``keras-selfattn`` command."""
+"""``python -m keras_selfattn`` runs the ``keras-selfattn`` command.
+
+Python imports the package (Keras, TensorFlow) before this module runs, so a
+signal during that start-up is not handled here; the console script
+(`keras_selfattn_command`, also ``python -m keras_selfattn_command``) handles it.
+"""
 
 import sys
 

@@ -171,7 +171,11 @@ def native_stderr_filtered():
 
 
 # How the command line starts: the console script, or ``python -m`` of these.
-_COMMAND_LINE_MODULES = ("keras_selfattn", "keras_selfattn.cli")
+_COMMAND_LINE_MODULES = (
+    "keras_selfattn",
+    "keras_selfattn.cli",
+    "keras_selfattn_command",
+)
 
 
 def _command_line():

@@ -7,8 +7,8 @@ calls the library module the work lives in:
 - `train` with ``on_finished=report`` (the chief; `print_worker_summary` on
   another worker): a run directory with a trained model (``training.train``),
   its test metrics and figures, written before the run is marked finished;
-- `load_translator` and `translate_stream`: translations of a run's model, a
-  batch of lines at a time (``translation.translate_batches``);
+- `load_translator` and `translate_stream`: translations of a run's model
+  (``inference.Translator``), a batch of lines at a time, each batch written at once;
 - `evaluate_run` and `print_metrics`: chrF, BLEU and exact match of a run
   (``inference.evaluate``);
 - `average`: a run's kept checkpoints averaged (``training.fit.averaging``);
@@ -37,11 +37,11 @@ from keras_selfattn.run_directory.layout import (
     RunLayout,
 )
 from keras_selfattn.run_directory.metrics import write_metrics
-from keras_selfattn.text import read_pairs
+from keras_selfattn.stopping import raise_if_swallowed
+from keras_selfattn.text.corpus import iter_pairs
 from keras_selfattn.text.tokenizers import JOINER
 from keras_selfattn.training import TrainConfig
 from keras_selfattn.training import train as train_model
-from keras_selfattn.translation import translate_batches
 
 DEMO_MODEL_CONFIG = ModelConfig(
     num_hiddens=64,
@@ -309,7 +309,8 @@ def print_worker_summary(result):
 
 
 def evaluate_run(run_dir, data=None, beam_size=1, translator=None):
-    """Scores a trained run: `inference.evaluate` of its translations of ``data``.
+    """Scores a trained run: `inference.evaluate` of its translations of ``data``,
+    read a batch at a time (`text.corpus.iter_pairs`: memory bounded by a batch).
 
     Args:
         run_dir: the run directory.
@@ -329,7 +330,16 @@ def evaluate_run(run_dir, data=None, beam_size=1, translator=None):
     else:
         data = RunLayout(run_dir).test_split
         label = f"the run's test split ({data})"
-    return evaluate(translator, read_pairs(data), beam_size=beam_size, data=label)
+    pairs = _stoppable(iter_pairs(data))
+    return evaluate(translator, pairs, beam_size=beam_size, data=label)
+
+
+def _stoppable(pairs):
+    """``pairs``, a stopping signal whose first raise was lost (in a garbage
+    collector's callback) raised again before each (`stopping.raise_if_swallowed`)."""
+    for pair in pairs:
+        raise_if_swallowed()
+        yield pair
 
 
 def load_translator(run_dir, precision="float32", quantize=None, shortlist=None):
@@ -349,29 +359,44 @@ def load_translator(run_dir, precision="float32", quantize=None, shortlist=None)
 def translate_stream(
     translator, batches, sink, beam_size=1, scores=False, on_truncated=None
 ):
-    """Translates batches of lines as a filter does, each batch written at once
-    (`translation.translate_batches`: whole, in order, memory bounded by a batch).
+    """Translates each batch of lines as it comes and writes its answers at once.
+
+    A filter's loop: memory is bounded by a batch, and every batch is written
+    (whole, in input order, flushed) before the next one is read, so a line on an
+    open pipe is answered without waiting for the end of the input.
 
     Args:
         translator: a run's `inference.Translator` (`load_translator`).
-        batches: lists of source lines (`cli.line_batches.LineBatches`).
-        sink: writes each batch of answers
-            (`cli.line_batches.CompleteLines`; its ``written`` counts them).
+        batches: lists of source lines (`cli.line_batches.LineBatches`, or any
+            iterable of lists of str).
+        sink: what writes a batch of answers (`cli.line_batches.CompleteLines`:
+            ``write(lines)``); its ``written`` says how many are out when the loop
+            is stopped.
         beam_size: 1 for greedy search.
         scores: each translation's score after a tab.
-        on_truncated: called with each `Translation` whose source was cut.
+        on_truncated: called with each `Translation` whose source was cut at the
+            model's maximum length.
 
     Returns:
         how many lines were translated.
     """
-    return translate_batches(
-        translator,
-        batches,
-        sink,
-        beam_size=beam_size,
-        scores=scores,
-        on_truncated=on_truncated,
-    )
+    count = 0
+    for batch in batches:
+        translations = translator.translate(batch, beam_size=beam_size)
+        if on_truncated is not None:
+            for translation in translations:
+                if translation.truncated:
+                    on_truncated(translation)
+        sink.write([_answer(t, scores) for t in translations])
+        count += len(translations)
+    return count
+
+
+def _answer(translation, scores):
+    """A translation's output line: its text, and its score after a tab."""
+    if scores:
+        return f"{translation.text}\t{translation.score:.4f}"
+    return translation.text
 
 
 def average(run_dir, last=None, out=None):

@@ -11,16 +11,22 @@ serving -> command line). `evaluate` needs only an object with the
 TensorFlow. `keras_selfattn.inference` re-exports both names.
 """
 
+import hashlib
+import itertools
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
-
-import numpy as np
 
 if TYPE_CHECKING:  # annotations only: scoring imports no TensorFlow
     from keras_selfattn.translation import Translator
 
-__all__ = ["evaluate", "format_metrics", "score_translations"]
+__all__ = ["CorpusScores", "evaluate", "format_metrics", "score_translations"]
+
+# Sources translated together by `evaluate`: the translator's own decoding batch,
+# so that streaming decodes the same batches as translating the list at once.
+EVALUATE_BATCH = 256
+# Example translations `evaluate` keeps.
+EXAMPLES = 10
 
 
 def evaluate(
@@ -28,6 +34,7 @@ def evaluate(
     pairs: Iterable[tuple[str, str]],
     beam_size: int = 1,
     data: str | os.PathLike[str] | None = None,
+    batch_size: int = EVALUATE_BATCH,
 ) -> dict[str, Any]:
     """Scores translations of ``pairs`` against their references, as written.
 
@@ -43,12 +50,20 @@ def evaluate(
     with longer targets they only add no 4-grams). Read chrF first;
     ``short_references`` counts them.
 
+    ``pairs`` is read ``batch_size`` pairs at a time (never made a list): each
+    batch is translated and added to the running corpus statistics
+    (`CorpusScores`), so memory is bounded by a batch, the first examples and a
+    16-byte hash per distinct translation, not by the input; the scores equal
+    sacrebleu's ``corpus_score`` of the whole corpus.
+
     Args:
         translator: a `Translator`.
-        pairs: (source, reference) pairs.
+        pairs: (source, reference) pairs, any iterable (a list, a generator
+            reading a file).
         beam_size: 1 for greedy search.
         data: what the pairs are, for the report (e.g. the file's path); kept as
             ``metrics["data"]``.
+        batch_size: the pairs translated together (a positive int).
 
     Returns:
         A dict of ``chrf`` and ``bleu`` (sacrebleu corpus scores, 0-100),
@@ -59,47 +74,152 @@ def evaluate(
         per metric) and ``examples`` (the first few source / reference /
         translation).
     """
-    pairs = list(pairs)
-    if not pairs:
+    scores, examples = _scored(translator, pairs, beam_size, batch_size)
+    if not scores.count:
         raise ValueError("evaluate needs at least one pair. Received: 0 pairs")
-    sources = [source for source, _ in pairs]
-    references = [reference for _, reference in pairs]
-    hypotheses = [t.text for t in translator.translate(sources, beam_size=beam_size)]
     return {
-        **score_translations(hypotheses, references),
-        "count": len(pairs),
-        "distinct_translations": len(set(hypotheses)),
+        **scores.result(),
+        "count": scores.count,
+        "distinct_translations": scores.distinct_translations,
         "data": None if data is None else str(data),
         "beam_size": beam_size,
-        "examples": [
-            {"source": s, "reference": r, "translation": h}
-            for s, r, h in list(zip(sources, references, hypotheses))[:10]
-        ],
+        "examples": examples,
     }
+
+
+def _scored(
+    translator: "Translator",
+    pairs: Iterable[tuple[str, str]],
+    beam_size: int,
+    batch_size: int,
+) -> tuple["CorpusScores", list[dict[str, str]]]:
+    """`evaluate`'s loop: the `CorpusScores` of ``pairs`` translated a batch at a
+    time, and the first `EXAMPLES` source / reference / translation."""
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int):
+        raise TypeError(f"batch_size must be an int. Received: {batch_size!r}")
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be at least 1. Received: {batch_size}")
+    scores = CorpusScores()
+    examples: list[dict[str, str]] = []
+    for batch in _batches(pairs, batch_size):
+        sources = [source for source, _ in batch]
+        references = [reference for _, reference in batch]
+        translations = translator.translate(sources, beam_size=beam_size)
+        hypotheses = [t.text for t in translations]
+        scores.add(hypotheses, references)
+        examples.extend(
+            {"source": s, "reference": r, "translation": h}
+            for s, r, h in zip(sources, references, hypotheses)
+        )
+        del examples[EXAMPLES:]
+    return scores, examples
+
+
+def _batches(
+    pairs: Iterable[tuple[str, str]], size: int
+) -> Iterator[list[tuple[str, str]]]:
+    """``pairs`` in lists of at most ``size``, read as they are needed."""
+    iterator = iter(pairs)
+    while batch := list(itertools.islice(iterator, size)):
+        yield batch
+
+
+class CorpusScores:
+    """chrF, BLEU and exact match of a corpus added a batch at a time.
+
+    Keeps sacrebleu's sufficient statistics summed over the batches (BLEU: the
+    hypothesis and reference lengths and the n-gram match and total counts;
+    chrF: the character and word n-gram hypothesis, reference and match counts),
+    so the scores equal sacrebleu's ``corpus_score`` of the whole corpus while
+    memory holds a batch only. sacrebleu has no public API for this: the metrics'
+    ``_check_corpus_score_args``, ``_extract_corpus_statistics`` and
+    ``_compute_score_from_stats`` (sacrebleu 2) are what its own ``corpus_score``
+    calls. ``distinct_translations`` counts the different hypotheses by a set of
+    their 16-byte BLAKE2 hashes (fixed size each, whatever the length of the
+    text). sacrebleu's 13a tokenizer keeps its own cache of the lines it
+    tokenized, at most 2**16 of them.
+    """
+
+    def __init__(self) -> None:
+        from sacrebleu.metrics import BLEU, CHRF
+
+        self._bleu, self._chrf = BLEU(), CHRF()
+        self._bleu_stats: list[int] | None = None
+        self._chrf_stats: list[int] | None = None
+        self._hashes: set[bytes] = set()
+        self.count = 0
+        self.exact_matches = 0
+        self.short_references = 0
+
+    def add(self, hypotheses: Sequence[str], references: Sequence[str]) -> None:
+        """Adds a batch of translations and their references (as many of each)."""
+        if len(hypotheses) != len(references):
+            raise ValueError(
+                "hypotheses and references must be as many. Received: "
+                f"{len(hypotheses)} hypotheses and {len(references)} references"
+            )
+        if not hypotheses:
+            return
+        self._bleu._check_corpus_score_args(hypotheses, [references])
+        self._bleu_stats = _summed(
+            self._bleu_stats,
+            self._bleu._extract_corpus_statistics(hypotheses, [references]),
+        )
+        self._chrf_stats = _summed(
+            self._chrf_stats,
+            self._chrf._extract_corpus_statistics(hypotheses, [references]),
+        )
+        tokenize = self._bleu.tokenizer
+        self.short_references += sum(len(tokenize(r).split()) < 4 for r in references)
+        self.exact_matches += sum(h == r for h, r in zip(hypotheses, references))
+        self.count += len(hypotheses)
+        self._hashes.update(
+            hashlib.blake2b(h.encode("utf-8"), digest_size=16).digest()
+            for h in hypotheses
+        )
+
+    @property
+    def distinct_translations(self) -> int:
+        """How many different translations were added."""
+        return len(self._hashes)
+
+    def result(self) -> dict[str, Any]:
+        """`evaluate`'s scores: ``chrf``, ``bleu``, ``exact_match``,
+        ``short_references`` and sacrebleu's ``signatures``."""
+        if self._bleu_stats is None or self._chrf_stats is None:
+            raise ValueError("no translations to score. Received: 0 pairs")
+        bleu = self._bleu._compute_score_from_stats(self._bleu_stats)
+        chrf = self._chrf._compute_score_from_stats(self._chrf_stats)
+        return {
+            "chrf": float(chrf.score),
+            "bleu": float(bleu.score),
+            "exact_match": self.exact_matches / self.count,
+            "short_references": self.short_references,
+            "signatures": {
+                "chrf": str(self._chrf.get_signature()),
+                "bleu": str(self._bleu.get_signature()),
+            },
+        }
+
+
+def _summed(total: list[int] | None, segments: Sequence[Sequence[int]]) -> list[int]:
+    """``total`` plus every segment's statistics, element by element."""
+    summed = list(total) if total is not None else [0] * len(segments[0])
+    for segment in segments:
+        for index, value in enumerate(segment):
+            summed[index] += value
+    return summed
 
 
 def score_translations(
     hypotheses: Sequence[str], references: Sequence[str]
 ) -> dict[str, Any]:
-    """`evaluate`'s scores: ``chrf``, ``bleu``, ``exact_match``,
-    ``short_references`` and sacrebleu's ``signatures``."""
-    from sacrebleu.metrics import BLEU, CHRF
-
-    bleu, chrf = BLEU(), CHRF()
-    bleu_score = bleu.corpus_score(hypotheses, [references]).score
-    chrf_score = chrf.corpus_score(hypotheses, [references]).score
-    short = sum(len(bleu.tokenizer(r).split()) < 4 for r in references)
-    matches = [h == r for h, r in zip(hypotheses, references)]
-    return {
-        "chrf": float(chrf_score),
-        "bleu": float(bleu_score),
-        "exact_match": float(np.mean(matches)),
-        "short_references": int(short),
-        "signatures": {
-            "chrf": str(chrf.get_signature()),
-            "bleu": str(bleu.get_signature()),
-        },
-    }
+    """`evaluate`'s scores of a whole corpus at once (`CorpusScores`): ``chrf``,
+    ``bleu``, ``exact_match``, ``short_references`` and sacrebleu's
+    ``signatures``."""
+    scores = CorpusScores()
+    scores.add(hypotheses, references)
+    return scores.result()
 
 
 def format_metrics(metrics: dict[str, Any], examples: int = 5) -> str:

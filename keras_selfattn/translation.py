@@ -22,7 +22,7 @@ on `decoding`, `models`' outputs, `text` and `run_directory` only.
 import dataclasses
 import os
 import pathlib
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 import keras
@@ -46,7 +46,6 @@ __all__ = [
     "Translation",
     "Translator",
     "source_ids_for_model",
-    "translate_batches",
 ]
 
 
@@ -413,51 +412,3 @@ class Translator:
                 )
             )
         return results
-
-
-def translate_batches(
-    translator: "Translator",
-    batches: Iterable[list[str]],
-    sink: Any,
-    beam_size: int = 1,
-    scores: bool = False,
-    on_truncated: Callable[["Translation"], None] | None = None,
-) -> int:
-    """Translates each batch of lines as it comes and writes its answers at once.
-
-    A filter's loop: memory is bounded by a batch, and every batch is written
-    (whole, in input order, flushed) before the next one is read, so a line on an
-    open pipe is answered without waiting for the end of the input.
-
-    Args:
-        translator: a `Translator`.
-        batches: lists of source lines (`cli.line_batches.LineBatches`, or any
-            iterable of lists of str).
-        sink: what writes a batch of answers (`cli.line_batches.CompleteLines`:
-            ``write(lines)``); its ``written`` says how many are out when the loop
-            is stopped.
-        beam_size: 1 for greedy search.
-        scores: add each translation's score after a tab.
-        on_truncated: called with each `Translation` whose source was cut at the
-            model's maximum length.
-
-    Returns:
-        how many lines were translated.
-    """
-    count = 0
-    for batch in batches:
-        translations = translator.translate(batch, beam_size=beam_size)
-        if on_truncated is not None:
-            for translation in translations:
-                if translation.truncated:
-                    on_truncated(translation)
-        sink.write([_answer(t, scores) for t in translations])
-        count += len(translations)
-    return count
-
-
-def _answer(translation: "Translation", scores: bool) -> str:
-    """A translation's output line: its text, and its score after a tab."""
-    if scores:
-        return f"{translation.text}\t{translation.score:.4f}"
-    return translation.text

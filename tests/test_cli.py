@@ -318,3 +318,48 @@ def test_translate_stopped_mid_input_keeps_whole_lines(trained_run, signum):
     assert err.decode() == (
         f"keras-selfattn: interrupted: {len(lines)} lines written to {out}\n"
     )
+
+
+def _opened_for_writing(fifo, process, timeout=300):
+    """The write end of ``fifo``, once ``process`` opens it to read."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+        except OSError:  # ENXIO: no reader yet
+            assert process.poll() is None, process.communicate()[1][-3000:]
+            assert time.monotonic() < deadline, "evaluate never read its --data"
+            time.sleep(0.05)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+def test_evaluate_stopped_while_reading_its_pairs(trained_run, tmp_path, signum):
+    """Ctrl-C, SIGTERM or SIGHUP while evaluate reads its --data (a pipe that
+    stays open, read a batch at a time): exit 130, 143 or 129, one line, nothing
+    on stdout."""
+    root, _ = trained_run
+    fifo = tmp_path / "pairs.tsv"
+    os.mkfifo(fifo)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "keras_selfattn", "evaluate", "--model"]
+        + [str(root / "run"), "--data", str(fifo), "--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=user_env(),
+    )
+    try:
+        writer = _opened_for_writing(fifo, process)  # the model is loaded by now
+        os.write(writer, b"14 juillet 1989\t1989-07-14\n" * 300)  # a batch and more
+        time.sleep(0.5)
+        process.send_signal(signum)
+        out, err = process.communicate(timeout=60)
+        os.close(writer)
+    finally:
+        process.kill()
+        process.wait()
+    by = "" if signum == signal.SIGINT else f" by {signal.Signals(signum).name}"
+    assert (process.returncode, err.decode(), out) == (
+        128 + signum,
+        f"keras-selfattn: interrupted{by}\n",
+        b"",
+    )

@@ -29,7 +29,7 @@ class _SignalledMidBatch(io.BytesIO):
 )
 def test_a_signal_during_a_batch_stops_after_it_counted(signum, status):
     out = _SignalledMidBatch(signum)
-    sink = streams.HeldWrites(CompleteLines(out))
+    sink = CompleteLines(out)
     with signals_stop(), pytest.raises(Stopped) as stopped:
         sink.write(["eins", "zwei"])
     assert stopped.value.exit_status == status == streams.exit_status(stopped.value)

@@ -12,6 +12,7 @@ import time
 import pytest
 
 from keras_selfattn.cli.line_batches import CompleteLines, LineBatches
+from keras_selfattn.stopping import Stopped, signals_stop
 
 
 def test_a_file_comes_in_full_batches_with_crlf_and_the_last_line_kept():
@@ -77,38 +78,57 @@ def test_complete_lines_are_written_and_counted():
     assert writer.written == 3
 
 
-class _InterruptedFlush(io.BytesIO):
-    """A stream whose flush is interrupted by a real SIGINT, sent to this thread
-    (the one whose signals the write holds)."""
+class _SignalledFlush(io.BytesIO):
+    """A stream whose flush receives a real stopping signal, sent by another
+    thread to itself (Python runs the handler in the main thread all the same)."""
+
+    def __init__(self, signum):
+        super().__init__()
+        self.signum = signum
 
     def flush(self):
-        signal.pthread_kill(threading.get_ident(), signal.SIGINT)
+        sender = threading.Thread(
+            target=lambda: signal.pthread_kill(threading.get_ident(), self.signum)
+        )
+        sender.start()
+        sender.join()
+        time.sleep(0.01)  # bytecodes run: a handler not held would raise here
 
 
-def test_a_batch_interrupted_in_its_write_is_counted_as_written():
-    """A signal held during a write is raised after the batch is out and counted,
-    so ``written`` says what the stream holds."""
-    out = _InterruptedFlush()
+@pytest.mark.parametrize(
+    "signum, status",
+    [(signal.SIGINT, 130), (signal.SIGTERM, 143), (signal.SIGHUP, 129)],
+)
+def test_a_batch_interrupted_in_its_write_is_counted_as_written(signum, status):
+    """A stopping signal that reaches any thread during a write is raised after the
+    batch is out and counted, so ``written`` says what the stream holds."""
+    out = _SignalledFlush(signum)
     writer = CompleteLines(out)
-    with pytest.raises(KeyboardInterrupt):
+    with signals_stop(), pytest.raises(Stopped) as stopped:
         writer.write(["eins", "zwei"])
+    assert stopped.value.exit_status == status
     assert out.getvalue() == b"eins\nzwei\n"
     assert writer.written == 2
 
 
 @pytest.mark.slow
 def test_a_signal_during_a_write_waits_for_the_batch(tmp_path):
-    """SIGTERM arriving while a batch is written is delivered after it: the file
-    holds whole lines only."""
+    """SIGTERM arriving while a batch is written is raised after it: the file
+    holds whole batches only, and the process ends with the shell's status."""
     script = (
-        "import signal, sys, time\n"
+        "import sys\n"
         "from keras_selfattn.cli.line_batches import CompleteLines\n"
-        "signal.signal(signal.SIGTERM, lambda *a: sys.exit(143))\n"
+        "from keras_selfattn.stopping import Stopped, signals_stop\n"
         "out = open(sys.argv[1], 'wb')\n"
         "writer = CompleteLines(out)\n"
-        "print('ready', flush=True)\n"
-        "while True:\n"
-        "    writer.write(['x' * 1000] * 200)\n"
+        "try:\n"
+        "    with signals_stop():\n"
+        "        print('ready', flush=True)\n"
+        "        while True:\n"
+        "            writer.write(['x' * 1000] * 200)\n"
+        "except Stopped as stopped:\n"
+        "    print(writer.written, flush=True)\n"
+        "    sys.exit(stopped.exit_status)\n"
     )
     target = tmp_path / "out.txt"
     env = dict(os.environ, PYTHONPATH=os.getcwd())
@@ -119,7 +139,8 @@ def test_a_signal_during_a_write_waits_for_the_batch(tmp_path):
     time.sleep(0.3)
     process.send_signal(signal.SIGTERM)
     assert process.wait(timeout=20) == 143
+    written = int(process.stdout.read())
     data = target.read_bytes()
     assert data and data.endswith(b"\n")
     assert set(data.split(b"\n")[:-1]) == {b"x" * 1000}
-    assert data.count(b"\n") % 200 == 0
+    assert data.count(b"\n") == written and written % 200 == 0

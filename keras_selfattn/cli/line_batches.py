@@ -8,18 +8,18 @@ Lines are split on "\\n" only (a sentence may hold \\f, \\x1d or U+2028); a fina
 "\\r" is dropped (CRLF files); bytes that are not UTF-8 become U+FFFD and the lines
 that held them are counted (`not_utf8_lines`), so that the caller can say so.
 
-`CompleteLines` writes a batch of answers with SIGINT and SIGTERM held back until
-the batch is written and flushed: whatever stops the process, every line written
-is whole and in order, and `written` says how many there are.
+`CompleteLines` writes a batch of answers under `stopping.held`: a stopping
+signal (Ctrl-C, SIGTERM, SIGHUP, inside `stopping.signals_stop`) waits until the
+batch is written and flushed, whichever thread it reached, so every line written is
+whole and in order, and `written` says how many there are.
 """
 
 import io
 import os
 import select
-import signal
 
-# Signals held while a batch is written: delivered right after it.
-_HELD_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+from keras_selfattn.stopping import held
+
 _CHUNK = 1 << 16
 
 
@@ -102,7 +102,9 @@ def _file_descriptor(stream):
 
 
 class CompleteLines:
-    """Writes batches of lines to a binary stream, each batch whole and flushed.
+    """Writes batches of lines to a binary stream, each batch whole and flushed
+    before a stopping signal is raised (`stopping.held`; the signal is raised as
+    `stopping.Stopped` inside `stopping.signals_stop`).
 
     Attributes:
         written: the lines written so far.
@@ -113,15 +115,10 @@ class CompleteLines:
         self.written = 0
 
     def write(self, lines):
-        """Writes ``lines`` (str, without their "\\n") and flushes, holding back
-        SIGINT, SIGTERM and SIGHUP until they are out."""
+        """Writes ``lines`` (str, without their "\\n") and flushes; a stopping
+        signal that arrives meanwhile is raised once they are out and counted."""
         data = "".join(f"{line}\n" for line in lines).encode("utf-8")
-        held = signal.pthread_sigmask(signal.SIG_BLOCK, _HELD_SIGNALS)
-        try:
+        with held():
             self._stream.write(data)
             self._stream.flush()
-            # Counted before the mask comes back: restoring it delivers a held
-            # signal at once (its handler may raise).
             self.written += len(lines)
-        finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, held)

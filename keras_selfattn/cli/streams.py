@@ -14,27 +14,10 @@ import sys
 
 from keras_selfattn.cli import errors
 from keras_selfattn.cli.line_batches import CompleteLines, LineBatches
-from keras_selfattn.stopping import held
 
 # Lines translated together: a batch goes out when full, or at once when no more
 # input is waiting (one line on an open pipe is answered alone).
 STREAM_BATCH = 64
-
-
-class HeldWrites:
-    """A `CompleteLines` whose batches are written whole whatever thread a
-    stopping signal reaches (`stopping.held`); ``written`` counts them."""
-
-    def __init__(self, lines):
-        self._lines = lines
-
-    @property
-    def written(self):
-        return self._lines.written
-
-    def write(self, lines):
-        with held():
-            self._lines.write(lines)
 
 
 def exit_status(interrupt):
@@ -92,7 +75,7 @@ class Lines:
     def open_output(self, args, stack):
         """Opens where the answers go (after the source: a missing --input file
         leaves no empty --output behind)."""
-        self.sink = HeldWrites(CompleteLines(_output(args, stack)))
+        self.sink = CompleteLines(_output(args, stack))
 
     def written(self):
         """How many answers are written (0 before the output is open)."""

@@ -32,12 +32,15 @@ def add_evaluate(subparsers):
 
 
 def _evaluate(args):
+    """Scores the run, its pairs read a batch at a time; Ctrl-C, SIGTERM and SIGHUP
+    stop it (`stopping.Stopped`: one line, exit 130, 143 or 129; nothing written)."""
     from keras_selfattn import jobs
 
-    translator = load_translator(args)
-    metrics = jobs.evaluate_run(
-        args.model, args.data, beam_size=args.beam, translator=translator
-    )
+    with signals_stop():
+        translator = load_translator(args)
+        metrics = jobs.evaluate_run(
+            args.model, args.data, beam_size=args.beam, translator=translator
+        )
     if args.json:
         scores = {key: value for key, value in metrics.items() if key != "examples"}
         print(json.dumps(scores, sort_keys=True))

@@ -7,11 +7,12 @@ third column is an attribution). Files are UTF-8 (a byte-order mark is allowed),
 Empty lines are skipped; surrounding whitespace of each side is removed.
 """
 
+import contextlib
 import gzip
 import os
 import pathlib
 import zlib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import NamedTuple
 
 from keras_selfattn.text import pair_problems
@@ -25,6 +26,7 @@ _ASCII_SPACE = " \t\n\v\f\r"
 __all__ = [
     "PairSplits",
     "filter_pairs_by_length",
+    "iter_pairs",
     "read_pairs",
     "split_pairs",
     "write_pairs",
@@ -64,6 +66,38 @@ def read_pairs(
     >>> read_pairs(path)
     [('Go.', 'Va !')]
     """
+    pairs: list[Pair] = []
+    with contextlib.closing(iter_pairs(path, skip_malformed=skip_malformed)) as read:
+        for pair in read:
+            pairs.append(pair)
+            if max_pairs is not None and len(pairs) >= max_pairs:
+                break
+    return pairs
+
+
+def iter_pairs(
+    path: str | os.PathLike, *, skip_malformed: bool = False
+) -> Iterator[Pair]:
+    """The ``source<TAB>target`` pairs of a TSV file, read one line at a time.
+
+    `read_pairs` without the list: memory holds a line, not the file, so a
+    caller that consumes pairs as they come (`scoring.evaluate`) reads a file of
+    any size. The file is checked when this is called; its lines as they are read.
+
+    Args:
+        path: the file (``.gz`` is decompressed).
+        skip_malformed: skip lines without a tab or with an empty side instead of
+            raising (lines that are not UTF-8 still raise).
+
+    Returns:
+        An iterator of ``(source, target)`` `str` tuples, in file order.
+
+    Raises:
+        FileNotFoundError: the file does not exist (at the call).
+        IsADirectoryError: ``path`` is a directory (at the call).
+        ValueError: as `read_pairs`, when the line (or the end of a file that held
+            no pair) is reached.
+    """
     path = pathlib.Path(path)
     if not path.exists():
         raise FileNotFoundError(f"Sentence-pair file not found: {path}")
@@ -71,8 +105,14 @@ def read_pairs(
         raise IsADirectoryError(
             f"Expected a sentence-pair file, got a directory: {path}"
         )
+    return _pairs_of(path, skip_malformed)
+
+
+def _pairs_of(path, skip_malformed):
+    """`iter_pairs`' generator: the pairs of the file ``path``, then a ValueError
+    if there was none."""
     opener = gzip.open if path.suffix == ".gz" else open
-    pairs: list[Pair] = []
+    found = False
     with opener(path, "rb") as f:
         for line_number, raw in _lines_of(f, path):
             line = _decoded_line(raw, line_number, path)
@@ -83,15 +123,13 @@ def read_pairs(
                 if skip_malformed:
                     continue
                 raise ValueError(problem_message(path, line_number, problem, line))
-            pairs.append(pair)
-            if max_pairs is not None and len(pairs) >= max_pairs:
-                break
-    if not pairs:
+            found = True
+            yield pair
+    if not found:
         raise ValueError(
             f"{path}: no sentence pairs found (the file is empty or has only blank "
             "or skipped lines); expected lines of 'source<TAB>target'"
         )
-    return pairs
 
 
 def _decoded_line(raw, line_number, path):

@@ -9,6 +9,7 @@ import pytest
 from keras_selfattn.text.corpus import (
     PairSplits,
     filter_pairs_by_length,
+    iter_pairs,
     read_pairs,
     split_pairs,
     write_pairs,
@@ -79,6 +80,32 @@ def test_missing_file_and_directory(tmp_path):
         read_pairs(tmp_path / "nope.tsv")
     with pytest.raises(IsADirectoryError, match="got a directory"):
         read_pairs(tmp_path)
+
+
+def test_iter_pairs_reads_as_it_goes_with_read_pairs_messages(tmp_path):
+    """The streamed reader gives read_pairs' pairs; a bad line fails when it is
+    reached (after the pairs before it), with read_pairs' message; a missing file
+    or a directory fails at the call."""
+    good = _write(tmp_path, "\ufeffGo.\tVa !\tx\r\n\n Hi. \t Salut !\nRun!\tCours !")
+    assert list(iter_pairs(good)) == read_pairs(good)
+    for content in ("a\tb\nc\td\nno tab here\n", b"a\tb\nc\td\n\xff\tc\n", "\n\n"):
+        bad = _write(tmp_path, content, name="bad.tsv")
+        with pytest.raises(ValueError) as expected:
+            read_pairs(bad)
+        read = iter_pairs(bad)
+        got = []
+        with pytest.raises(ValueError) as streamed:
+            got.extend(read)
+        assert str(streamed.value) == str(expected.value)
+        assert got == ([] if content == "\n\n" else [("a", "b"), ("c", "d")])
+    skipped = _write(tmp_path, "a\tb\nbroken\nc\td\n", name="skipped.tsv")
+    assert list(iter_pairs(skipped, skip_malformed=True)) == [("a", "b"), ("c", "d")]
+    with pytest.raises(FileNotFoundError, match="Sentence-pair file not found"):
+        iter_pairs(tmp_path / "nope.tsv")
+    with pytest.raises(IsADirectoryError, match="got a directory"):
+        iter_pairs(tmp_path)
+    packed = write_pairs(tmp_path / "p.tsv.gz", [("a", "b")] * 3)
+    assert list(iter_pairs(packed)) == [("a", "b")] * 3
 
 
 def test_write_read_round_trip_plain_and_gzip(tmp_path):

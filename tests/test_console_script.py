@@ -1,0 +1,134 @@
+"""The ``keras-selfattn`` console script honours a stopping signal from its start.
+
+A real process runs what the installed script runs (setup.py's entry point); the
+signal is sent once its handlers are in place (read from /proc), while Keras and
+TensorFlow are still loading, before the command line's ``main``.
+"""
+
+import ast
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+
+
+def _setup_keywords():
+    """The literal keyword arguments of setup.py's ``setup(...)`` call."""
+    tree = ast.parse((REPO / "setup.py").read_text())
+    call = next(
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "setup"
+    )
+    return {
+        k.arg: ast.literal_eval(k.value)
+        for k in call.keywords
+        if k.arg in ("py_modules", "entry_points")
+    }
+
+
+def test_the_entry_point_is_the_module_beside_the_package():
+    keywords = _setup_keywords()
+    assert keywords["entry_points"] == {
+        "console_scripts": ["keras-selfattn=keras_selfattn_command:main"]
+    }
+    assert keywords["py_modules"] == ["keras_selfattn_command"]
+
+
+def test_importing_the_script_loads_the_standard_library_only():
+    code = (
+        "import sys, keras_selfattn_command\n"
+        "heavy = {'keras', 'tensorflow', 'keras_selfattn', 'numpy'}\n"
+        "heavy &= set(sys.modules)\n"
+        "print(sorted(heavy))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=str(REPO)),
+        check=True,
+        timeout=60,
+    )
+    assert result.stdout == "[]\n"
+
+
+def _caught_signals(pid):
+    """The signals process ``pid`` has handlers for (/proc/PID/status SigCgt)."""
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("SigCgt:"):
+                mask = int(line.split()[1], 16)
+                return {s for s in signal.Signals if mask & (1 << (s - 1))}
+    return set()
+
+
+def _started_script(tmp_path):
+    """The console script, as pip writes it and under its name (by which the
+    command line knows itself: TensorFlow's import lines are filtered), running
+    ``translate`` on a run directory that exists (its error would come after
+    start-up)."""
+    script = tmp_path / "keras-selfattn"
+    script.write_text(
+        "import sys\n"
+        "from keras_selfattn_command import main\n"
+        "if __name__ == '__main__':\n"
+        "    sys.exit(main())\n"
+    )
+    return subprocess.Popen(
+        [sys.executable, str(script), "translate", "--model", str(tmp_path)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=dict(os.environ, PYTHONPATH=str(REPO)),
+        cwd=tmp_path,
+    )
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="needs /proc")
+@pytest.mark.parametrize(
+    "signum, status, line",
+    [
+        (signal.SIGINT, 130, "keras-selfattn: interrupted while starting"),
+        (signal.SIGTERM, 143, "keras-selfattn: interrupted by SIGTERM while starting"),
+        (signal.SIGHUP, 129, "keras-selfattn: interrupted by SIGHUP while starting"),
+    ],
+)
+def test_a_signal_while_keras_loads_stops_in_one_line(tmp_path, signum, status, line):
+    process = _started_script(tmp_path)
+    try:
+        deadline = time.monotonic() + 30
+        while signal.SIGHUP not in _caught_signals(process.pid):  # the last one set
+            assert process.poll() is None and time.monotonic() < deadline
+            time.sleep(0.005)
+        time.sleep(0.3)  # Keras and TensorFlow are loading (seconds)
+        started = time.monotonic()
+        process.send_signal(signum)
+        out, err = process.communicate(timeout=30)
+    finally:
+        process.kill()
+        process.wait()
+    assert time.monotonic() - started < 5  # at once, not after the imports
+    assert process.returncode == status
+    assert err.decode() == f"{line}; nothing was done\n"
+    assert out == b""
+
+
+def test_python_m_runs_the_same_command():
+    result = subprocess.run(
+        [sys.executable, "-m", "keras_selfattn_command", "translate", "--help"],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=str(REPO)),
+        check=False,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.startswith("usage: keras-selfattn translate")
+    assert result.stderr == ""  # TensorFlow's import lines filtered: a command line
