@@ -85,6 +85,8 @@ def fit_callbacks(call, place, data, batches, restored, initial_epoch):
             best_model=best_model,
             early_stopping=early_stopping,
             resumable=batches.resumable,
+            validation=validation,
+            counters=batches.counters,
         ),
         *call.callbacks,
     ]

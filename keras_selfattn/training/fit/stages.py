@@ -113,7 +113,7 @@ class Batches:
 @dataclasses.dataclass(frozen=True)
 class BuiltModel:
     """The compiled model and the state of the backup restored into it (best,
-    wait; empty for a fresh start)."""
+    wait, the counts and health it recorded; empty for a fresh start)."""
 
     model: keras.Model
     restored: dict
@@ -266,8 +266,7 @@ def finish(call, place, batches, built, outcome):
 
     The best checkpoint, not the last step's weights, becomes the model.
     """
-    counts = batches.counters.values()
-    health = outcome.validation.health
+    counts, health = whole_run_figures(batches, built.restored, outcome)
     summary = {
         "steps": outcome.steps,
         "pairs_read": counts["pairs"],
@@ -276,7 +275,7 @@ def finish(call, place, batches, built, outcome):
         "lines_with_extra_columns": counts["extra_columns"],
         "best_by": outcome.best_model.best_by,
         "best": outcome.best_model.best,
-        "health": None if health is None else health.to_dict(),
+        "health": health,
     }
     prune_backups(place.backup_dir, place.strategy, place.role)
     if place.verbose:
@@ -286,6 +285,23 @@ def finish(call, place, batches, built, outcome):
         if counts["extra_columns"]:
             print(text.stream.extra_columns_report(counts["extra_columns"]))
     return FinishedRun(saving.load_model(place.work_dir / MODEL_FILE), summary)
+
+
+def whole_run_figures(batches, restored, outcome):
+    """``(counts, health)`` of the whole run: the stream's counts and the last
+    validation's health (a dict, or None without translations).
+
+    A call that trained no period (it finishes an interrupted run whose steps
+    were done) read no batch and validated nothing: the figures are those its
+    last backup recorded (`backup.WorkerBackup`), as the interrupted call had
+    them.
+    """
+    counts = batches.counters.values()
+    health = outcome.validation.health
+    health = None if health is None else health.to_dict()
+    if outcome.history.epoch:
+        return counts, health
+    return restored.get("counts", counts), restored.get("health", health)
 
 
 def mark_finished(place, summary):

@@ -10,13 +10,13 @@ attribute.
 
 Here every worker writes its own directory ``RUN_DIR/backup/worker-<i>/``; each
 epoch's state is one ``epoch-<N>.weights.h5`` (model *and* optimizer variables)
-and one ``epoch-<N>.json`` (the epoch count and the best validation loss so far),
-each written under a temporary name and renamed into place, the JSON last: a
-backup with both files is complete. The last two are kept, because a worker can
-be killed after another one finished writing the same epoch: the workers then
-agree on the newest epoch they all have (`train` gathers every worker's newest
-epoch) and resume from it with ``model.fit(initial_epoch=...)``, skipping the
-batches already trained on.
+and one ``epoch-<N>.json`` (the epoch count, the best score so far, the last
+validation's health and the stream's counts), each written under a temporary
+name and renamed into place, the JSON last: a backup with both files is
+complete. The last two are kept, because a worker can be killed after another
+one finished writing the same epoch: the workers then agree on the newest epoch
+they all have (`train` gathers every worker's newest epoch) and resume from it
+with ``model.fit(initial_epoch=...)``, skipping the batches already trained on.
 """
 
 import json
@@ -168,6 +168,13 @@ class WorkerBackup(keras.callbacks.Callback):
         early_stopping: a `callbacks.early_stopping.EarlyStopping` whose ``wait``
             is saved.
         resumable: a `resume.ResumableInput` whose iterator is saved.
+        validation: a `callbacks.validation.Validation` whose last health check
+            is saved (``health``).
+        counters: the training stream's `text.stream.StreamCounters`, whose
+            values are saved (``counts``).
+
+    The health and the counts let a call that resumes with every step done
+    (it trains nothing) write the run's summary as the interrupted call had it.
     """
 
     def __init__(
@@ -180,6 +187,8 @@ class WorkerBackup(keras.callbacks.Callback):
         best_model=None,
         early_stopping=None,
         resumable=None,
+        validation=None,
+        counters=None,
     ):
         super().__init__()
         self.directory = pathlib.Path(directory)
@@ -190,6 +199,8 @@ class WorkerBackup(keras.callbacks.Callback):
         self.best_model = best_model
         self.early_stopping = early_stopping
         self.resumable = resumable
+        self.validation = validation
+        self.counters = counters
 
     def on_epoch_end(self, epoch, logs=None):
         done = epoch + 1
@@ -219,6 +230,7 @@ class WorkerBackup(keras.callbacks.Callback):
             "seed_states": seed_states(self.model),
             "input": input_prefix,
             "input_pipeline": INPUT_PIPELINE,
+            **self._figures(),
         }
         replace_atomically(
             lambda tmp: tmp.write_text(json.dumps(state) + "\n", encoding="utf-8"),
@@ -229,6 +241,16 @@ class WorkerBackup(keras.callbacks.Callback):
             self.keep,
             lambda epoch: remove_backup(self.directory, epoch),
         )
+
+    def _figures(self):
+        """The last validation's health and the stream's counts, where known."""
+        figures = {}
+        if self.validation is not None:
+            health = self.validation.health
+            figures["health"] = None if health is None else health.to_dict()
+        if self.counters is not None:
+            figures["counts"] = self.counters.values()
+        return figures
 
 
 def keep_newest(saved, keep, remove):
