@@ -271,18 +271,19 @@ def _claim_run_dir(call, strategy, role, given_run_dir, overwrite):
     the same callbacks (saving may read synchronized variables) into a scratch
     directory.
     """
+    backup_dir = worker_backup_dir(call.run_dir / BACKUP_DIR, role.index)
     place = functools.partial(
         stages.WorkerPlace,
         strategy=strategy,
         role=role,
         run_dir=call.run_dir,
-        backup_dir=worker_backup_dir(call.run_dir / BACKUP_DIR, role.index),
+        backup_dir=backup_dir,
     )
     if not role.is_chief:
         prefix = f"keras-selfattn-worker{role.index}-"
         return place(
             work_dir=pathlib.Path(tempfile.mkdtemp(prefix=prefix)),
-            resuming=(call.run_dir / BACKUP_DIR).exists(),
+            resuming=backup_dir.exists(),
             fresh=False,
             created=False,
             verbose=0,
