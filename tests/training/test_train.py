@@ -232,6 +232,26 @@ def test_a_run_interrupted_in_its_final_work_is_finished_as_unbroken(
     assert finished.summary == reference.summary
 
 
+def test_an_early_stopped_run_interrupted_in_its_final_work_is_finished_there(
+    tmp_path, data
+):
+    """A run that stopped early (patience 1), then Ctrl-C in its final work: the
+    same call trains no further period, and the run equals an unbroken one."""
+    config = tiny_train_config(train_steps=40, eval_every=2, patience=1)
+    reference = train(str(data), tmp_path / "unbroken", TINY_MODEL, config, verbose=0)
+    steps = reference.summary["steps"]
+    assert steps < 40  # it stopped early
+    run = tmp_path / "run"
+    with pytest.raises(TrainInterrupted, match=f"its {steps} steps are done"):
+        train(str(data), run, TINY_MODEL, config, verbose=0, on_finished=_interrupt)
+    finished = train(str(data), run, TINY_MODEL, config, verbose=0)
+    assert finished.history.get("loss", []) == []  # nothing trained again
+    assert finished.summary == reference.summary
+    assert history_steps(run) == history_steps(reference.run_dir)
+    for got, expected in zip(weights(run), weights(reference.run_dir), strict=True):
+        np.testing.assert_array_equal(got, expected)
+
+
 def test_a_run_killed_mid_training_resumes_by_step(tmp_path, data, uninterrupted):
     """SIGKILL of a process after its first backup; the rerun equals an unbroken run."""
     reference, _ = uninterrupted

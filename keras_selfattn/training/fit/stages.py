@@ -3,7 +3,7 @@
 `keras_selfattn.training.fit.train` starts the strategy and claims the run
 directory (a `WorkerPlace`), then runs these: check a resumed configuration,
 prepare the data and the tokenizers (`PreparedData`), agree with the other
-workers where to restart, build the batches (`Batches`) and the model
+workers where to restart (`Restart`), build the batches (`Batches`) and the model
 (`BuiltModel`, restoring a backup), fit with the callbacks (`FitOutcome`) and
 finish (`FinishedRun`: the best model, the summary). Each stage takes what it
 needs as arguments and returns what it makes; nothing is set on a shared record.
@@ -30,7 +30,11 @@ from keras_selfattn.training.distribute.keras_fix import keras_multi_worker_fix
 from keras_selfattn.training.fit.compiled_model import build_and_compile
 from keras_selfattn.training.fit.fit_callbacks import fit_callbacks
 from keras_selfattn.training.fit.step_plan import StepPlan, plan_steps
-from keras_selfattn.training.run.backup import restore_backup
+from keras_selfattn.training.run.backup import (
+    read_backup,
+    restore_backup,
+    stopped_early,
+)
 from keras_selfattn.training.run.resume import agree_on_restart, truncate_history
 from keras_selfattn.training.run.run_dir import mark_finished as mark_run_finished
 from keras_selfattn.training.run.run_dir import prune_backups
@@ -94,6 +98,16 @@ class PreparedData:
     run_data: run_data_lib.RunData
     tokenizer: text.PairTokenizer
     plan: StepPlan
+
+
+@dataclasses.dataclass(frozen=True)
+class Restart:
+    """Where the run restarts: the backup all workers resume from (``epoch``,
+    periods trained; 0: none), and whether the run's steps are done there (its
+    last step, or an early stop): the call then trains nothing and finishes it."""
+
+    epoch: int
+    done: bool
 
 
 @dataclasses.dataclass(frozen=True)
@@ -183,21 +197,29 @@ def prepare_data(call, place):
     return PreparedData(run_data, tokenizer, plan_steps(config, run_data.train_pairs))
 
 
-def agree_on_restart_epoch(place, plan):
-    """The backup all workers resume from (0: none); says where a resumed run
-    restarts."""
-    initial_epoch = agree_on_restart(place.strategy, place.role, place.backup_dir)
+def agree_on_restart_point(call, place, plan):
+    """The `Restart` all workers agree on; says where a resumed run restarts."""
+    epoch = agree_on_restart(place.strategy, place.role, place.backup_dir)
+    restart = Restart(epoch, bool(epoch) and run_done_at(call, place, plan, epoch))
     if place.role.is_chief and place.resuming:
-        truncate_history(place.work_dir / HISTORY_FILE, plan, initial_epoch)
-    if place.verbose and initial_epoch:
-        step = plan.step_after(initial_epoch)
-        done = " (its steps are done: finishing the run)"
-        print(f"resuming from step {step}{done if step == plan.total_steps else ''}")
-    return initial_epoch
+        truncate_history(place.work_dir / HISTORY_FILE, plan, epoch)
+    if place.verbose and epoch:
+        done = " (its steps are done: finishing the run)" if restart.done else ""
+        print(f"resuming from step {plan.step_after(epoch)}{done}")
+    return restart
 
 
-def prepare_batches(call, place, data, initial_epoch):
-    """The `Batches`: training resumes from the backup of ``initial_epoch``."""
+def run_done_at(call, place, plan, epoch):
+    """Whether the run's steps are done at the backup of ``epoch``: its plan's
+    last step, or an early stop (`backup.stopped_early`)."""
+    if plan.step_after(epoch) == plan.total_steps:
+        return True
+    state = read_backup(place.backup_dir, epoch)
+    return stopped_early(state, call.train_config.patience)
+
+
+def prepare_batches(call, place, data, restart):
+    """The `Batches`: training resumes from the `Restart` point."""
     buckets = 1 if place.tpu else call.train_config.length_buckets
     counters = text.stream.StreamCounters.create()
     validation = run_batches.validation_batches(
@@ -217,15 +239,15 @@ def prepare_batches(call, place, data, initial_epoch):
         call.train_config,
         counters=counters,
         num_buckets=buckets,
-        resume=(place.backup_dir, initial_epoch, data.plan),
+        resume=(place.backup_dir, restart.epoch, data.plan),
         checkpointable=place.replicas == 1 and not place.tpu,
     )
     return Batches(counters, validation, training, resumable)
 
 
-def build_model(call, place, data, initial_epoch):
+def build_model(call, place, data, restart):
     """The `BuiltModel`: built and compiled in the strategy's scope, the backup
-    of ``initial_epoch`` restored into it."""
+    of the `Restart` point restored into it."""
     plan = data.plan
     with place.strategy.scope():
         model = build_and_compile(
@@ -237,19 +259,21 @@ def build_model(call, place, data, initial_epoch):
             total_steps=plan.total_steps,
         )
         restored = {}
-        if initial_epoch:
-            restored = restore_backup(model, place.backup_dir, initial_epoch)
+        if restart.epoch:
+            restored = restore_backup(model, place.backup_dir, restart.epoch)
     return BuiltModel(model, restored)
 
 
-def fit(call, place, data, batches, built, initial_epoch):
-    """The `FitOutcome` of training from ``initial_epoch`` to the plan's end."""
-    callbacks = fit_callbacks(call, place, data, batches, built.restored, initial_epoch)
+def fit(call, place, data, batches, built, restart):
+    """The `FitOutcome` of training from the `Restart` point to the plan's end
+    (nothing, when the run's steps are done there)."""
+    callbacks = fit_callbacks(call, place, data, batches, built.restored, restart.epoch)
+    last = restart.epoch if restart.done else data.plan.periods
     with keras_multi_worker_fix(place.strategy):
         history = built.model.fit(
             batches.training,
-            epochs=data.plan.periods,
-            initial_epoch=initial_epoch,
+            epochs=last,
+            initial_epoch=restart.epoch,
             steps_per_epoch=data.plan.period,
             callbacks=callbacks.all,
             shuffle=False,  # the dataset is already shuffled, with the run's seed

@@ -15,6 +15,7 @@ import tensorflow as tf
 from keras_selfattn import text
 from keras_selfattn.config import TrainConfig
 from keras_selfattn.models import ModelConfig
+from keras_selfattn.run_directory.damaged import RunFileDamaged
 from keras_selfattn.run_directory.layout import BACKUP_DIR, worker_backup_dir
 from keras_selfattn.run_directory.vocabulary_settings import (
     train_config_with_vocabulary,
@@ -176,7 +177,10 @@ def train(  # long by its docstring only (the public contract); the body is 35 l
     place, lock = _claim_run_dir(call, strategy, role, run_dir, overwrite)
     try:
         # A peer lost mid-run (a collective failing) becomes one clear error naming it.
-        with lost_peers_are_errors(role, place.run_dir), _rerun_named(place, None):
+        with (
+            lost_peers_are_errors(role, place.run_dir),
+            _rerun_named(call, place, None),
+        ):
             return _train(call, place, on_finished)
     except BaseException as error:
         # No backup: nothing to resume, so leave nothing.
@@ -199,12 +203,12 @@ def _train(call, place, on_finished=None):
     stages.check_resumed_config(call, place)
     keras.utils.set_random_seed(call.train_config.seed)
     data = stages.prepare_data(call, place)
-    with _rerun_named(place, data.plan):
-        initial_epoch = stages.agree_on_restart_epoch(place, data.plan)
-        batches = stages.prepare_batches(call, place, data, initial_epoch)
+    with _rerun_named(call, place, data.plan):
+        restart = stages.agree_on_restart_point(call, place, data.plan)
+        batches = stages.prepare_batches(call, place, data, restart)
         with dtype_policy(_policy(call, place)):
-            built = stages.build_model(call, place, data, initial_epoch)
-            outcome = stages.fit(call, place, data, batches, built, initial_epoch)
+            built = stages.build_model(call, place, data, restart)
+            outcome = stages.fit(call, place, data, batches, built, restart)
             finished = stages.finish(call, place, batches, built, outcome)
         result = _result(call, place, data, outcome, finished)
         if on_finished is not None and place.role.is_chief:
@@ -325,7 +329,7 @@ def _remove_what_this_call_wrote(place):
 
 
 @contextlib.contextmanager
-def _rerun_named(place, plan):
+def _rerun_named(call, place, plan):
     """A KeyboardInterrupt on the chief becomes `TrainInterrupted`, saying what
     the same call does next (`_rerun`, with the run's `StepPlan` once known)."""
     try:
@@ -335,24 +339,33 @@ def _rerun_named(place, plan):
     except KeyboardInterrupt as interrupt:
         if not place.role.is_chief:
             raise
-        raise TrainInterrupted(_rerun(place, plan), interrupt) from None
+        raise TrainInterrupted(_rerun(call, place, plan), interrupt) from None
 
 
-def _rerun(place, plan):
+def _rerun(call, place, plan):
     """What the same call does after an interrupt, in the words the user reads."""
     if run_dir_state(place.run_dir) == "finished":
         return f"the run is finished and complete in {place.run_dir}"
     epochs = backed_up_epochs(place.backup_dir)
     if not epochs:
         return "nothing saved yet: the rerun starts from step 0"
-    step = plan.step_after(epochs[-1]) if plan else None
-    if plan and step == plan.total_steps:
+    if plan is None:
+        return "rerun the same command to resume from its last backup"
+    step = plan.step_after(epochs[-1])
+    if _run_done_at(call, place, plan, epochs[-1]):
         return (
             f"its {step} steps are done: rerun the same command to finish the run "
             "(its last validation, test metrics and plots)"
         )
-    where = f" from step {step}" if step is not None else " from its last backup"
-    return f"rerun the same command to resume{where}"
+    return f"rerun the same command to resume from step {step}"
+
+
+def _run_done_at(call, place, plan, epoch):
+    """`stages.run_done_at`; a damaged backup is not (the rerun names it)."""
+    try:
+        return stages.run_done_at(call, place, plan, epoch)
+    except RunFileDamaged:
+        return False
 
 
 __all__ = [

@@ -45,6 +45,7 @@ __all__ = [
     "restore_backup",
     "restore_seed_states",
     "seed_states",
+    "stopped_early",
     "worker_backup_dir",
 ]
 
@@ -144,6 +145,14 @@ def restore_backup(model, directory, epoch):
     return state
 
 
+def stopped_early(state, patience):
+    """Whether a backup's JSON ``state`` was taken where its run stopped early:
+    its early-stopping count reached ``patience`` validations without progress
+    (`callbacks.early_stopping.EarlyStopping`, which stops at the first one when
+    ``patience`` is 0)."""
+    return state.get("wait", 0) >= max(patience, 1)
+
+
 def input_checkpoint(directory, epoch):
     """The prefix of the input-iterator checkpoint of ``epoch``'s backup, or None
     (none written, or one of another `INPUT_PIPELINE`, which cannot restore)."""
@@ -163,7 +172,7 @@ class WorkerBackup(keras.callbacks.Callback):
         best: the best value so far, when resuming.
         keep: how many epochs to keep (2: see the module docstring).
         plan: a `step_plan.StepPlan`: back up only when ``plan.backs_up`` says so
-            (None: every epoch).
+            or where the run stops (None: every epoch).
         best_model: a `callbacks.best_model.BestModel` whose ``best`` is saved.
         early_stopping: a `callbacks.early_stopping.EarlyStopping` whose ``wait``
             is saved.
@@ -210,7 +219,10 @@ class WorkerBackup(keras.callbacks.Callback):
             value = (logs or {}).get(self.monitor)
             if value is not None and (self.best is None or float(value) < self.best):
                 self.best = float(value)
-        if self.plan is not None and not self.plan.backs_up(done):
+        # The period where the run stops (early) is backed up too: the same
+        # call, interrupted in the final work, then finishes the run there.
+        stopping = self.model is not None and self.model.stop_training
+        if self.plan is not None and not (self.plan.backs_up(done) or stopping):
             return
         self.directory.mkdir(parents=True, exist_ok=True)
         replace_atomically(
