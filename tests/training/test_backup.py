@@ -1,5 +1,7 @@
 """Per-worker backups: atomic files, the last two kept, weights and optimizer back."""
 
+import types
+
 import keras
 import numpy as np
 import pytest
@@ -10,6 +12,7 @@ from keras_selfattn.training.run.backup import (
     backed_up_epochs,
     read_backup,
     restore_backup,
+    stopped_early,
     worker_backup_dir,
 )
 from keras_selfattn.training.run.resume import truncate_history
@@ -157,3 +160,58 @@ def test_an_input_checkpoint_of_another_pipeline_is_replayed_instead(tmp_path):
         f'"input_pipeline": {INPUT_PIPELINE}}}'
     )
     assert input_checkpoint(backup, 1) == backup / "epoch-00001.input-1"
+
+
+class _StopAfter(keras.callbacks.Callback):
+    """Stops the fit at the end of epoch ``epoch`` (as early stopping does)."""
+
+    def __init__(self, epoch):
+        super().__init__()
+        self.epoch = epoch
+
+    def on_epoch_end(self, epoch, logs=None):
+        if epoch == self.epoch:
+            self.model.stop_training = True
+
+
+def test_the_period_where_the_run_stops_is_backed_up(tmp_path):
+    """Backups every 4 steps of periods of 1; the run stops at step 3: backed up
+    there too, with the early-stopping count that says it stopped
+    (`stopped_early`)."""
+    model = small_model()
+    x, y = data()
+    plan = StepPlan(total_steps=8, eval_every=1, save_every=4, period=1)
+    early = types.SimpleNamespace(wait=2)
+    backup = WorkerBackup(tmp_path, plan=plan, early_stopping=early)
+    callbacks = [_StopAfter(2), backup]
+    model.fit(x, y, epochs=8, steps_per_epoch=1, verbose=0, callbacks=callbacks)
+    assert backed_up_epochs(tmp_path) == [3]
+    state = read_backup(tmp_path, 3)
+    assert state["step"] == 3 and state["wait"] == 2
+    assert stopped_early(state, patience=2) and not stopped_early(state, patience=3)
+    assert stopped_early({"wait": 1}, patience=0)  # stops at the first one
+    assert not stopped_early({"wait": 0}, patience=0)
+    assert not stopped_early({}, patience=4)  # a backup that never counted
+
+
+def test_a_backup_records_the_last_health_and_the_counts(tmp_path):
+    """What a call that resumes with every step done writes as the run's summary."""
+    model = small_model()
+    x, y = data()
+    health = types.SimpleNamespace(to_dict=lambda: {"ok": True})
+    counters = types.SimpleNamespace(values=lambda: {"pairs": 32, "too_long": 1})
+    backup = WorkerBackup(
+        tmp_path,
+        validation=types.SimpleNamespace(health=health),
+        counters=counters,
+    )
+    model.fit(x, y, epochs=1, batch_size=8, verbose=0, callbacks=[backup])
+    state = read_backup(tmp_path, 1)
+    assert state["health"] == {"ok": True}
+    assert state["counts"] == {"pairs": 32, "too_long": 1}
+    no_health = WorkerBackup(
+        tmp_path / "none", validation=types.SimpleNamespace(health=None)
+    )
+    model.fit(x, y, epochs=1, batch_size=8, verbose=0, callbacks=[no_health])
+    assert read_backup(tmp_path / "none", 1)["health"] is None
+    assert "counts" not in read_backup(tmp_path / "none", 1)

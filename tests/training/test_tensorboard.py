@@ -12,7 +12,8 @@ from keras_selfattn import text
 from keras_selfattn.run_directory.layout import HISTORY_FILE, TENSORBOARD_DIR
 from keras_selfattn.training import train
 from keras_selfattn.training.callbacks.tensorboard import attention_image
-from keras_selfattn.training.fit import stages
+from keras_selfattn.training.fit import fit_callbacks
+from keras_selfattn.training.fit.step_plan import plan_steps
 from tests.training.test_train import TINY_MODEL, tiny_train_config
 
 
@@ -63,23 +64,22 @@ def test_train_writes_the_summaries_a_user_opens(tmp_path):
     assert int(image[0]) > 0 and int(image[1]) > 0 and image[2][:4] == b"\x89PNG"
 
 
-def _run(tensorboard=True, verbose=2):
+def _tensorboard_log(tensorboard=True, verbose=2):
+    """`fit_callbacks.tensorboard_log` on a chief that prints at ``verbose``."""
     config = tiny_train_config(tensorboard=tensorboard)
-    return types.SimpleNamespace(
-        train_config=config,
+    place = types.SimpleNamespace(
         role=types.SimpleNamespace(is_chief=True),
-        chief_verbose=bool(verbose),
-        plan=stages.plan_steps(config, None),
-        initial_epoch=0,
+        verbose=verbose,
         work_dir=pathlib.Path("run"),
-        speed=None,
-        validation=None,
+    )
+    return fit_callbacks.tensorboard_log(
+        config, place, plan_steps(config, None), step=0, speed=None, validation=None
     )
 
 
 def test_no_tensorboard_package_is_one_info_line(monkeypatch, capsys):
-    monkeypatch.setattr(stages, "tensorboard_installed", lambda: False)
-    assert stages.tensorboard_log(_run(), validation=None) == []
+    monkeypatch.setattr(fit_callbacks, "tensorboard_installed", lambda: False)
+    assert _tensorboard_log() == []
     lines = capsys.readouterr().out.splitlines()
     assert lines == [
         (
@@ -87,15 +87,15 @@ def test_no_tensorboard_package_is_one_info_line(monkeypatch, capsys):
             "(pip install keras-selfattn[tensorboard])"
         )
     ]
-    assert stages.tensorboard_log(_run(verbose=0), validation=None) == []
+    assert _tensorboard_log(verbose=0) == []
     assert capsys.readouterr().out == ""
 
 
 def test_no_tensorboard_writes_nothing_and_says_nothing(monkeypatch, capsys):
-    monkeypatch.setattr(stages, "tensorboard_installed", lambda: True)
-    assert stages.tensorboard_log(_run(tensorboard=False), validation=None) == []
+    monkeypatch.setattr(fit_callbacks, "tensorboard_installed", lambda: True)
+    assert _tensorboard_log(tensorboard=False) == []
     assert capsys.readouterr().out == ""
-    (log,) = stages.tensorboard_log(_run(), validation=None)
+    (log,) = _tensorboard_log()
     assert log.every == 100 and log.step == 0
 
 

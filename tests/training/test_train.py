@@ -18,6 +18,7 @@ from keras_selfattn.inference import Translator, evaluate
 from keras_selfattn.models import ModelConfig
 from keras_selfattn.training import TrainConfig, load_run_config, train
 from keras_selfattn.training.callbacks.best_model import save_model_atomically
+from keras_selfattn.training.fit.train import TrainInterrupted
 from keras_selfattn.training.run.backup import backed_up_epochs
 from keras_selfattn.training.run.run_dir import claim_run_dir
 from tests.training.cluster import REPO, subprocess_env
@@ -198,6 +199,55 @@ def test_an_interrupted_run_resumes_exactly(tmp_path, data, uninterrupted):
     history = history_steps(run)
     assert history == ["step", "4", "8", "12"]  # every period once
     assert json.loads((run / "training.json").read_text())["steps"] == 12
+    # The summary of the whole run, as the uninterrupted run wrote it.
+    assert result.summary == reference.summary
+    for got, expected in zip(weights(run), weights(reference.run_dir), strict=True):
+        np.testing.assert_array_equal(got, expected)
+
+
+def _interrupt(result):
+    raise KeyboardInterrupt
+
+
+def test_a_run_interrupted_in_its_final_work_is_finished_as_unbroken(
+    tmp_path, data, uninterrupted
+):
+    """Ctrl-C once the steps are done (in ``on_finished``, where the command line
+    writes the test metrics and the plots): the same call finishes the run, and
+    its ``training.json`` describes the whole training as an unbroken run's does
+    (health, steps, counts), not the finishing call that trained nothing."""
+    reference, _ = uninterrupted
+    run = tmp_path / "run"
+    config = tiny_train_config()
+    with pytest.raises(TrainInterrupted, match="its 12 steps are done") as caught:
+        train(str(data), run, TINY_MODEL, config, verbose=0, on_finished=_interrupt)
+    assert "rerun the same command to finish the run" in caught.value.rerun
+    assert not (run / "training.json").exists()
+    finished = train(str(data), run, TINY_MODEL, config, verbose=0)
+    assert finished.history.get("loss", []) == []  # nothing trained again
+    expected = json.loads((reference.run_dir / "training.json").read_text())
+    assert expected["health"] is not None and expected["pairs_read"] > 0
+    got = json.loads((run / "training.json").read_text())
+    assert got == expected
+    assert finished.summary == reference.summary
+
+
+def test_an_early_stopped_run_interrupted_in_its_final_work_is_finished_there(
+    tmp_path, data
+):
+    """A run that stopped early (patience 1), then Ctrl-C in its final work: the
+    same call trains no further period, and the run equals an unbroken one."""
+    config = tiny_train_config(train_steps=40, eval_every=2, patience=1)
+    reference = train(str(data), tmp_path / "unbroken", TINY_MODEL, config, verbose=0)
+    steps = reference.summary["steps"]
+    assert steps < 40  # it stopped early
+    run = tmp_path / "run"
+    with pytest.raises(TrainInterrupted, match=f"its {steps} steps are done"):
+        train(str(data), run, TINY_MODEL, config, verbose=0, on_finished=_interrupt)
+    finished = train(str(data), run, TINY_MODEL, config, verbose=0)
+    assert finished.history.get("loss", []) == []  # nothing trained again
+    assert finished.summary == reference.summary
+    assert history_steps(run) == history_steps(reference.run_dir)
     for got, expected in zip(weights(run), weights(reference.run_dir), strict=True):
         np.testing.assert_array_equal(got, expected)
 

@@ -1,6 +1,6 @@
 """The callbacks `train` gives ``model.fit``: one job each, one module each.
 
-In the order a period's end runs them (`training.fit.stages.fit_callbacks`):
+In the order a period's end runs them (`training.fit.fit_callbacks.fit_callbacks`):
 
 - `moving_average.SwapInMovingAverage`: the weights' moving average in the model;
 - `progress.TrainingSpeed`: the one measure of target tokens/s;

@@ -1,11 +1,12 @@
-"""The stages of one `train` call, in order, on one `RunState`.
+"""The stages of one `train` call, in order, and the values they pass on.
 
-`keras_selfattn.training.fit.train` claims the run directory, starts the
-strategy and then runs these: check a resumed configuration, prepare the data
-and the tokenizers, agree with the other workers where to restart, build the
-batches and the model (restoring a backup), fit with the callbacks (validation,
-backups, kept checkpoints, progress) and finish (the best model, the summary).
-Each stage reads what the stages before it set on the `RunState`.
+`keras_selfattn.training.fit.train` starts the strategy and claims the run
+directory (a `WorkerPlace`), then runs these: check a resumed configuration,
+prepare the data and the tokenizers (`PreparedData`), agree with the other
+workers where to restart (`Restart`), build the batches (`Batches`) and the model
+(`BuiltModel`, restoring a backup), fit with the callbacks (`FitOutcome`) and
+finish (`FinishedRun`: the best model, the summary). Each stage takes what it
+needs as arguments and returns what it makes; nothing is set on a shared record.
 """
 
 import dataclasses
@@ -15,111 +16,71 @@ import keras
 import tensorflow as tf
 
 from keras_selfattn import text
-from keras_selfattn.config import (
-    TrainConfig,
-    same_training,
-)
-from keras_selfattn.models import (
-    ModelConfig,
-    saving,
-)
-from keras_selfattn.run_directory.layout import (
-    BACKUP_DIR,
-    CHECKPOINTS_DIR,
-    CONFIG_FILE,
-    HISTORY_FILE,
-    MODEL_FILE,
-    TENSORBOARD_DIR,
-)
+from keras_selfattn.config import TrainConfig, same_training
+from keras_selfattn.models import ModelConfig, saving
+from keras_selfattn.run_directory.layout import CONFIG_FILE, HISTORY_FILE, MODEL_FILE
 from keras_selfattn.run_directory.settings import load_run_config, save_run_config
-from keras_selfattn.training.callbacks.best_model import BestModel, best_by_for
-from keras_selfattn.training.callbacks.early_stopping import EarlyStopping
-from keras_selfattn.training.callbacks.health import HealthAlarm
-from keras_selfattn.training.callbacks.history import HistoryLog
-from keras_selfattn.training.callbacks.kept_checkpoints import KeepCheckpoints
-from keras_selfattn.training.callbacks.moving_average import SwapInMovingAverage
-from keras_selfattn.training.callbacks.progress import (
-    ProgressBar,
-    ProgressLog,
-    TrainingSpeed,
-    ValidationLog,
-)
-from keras_selfattn.training.callbacks.stop_at_step import StopAtStep
-from keras_selfattn.training.callbacks.tensorboard import (
-    TensorBoardLog,
-    tensorboard_installed,
-)
-from keras_selfattn.training.callbacks.validation import Validation, ValidationWatch
+from keras_selfattn.training.callbacks.best_model import BestModel
+from keras_selfattn.training.callbacks.validation import Validation
 from keras_selfattn.training.data import run_batches
 from keras_selfattn.training.data import run_data as run_data_lib
 from keras_selfattn.training.data.run_tokenizer import load_or_learn_tokenizer
-from keras_selfattn.training.distribute.distributed import (
-    WorkerRole,
-)
+from keras_selfattn.training.distribute.distributed import WorkerRole
 from keras_selfattn.training.distribute.keras_fix import keras_multi_worker_fix
 from keras_selfattn.training.fit.compiled_model import build_and_compile
+from keras_selfattn.training.fit.fit_callbacks import fit_callbacks
 from keras_selfattn.training.fit.step_plan import StepPlan, plan_steps
 from keras_selfattn.training.run.backup import (
-    WorkerBackup,
+    read_backup,
     restore_backup,
-    worker_backup_dir,
+    stopped_early,
 )
-from keras_selfattn.training.run.resume import (
-    agree_on_restart,
-    truncate_history,
-)
+from keras_selfattn.training.run.resume import agree_on_restart, truncate_history
 from keras_selfattn.training.run.run_dir import mark_finished as mark_run_finished
 from keras_selfattn.training.run.run_dir import prune_backups
 
 
-@dataclasses.dataclass
-class RunState:
-    """One `train` call: what it was given, then what its stages set, in order."""
+@dataclasses.dataclass(frozen=True)
+class TrainCall:
+    """What one `train` call was given (``verbose`` already a level: 0, 1 or 2)."""
 
     run_dir: pathlib.Path
     model_config: ModelConfig
     train_config: TrainConfig
-    inputs: dict  # data, valid_data, test_data (as `train` takes them) and vocab
-    verbose: int  # 0: silent, 1: a progress bar, 2: progress lines
+    data: object  # as `train` takes it: path(s), pattern(s), pairs, or None
+    valid_data: object
+    test_data: object
+    vocab: object
+    verbose: int
     callbacks: tuple
-    # _start_strategy
-    strategy: tf.distribute.Strategy | None = None
-    role: WorkerRole | None = None
-    # _claim_run_dir
-    resuming: bool = False
-    fresh: bool = False  # the run directory was new (missing or empty)
-    work_dir: pathlib.Path | None = None  # run_dir on the chief, scratch elsewhere
-    # prepare_data
-    run_data: run_data_lib.RunData | None = None
-    tokenizer: text.PairTokenizer | None = None
-    plan: StepPlan | None = None
-    # agree_on_restart
-    initial_epoch: int = 0
-    # prepare_batches
-    counters: text.stream.StreamCounters | None = None
-    valid_batches: tf.data.Dataset | None = None
-    fit_input: object = None
-    resumable: object = None
-    # build_model
-    model: keras.Model | None = None
-    restored: dict = dataclasses.field(default_factory=dict)
-    # fit
-    stopper: StopAtStep | None = None
-    speed: TrainingSpeed | None = None
-    validation: Validation | None = None
-    best_model: BestModel | None = None
-    history: keras.callbacks.History | None = None
-    # finish
-    summary: dict | None = None
 
-    @property
-    def backup_root(self):
-        return self.run_dir / BACKUP_DIR
 
-    @property
-    def backup_dir(self):
-        """This worker's own backups (`worker_backup_dir`)."""
-        return worker_backup_dir(self.backup_root, self.role.index)
+@dataclasses.dataclass(frozen=True)
+class WorkerPlace:
+    """Where this worker trains and writes.
+
+    Attributes:
+        strategy: the `tf.distribute.Strategy`.
+        role: this worker's `WorkerRole`.
+        run_dir: the run directory.
+        work_dir: where this worker writes: ``run_dir`` on the chief, a scratch
+            directory on the other workers.
+        backup_dir: this worker's own backups (`backup.worker_backup_dir`).
+        resuming: the run directory holds an interrupted run.
+        fresh: the run directory was new (missing or empty).
+        created: this call created the run directory.
+        verbose: what this worker prints: the call's level on the chief, 0 elsewhere.
+    """
+
+    strategy: tf.distribute.Strategy
+    role: WorkerRole
+    run_dir: pathlib.Path
+    work_dir: pathlib.Path
+    backup_dir: pathlib.Path
+    resuming: bool
+    fresh: bool
+    created: bool
+    verbose: int
 
     @property
     def replicas(self):
@@ -129,275 +90,249 @@ class RunState:
     def tpu(self):
         return isinstance(self.strategy, tf.distribute.TPUStrategy)
 
-    @property
-    def chief_verbose(self):
-        """Whether this worker prints: the chief, when ``verbose``."""
-        return bool(self.verbose) and self.role.is_chief
+
+@dataclasses.dataclass(frozen=True)
+class PreparedData:
+    """The run's data record, its tokenizers and its step plan."""
+
+    run_data: run_data_lib.RunData
+    tokenizer: text.PairTokenizer
+    plan: StepPlan
 
 
-def check_resumed_config(run):
+@dataclasses.dataclass(frozen=True)
+class Restart:
+    """Where the run restarts: the backup all workers resume from (``epoch``,
+    periods trained; 0: none), and whether the run's steps are done there (its
+    last step, or an early stop): the call then trains nothing and finishes it."""
+
+    epoch: int
+    done: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class Batches:
+    """The validation batches, ``fit``'s input and the stream's counters.
+
+    ``resumable`` saves the input iterator in each backup (None: it cannot be
+    checkpointed, a resumed run replays the batches instead).
+    """
+
+    counters: text.stream.StreamCounters
+    validation: tf.data.Dataset
+    training: object
+    resumable: object
+
+
+@dataclasses.dataclass(frozen=True)
+class BuiltModel:
+    """The compiled model and the state of the backup restored into it (best,
+    wait, the counts and health it recorded; empty for a fresh start)."""
+
+    model: keras.Model
+    restored: dict
+
+
+@dataclasses.dataclass(frozen=True)
+class FitOutcome:
+    """What ``fit`` leaves: Keras' history of this call, the step reached, the
+    last validation and the best model kept."""
+
+    history: keras.callbacks.History
+    steps: int
+    validation: Validation
+    best_model: BestModel
+
+
+@dataclasses.dataclass(frozen=True)
+class FinishedRun:
+    """The best model, loaded, and the run's summary (``training.json``)."""
+
+    model: keras.Model
+    summary: dict
+
+
+def check_resumed_config(call, place):
     """An interrupted run resumes only with the configuration it started with."""
-    if not (run.resuming and run.role.is_chief):
+    if not (place.resuming and place.role.is_chief):
         return
-    saved_model_config, saved_train_config = load_run_config(run.run_dir / CONFIG_FILE)
-    if saved_model_config != run.model_config or not same_training(
-        saved_train_config, run.train_config
+    saved_model_config, saved_train_config = load_run_config(
+        place.run_dir / CONFIG_FILE
+    )
+    if saved_model_config != call.model_config or not same_training(
+        saved_train_config, call.train_config
     ):
         raise ValueError(
-            f"{run.run_dir} holds an interrupted run with a different configuration; "
-            "resume it with the same settings or choose another run directory. "
-            f"Saved: {dataclasses.asdict(saved_model_config)} "
+            f"{place.run_dir} holds an interrupted run with a different "
+            "configuration; resume it with the same settings or choose another run "
+            f"directory. Saved: {dataclasses.asdict(saved_model_config)} "
             f"{dataclasses.asdict(saved_train_config)}"
         )
 
 
-def prepare_data(run):
-    """Sets ``run_data``, ``tokenizer`` and ``plan``; writes ``config.json``."""
-    data, config = run.inputs["data"], run.train_config
-    run.run_data = run_data_lib.prepare_run_data(
-        text.bundled_dates_path() if data is None else data,
-        run.work_dir,
+def prepare_data(call, place):
+    """The `PreparedData` of the call; writes ``config.json``."""
+    config = call.train_config
+    run_data = run_data_lib.prepare_run_data(
+        text.bundled_dates_path() if call.data is None else call.data,
+        place.work_dir,
         config,
-        valid_data=run.inputs["valid_data"],
-        test_data=run.inputs["test_data"],
+        valid_data=call.valid_data,
+        test_data=call.test_data,
     )
-    if run.chief_verbose:
-        print(run.run_data.describe())
-    run.tokenizer = load_or_learn_tokenizer(
-        run.inputs["vocab"], run.work_dir, run.resuming, run.run_data, config
+    if place.verbose:
+        print(run_data.describe())
+    tokenizer = load_or_learn_tokenizer(
+        call.vocab, place.work_dir, place.resuming, run_data, config
     )
-    save_run_config(run.work_dir / CONFIG_FILE, run.model_config, config)
+    save_run_config(place.work_dir / CONFIG_FILE, call.model_config, config)
     probe = text.stream.StreamCounters.create()
     if not run_batches.first_pass_fits(
-        run.run_data, run.tokenizer, run.model_config, config, probe
+        run_data, tokenizer, call.model_config, config, probe
     ):
         raise ValueError(
             "No training pair fits the model: "
-            + run_batches.length_report(probe.values(), run.model_config)
+            + run_batches.length_report(probe.values(), call.model_config)
         )
-    run.plan = plan_steps(config, run.run_data.train_pairs)
+    return PreparedData(run_data, tokenizer, plan_steps(config, run_data.train_pairs))
 
 
-def agree_on_restart_epoch(run):
-    """Sets ``initial_epoch``, the backup all workers resume from (0: none), and
-    says where a resumed run restarts."""
-    run.initial_epoch = agree_on_restart(run.strategy, run.role, run.backup_dir)
-    if run.role.is_chief and run.resuming:
-        truncate_history(run.work_dir / HISTORY_FILE, run.plan, run.initial_epoch)
-    if run.chief_verbose and run.initial_epoch:
-        step = run.plan.step_after(run.initial_epoch)
-        done = " (its steps are done: finishing the run)"
-        print(
-            f"resuming from step {step}{done if step == run.plan.total_steps else ''}"
-        )
+def agree_on_restart_point(call, place, plan):
+    """The `Restart` all workers agree on; says where a resumed run restarts."""
+    epoch = agree_on_restart(place.strategy, place.role, place.backup_dir)
+    restart = Restart(epoch, bool(epoch) and run_done_at(call, place, plan, epoch))
+    if place.role.is_chief and place.resuming:
+        truncate_history(place.work_dir / HISTORY_FILE, plan, epoch)
+    if place.verbose and epoch:
+        done = " (its steps are done: finishing the run)" if restart.done else ""
+        print(f"resuming from step {plan.step_after(epoch)}{done}")
+    return restart
 
 
-def prepare_batches(run):
-    """Sets ``counters``, ``valid_batches``, ``fit_input`` and ``resumable``."""
-    buckets = 1 if run.tpu else run.train_config.length_buckets
-    run.counters = text.stream.StreamCounters.create()
-    run.valid_batches = run_batches.validation_batches(
-        run.run_data.validation,
-        run.tokenizer,
-        run.model_config,
-        run.train_config,
-        replicas=run.replicas,
+def run_done_at(call, place, plan, epoch):
+    """Whether the run's steps are done at the backup of ``epoch``: its plan's
+    last step, or an early stop (`backup.stopped_early`)."""
+    if plan.step_after(epoch) == plan.total_steps:
+        return True
+    state = read_backup(place.backup_dir, epoch)
+    return stopped_early(state, call.train_config.patience)
+
+
+def prepare_batches(call, place, data, restart):
+    """The `Batches`: training resumes from the `Restart` point."""
+    buckets = 1 if place.tpu else call.train_config.length_buckets
+    counters = text.stream.StreamCounters.create()
+    validation = run_batches.validation_batches(
+        data.run_data.validation,
+        data.tokenizer,
+        call.model_config,
+        call.train_config,
+        replicas=place.replicas,
         num_buckets=buckets,
     )
-    run.fit_input, run.resumable = run_batches.training_input(
-        run.strategy,
-        run.role,
-        run.run_data,
-        run.tokenizer,
-        run.model_config,
-        run.train_config,
-        counters=run.counters,
+    training, resumable = run_batches.training_input(
+        place.strategy,
+        place.role,
+        data.run_data,
+        data.tokenizer,
+        call.model_config,
+        call.train_config,
+        counters=counters,
         num_buckets=buckets,
-        resume=(run.backup_dir, run.initial_epoch, run.plan),
-        checkpointable=run.replicas == 1 and not run.tpu,
+        resume=(place.backup_dir, restart.epoch, data.plan),
+        checkpointable=place.replicas == 1 and not place.tpu,
     )
+    return Batches(counters, validation, training, resumable)
 
 
-def build_model(run):
-    """Sets ``model``, built and compiled in the strategy's scope, and ``restored``.
-
-    ``restored`` is the state of the backup resumed from (best, wait), or empty.
-    """
-    plan = run.plan
-    with run.strategy.scope():
-        run.model = build_and_compile(
-            run.tokenizer,
-            run.model_config,
-            run.train_config,
-            run.strategy,
+def build_model(call, place, data, restart):
+    """The `BuiltModel`: built and compiled in the strategy's scope, the backup
+    of the `Restart` point restored into it."""
+    plan = data.plan
+    with place.strategy.scope():
+        model = build_and_compile(
+            data.tokenizer,
+            call.model_config,
+            call.train_config,
+            place.strategy,
             plan.steps_per_epoch or plan.total_steps,
             total_steps=plan.total_steps,
         )
-        if run.initial_epoch:
-            run.restored = restore_backup(run.model, run.backup_dir, run.initial_epoch)
+        restored = {}
+        if restart.epoch:
+            restored = restore_backup(model, place.backup_dir, restart.epoch)
+    return BuiltModel(model, restored)
 
 
-def fit(run):
-    """Sets ``history``: trains from ``initial_epoch`` to the plan's end."""
-    callbacks = fit_callbacks(run)
-    with keras_multi_worker_fix(run.strategy):
-        run.history = run.model.fit(
-            run.fit_input,
-            epochs=run.plan.periods,
-            initial_epoch=run.initial_epoch,
-            steps_per_epoch=run.plan.period,
-            callbacks=callbacks,
+def fit(call, place, data, batches, built, restart):
+    """The `FitOutcome` of training from the `Restart` point to the plan's end
+    (nothing, when the run's steps are done there)."""
+    callbacks = fit_callbacks(call, place, data, batches, built.restored, restart.epoch)
+    last = restart.epoch if restart.done else data.plan.periods
+    with keras_multi_worker_fix(place.strategy):
+        history = built.model.fit(
+            batches.training,
+            epochs=last,
+            initial_epoch=restart.epoch,
+            steps_per_epoch=data.plan.period,
+            callbacks=callbacks.all,
             shuffle=False,  # the dataset is already shuffled, with the run's seed
-            verbose=0,  # the progress is ours, in steps (`progress_log`)
+            verbose=0,  # the progress is ours, in steps (`fit_callbacks.progress_log`)
         )
-
-
-def kept_checkpoints(run):
-    """`KeepCheckpoints` when ``keep_checkpoints`` > 0 (for checkpoint averaging)."""
-    keep = run.train_config.keep_checkpoints
-    if not keep:
-        return []
-    return [KeepCheckpoints(run.work_dir / CHECKPOINTS_DIR, keep, run.plan)]
-
-
-def fit_callbacks(run):
-    """``model.fit``'s callbacks, in order; sets ``stopper``, ``speed``,
-    ``validation`` and ``best_model``.
-
-    A period's end runs them in this order: `Validation` writes the figures
-    into ``logs``, and every callback after it reads them there.
-    """
-    config, plan = run.train_config, run.plan
-    run.stopper = StopAtStep(plan.total_steps, plan.step_after(run.initial_epoch))
-    run.speed = TrainingSpeed(run.counters)
-    watch = validation_watch(run)
-    best_by = best_by_for(config.best_by, translations=watch is not None)
-    best = run.restored.get("best")
-    run.validation = Validation(plan, run.valid_batches, watch)
-    run.best_model = BestModel(plan, run.work_dir / MODEL_FILE, best_by, best=best)
-    early_stopping = EarlyStopping(
-        plan, config.patience, best_by, best=best, wait=run.restored.get("wait", 0)
-    )
-    # First: every callback after it sees the average at a period's end.
-    average = [SwapInMovingAverage()] if config.ema_momentum else []
-    return [
-        *average,
-        run.speed,  # times the steps
-        run.stopper,
-        *progress_log(run),
-        run.validation,
-        run.best_model,
-        early_stopping,
-        *validation_log(run),
-        HealthAlarm(plan, run.validation),
-        *tensorboard_log(run, run.validation),
-        *kept_checkpoints(run),
-        HistoryLog(run.work_dir / HISTORY_FILE, run.validation, plan),
-        # After the callbacks above: a backup of period N means they finished it.
-        WorkerBackup(
-            run.backup_dir,
-            plan=plan,
-            best_model=run.best_model,
-            early_stopping=early_stopping,
-            resumable=run.resumable,
-        ),
-        *run.callbacks,
-    ]
-
-
-def validation_log(run):
-    """``[ValidationLog]`` when this worker prints (`RunState.chief_verbose`)."""
-    if not run.chief_verbose:
-        return []
-    return [ValidationLog(run.plan, run.validation, run.best_model, run.speed)]
-
-
-def validation_watch(run):
-    """The translations and health check of each validation (None: not on a TPU)."""
-    if not run.train_config.validation_translations or run.tpu:
-        return None
-    return ValidationWatch(
-        run.run_data.validation,
-        run.tokenizer,
-        run.model_config,
-        sample_size=run.train_config.validation_translations,
+    return FitOutcome(
+        history, callbacks.stopper.step, callbacks.validation, callbacks.best_model
     )
 
 
-def progress_log(run):
-    """The chief's progress in steps: ``[ProgressBar]`` (``verbose=1``),
-    ``[ProgressLog]`` (``verbose=2``, every ``log_every`` steps), else ``[]``."""
-    if not run.role.is_chief:
-        return []
-    step = run.plan.step_after(run.initial_epoch)
-    if run.verbose == 1:
-        return [ProgressBar(run.plan, step=step, speed=run.speed)]
-    if run.verbose == 2 and run.train_config.log_every:
-        every = run.train_config.log_every
-        return [
-            ProgressLog(
-                every, run.plan.total_steps, step=step, speed=run.speed, plan=run.plan
-            )
-        ]
-    return []
+def finish(call, place, batches, built, outcome):
+    """The `FinishedRun`: the summary, the newest backup kept, the best model
+    loaded; `mark_finished` then marks the run finished.
 
-
-def tensorboard_log(run, validation):
-    """``[TensorBoardLog]`` on the chief when ``tensorboard`` is on and installed."""
-    if not (run.train_config.tensorboard and run.role.is_chief):
-        return []
-    if not tensorboard_installed():
-        if run.chief_verbose:
-            print(
-                "TensorBoard logs off: the tensorboard package is not installed "
-                "(pip install keras-selfattn[tensorboard])"
-            )
-        return []
-    return [
-        TensorBoardLog(
-            run.work_dir / TENSORBOARD_DIR,
-            run.plan,
-            run.speed,
-            run.train_config.log_every,
-            step=run.plan.step_after(run.initial_epoch),
-            validation=validation,
-        )
-    ]
-
-
-def finish(run):
-    """Sets ``summary`` (``training.json``), keeps the newest backup, loads the
-    best model; `mark_finished` then marks the run finished.
-
-    The best checkpoint, not the last step's weights, becomes ``model``.
+    The best checkpoint, not the last step's weights, becomes the model.
     """
-    counts = run.counters.values()
-    health = run.validation.health
-    run.summary = {
-        "steps": run.stopper.step,
+    counts, health = whole_run_figures(batches, built.restored, outcome)
+    summary = {
+        "steps": outcome.steps,
         "pairs_read": counts["pairs"],
         "dropped_for_length": counts["too_long"],
         "malformed_lines_skipped": counts["malformed"],
         "lines_with_extra_columns": counts["extra_columns"],
-        "best_by": run.best_model.best_by,
-        "best": run.best_model.best,
-        "health": None if health is None else health.to_dict(),
+        "best_by": outcome.best_model.best_by,
+        "best": outcome.best_model.best,
+        "health": health,
     }
-    prune_backups(run.backup_dir, run.strategy, run.role)
-    if run.chief_verbose:
-        print(run_batches.length_report(counts, run.model_config))
-        if run.train_config.skip_malformed:
+    prune_backups(place.backup_dir, place.strategy, place.role)
+    if place.verbose:
+        print(run_batches.length_report(counts, call.model_config))
+        if call.train_config.skip_malformed:
             print(f"{counts['malformed']} malformed lines skipped")
         if counts["extra_columns"]:
             print(text.stream.extra_columns_report(counts["extra_columns"]))
-    run.model = saving.load_model(run.work_dir / MODEL_FILE)
+    return FinishedRun(saving.load_model(place.work_dir / MODEL_FILE), summary)
 
 
-def mark_finished(run):
+def whole_run_figures(batches, restored, outcome):
+    """``(counts, health)`` of the whole run: the stream's counts and the last
+    validation's health (a dict, or None without translations).
+
+    A call that trained no period (it finishes an interrupted run whose steps
+    were done) read no batch and validated nothing: the figures are those its
+    last backup recorded (`backup.WorkerBackup`), as the interrupted call had
+    them.
+    """
+    counts = batches.counters.values()
+    health = outcome.validation.health
+    health = None if health is None else health.to_dict()
+    if outcome.history.epoch:
+        return counts, health
+    return restored.get("counts", counts), restored.get("health", health)
+
+
+def mark_finished(place, summary):
     """Writes ``training.json`` (the chief): the run is complete.
 
     Last: until then the run is an interrupted one whose steps are done, and
     the same call finishes it.
     """
-    if run.role.is_chief:
-        mark_run_finished(run.work_dir, run.summary)
+    if place.role.is_chief:
+        mark_run_finished(place.work_dir, summary)

@@ -1,5 +1,6 @@
 """`train`: sentence pairs in, a run directory with a trained model out."""
 
+import contextlib
 import dataclasses
 import functools
 import os
@@ -14,6 +15,8 @@ import tensorflow as tf
 from keras_selfattn import text
 from keras_selfattn.config import TrainConfig
 from keras_selfattn.models import ModelConfig
+from keras_selfattn.run_directory.damaged import RunFileDamaged
+from keras_selfattn.run_directory.layout import BACKUP_DIR, worker_backup_dir
 from keras_selfattn.run_directory.vocabulary_settings import (
     train_config_with_vocabulary,
 )
@@ -71,7 +74,7 @@ class TrainInterrupted(KeyboardInterrupt):
                 setattr(self, name, getattr(interrupt, name))
 
 
-def train(  # long by its docstring only (the public contract); the body is 30 lines
+def train(  # long by its docstring only (the public contract); the body is 35 lines
     data: str
     | os.PathLike[str]
     | Sequence[str | os.PathLike[str] | tuple[str, str]]
@@ -157,92 +160,111 @@ def train(  # long by its docstring only (the public contract); the body is 30 l
     train_config = train_config or TrainConfig()
     if vocab is not None:
         train_config = train_config_with_vocabulary(train_config, vocab)
-    run = stages.RunState(
+    call = stages.TrainCall(
         run_dir=pathlib.Path(run_dir),
         model_config=model_config or ModelConfig(),
         train_config=train_config,
-        inputs={
-            "data": data,
-            "valid_data": valid_data,
-            "test_data": test_data,
-            "vocab": vocab,
-        },
+        data=data,
+        valid_data=valid_data,
+        test_data=test_data,
+        vocab=vocab,
         verbose=fit_verbosity(verbose),
-        callbacks=callbacks,
+        callbacks=tuple(callbacks),
     )
     # First, before any TensorFlow op: multi-worker collectives are configured
     # at start-up.
-    _start_strategy(run)
-    created, lock = _claim_run_dir(run, run_dir, overwrite)
+    strategy, role = _start_strategy(train_config)
+    place, lock = _claim_run_dir(call, strategy, role, run_dir, overwrite)
     try:
         # A peer lost mid-run (a collective failing) becomes one clear error naming it.
-        with lost_peers_are_errors(run.role, run.run_dir):
-            return _train(run, on_finished)
+        with (
+            lost_peers_are_errors(role, place.run_dir),
+            _rerun_named(call, place, None),
+        ):
+            return _train(call, place, on_finished)
     except BaseException as error:
-        if not run.backup_root.exists():  # nothing to resume: leave nothing
-            _remove_what_this_call_wrote(run, created)
+        # No backup: nothing to resume, so leave nothing.
+        if not (place.run_dir / BACKUP_DIR).exists():
+            _remove_what_this_call_wrote(place)
         malformed = text.stream.malformed_line_error(error)
         if isinstance(error, tf.errors.InvalidArgumentError) and malformed:
             raise malformed from None
-        if isinstance(error, KeyboardInterrupt) and run.role.is_chief:
-            raise TrainInterrupted(_rerun(run), error) from None
         raise
     finally:
-        if not run.role.is_chief:
-            shutil.rmtree(run.work_dir, ignore_errors=True)
+        if not role.is_chief:
+            shutil.rmtree(place.work_dir, ignore_errors=True)
         if lock is not None:
             lock.release()
 
 
-def _remove_what_this_call_wrote(run, created):
-    """The run directory this call created, or what it wrote into an empty one
-    (`RunState.fresh`): a failed call before any backup leaves nothing."""
-    if created:
-        shutil.rmtree(run.run_dir, ignore_errors=True)
-    elif run.fresh and run.role.is_chief:
-        for child in run.run_dir.iterdir():
-            if child.name == LOCK_FILE:
-                continue
-            if child.is_dir() and not child.is_symlink():
-                shutil.rmtree(child, ignore_errors=True)
-            else:
-                child.unlink(missing_ok=True)
+def _train(call, place, on_finished=None):
+    """The stages of a run, in order: each takes what it needs and returns what
+    it makes."""
+    stages.check_resumed_config(call, place)
+    keras.utils.set_random_seed(call.train_config.seed)
+    data = stages.prepare_data(call, place)
+    with _rerun_named(call, place, data.plan):
+        restart = stages.agree_on_restart_point(call, place, data.plan)
+        batches = stages.prepare_batches(call, place, data, restart)
+        with dtype_policy(_policy(call, place)):
+            built = stages.build_model(call, place, data, restart)
+            outcome = stages.fit(call, place, data, batches, built, restart)
+            finished = stages.finish(call, place, batches, built, outcome)
+        result = _result(call, place, data, outcome, finished)
+        if on_finished is not None and place.role.is_chief:
+            on_finished(result)
+        stages.mark_finished(place, finished.summary)
+    return result
 
 
-def _rerun(run):
-    """What the same call does after an interrupt, in the words the user reads."""
-    if run_dir_state(run.run_dir) == "finished":
-        return f"the run is finished and complete in {run.run_dir}"
-    epochs = backed_up_epochs(run.backup_dir)
-    if not epochs:
-        return "nothing saved yet: the rerun starts from step 0"
-    step = run.plan.step_after(epochs[-1]) if run.plan else None
-    if run.plan and step == run.plan.total_steps:
-        return (
-            f"its {step} steps are done: rerun the same command to finish the run "
-            "(its last validation, test metrics and plots)"
-        )
-    where = f" from step {step}" if step is not None else " from its last backup"
-    return f"rerun the same command to resume{where}"
+def _policy(call, place):
+    """The run's dtype policy (`training_policy`), said when chosen automatically."""
+    policy = training_policy(call.train_config, tpu=place.tpu)
+    if place.verbose and call.train_config.mixed_precision == "auto":
+        print(f"mixed precision: auto -> {policy}")
+    return policy
 
 
-def _start_strategy(run):
-    """Sets ``strategy`` and ``role``; the global batch must split over the replicas."""
-    config = run.train_config
-    set_threads(config.threads)
-    run.strategy = get_strategy(
-        config.strategy, tpu=config.tpu, worker_timeout=config.worker_timeout
+def _result(call, place, data, outcome, finished):
+    """The `TrainResult` of a run whose steps are done (`stages.finish`)."""
+    history = outcome.history
+    return TrainResult(
+        run_dir=call.run_dir,
+        model=finished.model,
+        tokenizer=data.tokenizer,
+        model_config=call.model_config,
+        train_config=call.train_config,
+        history={
+            **{k: [float(v) for v in vs] for k, vs in history.history.items()},
+            "step": [data.plan.step_after(epoch + 1) for epoch in history.epoch],
+        },
+        test_pairs=list(data.run_data.test),
+        worker_index=place.role.index,
+        is_chief=place.role.is_chief,
+        summary=finished.summary,
     )
-    run.role = worker_role(run.strategy)
-    if config.batch_size % run.replicas:
+
+
+def _start_strategy(train_config):
+    """``(strategy, role)``; the global batch must split over the replicas."""
+    set_threads(train_config.threads)
+    strategy = get_strategy(
+        train_config.strategy,
+        tpu=train_config.tpu,
+        worker_timeout=train_config.worker_timeout,
+    )
+    replicas = strategy.num_replicas_in_sync
+    if train_config.batch_size % replicas:
         raise ValueError(
             "batch_size is the global batch and must split evenly across the "
-            f"{run.replicas} replicas. Received: batch_size={config.batch_size}"
+            f"{replicas} replicas. Received: batch_size={train_config.batch_size}"
         )
+    return strategy, worker_role(strategy)
 
 
-def _claim_run_dir(run, given_run_dir, overwrite):
-    """Sets ``resuming`` and ``work_dir``; returns ``(created, lock)`` (chief only).
+def _claim_run_dir(call, strategy, role, given_run_dir, overwrite):
+    """``(place, lock)``: this worker's `stages.WorkerPlace`, and the run
+    directory's held lock (the chief; None elsewhere).
 
     ``given_run_dir`` is ``run_dir`` as the caller wrote it: a remote URL
     (``gs://...``) is refused by name, before `pathlib.Path` folds its ``//``.
@@ -253,67 +275,97 @@ def _claim_run_dir(run, given_run_dir, overwrite):
     the same callbacks (saving may read synchronized variables) into a scratch
     directory.
     """
-    if not run.role.is_chief:
-        run.resuming = run.backup_dir.exists()
-        prefix = f"keras-selfattn-worker{run.role.index}-"
-        run.work_dir = pathlib.Path(tempfile.mkdtemp(prefix=prefix))
-        return False, None
+    backup_dir = worker_backup_dir(call.run_dir / BACKUP_DIR, role.index)
+    place = functools.partial(
+        stages.WorkerPlace,
+        strategy=strategy,
+        role=role,
+        run_dir=call.run_dir,
+        backup_dir=backup_dir,
+    )
+    if not role.is_chief:
+        prefix = f"keras-selfattn-worker{role.index}-"
+        return place(
+            work_dir=pathlib.Path(tempfile.mkdtemp(prefix=prefix)),
+            resuming=backup_dir.exists(),
+            fresh=False,
+            created=False,
+            verbose=0,
+        ), None
     reopen = functools.partial(
         reopen_finished_run,
-        model_config=run.model_config,
-        train_config=run.train_config,
-        data=run.inputs["data"],
-        valid_data=run.inputs["valid_data"],
-        test_data=run.inputs["test_data"],
-        verbose=bool(run.verbose),
+        model_config=call.model_config,
+        train_config=call.train_config,
+        data=call.data,
+        valid_data=call.valid_data,
+        test_data=call.test_data,
+        verbose=bool(call.verbose),
     )
     state, created, lock = hold_and_claim_run_dir(
         given_run_dir, overwrite=overwrite, reopen=reopen
     )
-    run.resuming = state == "interrupted"
-    run.fresh = state == "new"
-    run.work_dir = run.run_dir
-    return created, lock
+    return place(
+        work_dir=call.run_dir,
+        resuming=state == "interrupted",
+        fresh=state == "new",
+        created=created,
+        verbose=call.verbose,
+    ), lock
 
 
-def _train(run, on_finished=None):
-    """The stages of a run, in order; each reads what those before it set on ``run``."""
-    stages.check_resumed_config(run)
-    keras.utils.set_random_seed(run.train_config.seed)
-    stages.prepare_data(run)
-    stages.agree_on_restart_epoch(run)
-    stages.prepare_batches(run)
-    policy = training_policy(run.train_config, tpu=run.tpu)
-    if run.chief_verbose and run.train_config.mixed_precision == "auto":
-        print(f"mixed precision: auto -> {policy}")
-    with dtype_policy(policy):
-        stages.build_model(run)
-        stages.fit(run)
-        stages.finish(run)
-    result = _result(run)
-    if on_finished is not None and run.role.is_chief:
-        on_finished(result)
-    stages.mark_finished(run)
-    return result
+def _remove_what_this_call_wrote(place):
+    """The run directory this call created, or what it wrote into an empty one
+    (`stages.WorkerPlace.fresh`): a failed call before any backup leaves nothing."""
+    if place.created:
+        shutil.rmtree(place.run_dir, ignore_errors=True)
+    elif place.fresh and place.role.is_chief:
+        for child in place.run_dir.iterdir():
+            if child.name == LOCK_FILE:
+                continue
+            if child.is_dir() and not child.is_symlink():
+                shutil.rmtree(child, ignore_errors=True)
+            else:
+                child.unlink(missing_ok=True)
 
 
-def _result(run):
-    """The `TrainResult` of a run whose steps are done (`stages.finish`)."""
-    return TrainResult(
-        run_dir=run.run_dir,
-        model=run.model,
-        tokenizer=run.tokenizer,
-        model_config=run.model_config,
-        train_config=run.train_config,
-        history={
-            **{k: [float(v) for v in vs] for k, vs in run.history.history.items()},
-            "step": [run.plan.step_after(epoch + 1) for epoch in run.history.epoch],
-        },
-        test_pairs=list(run.run_data.test),
-        worker_index=run.role.index,
-        is_chief=run.role.is_chief,
-        summary=run.summary,
-    )
+@contextlib.contextmanager
+def _rerun_named(call, place, plan):
+    """A KeyboardInterrupt on the chief becomes `TrainInterrupted`, saying what
+    the same call does next (`_rerun`, with the run's `StepPlan` once known)."""
+    try:
+        yield
+    except TrainInterrupted:
+        raise
+    except KeyboardInterrupt as interrupt:
+        if not place.role.is_chief:
+            raise
+        raise TrainInterrupted(_rerun(call, place, plan), interrupt) from None
+
+
+def _rerun(call, place, plan):
+    """What the same call does after an interrupt, in the words the user reads."""
+    if run_dir_state(place.run_dir) == "finished":
+        return f"the run is finished and complete in {place.run_dir}"
+    epochs = backed_up_epochs(place.backup_dir)
+    if not epochs:
+        return "nothing saved yet: the rerun starts from step 0"
+    if plan is None:
+        return "rerun the same command to resume from its last backup"
+    step = plan.step_after(epochs[-1])
+    if _run_done_at(call, place, plan, epochs[-1]):
+        return (
+            f"its {step} steps are done: rerun the same command to finish the run "
+            "(its last validation, test metrics and plots)"
+        )
+    return f"rerun the same command to resume from step {step}"
+
+
+def _run_done_at(call, place, plan, epoch):
+    """`stages.run_done_at`; a damaged backup is not (the rerun names it)."""
+    try:
+        return stages.run_done_at(call, place, plan, epoch)
+    except RunFileDamaged:
+        return False
 
 
 __all__ = [

@@ -10,13 +10,13 @@ attribute.
 
 Here every worker writes its own directory ``RUN_DIR/backup/worker-<i>/``; each
 epoch's state is one ``epoch-<N>.weights.h5`` (model *and* optimizer variables)
-and one ``epoch-<N>.json`` (the epoch count and the best validation loss so far),
-each written under a temporary name and renamed into place, the JSON last: a
-backup with both files is complete. The last two are kept, because a worker can
-be killed after another one finished writing the same epoch: the workers then
-agree on the newest epoch they all have (`train` gathers every worker's newest
-epoch) and resume from it with ``model.fit(initial_epoch=...)``, skipping the
-batches already trained on.
+and one ``epoch-<N>.json`` (the epoch count, the best score so far, the last
+validation's health and the stream's counts), each written under a temporary
+name and renamed into place, the JSON last: a backup with both files is
+complete. The last two are kept, because a worker can be killed after another
+one finished writing the same epoch: the workers then agree on the newest epoch
+they all have (`train` gathers every worker's newest epoch) and resume from it
+with ``model.fit(initial_epoch=...)``, skipping the batches already trained on.
 """
 
 import json
@@ -45,6 +45,7 @@ __all__ = [
     "restore_backup",
     "restore_seed_states",
     "seed_states",
+    "stopped_early",
     "worker_backup_dir",
 ]
 
@@ -144,6 +145,14 @@ def restore_backup(model, directory, epoch):
     return state
 
 
+def stopped_early(state, patience):
+    """Whether a backup's JSON ``state`` was taken where its run stopped early:
+    its early-stopping count reached ``patience`` validations without progress
+    (`callbacks.early_stopping.EarlyStopping`, which stops at the first one when
+    ``patience`` is 0)."""
+    return state.get("wait", 0) >= max(patience, 1)
+
+
 def input_checkpoint(directory, epoch):
     """The prefix of the input-iterator checkpoint of ``epoch``'s backup, or None
     (none written, or one of another `INPUT_PIPELINE`, which cannot restore)."""
@@ -163,11 +172,18 @@ class WorkerBackup(keras.callbacks.Callback):
         best: the best value so far, when resuming.
         keep: how many epochs to keep (2: see the module docstring).
         plan: a `step_plan.StepPlan`: back up only when ``plan.backs_up`` says so
-            (None: every epoch).
+            or where the run stops (None: every epoch).
         best_model: a `callbacks.best_model.BestModel` whose ``best`` is saved.
         early_stopping: a `callbacks.early_stopping.EarlyStopping` whose ``wait``
             is saved.
         resumable: a `resume.ResumableInput` whose iterator is saved.
+        validation: a `callbacks.validation.Validation` whose last health check
+            is saved (``health``).
+        counters: the training stream's `text.stream.StreamCounters`, whose
+            values are saved (``counts``).
+
+    The health and the counts let a call that resumes with every step done
+    (it trains nothing) write the run's summary as the interrupted call had it.
     """
 
     def __init__(
@@ -180,6 +196,8 @@ class WorkerBackup(keras.callbacks.Callback):
         best_model=None,
         early_stopping=None,
         resumable=None,
+        validation=None,
+        counters=None,
     ):
         super().__init__()
         self.directory = pathlib.Path(directory)
@@ -190,6 +208,8 @@ class WorkerBackup(keras.callbacks.Callback):
         self.best_model = best_model
         self.early_stopping = early_stopping
         self.resumable = resumable
+        self.validation = validation
+        self.counters = counters
 
     def on_epoch_end(self, epoch, logs=None):
         done = epoch + 1
@@ -199,7 +219,10 @@ class WorkerBackup(keras.callbacks.Callback):
             value = (logs or {}).get(self.monitor)
             if value is not None and (self.best is None or float(value) < self.best):
                 self.best = float(value)
-        if self.plan is not None and not self.plan.backs_up(done):
+        # The period where the run stops (early) is backed up too: the same
+        # call, interrupted in the final work, then finishes the run there.
+        stopping = self.model is not None and self.model.stop_training
+        if self.plan is not None and not (self.plan.backs_up(done) or stopping):
             return
         self.directory.mkdir(parents=True, exist_ok=True)
         replace_atomically(
@@ -219,6 +242,7 @@ class WorkerBackup(keras.callbacks.Callback):
             "seed_states": seed_states(self.model),
             "input": input_prefix,
             "input_pipeline": INPUT_PIPELINE,
+            **self._figures(),
         }
         replace_atomically(
             lambda tmp: tmp.write_text(json.dumps(state) + "\n", encoding="utf-8"),
@@ -229,6 +253,16 @@ class WorkerBackup(keras.callbacks.Callback):
             self.keep,
             lambda epoch: remove_backup(self.directory, epoch),
         )
+
+    def _figures(self):
+        """The last validation's health and the stream's counts, where known."""
+        figures = {}
+        if self.validation is not None:
+            health = self.validation.health
+            figures["health"] = None if health is None else health.to_dict()
+        if self.counters is not None:
+            figures["counts"] = self.counters.values()
+        return figures
 
 
 def keep_newest(saved, keep, remove):

@@ -48,6 +48,7 @@ from keras_selfattn.training.run.backup import (
     backed_up_epochs,
     check_backup,
     read_backup,
+    stopped_early,
 )
 
 __all__ = ["MAY_GROW", "reopen_finished_run"]
@@ -206,9 +207,7 @@ def _check_backup_continues(
     # The last step is always backed up: a run that went on past its last
     # backup, or whose backup counts `patience` validations without progress,
     # stopped early.
-    if state.get("step") != done or state.get("wait", 0) >= max(
-        saved_train.patience, 1
-    ):
+    if state.get("step") != done or stopped_early(state, saved_train.patience):
         raise ValueError(
             f"{refuse}: it stopped early, after {done} steps, with no better "
             f"validation {_SCORE_NAMES.get(best_by, best_by)} (--best-by "
