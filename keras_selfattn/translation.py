@@ -252,7 +252,7 @@ class Translator:
     ) -> dict[str, Any]:
         """The greedy (``beam_size`` 1) or beam search's result for ``source_ids``
         (int32 (B, T)), in this translator's output layer (its precision and
-        shortlist: `keras_selfattn.models.output_layer.search_output_layer`).
+        shortlist: `keras_selfattn.models.output_layer.OutputLayer`).
 
         Graph code, for a served signature or a `tf.function`: built inside, the
         shortlist is computed from the request's ``source_ids``.
@@ -261,14 +261,12 @@ class Translator:
         if self.shortlist is not None:
             shortlist = (self.shortlist.candidates, self.shortlist.always)
         max_len = self.max_target_len + 1
-        with output_layer.search_output_layer(
-            self.model, source_ids, shortlist, self.precision
-        ):
-            if beam_size == 1:
-                return greedy_decode(self.model, source_ids, max_len)
-            return beam_search_decode(
-                self.model, source_ids, beam_size, max_len, alpha=alpha
-            )
+        output = output_layer.search_output(shortlist, self.precision)
+        if beam_size == 1:
+            return greedy_decode(self.model, source_ids, max_len, output=output)
+        return beam_search_decode(
+            self.model, source_ids, beam_size, max_len, alpha=alpha, output=output
+        )
 
     def _own_output_search(self, ids: Any, beam_size: int, alpha: float) -> Any:
         """`search` as one `tf.function` per beam size and alpha."""

@@ -40,7 +40,7 @@ from keras_selfattn.decoding import (  # DEFAULT_BEAM_SIZE: re-exported
     beam_search_decode,
     greedy_decode,
 )
-from keras_selfattn.models.output_layer import search_output_layer
+from keras_selfattn.models.output_layer import search_output
 
 __all__ = [
     "DEFAULT_BEAM_SIZE",
@@ -112,17 +112,15 @@ def serving_functions(
     max_source_len, max_len = translator.max_source_len, translator.max_target_len + 1
     text_spec = [tf.TensorSpec([None], tf.string, name="text")]
 
-    shortlist, precision = _search_output(translator, xla)
+    output = _search_output(translator, xla)
 
     def greedy(ids):
-        with search_output_layer(model, ids, shortlist, precision):
-            return greedy_decode(model, ids, max_len, jit_compile=xla)
+        return greedy_decode(model, ids, max_len, jit_compile=xla, output=output)
 
     def beam(ids):
-        with search_output_layer(model, ids, shortlist, precision):
-            return beam_search_decode(
-                model, ids, beam_size, max_len, alpha=alpha, jit_compile=xla
-            )
+        return beam_search_decode(
+            model, ids, beam_size, max_len, alpha=alpha, jit_compile=xla, output=output
+        )
 
     def search(function, ids):
         bucket = functools.partial(_bucketed, max_source_len=max_source_len)
@@ -167,7 +165,8 @@ def serving_functions(
 
 
 def _search_output(translator, xla):
-    """``(shortlist arrays or None, precision)`` of the translator's searches."""
+    """The output spec of the translator's searches (`output_layer.search_output`:
+    its shortlist and precision), None for the model's own output layer."""
     shortlist = getattr(translator, "shortlist", None)
     if shortlist is not None and xla:
         raise ValueError(
@@ -176,7 +175,7 @@ def _search_output(translator, xla):
         )
     if shortlist is not None:
         shortlist = (shortlist.candidates, shortlist.always)
-    return shortlist, getattr(translator, "precision", "float32")
+    return search_output(shortlist, getattr(translator, "precision", "float32"))
 
 
 # With ``xla``, source ids are padded to a multiple of this many columns (at most
