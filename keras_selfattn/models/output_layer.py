@@ -23,7 +23,9 @@ from keras_selfattn.models import precision as precision_lib
 from keras_selfattn.models import shortlist_ops
 
 __all__ = [
+    "INT8_PRODUCTS",
     "LOWER_PRECISION_PRODUCTS",
+    "QUANTIZATIONS",
     "SEARCH_PRECISIONS",
     "OutputLayer",
     "check_search_options",
@@ -31,30 +33,35 @@ __all__ = [
 ]
 
 SEARCH_PRECISIONS = ("float32", "bfloat16")
+# Weights a search may hold in fewer bits (`precision.Int8Weights`).
+QUANTIZATIONS = ("int8",)
 # The product groups (`precision.PRODUCTS`) a bfloat16 search computes in
 # bfloat16: all of them (each was faster in bfloat16 on a CPU with avx512_bf16,
 # benchmarks/RESULTS.md "Served precision and shortlist"); the output layer's
 # through `OutputLayer`, the others as Keras layers under mixed_bfloat16.
 LOWER_PRECISION_PRODUCTS = ("encoder", "decoder", "deep_output", "output")
+# The product groups whose kernels an int8 search holds as int8: the same.
+INT8_PRODUCTS = LOWER_PRECISION_PRODUCTS
 
 
 def check_search_options(precision="float32", quantize=None):
     """``(precision, quantize)`` checked; a one-line ValueError naming the bad one.
 
-    ``quantize``: None only; int8 weights in a served search are not built yet.
+    ``quantize``: None, or ``"int8"``: the products' kernels held as int8 with
+    per-channel scales (`precision.Int8Weights`), computed in ``precision``.
     """
-    if precision not in SEARCH_PRECISIONS:
+    if not isinstance(precision, str) or precision not in SEARCH_PRECISIONS:
         raise ValueError(
             f"precision must be one of {SEARCH_PRECISIONS}. Received: "
             f"precision={precision!r}"
         )
-    if quantize is not None:
-        if quantize == "int8":
-            raise ValueError(
-                "quantize='int8' is not available yet (int8 weights in the search); "
-                "use precision='bfloat16'. Received: quantize='int8'"
-            )
-        raise ValueError(f"quantize must be None. Received: quantize={quantize!r}")
+    if quantize is not None and (
+        not isinstance(quantize, str) or quantize not in QUANTIZATIONS
+    ):
+        raise ValueError(
+            f"quantize must be None or one of {QUANTIZATIONS}. Received: "
+            f"quantize={quantize!r}"
+        )
     return precision, quantize
 
 

@@ -30,6 +30,7 @@ loader of ``saved_model_cli run`` and ``tensorflow_model_server``. (A Keras 3 mo
 held by a plain `tf.Module` passes the first and fails the second.)
 """
 
+import contextlib
 import functools
 import pathlib
 
@@ -128,7 +129,8 @@ def serving_functions(
 
     def translate(text):
         ids, no_tokens = _source_ids(text, tokenizer, max_source_len)
-        out = search(greedy, ids)
+        with _weights_held(translator):
+            out = search(greedy, ids)
         translation = tokenizer.target.decode(out["ids"])
         return {
             "translation": tf.where(no_tokens, tf.constant(""), translation),
@@ -137,7 +139,8 @@ def serving_functions(
 
     def translate_nbest(text):
         ids, no_tokens = _source_ids(text, tokenizer, max_source_len)
-        out = search(beam, ids)
+        with _weights_held(translator):
+            out = search(beam, ids)
         shape = tf.shape(out["ids"])  # (B, K, L); an explicit shape: B may be 0
         flat = tf.reshape(out["ids"], [shape[0] * beam_size, shape[2]])
         translations = tf.reshape(tokenizer.target.decode(flat), [shape[0], beam_size])
@@ -148,7 +151,8 @@ def serving_functions(
 
     def serve(source, target_in):
         source, target_in = _checked_token_ids(source, target_in, tokenizer)
-        logits = model({"source": source, "target_in": target_in}, training=False)
+        with _weights_held(translator):
+            logits = model({"source": source, "target_in": target_in}, training=False)
         return {"logits": tf.cast(logits, tf.float32)}
 
     return {
@@ -162,6 +166,13 @@ def serving_functions(
             ],
         ),
     }
+
+
+def _weights_held(translator):
+    """The translator's `Translator.weights_held` context (int8 weights read
+    dequantized, once per request), or none."""
+    held = getattr(translator, "weights_held", None)
+    return contextlib.nullcontext() if held is None else held()
 
 
 def _search_output(translator, xla):
@@ -391,7 +402,12 @@ def build_export_archive(
     import keras
 
     archive = keras.export.ExportArchive()
-    archive.track(translator.model)
+    int8_weights = getattr(translator, "int8_weights", None)
+    if int8_weights is None:
+        archive.track(translator.model)
+    else:  # the int8 kernels in place of the model's float32 ones; the other
+        # variables are tracked as the endpoints read them
+        archive.track(int8_weights)
     archive.track(translator.tokenizer)  # its lookup tables (tf.Module resources)
     if asset_dir is not None:
         archive.track(_vocabulary_tables(translator.tokenizer, asset_dir))

@@ -140,8 +140,10 @@ def test_bfloat16_shortlist_export_answers_malformed_requests(text_run_dir, tmp_
     [
         ({"precision": "float16"}, "precision='float16'"),
         ({"precision": "int8"}, "precision='int8'"),
-        ({"quantize": "int8"}, "quantize='int8' is not available yet"),
         ({"quantize": "int4"}, "quantize='int4'"),
+        ({"quantize": "INT8"}, "quantize='INT8'"),
+        ({"quantize": 8}, "quantize=8"),
+        ({"precision": None}, "precision=None"),
         ({"shortlist": 0}, "shortlist=0"),
         ({"shortlist": "50"}, "shortlist='50'"),
         ({"shortlist": True}, "shortlist=True"),
@@ -194,8 +196,8 @@ def test_cli_precisions_are_the_searches():
     "flags, named",
     [
         (["--precision", "float16"], ["--precision", "float16"]),
-        (["--quantize", "int8"], ["--quantize", "not available yet"]),
         (["--quantize", "int4"], ["--quantize", "int4"]),
+        (["--quantize", "float16"], ["--quantize", "float16"]),
         (["--shortlist", "0"], ["--shortlist", "'0'"]),
         (["--shortlist", "many"], ["--shortlist", "'many'"]),
     ],
