@@ -17,6 +17,7 @@ from keras_selfattn.models.precision import PRODUCTS
 
 __all__ = [
     "BF16_CPU_FLAGS",
+    "INT8_PRODUCTS",
     "REPORT_FILE",
     "cpu_warnings",
     "export_report",
