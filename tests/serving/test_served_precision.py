@@ -240,6 +240,7 @@ def test_cli_bad_option_values_name_the_flag(command, flags, named, tmp_path, ca
         ([], {"precision": "float32", "quantize": None, "shortlist": None}),
         (["--shortlist"], {"shortlist": DEFAULT_FREQUENT}),
         (["--shortlist", "7", "--precision", "bfloat16"], {"shortlist": 7}),
+        (["--quantize", "int8", "--precision", "bfloat16"], {"quantize": "int8"}),
     ],
 )
 def test_cli_export_options_reach_export_run(flags, expected, tmp_path, monkeypatch):
