@@ -29,12 +29,13 @@ float32; the float32 and bfloat16 matmul peaks (a square product) are measured
 beside them, and each float32 product's GFLOP/s is given against that peak.
 ``--quick`` runs a few rounds at smaller sizes, to check the script runs.
 
-End to end (``--run RUN``): the run exported four times
+End to end (``--run RUN``): the run exported six times
 (`keras_selfattn.serving.export_run`: float32, ``precision="bfloat16"``,
-``shortlist=N``, both), each loaded under the session loader (as TF Serving
-loads it, its own session with ``--threads`` intra-op threads) in this one
-process; every source of ``--test`` (default: the run's test split) is
-translated in batches of ``--batch`` by ``serving_default`` (greedy) and
+``shortlist=N``, both, and bfloat16 with ``quantize="int8"`` without and with
+the shortlist; ``--exports`` picks some), each loaded under the session
+loader (as TF Serving loads it, its own session with ``--threads`` intra-op
+threads) in this one process; every source of ``--test`` (default: the run's
+test split) is translated in batches of ``--batch`` by ``serving_default`` (greedy) and
 ``translate_nbest`` (beam 4), passes interleaved round by round; each export's
 sentences/s, its speed against float32's (median of the per-round ratios), the
 texts that differ from float32's, and greedy BLEU/chrF against the references
@@ -167,6 +168,12 @@ SERVED_EXPORTS = {
     "bfloat16": {"precision": "bfloat16"},
     "shortlist": {"shortlist": None},  # None: --frequent
     "bfloat16+shortlist": {"precision": "bfloat16", "shortlist": None},
+    "bfloat16+int8": {"precision": "bfloat16", "quantize": "int8"},
+    "bfloat16+int8+shortlist": {
+        "precision": "bfloat16",
+        "quantize": "int8",
+        "shortlist": None,
+    },
 }
 
 
@@ -268,7 +275,9 @@ def end_to_end(args, directory):
     run_dir = pathlib.Path(args.run) if args.run else _quick_run(directory / "run")
     test = args.test or run_dir / "splits" / "test.tsv"
     pairs = read_pairs(test)[: args.limit]
-    labels = list(SERVED_EXPORTS)
+    labels = args.exports or list(SERVED_EXPORTS)
+    if "float32" not in labels:
+        labels = ["float32", *labels]
     if args.quick:
         labels = ["float32", "bfloat16+shortlist"]
     served = _served_exports(
@@ -305,6 +314,12 @@ def main(argv=None):
     parser.add_argument("--frequent", type=int, default=50, help="--shortlist N")
     parser.add_argument("--served-rounds", type=int, default=3)
     parser.add_argument("--served-only", action="store_true", help="no products")
+    parser.add_argument(
+        "--exports",
+        nargs="+",
+        choices=list(SERVED_EXPORTS),
+        help="end to end: these exports beside float32 (default: all)",
+    )
     args = parser.parse_args(argv)
     import tensorflow as tf
 

@@ -19,6 +19,7 @@ on `decoding`, `models`' outputs, `text` and `run_directory` only.
 `keras_selfattn.scoring`'s `evaluate`).
 """
 
+import contextlib
 import dataclasses
 import os
 import pathlib
@@ -36,7 +37,7 @@ from keras_selfattn.decoding import (
     greedy_decode,
 )
 from keras_selfattn.models import output_layer, saving
-from keras_selfattn.models.precision import lower_precision_model
+from keras_selfattn.models.precision import Int8Weights, lower_precision_model
 from keras_selfattn.run_directory.consistency import check_run_parts
 from keras_selfattn.run_directory.layout import CONFIG_FILE, MODEL_FILE
 from keras_selfattn.run_directory.settings import load_run_config
@@ -152,9 +153,12 @@ class Translator:
         max_target_len: int,
         precision: str = "float32",
         shortlist: Any = None,
+        int8_weights: Int8Weights | None = None,
     ) -> None:
         output_layer.check_search_options(precision)
-        own_output = precision != "float32" or shortlist is not None
+        own_output = (
+            precision != "float32" or shortlist is not None or int8_weights is not None
+        )
         if own_output and keras.config.backend() != "tensorflow":
             raise ValueError(
                 "precision and shortlist run on the TensorFlow backend only. "
@@ -168,6 +172,9 @@ class Translator:
         # the vocabulary shortlist (`keras_selfattn.models.output_layer`).
         self.precision = precision
         self.shortlist = shortlist
+        # The model's product kernels held as int8, read dequantized by each
+        # search (`keras_selfattn.models.precision.Int8Weights`), or None.
+        self.int8_weights = int8_weights
         self._searches: dict[tuple[int, float], Any] = {}
 
     # Long: mostly its docstring (what each option loads).
@@ -208,7 +215,10 @@ class Translator:
         layers under mixed_bfloat16, `models.precision.lower_precision_model`;
         the output layer's in the search), sums, softmaxes and scores float32;
         what ``keras-selfattn export --precision bfloat16`` serves. ``quantize``:
-        None (int8 is refused: not available yet). ``shortlist``: a
+        None, or ``"int8"``: the products' kernels held as int8 with
+        per-channel scales and dequantized once per search, before its loop
+        (`models.precision.Int8Weights`; what ``--quantize int8`` exports).
+        ``shortlist``: a
         `text.shortlist.ShortlistTable` (``training.data.run_shortlist``): each
         batch searches over its sources' candidate target pieces only.
         """
@@ -233,6 +243,9 @@ class Translator:
         tokenizer = text.PairTokenizer.load(run_dir)
         if precision == "bfloat16":
             model = lower_precision_model(model, output_layer.LOWER_PRECISION_PRODUCTS)
+        int8_weights = None
+        if quantize == "int8":
+            int8_weights = Int8Weights(model, output_layer.INT8_PRODUCTS)
         return cls(
             model,
             tokenizer,
@@ -240,18 +253,30 @@ class Translator:
             model_config.max_target_len,
             precision=precision,
             shortlist=shortlist,
+            int8_weights=int8_weights,
         )
 
     @property
     def _searches_own_output(self) -> bool:
-        return self.precision != "float32" or self.shortlist is not None
+        return (
+            self.precision != "float32"
+            or self.shortlist is not None
+            or self.int8_weights is not None
+        )
+
+    def weights_held(self) -> Any:
+        """A context in which the model reads its int8 weights dequantized
+        (computed on entry: once per request in a graph); nothing without."""
+        if self.int8_weights is None:
+            return contextlib.nullcontext()
+        return self.int8_weights.held()
 
     def search(
         self, source_ids: Any, beam_size: int = 1, alpha: float = DEFAULT_LENGTH_PENALTY
     ) -> dict[str, Any]:
         """The greedy (``beam_size`` 1) or beam search's result for ``source_ids``
         (int32 (B, T)), in this translator's output layer (its precision and
-        shortlist: `keras_selfattn.models.output_layer.search_output_layer`).
+        shortlist: `keras_selfattn.models.output_layer.OutputLayer`).
 
         Graph code, for a served signature or a `tf.function`: built inside, the
         shortlist is computed from the request's ``source_ids``.
@@ -260,13 +285,12 @@ class Translator:
         if self.shortlist is not None:
             shortlist = (self.shortlist.candidates, self.shortlist.always)
         max_len = self.max_target_len + 1
-        with output_layer.search_output_layer(
-            self.model, source_ids, shortlist, self.precision
-        ):
+        output = output_layer.search_output(shortlist, self.precision)
+        with self.weights_held():
             if beam_size == 1:
-                return greedy_decode(self.model, source_ids, max_len)
+                return greedy_decode(self.model, source_ids, max_len, output=output)
             return beam_search_decode(
-                self.model, source_ids, beam_size, max_len, alpha=alpha
+                self.model, source_ids, beam_size, max_len, alpha=alpha, output=output
             )
 
     def _own_output_search(self, ids: Any, beam_size: int, alpha: float) -> Any:

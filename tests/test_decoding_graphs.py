@@ -269,8 +269,8 @@ def _recording_stage_rows(monkeypatch):
     stages = []
     original = tensorflow_loops._xla_stage
 
-    def recording(model, strategy, max_len):
-        stage = original(model, strategy, max_len)
+    def recording(model, strategy, max_len, output):
+        stage = original(model, strategy, max_len, output)
 
         def run(t, tokens, states, finished, memory):
             seen = tf.numpy_function(

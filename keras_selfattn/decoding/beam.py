@@ -78,27 +78,27 @@ class BeamSearch(SearchStrategy):
         """What ranks the (B, K, C) candidates: log-probability over the penalty.
 
         ``total``: the log-probabilities of each hypothesis' C best
-        continuations (C = min(beam size, vocabulary)). Every candidate of a
-        hypothesis is one token longer, unless the hypothesis is finished (it
-        only continues with free padding). An override must rank the
-        candidates of one hypothesis in the order of their log-probability (as
-        any per-hypothesis normalization does): the search only forms each
-        hypothesis' C best tokens, which then hold every candidate that can
-        survive.
+        continuations (C = min(beam size, the output's least width)). Every
+        candidate of a hypothesis is one token longer, unless the hypothesis
+        is finished (it only continues with free padding). An override must
+        rank the candidates of one hypothesis in the order of their
+        log-probability (as any per-hypothesis normalization does): the
+        search only forms each hypothesis' C best tokens, which then hold
+        every candidate that can survive.
         """
         candidate_lengths = lengths + ops.cast(ops.logical_not(finished), "int32")
         return total / length_penalty(candidate_lengths, self.alpha)[:, :, None]
 
-    def step(self, model, t, log_probs, states, finished, memory):
+    def step(self, model, t, log_probs, states, finished, memory, output):
         k = self.beam_size
         batch = ops.shape(finished)[0]
         # Only a hypothesis' `width` best tokens can survive: the ranking is
         # monotone in the log-probability within a hypothesis (see
-        # `candidate_scores`), so the (B, K, V) candidates are never formed.
-        width = min(k, model.target_vocab_size)
-        best, tokens = top_k_of_rows(log_probs, width, model.target_vocab_size)
+        # `candidate_scores`), so the (B, K, W) candidates are never formed.
+        width = min(k, output.least_width)
+        best, positions = top_k_of_rows(log_probs, width, output.width)
         best = ops.reshape(best, [batch, k, width])
-        tokens = ops.reshape(tokens, [batch, k, width])
+        tokens = ops.reshape(output.vocabulary_ids(positions), [batch, k, width])
         # A finished hypothesis may only continue with padding, at no cost.
         free = first_only(width)
         finished_3d = finished[:, :, None]
@@ -148,6 +148,7 @@ def beam_search_decode(
     max_len,
     alpha=DEFAULT_LENGTH_PENALTY,
     jit_compile=False,
+    output=None,
 ):
     """Beam search with length normalization applied at every step.
 
@@ -168,6 +169,7 @@ def beam_search_decode(
         max_len: int, the most tokens to produce (the end id included).
         alpha: float, strength of the length normalization.
         jit_compile: TensorFlow: one XLA program (see `decode`).
+        output: the search's output layer (see `decode`; None: the model's).
 
     Returns:
         dict, best first along axis 1: ``ids`` int32 (B, K, L), ``lengths`` int32
@@ -179,4 +181,5 @@ def beam_search_decode(
         and isinstance(alpha, numbers.Real)
     ):
         max_len, beam_size, alpha = int(max_len), int(beam_size), float(alpha)
-    return decode(model, source_ids, BeamSearch(beam_size, alpha), max_len, jit_compile)
+    strategy = BeamSearch(beam_size, alpha)
+    return decode(model, source_ids, strategy, max_len, jit_compile, output)

@@ -61,12 +61,13 @@ class GreedySearch(SearchStrategy):
         return {**memory, "attention": attention}
 
     def choose(self, log_probs, t):
-        """(B, V) log-probabilities of step ``t`` -> (B,) int32 tokens: the best."""
+        """(B, W) log-probabilities of step ``t`` -> (B,) int32 positions: the best."""
         return argmax_of_rows(log_probs)
 
-    def step(self, model, t, log_probs, states, finished, memory):
-        next_tokens = self.choose(log_probs, t)
-        chosen = take_per_sentence(log_probs, next_tokens[:, None])[:, 0]
+    def step(self, model, t, log_probs, states, finished, memory, output):
+        positions = self.choose(log_probs, t)
+        chosen = take_per_sentence(log_probs, positions[:, None])[:, 0]
+        next_tokens = output.vocabulary_ids(positions)
         next_tokens = ops.where(finished, ops.zeros_like(next_tokens), next_tokens)
         memory = {
             **memory,
@@ -89,7 +90,12 @@ class GreedySearch(SearchStrategy):
 
 
 def greedy_decode(
-    model, source_ids, max_len, return_attention=False, jit_compile=False
+    model,
+    source_ids,
+    max_len,
+    return_attention=False,
+    jit_compile=False,
+    output=None,
 ):
     """Greedy decoding: at each step the most likely next token.
 
@@ -99,6 +105,7 @@ def greedy_decode(
         max_len: int, the most tokens to produce (the end id included).
         return_attention: also return the attention weights of every step.
         jit_compile: TensorFlow: one XLA program (see `decode`).
+        output: the search's output layer (see `decode`; None: the model's).
 
     Returns:
         dict with ``ids`` int32 (B, L) (tokens after the end id are 0),
@@ -108,6 +115,5 @@ def greedy_decode(
     """
     if executing_eagerly() and isinstance(max_len, numbers.Integral):
         max_len, return_attention = int(max_len), bool(return_attention)
-    return decode(
-        model, source_ids, GreedySearch(return_attention), max_len, jit_compile
-    )
+    strategy = GreedySearch(return_attention)
+    return decode(model, source_ids, strategy, max_len, jit_compile, output)

@@ -13,7 +13,7 @@ import typing
 from keras import ops
 
 from keras_selfattn.decoding.once import before_the_loop
-from keras_selfattn.decoding.tensors import no_padding
+from keras_selfattn.decoding.output import WholeVocabulary
 
 
 class LoopState(typing.NamedTuple):
@@ -48,17 +48,16 @@ def keeps_searching(state, max_len):
     return ops.logical_and(state.t < max_len, ops.logical_not(ops.all(state.finished)))
 
 
-def stepper(model, strategy):
+def stepper(model, strategy, output):
     """The loop's body: a `LoopState` -> the next, after one decoder step and
-    the strategy's choice."""
-    padding = no_padding(model)
+    the strategy's choice over the bound output's logits (`SearchLogits`)."""
 
     def step(state):
         t, tokens, states, finished, memory = state
         memory = strategy.before_step(model, t, states, memory)
-        log_probs, states = strategy.log_probabilities(model, tokens, states, padding)
+        log_probs, states = strategy.log_probabilities(model, tokens, states, output)
         tokens, states, finished, memory = strategy.step(
-            model, t, log_probs, states, finished, memory
+            model, t, log_probs, states, finished, memory, output
         )
         return LoopState(t + 1, tokens, list(states), finished, memory)
 
@@ -77,14 +76,23 @@ def iterate(cond, step, state):
     )
 
 
-def run_loop(model, source_ids, strategy, max_len):
+def bound_output(model, source_ids, output):
+    """The output spec ``output`` (None: `WholeVocabulary`) bound to the
+    request's ``source_ids``: a `SearchLogits`, computed once, before the loop."""
+    return (output or WholeVocabulary()).bind(model, source_ids)
+
+
+def run_loop(model, source_ids, strategy, max_len, output=None):
     """The loop: start tokens, one decoder step a turn, until all finish or max_len.
+
+    ``output``: the search's output spec (None: the whole vocabulary).
 
     Returns:
         ``(t, memory)``: the steps taken and the strategy's tensors.
     """
+    bound = bound_output(model, source_ids, output)
     state = start(model, source_ids, strategy, max_len)
-    step = stepper(model, strategy)
+    step = stepper(model, strategy, bound)
     with before_the_loop(model):
         state = iterate(lambda s: keeps_searching(s, max_len), step, state)
     return state.t, state.memory

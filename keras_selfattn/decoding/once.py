@@ -90,6 +90,17 @@ def weights_cast_once(model):
 
 
 @contextlib.contextmanager
+def variables_read_as(pairs):
+    """Inside, each ``(variable, value)`` of ``pairs`` reads as ``value`` (a
+    tensor computed once, outside the loops built inside): the int8 weights of
+    a served search, dequantized once per request
+    (`keras_selfattn.models.precision.Int8Weights`)."""
+    entries = [(variable, "value", value) for variable, value in pairs]
+    with holding(entries), _HeldVariables():
+        yield
+
+
+@contextlib.contextmanager
 def before_the_loop(model):
     """The context a TensorFlow decoding loop is built in: its weights cast
     once (`weights_cast_once`), then what the model computes once for its

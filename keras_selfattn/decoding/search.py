@@ -16,7 +16,7 @@ from keras_selfattn.decoding.tensors import executing_eagerly, on_tensorflow
 _GRAPHS = weakref.WeakKeyDictionary()  # model -> {graph_key: compiled search}
 
 
-def decode(model, source_ids, strategy, max_len, jit_compile=False):
+def decode(model, source_ids, strategy, max_len, jit_compile=False, output=None):
     """Runs the decoder step by step, choosing tokens with ``strategy``.
 
     Args:
@@ -33,32 +33,52 @@ def decode(model, source_ids, strategy, max_len, jit_compile=False):
             (batch size, source length, a stage's rows): pad the sources to a
             few lengths (the export does). JAX: no effect (the search is
             always jitted there).
+        output: the search's output layer, a spec bound to ``source_ids``
+            once before the loop (``bind(model, source_ids)`` -> a
+            `SearchLogits`; ``graph_key()``: hashable, or None for a spec
+            whose graph is not cached). None: `WholeVocabulary`, the model's
+            own output layer. A vocabulary shortlist with lower-precision
+            products is `keras_selfattn.models.output_layer.OutputLayer`.
 
     Returns:
         the strategy's result (see `greedy_decode`, `beam_search_decode`), as
         tensors of the Keras backend.
     """
     source_ids = ops.convert_to_tensor(source_ids, "int32")
-    key = strategy.graph_key(max_len)
+    key = _graph_key(strategy, max_len, output)
     cache = executing_eagerly() and key is not None
     if on_tensorflow():
         from keras_selfattn.decoding import tensorflow_loops
 
         search = tensorflow_loops.decode_with_xla if jit_compile else decode_now
         if not cache:
-            return search(model, source_ids, strategy, max_len)
-        search = functools.partial(search, strategy=strategy, max_len=max_len)
+            return search(model, source_ids, strategy, max_len, output)
+        search = functools.partial(
+            search, strategy=strategy, max_len=max_len, output=output
+        )
         key = ("xla", key) if jit_compile else key
         return cached_graph(model, key, search)(source_ids)
     if not cache:
-        return decode_now(model, source_ids, strategy, max_len)
+        return decode_now(model, source_ids, strategy, max_len, output)
     # JAX: the loop is jitted; the trim to the steps taken follows it.
-    search = functools.partial(loop.run_loop, strategy=strategy, max_len=max_len)
+    search = functools.partial(
+        loop.run_loop, strategy=strategy, max_len=max_len, output=output
+    )
     t, memory = cached_graph(model, key, search)(source_ids)
     return strategy.finish(int(t), memory)
 
 
-def decode_now(model, source_ids, strategy, max_len):
+def _graph_key(strategy, max_len, output):
+    """The cached graph's key: the strategy's, with the output spec's (None
+    where either has none: not cached)."""
+    key = strategy.graph_key(max_len)
+    if output is None or key is None:
+        return key
+    output_key = output.graph_key()
+    return None if output_key is None else (key, type(output), output_key)
+
+
+def decode_now(model, source_ids, strategy, max_len, output=None):
     """The loop, then the strategy's result.
 
     TensorFlow: a strategy that can (``drops_finished_rows``) runs
@@ -70,7 +90,7 @@ def decode_now(model, source_ids, strategy, max_len):
         from keras_selfattn.decoding import tensorflow_loops
 
         run = tensorflow_loops.loop_dropping_finished
-    return strategy.finish(*run(model, source_ids, strategy, max_len))
+    return strategy.finish(*run(model, source_ids, strategy, max_len, output))
 
 
 def cached_graph(model, key, search):

@@ -42,17 +42,21 @@ class SearchStrategy:
         """``memory`` updated before the decoder step ``t`` (default: as it is)."""
         return memory
 
-    def log_probabilities(self, model, tokens, states, no_padding):
+    def log_probabilities(self, model, tokens, states, output):
         """``(log_probs, states)``: the decoder step on ``tokens`` and the
-        float32 log-probabilities of the next tokens (padding never chosen:
-        ``no_padding`` is added to the logits). Every search forms its logits
-        here."""
-        logits, states = model.decode_step(tokens, states, training=False)
-        return ops.log_softmax(logits + no_padding), states
+        float32 (rows, W) log-probabilities of the next tokens over the width
+        of ``output`` (the bound `SearchLogits`: the whole vocabulary, or a
+        shortlist), padding never chosen. Every search forms its logits here."""
+        logits, states = model.decode_step(
+            tokens, states, training=False, logits_of=output.logits_of
+        )
+        return ops.log_softmax(logits + output.no_padding), states
 
-    def step(self, model, t, log_probs, states, finished, memory):
+    def step(self, model, t, log_probs, states, finished, memory, output):
         """``(tokens, states, finished, memory)`` after choosing step ``t``'s
-        tokens from the (rows, V) ``log_probs``."""
+        tokens from the (rows, W) ``log_probs``: positions in ``output``'s
+        logits, whose vocabulary ids (``output.vocabulary_ids``) are the
+        tokens fed back, written and tested for the end id."""
         raise NotImplementedError
 
     def finish(self, t, memory):

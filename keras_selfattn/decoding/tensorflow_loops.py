@@ -28,7 +28,7 @@ DROP_WHEN_ENDED = 0.25
 XLA_STAGE_MIN_ROWS = 16
 
 
-def decode_with_xla(model, source_ids, strategy, max_len):
+def decode_with_xla(model, source_ids, strategy, max_len, output=None):
     """The loop compiled with XLA, then the strategy's result.
 
     A strategy that can drop its ended sentences (``drops_finished_rows``) runs
@@ -38,10 +38,12 @@ def decode_with_xla(model, source_ids, strategy, max_len):
     """
     if strategy.drops_finished_rows:
         return strategy.finish(
-            *loop_in_xla_stages(model, source_ids, strategy, max_len)
+            *loop_in_xla_stages(model, source_ids, strategy, max_len, output)
         )
     compiled = tf.function(
-        functools.partial(loop.run_loop, model, strategy=strategy, max_len=max_len),
+        functools.partial(
+            loop.run_loop, model, strategy=strategy, max_len=max_len, output=output
+        ),
         jit_compile=True,
         autograph=False,
     )
@@ -78,7 +80,7 @@ def _while_sentences_left(cond, body, state, sentences, results):
     return LoopState(*state), sentences, results
 
 
-def loop_dropping_finished(model, source_ids, strategy, max_len):
+def loop_dropping_finished(model, source_ids, strategy, max_len, output=None):
     """`loop.run_loop`, but the decoder runs only on unfinished sentences.
 
     A batch decodes until its longest search ends; with the static loop every
@@ -98,8 +100,9 @@ def loop_dropping_finished(model, source_ids, strategy, max_len):
     Returns:
         ``(t, memory)`` as `loop.run_loop`.
     """
+    bound = loop.bound_output(model, source_ids, output)
     state = loop.start(model, source_ids, strategy, max_len)
-    step = loop.stepper(model, strategy)
+    step = loop.stepper(model, strategy, bound)
 
     def body(state, sentences, results):
         t, tokens, states, finished, memory = step(state)
@@ -130,7 +133,7 @@ def loop_dropping_finished(model, source_ids, strategy, max_len):
     return state.t, _written(results, sentences, state.memory, searching)
 
 
-def loop_in_xla_stages(model, source_ids, strategy, max_len):
+def loop_in_xla_stages(model, source_ids, strategy, max_len, output=None):
     """`loop.run_loop` in XLA programs that drop the ended sentences.
 
     One XLA program runs the encoder and the strategy's start. Then the
@@ -158,7 +161,9 @@ def loop_in_xla_stages(model, source_ids, strategy, max_len):
 
     start = tf.function(search_start, jit_compile=True, autograph=False)
     state = start(source_ids)
-    stage = _xla_stage(model, strategy, max_len)
+    # Bound outside the programs: each stage takes its tensors as captures.
+    bound = loop.bound_output(model, source_ids, output)
+    stage = _xla_stage(model, strategy, max_len, bound)
 
     def body(state, sentences, results):
         t, *searched = stage(*state)
@@ -247,14 +252,14 @@ def _gathered(taken, tokens, states, finished, memory, sentences):
     return tokens, states, finished, memory, sentences
 
 
-def _xla_stage(model, strategy, max_len):
+def _xla_stage(model, strategy, max_len, output):
     """One stage of `loop_in_xla_stages`, an XLA program: the loop's steps
     until the sentences still searching fit in fewer rows (`_next_stage_rows`;
     only when the stage has more than `XLA_STAGE_MIN_ROWS` decoder rows), none
     is left, or ``max_len``."""
 
     def search_stage(t, tokens, states, finished, memory):
-        step = loop.stepper(model, strategy)
+        step = loop.stepper(model, strategy, output)
         sentences = tf.size(_sentence_ended(finished))
         may_shrink = tf.shape(tokens)[0] > XLA_STAGE_MIN_ROWS
 

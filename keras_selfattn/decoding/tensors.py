@@ -5,8 +5,6 @@ import keras
 import numpy as np
 from keras import ops
 
-from keras_selfattn.reserved_ids import PAD_ID
-
 NEG = -1e9  # a finite "minus infinity" for log-probabilities (keeps sums NaN-free)
 
 # Rows at least this long take the two-level top-k of `top_k_of_rows`.
@@ -24,13 +22,6 @@ def executing_eagerly():
     from keras_selfattn.decoding import tensorflow_ops
 
     return tensorflow_ops.executing_eagerly()
-
-
-def no_padding(model):
-    """(V,) float32: ``NEG`` at the padding id, 0 elsewhere (added to the logits)."""
-    values = np.zeros([model.target_vocab_size], "float32")
-    values[PAD_ID] = NEG
-    return ops.convert_to_tensor(values)
 
 
 def write_column(buffer, t, values):
@@ -94,28 +85,44 @@ def top_k_of_rows(values, k, size):
     top-k runs over the block maxima and one over those k blocks, taken in
     ascending block order so that a tie still goes to the lower index.
 
+    A row known only at run time (a shortlist's width, at most ``size``) is
+    padded to at least ``k`` blocks.
+
     Args:
-        values: float32 (R, size).
-        k: int, 1 <= k <= size.
-        size: int, the rows' static length.
+        values: float32 (R, size), or (R, W) with W <= size known at run time.
+        k: int, 1 <= k <= the rows' length.
+        size: int, the rows' static length (or its upper bound).
     """
     if size < TWO_LEVEL_TOP_K_FROM or k * k * 4 > size:
         best, indices = ops.top_k(values, k)
         return best, ops.cast(indices, "int32")
     block = 2 ** int(np.ceil(np.log2(np.sqrt(size / k))))
-    blocks = -(-size // block)
-    if blocks * block > size:  # pad with a value below every real one
-        lowest = float(np.finfo("float32").min)
-        values = ops.pad(
-            values, [[0, 0], [0, blocks * block - size]], constant_values=lowest
-        )
-    grouped = ops.reshape(values, [-1, blocks, block])
+    grouped = _in_blocks(values, block, k)
     _, chosen = ops.top_k(ops.max(grouped, axis=-1), k)
     chosen = ops.sort(ops.cast(chosen, "int32"), axis=-1)  # (R, k) ascending
     candidates = ops.reshape(take_per_sentence(grouped, chosen), [-1, k * block])
     best, within = ops.top_k(candidates, k)
     within = ops.cast(within, "int32")
     return best, take_per_sentence(chosen, within // block) * block + within % block
+
+
+def _in_blocks(values, block, k):
+    """(R, W) ``values`` -> (R, blocks, block), padded at the end with a value
+    below every real one; at least ``k`` blocks for a row known at run time."""
+    lowest = float(np.finfo("float32").min)
+    width = values.shape[-1]
+    if width is not None:  # static: the row's own length
+        blocks = -(-width // block)
+        if blocks * block > width:
+            values = ops.pad(
+                values, [[0, 0], [0, blocks * block - width]], constant_values=lowest
+            )
+        return ops.reshape(values, [-1, blocks, block])
+    width = ops.shape(values)[-1]
+    blocks = ops.maximum((width + block - 1) // block, k)
+    filler = ops.full([ops.shape(values)[0], blocks * block - width], lowest)
+    values = ops.concatenate([values, ops.cast(filler, values.dtype)], axis=-1)
+    return ops.reshape(values, [-1, blocks, block])
 
 
 def keep_shape(new, old):

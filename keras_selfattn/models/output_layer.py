@@ -1,112 +1,116 @@
 """A search's output layer: a request's vocabulary shortlist, products in bfloat16.
 
-`search_output_layer` is the context a served or translating search runs in:
-before the loop, once per request, it takes the output layer's columns for the
-request's shortlist (`shortlist_ops.shortlist_ids` of its source ids) in the
-product's precision; at each step the model's `Seq2Seq.decode_step` forms its
-logits over those columns only (`Seq2Seq.search_output_layer`) and spreads them
-over the vocabulary, ``_NOT_KEPT`` elsewhere. The searches (greedy, beam) read
-full-width logits as always, so a search over the shortlist is exact on what it
-keeps: its argmax is the full argmax whenever that one is kept. TensorFlow ops.
+`OutputLayer` is the output spec a served or translating search takes
+(`keras_selfattn.decoding.decode`'s ``output``): bound to a request's source ids
+before the loop, once, it takes the output layer's columns for the request's
+shortlist (`shortlist_ops.shortlist_ids` of its source ids) in the product's
+precision, and the search forms each step's logits over those columns only:
+the log-softmax and the argmax or top-k run over the kept pieces (about a
+third of the vocabulary on Multi30k), and the chosen positions are mapped back
+to vocabulary ids (a gather of the shortlist's ids) for the tokens fed back,
+the outputs and the end test. Exact on what it keeps: a step's argmax is the
+full argmax whenever that one is kept (log-probabilities normalize over the
+kept pieces only). TensorFlow ops.
 """
 
-import contextlib
+import dataclasses
+from typing import Any
 
-import tensorflow as tf
+import numpy as np
 
+from keras_selfattn.decoding.output import SearchLogits
 from keras_selfattn.models import precision as precision_lib
 from keras_selfattn.models import shortlist_ops
 
 __all__ = [
+    "INT8_PRODUCTS",
     "LOWER_PRECISION_PRODUCTS",
+    "QUANTIZATIONS",
     "SEARCH_PRECISIONS",
+    "OutputLayer",
     "check_search_options",
-    "search_logits",
-    "search_output_layer",
+    "search_output",
 ]
 
 SEARCH_PRECISIONS = ("float32", "bfloat16")
+# Weights a search may hold in fewer bits (`precision.Int8Weights`).
+QUANTIZATIONS = ("int8",)
 # The product groups (`precision.PRODUCTS`) a bfloat16 search computes in
 # bfloat16: all of them (each was faster in bfloat16 on a CPU with avx512_bf16,
 # benchmarks/RESULTS.md "Served precision and shortlist"); the output layer's
-# through `search_logits`, the others as Keras layers under mixed_bfloat16.
+# through `OutputLayer`, the others as Keras layers under mixed_bfloat16.
 LOWER_PRECISION_PRODUCTS = ("encoder", "decoder", "deep_output", "output")
-
-# The logit of a piece the shortlist leaves out: no softmax weight, never chosen
-# (the searches' own "minus infinity" is -1e9; this stays finite in sums).
-_NOT_KEPT = -1e9
+# The product groups whose kernels an int8 search holds as int8: the same.
+INT8_PRODUCTS = LOWER_PRECISION_PRODUCTS
 
 
 def check_search_options(precision="float32", quantize=None):
     """``(precision, quantize)`` checked; a one-line ValueError naming the bad one.
 
-    ``quantize``: None only; int8 weights in a served search are not built yet.
+    ``quantize``: None, or ``"int8"``: the products' kernels held as int8 with
+    per-channel scales (`precision.Int8Weights`), computed in ``precision``.
     """
-    if precision not in SEARCH_PRECISIONS:
+    if not isinstance(precision, str) or precision not in SEARCH_PRECISIONS:
         raise ValueError(
             f"precision must be one of {SEARCH_PRECISIONS}. Received: "
             f"precision={precision!r}"
         )
-    if quantize is not None:
-        if quantize == "int8":
-            raise ValueError(
-                "quantize='int8' is not available yet (int8 weights in the search); "
-                "use precision='bfloat16'. Received: quantize='int8'"
-            )
-        raise ValueError(f"quantize must be None. Received: quantize={quantize!r}")
+    if quantize is not None and (
+        not isinstance(quantize, str) or quantize not in QUANTIZATIONS
+    ):
+        raise ValueError(
+            f"quantize must be None or one of {QUANTIZATIONS}. Received: "
+            f"quantize={quantize!r}"
+        )
     return precision, quantize
 
 
-def _spread(ids, vocab_size):
-    """(V,) int32: each vocabulary id's position in ``ids``, ``len(ids)`` if absent."""
-    size = tf.shape(ids)[0]
-    return tf.scatter_nd(ids[:, None], tf.range(size) - size, [vocab_size]) + size
-
-
-def search_logits(model, source_ids=None, shortlist=None, precision="float32"):
-    """``logits_of(decoder_output)`` for a search over ``source_ids``.
+@dataclasses.dataclass(frozen=True, eq=False)
+class OutputLayer:
+    """A search's output layer: a vocabulary shortlist, the product's precision.
 
     Args:
-        model: a `Seq2Seq`.
-        source_ids: int (B, T) the request's source ids (for the shortlist).
-        shortlist: None, or ``(candidates, always)`` int32 arrays
-            (`keras_selfattn.text.shortlist.ShortlistTable`'s ``candidates`` and
-            ``always``).
+        shortlist: None (every target piece), or ``(candidates, always)`` int32
+            arrays (`keras_selfattn.text.shortlist.ShortlistTable`'s
+            ``candidates`` and ``always``).
         precision: the output product's, ``"float32"`` or ``"bfloat16"``.
-
-    Returns:
-        A function of (B, D) decoder outputs -> float32 (B, V) logits.
     """
-    check_search_options(precision)
-    kernel, bias = shortlist_ops.output_layer_weights(model)
-    vocab_size = model.target_vocab_size
-    positions = None
-    if shortlist is not None:
-        candidates, always = shortlist
-        ids = shortlist_ops.shortlist_ids(source_ids, candidates, always, vocab_size)
-        kernel, bias = shortlist_ops.gather_output_layer(kernel, bias, ids)
-        positions = _spread(ids, vocab_size)
-    kernel = precision_lib.output_kernel_in(kernel, precision)
 
-    def logits_of(hidden):
-        logits = shortlist_ops.shortlist_logits(hidden, kernel, bias, model.deep_output)
-        if positions is None:
-            return logits
-        not_kept = tf.fill([tf.shape(logits)[0], 1], tf.constant(_NOT_KEPT))
-        return tf.gather(tf.concat([logits, not_kept], axis=1), positions, axis=1)
+    shortlist: Any = None
+    precision: str = "float32"
 
-    return logits_of
+    def __post_init__(self):
+        check_search_options(self.precision)
+
+    def graph_key(self):
+        """None: a graph holding a table is not cached by `decode`."""
+
+    def bind(self, model, source_ids):
+        """The `SearchLogits` of a request's ``source_ids``: the output layer's
+        columns taken (for the shortlist) and cast (for the precision) once."""
+        kernel, bias = shortlist_ops.output_layer_weights(model)
+        vocab_size = model.target_vocab_size
+        ids, least_width = None, vocab_size
+        if self.shortlist is not None:
+            candidates, always = self.shortlist
+            ids = shortlist_ops.shortlist_ids(
+                source_ids, candidates, always, vocab_size
+            )
+            kernel, bias = shortlist_ops.gather_output_layer(kernel, bias, ids)
+            least_width = int(np.unique(np.asarray(always)).size)
+        kernel = precision_lib.output_kernel_in(kernel, self.precision)
+
+        def logits_of(hidden):
+            return shortlist_ops.shortlist_logits(
+                hidden, kernel, bias, model.deep_output
+            )
+
+        return SearchLogits(vocab_size, max(least_width, 1), logits_of, ids)
 
 
-@contextlib.contextmanager
-def search_output_layer(model, source_ids=None, shortlist=None, precision="float32"):
-    """A context: the searches built inside use `search_logits`' output layer.
-
-    Nothing changes with neither a shortlist nor a lower precision.
-    """
+def search_output(shortlist=None, precision="float32"):
+    """The `OutputLayer` of ``shortlist`` and ``precision``; None (the model's
+    own output layer) with neither."""
     if shortlist is None and precision == "float32":
-        yield
-        return
-    logits_of = search_logits(model, source_ids, shortlist, precision)
-    with model.search_output_layer(logits_of):
-        yield
+        return None
+    return OutputLayer(shortlist, precision)

@@ -20,21 +20,25 @@ int8-rounded values, which computes what an int8 export computes (to measure
 its translations before exporting).
 """
 
+import contextlib
 import fnmatch
 
 import keras
 import numpy as np
 import tensorflow as tf
 
+from keras_selfattn.decoding.once import variables_read_as
 from keras_selfattn.models import saving
 
 __all__ = [
     "PRECISIONS",
     "PRODUCTS",
+    "Int8Weights",
     "dequantize",
     "int8_weights_model",
     "lower_precision_model",
     "output_kernel_in",
+    "product_kernels",
     "product_layers",
     "quantize_int8",
 ]
@@ -147,20 +151,95 @@ def _product_kernels(layer):
     return [w for w in layer.weights if w.path.rsplit("/", 1)[-1] in names]
 
 
+def product_kernels(model, products):
+    """The product weights (kernels, embeddings) of ``model``'s ``products``,
+    each once."""
+    found = {}
+    for layer in product_layers(model, products).values():
+        for weight in _product_kernels(layer):
+            found.setdefault(id(weight), weight)
+    return list(found.values())
+
+
+def _quantized(weight):
+    """``(int8, scales, rows)`` of a weight: an embedding's output channels are
+    its rows (the tied output layer's), a kernel's its last axis."""
+    value = keras.ops.convert_to_numpy(weight)
+    rows = weight.path.endswith("embeddings")
+    quantized, scales = quantize_int8(value.T if rows else value)
+    return (quantized.T if rows else quantized), scales, rows
+
+
+class Int8Weights(tf.Module):
+    """A model's product kernels as int8 with per-channel float32 scales.
+
+    What an int8 export stores in place of the float32 kernels (half the
+    bytes of bfloat16): a search reads each kernel through `held`, which
+    dequantizes them all once per request, before its loop, to float32 values
+    (the layers that compute in bfloat16 cast them once more, before the loop:
+    `keras_selfattn.decoding.once.weights_cast_once`). The values are
+    `int8_weights_model`'s, so its translations are the export's.
+
+    Args:
+        model: a `Seq2Seq`.
+        products: names from `PRODUCTS`.
+    """
+
+    def __init__(self, model, products):
+        super().__init__(name="int8_weights")
+        self._variables_of = product_kernels(model, _check_products(products))
+        self.products = tuple(products)
+        self.int8 = []
+        self.scales = []
+        self._rows = []
+        for weight in self._variables_of:
+            quantized, scales, rows = _quantized(weight)
+            name = weight.path.replace("/", "__")
+            self.int8.append(tf.Variable(quantized, trainable=False, name=name))
+            self.scales.append(
+                tf.Variable(scales, trainable=False, name=name + "__scales")
+            )
+            self._rows.append(rows)
+
+    @property
+    def paths(self):
+        """The model weights held as int8, by path."""
+        return [weight.path for weight in self._variables_of]
+
+    @property
+    def nbytes(self):
+        """The bytes of the int8 weights and their scales."""
+        return sum(int(v.shape.num_elements()) for v in self.int8) + 4 * sum(
+            int(v.shape.num_elements()) for v in self.scales
+        )
+
+    @contextlib.contextmanager
+    def held(self):
+        """Inside, the model's product kernels read as their int8 values
+        dequantized here, once (graph code: once per request)."""
+        pairs = []
+        for weight, quantized, scales, rows in zip(
+            self._variables_of, self.int8, self.scales, self._rows, strict=True
+        ):
+            if rows:  # per-row scales
+                value = tf.cast(quantized, tf.float32) * scales[:, None]
+            else:
+                value = dequantize(quantized, scales, tf.float32)
+            pairs.append((weight, value))
+        with variables_read_as(pairs):
+            yield
+
+
 def int8_weights_model(model, products):
     """`lower_precision_model`, its ``products``' kernels rounded through int8.
 
     The copy computes what an int8 export computes: each kernel's values are
-    those of `quantize_int8` then `dequantize`, products in bfloat16.
+    those of `quantize_int8` then `dequantize` (`Int8Weights.held`), products
+    in bfloat16.
     """
     copy = lower_precision_model(model, products)
-    for layer in product_layers(copy, products).values():
-        for weight in _product_kernels(layer):
-            value = keras.ops.convert_to_numpy(weight)
-            if weight.path.endswith("embeddings"):  # rows are output channels
-                quantized, scales = quantize_int8(value.T)
-                weight.assign(dequantize(quantized, scales, tf.float32).numpy().T)
-            else:
-                quantized, scales = quantize_int8(value)
-                weight.assign(dequantize(quantized, scales, tf.float32))
+    for weight in product_kernels(copy, products):
+        quantized, scales, rows = _quantized(weight)
+        scales = scales[:, None] if rows else scales
+        weight.assign(quantized.astype(np.float32) * scales)
     return copy

@@ -238,14 +238,9 @@ class Seq2Seq(keras.Model):
                 target_vocab_size, dtype="float32", name="logits"
             )
 
-    # While a search runs inside `search_output_layer`: its logits function.
-    _search_logits = None
-
     def _logits(self, hidden, training=False):
         """Decoder outputs (..., decoder_units) -> float32 logits over the targets
         (through the deep output, when the model has one)."""
-        if self._search_logits is not None and not training:
-            return self._search_logits(hidden)
         if self.deep_output is not None:
             hidden = self.deep_output(hidden, training=training)
         if self.logits_dense is None:
@@ -262,20 +257,6 @@ class Seq2Seq(keras.Model):
         if self.logits_dense is None:
             return self.target_embedding.output_kernel_held()
         return contextlib.nullcontext()
-
-    @contextlib.contextmanager
-    def search_output_layer(self, logits_of):
-        """A context in which `decode_step` forms its logits as
-        ``logits_of(decoder_output)`` (float32, (B, target_vocab_size)): a
-        search's own output layer (a request's vocabulary shortlist, products
-        in lower precision: `keras_selfattn.models.output_layer`). Training and
-        the model's own call never enter it."""
-        previous = self._search_logits
-        object.__setattr__(self, "_search_logits", logits_of)  # not tracked
-        try:
-            yield
-        finally:
-            object.__setattr__(self, "_search_logits", previous)
 
     # ---------------------------------------------------------------- encoder
     def _encode(self, source_ids, training=None):
@@ -351,7 +332,7 @@ class Seq2Seq(keras.Model):
             return decoder_state, None
         return decoder_state[:-1], decoder_state[-1]
 
-    def decode_step(self, token_ids, decoder_state, training=False):
+    def decode_step(self, token_ids, decoder_state, training=False, logits_of=None):
         """One decoder step.
 
         Args:
@@ -359,10 +340,15 @@ class Seq2Seq(keras.Model):
             decoder_state: the states list from `initial_decoder_state` or the
                 previous step.
             training: bool (decoder dropout).
+            logits_of: None (the model's own output layer), or a function of
+                the (B, decoder_units) decoder output -> float32 (B, W) logits:
+                a search's own output layer (a request's vocabulary shortlist,
+                products in lower precision: `keras_selfattn.models.output_layer`),
+                given by the search, never kept on the model.
 
         Returns:
             ``(logits, new_state)``: float32 (B, target_vocab_size) logits of the
-            next token, and the states list for the next step.
+            next token (or ``logits_of``'s), and the states list for the next step.
 
         With ``attentional_output`` the step's output attends to the memory
         (`BahdanauDecoderCell.decoder_output`), and the next step's query is
@@ -388,8 +374,11 @@ class Seq2Seq(keras.Model):
                 output, context, training=training
             )
             states.append(ops.convert_to_tensor(context))
-        logits = ops.cast(self._logits(output, training=training), "float32")
-        return logits, states
+        if logits_of is None:
+            logits = self._logits(output, training=training)
+        else:
+            logits = logits_of(output)
+        return ops.cast(logits, "float32"), states
 
     def decoder_attention(self, decoder_state):
         """float32 (B, T): the attention weights over the source the next step uses."""

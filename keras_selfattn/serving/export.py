@@ -253,7 +253,10 @@ def export_run(
         precision: ``"float32"`` or ``"bfloat16"``: every product of the
             searches in bfloat16 (sums, softmaxes, scores float32; see
             `Translator.load`); fast on CPUs with avx512_bf16 or amx_bf16 only.
-        quantize: None; ``"int8"`` is refused (not available yet).
+        quantize: None, or ``"int8"``: the products' kernels stored as int8
+            with per-channel float32 scales (half bfloat16's bytes), each
+            request dequantizing them once before its search loop, then
+            computing in ``precision`` (`keras_selfattn.models.precision.Int8Weights`).
         shortlist: None, or N > 0: each request searches over its sources'
             candidate target pieces plus the N most frequent
             (`keras_selfattn.training.data.run_shortlist`: the run's
@@ -282,7 +285,7 @@ def export_run(
 
         table = run_shortlist(run_dir, frequent=shortlist)
     translator = Translator.load(
-        run_dir, dtype=dtype, precision=precision, shortlist=table
+        run_dir, dtype=dtype, precision=precision, quantize=quantize, shortlist=table
     )
     if warmup_texts is None:
         warmup_texts = sample_sources(run_dir, tokenizer=translator.tokenizer)

@@ -12,11 +12,12 @@ emulated, slower than float32's.
 import json
 import pathlib
 
-from keras_selfattn.models.output_layer import LOWER_PRECISION_PRODUCTS
+from keras_selfattn.models.output_layer import INT8_PRODUCTS, LOWER_PRECISION_PRODUCTS
 from keras_selfattn.models.precision import PRODUCTS
 
 __all__ = [
     "BF16_CPU_FLAGS",
+    "INT8_PRODUCTS",
     "REPORT_FILE",
     "cpu_warnings",
     "export_report",
@@ -59,7 +60,7 @@ def export_report(translator):
         "precision": {
             group: ("bfloat16" if group in lowered else "float32") for group in PRODUCTS
         },
-        "quantize": None,
+        "quantize": _quantize_record(translator),
         "cpu_features_assumed": list(BF16_CPU_FLAGS) if lowered else [],
         "cpu_features_note": (
             "bfloat16 products run natively with any one of these CPU flags; "
@@ -68,6 +69,20 @@ def export_report(translator):
             else "float32 products: no CPU feature assumed"
         ),
         "shortlist": record,
+    }
+
+
+def _quantize_record(translator):
+    """None, or which product groups and weights the export holds as int8."""
+    int8_weights = getattr(translator, "int8_weights", None)
+    if int8_weights is None:
+        return None
+    return {
+        "int8": list(INT8_PRODUCTS),
+        "weights": int8_weights.paths,
+        "bytes": int8_weights.nbytes,
+        "scales": "float32, one per output channel (symmetric, max|w| / 127)",
+        "dequantized": "once per request, before the search loop",
     }
 
 
@@ -100,6 +115,12 @@ def format_report(report):
     groups = ", ".join(f"{k} {v}" for k, v in report["precision"].items())
     features = " or ".join(report["cpu_features_assumed"]) or "none"
     lines = [f"precision: {groups}", f"CPU features assumed: {features}"]
+    quantize = report.get("quantize")
+    if quantize:
+        lines.append(
+            f"int8 weights: {', '.join(quantize['int8'])} "
+            f"({len(quantize['weights'])} kernels, {quantize['bytes']} bytes)"
+        )
     record = report.get("shortlist")
     if record is None:
         lines.append("shortlist: none (the whole output layer)")

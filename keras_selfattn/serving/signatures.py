@@ -30,6 +30,7 @@ loader of ``saved_model_cli run`` and ``tensorflow_model_server``. (A Keras 3 mo
 held by a plain `tf.Module` passes the first and fails the second.)
 """
 
+import contextlib
 import functools
 import pathlib
 
@@ -40,7 +41,7 @@ from keras_selfattn.decoding import (  # DEFAULT_BEAM_SIZE: re-exported
     beam_search_decode,
     greedy_decode,
 )
-from keras_selfattn.models.output_layer import search_output_layer
+from keras_selfattn.models.output_layer import search_output
 
 __all__ = [
     "DEFAULT_BEAM_SIZE",
@@ -112,17 +113,15 @@ def serving_functions(
     max_source_len, max_len = translator.max_source_len, translator.max_target_len + 1
     text_spec = [tf.TensorSpec([None], tf.string, name="text")]
 
-    shortlist, precision = _search_output(translator, xla)
+    output = _search_output(translator, xla)
 
     def greedy(ids):
-        with search_output_layer(model, ids, shortlist, precision):
-            return greedy_decode(model, ids, max_len, jit_compile=xla)
+        return greedy_decode(model, ids, max_len, jit_compile=xla, output=output)
 
     def beam(ids):
-        with search_output_layer(model, ids, shortlist, precision):
-            return beam_search_decode(
-                model, ids, beam_size, max_len, alpha=alpha, jit_compile=xla
-            )
+        return beam_search_decode(
+            model, ids, beam_size, max_len, alpha=alpha, jit_compile=xla, output=output
+        )
 
     def search(function, ids):
         bucket = functools.partial(_bucketed, max_source_len=max_source_len)
@@ -130,7 +129,8 @@ def serving_functions(
 
     def translate(text):
         ids, no_tokens = _source_ids(text, tokenizer, max_source_len)
-        out = search(greedy, ids)
+        with _weights_held(translator):
+            out = search(greedy, ids)
         translation = tokenizer.target.decode(out["ids"])
         return {
             "translation": tf.where(no_tokens, tf.constant(""), translation),
@@ -139,7 +139,8 @@ def serving_functions(
 
     def translate_nbest(text):
         ids, no_tokens = _source_ids(text, tokenizer, max_source_len)
-        out = search(beam, ids)
+        with _weights_held(translator):
+            out = search(beam, ids)
         shape = tf.shape(out["ids"])  # (B, K, L); an explicit shape: B may be 0
         flat = tf.reshape(out["ids"], [shape[0] * beam_size, shape[2]])
         translations = tf.reshape(tokenizer.target.decode(flat), [shape[0], beam_size])
@@ -150,7 +151,8 @@ def serving_functions(
 
     def serve(source, target_in):
         source, target_in = _checked_token_ids(source, target_in, tokenizer)
-        logits = model({"source": source, "target_in": target_in}, training=False)
+        with _weights_held(translator):
+            logits = model({"source": source, "target_in": target_in}, training=False)
         return {"logits": tf.cast(logits, tf.float32)}
 
     return {
@@ -166,8 +168,16 @@ def serving_functions(
     }
 
 
+def _weights_held(translator):
+    """The translator's `Translator.weights_held` context (int8 weights read
+    dequantized, once per request), or none."""
+    held = getattr(translator, "weights_held", None)
+    return contextlib.nullcontext() if held is None else held()
+
+
 def _search_output(translator, xla):
-    """``(shortlist arrays or None, precision)`` of the translator's searches."""
+    """The output spec of the translator's searches (`output_layer.search_output`:
+    its shortlist and precision), None for the model's own output layer."""
     shortlist = getattr(translator, "shortlist", None)
     if shortlist is not None and xla:
         raise ValueError(
@@ -176,7 +186,7 @@ def _search_output(translator, xla):
         )
     if shortlist is not None:
         shortlist = (shortlist.candidates, shortlist.always)
-    return shortlist, getattr(translator, "precision", "float32")
+    return search_output(shortlist, getattr(translator, "precision", "float32"))
 
 
 # With ``xla``, source ids are padded to a multiple of this many columns (at most
@@ -392,7 +402,12 @@ def build_export_archive(
     import keras
 
     archive = keras.export.ExportArchive()
-    archive.track(translator.model)
+    int8_weights = getattr(translator, "int8_weights", None)
+    if int8_weights is None:
+        archive.track(translator.model)
+    else:  # the int8 kernels in place of the model's float32 ones; the other
+        # variables are tracked as the endpoints read them
+        archive.track(int8_weights)
     archive.track(translator.tokenizer)  # its lookup tables (tf.Module resources)
     if asset_dir is not None:
         archive.track(_vocabulary_tables(translator.tokenizer, asset_dir))

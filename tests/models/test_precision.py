@@ -123,3 +123,35 @@ def test_bad_names(model):
     assert "\n" not in str(caught.value)
     with pytest.raises(ValueError, match="precision='int4'"):
         precision.output_kernel_in(np.zeros((2, 2), np.float32), "int4")
+
+
+def test_int8_weights_hold_what_the_int8_model_computes(model):
+    """`Int8Weights`: int8 and per-channel scales (NumPy reference); inside
+    `held`, the model reads the dequantized kernels and computes what
+    `int8_weights_model`'s copy computes; outside, its own float32 weights."""
+    products = ["encoder", "decoder", "deep_output", "output"]
+    int8 = precision.Int8Weights(model, products)
+    kernel = model.deep_output.inner.kernel.numpy()
+    at = int8.paths.index(model.deep_output.inner.kernel.path)
+    q, scales = int8.int8[at].numpy(), int8.scales[at].numpy()
+    assert q.dtype == np.int8 and q.shape == kernel.shape
+    np.testing.assert_allclose(scales, np.abs(kernel).max(axis=0) / 127, rtol=1e-6)
+    embeddings = model.target_embedding.embeddings.numpy()
+    at = int8.paths.index(model.target_embedding.embeddings.path)
+    np.testing.assert_allclose(
+        int8.scales[at].numpy(), np.abs(embeddings).max(axis=1) / 127, rtol=1e-6
+    )
+    assert len(set(int8.paths)) == len(int8.paths)  # each weight once
+    assert int8.nbytes == sum(v.numpy().size for v in int8.int8) + 4 * sum(
+        v.numpy().size for v in int8.scales
+    )
+    inputs = {"source": SOURCE, "target_in": SOURCE}
+    reference = precision.int8_weights_model(model, products)
+    for layer in reference._flatten_layers(include_self=False):
+        layer.dtype_policy = "float32"  # the held values, computed in float32
+    expected = reference(inputs, training=False).numpy()
+    with int8.held():
+        got = model(inputs, training=False).numpy()
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+    own = model(inputs, training=False).numpy()
+    assert not np.allclose(own, got, atol=1e-6)  # outside: the float32 weights

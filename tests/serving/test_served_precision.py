@@ -72,6 +72,7 @@ def test_option_exports_serve_the_float32_texts_under_the_session_loader(
         {"shortlist": size},
         {"precision": "bfloat16"},
         {"precision": "bfloat16", "shortlist": size},
+        {"precision": "bfloat16", "quantize": "int8", "shortlist": size},
     ):
         name = "_".join(f"{k}{v}" for k, v in options.items())
         exported = serving.export_run(run, tmp_path / name, **options)
@@ -81,6 +82,7 @@ def test_option_exports_serve_the_float32_texts_under_the_session_loader(
         translator = Translator.load(
             run,
             precision=options.get("precision", "float32"),
+            quantize=options.get("quantize"),
             shortlist=table if "shortlist" in options else None,
         )
         assert texts == [t.text for t in translator.translate(covered)], options
@@ -97,18 +99,35 @@ def test_option_exports_serve_the_float32_texts_under_the_session_loader(
         if "shortlist" in options:
             assert report["shortlist"]["frequent"] == size
             assert report["shortlist"]["source"].endswith("shortlist.npz")
+        if "quantize" in options:
+            assert report["quantize"]["int8"] == list(export_report.INT8_PRODUCTS)
+            assert report["quantize"]["weights"] == translator.int8_weights.paths
+            # int8 kernels in place of the float32 ones: the variables shrink.
+            assert _variables_bytes(exported) < 0.6 * _variables_bytes(text_export)
+        else:
+            assert report["quantize"] is None
     # The left-out piece is never produced with the shortlist, on any text.
     shortlisted = Translator.load(run, shortlist=table).translate(sample_texts)
     vocabulary = Translator.load(run).tokenizer.target.vocabulary.tokens
     assert all(vocabulary[left_out] not in t.target_tokens for t in shortlisted)
 
 
+def _variables_bytes(version_dir):
+    return sum(p.stat().st_size for p in (version_dir / "variables").iterdir())
+
+
 @pytest.mark.slow
-def test_bfloat16_shortlist_export_answers_malformed_requests(text_run_dir, tmp_path):
+def test_bfloat16_shortlist_int8_export_answers_malformed_requests(
+    text_run_dir, tmp_path
+):
     """Malformed requests still answer InvalidArgument (the in-graph checks come
-    before the shortlist and the searches)."""
+    before the shortlist, the int8 weights and the searches)."""
     exported = serving.export_run(
-        text_run_dir, tmp_path / "export", precision="bfloat16", shortlist=3
+        text_run_dir,
+        tmp_path / "export",
+        precision="bfloat16",
+        quantize="int8",
+        shortlist=3,
     )
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": ""}
     done = subprocess.run(
@@ -140,8 +159,10 @@ def test_bfloat16_shortlist_export_answers_malformed_requests(text_run_dir, tmp_
     [
         ({"precision": "float16"}, "precision='float16'"),
         ({"precision": "int8"}, "precision='int8'"),
-        ({"quantize": "int8"}, "quantize='int8' is not available yet"),
         ({"quantize": "int4"}, "quantize='int4'"),
+        ({"quantize": "INT8"}, "quantize='INT8'"),
+        ({"quantize": 8}, "quantize=8"),
+        ({"precision": None}, "precision=None"),
         ({"shortlist": 0}, "shortlist=0"),
         ({"shortlist": "50"}, "shortlist='50'"),
         ({"shortlist": True}, "shortlist=True"),
@@ -194,8 +215,8 @@ def test_cli_precisions_are_the_searches():
     "flags, named",
     [
         (["--precision", "float16"], ["--precision", "float16"]),
-        (["--quantize", "int8"], ["--quantize", "not available yet"]),
         (["--quantize", "int4"], ["--quantize", "int4"]),
+        (["--quantize", "float16"], ["--quantize", "float16"]),
         (["--shortlist", "0"], ["--shortlist", "'0'"]),
         (["--shortlist", "many"], ["--shortlist", "'many'"]),
     ],
@@ -219,6 +240,7 @@ def test_cli_bad_option_values_name_the_flag(command, flags, named, tmp_path, ca
         ([], {"precision": "float32", "quantize": None, "shortlist": None}),
         (["--shortlist"], {"shortlist": DEFAULT_FREQUENT}),
         (["--shortlist", "7", "--precision", "bfloat16"], {"shortlist": 7}),
+        (["--quantize", "int8", "--precision", "bfloat16"], {"quantize": "int8"}),
     ],
 )
 def test_cli_export_options_reach_export_run(flags, expected, tmp_path, monkeypatch):

@@ -2,6 +2,8 @@
 table as one counted from the training pairs by a separate reference; a missing
 split refused in one line."""
 
+import pathlib
+
 import numpy as np
 import pytest
 
@@ -82,3 +84,33 @@ def test_bad_arguments(run_dir, tmp_path):
         learn_run_shortlist(tmp_path)
     assert "\n" not in str(caught.value)
     assert not (tmp_path / SHORTLIST_FILE).exists()
+
+
+def test_relative_training_paths_resolve_from_another_directory(tmp_path, monkeypatch):
+    """A run trained with relative paths (``data.json`` records them as given)
+    learns the same table from another working directory: the names are found
+    under the run directory's parents, where training ran; a file of other
+    contents there is not taken."""
+    workdir, elsewhere = tmp_path / "work", tmp_path / "elsewhere"
+    workdir.mkdir()
+    elsewhere.mkdir()
+    monkeypatch.chdir(workdir)
+    config = TrainConfig(source_tokenizer="word", target_tokenizer="char")
+    run_data = run_data_lib.prepare_run_data(
+        text.load_bundled_dates()[:200], pathlib.Path("run"), config
+    )
+    assert not pathlib.Path(run_data.files[0]).is_absolute()
+    load_or_learn_tokenizer(None, pathlib.Path("run"), False, run_data, config)
+    save_run_config(pathlib.Path("run") / CONFIG_FILE, ModelConfig(), config)
+    expected = learn_run_shortlist("run", per_source=3, frequent=4, save=False)
+    monkeypatch.chdir(elsewhere)
+    found = learn_run_shortlist(workdir / "run", per_source=3, frequent=4, save=False)
+    np.testing.assert_array_equal(found.candidates, expected.candidates)
+    np.testing.assert_array_equal(found.frequent, expected.frequent)
+    assert found.record["files"] == [str(workdir / run_data.files[0])]
+    # The recorded name under the run directory's parents, but other contents.
+    recorded = workdir / run_data.files[0]
+    recorded.write_text(recorded.read_text() + "one more\tpair\n")
+    with pytest.raises(FileNotFoundError, match="is gone") as caught:
+        learn_run_shortlist(workdir / "run", per_source=3, frequent=4, save=False)
+    assert "\n" not in str(caught.value)

@@ -41,6 +41,7 @@ __all__ = [
     "data_fingerprint",
     "given_pairs",
     "prepare_run_data",
+    "recorded_run_data",
     "training_pairs",
     "training_passes",
 ]
@@ -213,7 +214,7 @@ def prepare_run_data(data, run_dir, train_config, *, valid_data=None, test_data=
         data, train_config, valid_data=valid_data, test_data=test_data
     )
     if (run_dir / DATA_FILE).exists():
-        return _recorded_run_data(
+        return recorded_run_data(
             run_dir,
             files,
             fingerprint,
@@ -250,8 +251,9 @@ def given_pairs(data):
     )
 
 
-def _recorded_run_data(run_dir, files, fingerprint, *, valid_given, test_given):
-    """The `RunData` that ``run_dir`` recorded; refuses data that changed since."""
+def recorded_run_data(run_dir, files, fingerprint, *, valid_given, test_given):
+    """The `RunData` that ``run_dir`` recorded, over ``files``; refuses data whose
+    ``fingerprint`` differs from the record."""
     record = read_run_json(run_dir / DATA_FILE)
     change = describe_data_change(record["fingerprint"], fingerprint)
     if change:

@@ -20,6 +20,7 @@ from keras_selfattn.text.shortlist import (
     check_shortlist_sizes,
 )
 from keras_selfattn.training.data import run_data as run_data_lib
+from keras_selfattn.training.run.data_fingerprint import file_fingerprint
 
 __all__ = ["count_pairs", "learn_run_shortlist", "run_shortlist"]
 
@@ -41,6 +42,53 @@ def count_pairs(pairs, tokenizer, batch_size=512):
     return counts
 
 
+def _same_content(path, entry):
+    """Whether ``path`` has the recorded size and head (`file_fingerprint`)."""
+    found = file_fingerprint(str(path))
+    return all(found[key] == entry[key] for key in ("bytes", "head_sha256"))
+
+
+def _located(run_dir, entry):
+    """The path of a file ``data.json`` recorded, or None.
+
+    As recorded when it exists there (an absolute name, or one relative to the
+    directory the command runs in: a changed file is refused further on, as
+    on resume); else the recorded relative name under the run directory or one
+    of its parents (the directory training ran in), where a file of the
+    recorded size and head is found.
+    """
+    name = pathlib.Path(entry["file"])
+    if name.exists():
+        return str(name)
+    if name.is_absolute():
+        return None
+    run_dir = run_dir.resolve()
+    for base in (run_dir, *run_dir.parents):
+        path = base / name
+        if path.is_file() and _same_content(path, entry):
+            return str(path)
+    return None
+
+
+def _recorded_files(run_dir, record):
+    """``{role: paths}`` of the files ``data.json``'s fingerprint ``record``
+    names, located (`_located`); a FileNotFoundError naming the first one gone."""
+    files = {}
+    for role in ("data", "valid_data", "test_data"):
+        if role not in record:
+            continue
+        files[role] = [_located(run_dir, entry) for entry in record[role]]
+        for entry, path in zip(record[role], files[role], strict=True):
+            if path is None:
+                raise FileNotFoundError(
+                    f"The training file {entry['file']} of {run_dir} is gone (not "
+                    "where the run recorded it, nor under the run directory or its "
+                    "parents); the shortlist is learned from the files the run "
+                    "trained on"
+                )
+    return files
+
+
 def _run_training_pairs(run_dir):
     """The run's training pairs (a dataset), as `training_pairs` streams them."""
     for name in (DATA_FILE, CONFIG_FILE):
@@ -51,19 +99,21 @@ def _run_training_pairs(run_dir):
             )
     _, train_config = load_run_config(run_dir / CONFIG_FILE)
     record = read_run_json(run_dir / DATA_FILE)["fingerprint"]
-    files = [entry["file"] for entry in record["data"]]
-    missing = [name for name in files if not pathlib.Path(name).exists()]
-    if missing:
-        raise FileNotFoundError(
-            f"The training file {missing[0]} of {run_dir} is gone; the shortlist is "
-            "learned from the files the run trained on"
+    located = _recorded_files(run_dir, record)
+    recorded = {role: [entry["file"] for entry in record[role]] for role in located}
+    held = {role: located[role] for role in located if role != "data"}
+    if located == recorded:
+        run_data = run_data_lib.prepare_run_data(
+            located["data"], run_dir, train_config, **held
         )
-    held = {
-        role: [entry["file"] for entry in record[role]]
-        for role in ("valid_data", "test_data")
-        if role in record
-    }
-    run_data = run_data_lib.prepare_run_data(files, run_dir, train_config, **held)
+    else:  # found elsewhere, with the recorded contents: the recorded split
+        run_data = run_data_lib.recorded_run_data(
+            run_dir,
+            located["data"],
+            record,
+            valid_given="valid_data" in held,
+            test_given="test_data" in held,
+        )
     return run_data_lib.training_pairs(run_data, train_config)
 
 
@@ -87,9 +137,8 @@ def learn_run_shortlist(
     pairs = _run_training_pairs(run_dir)
     tokenizer = text.PairTokenizer.load(run_dir)
     table = count_pairs(pairs, tokenizer).table(per_source, frequent)
-    files = [
-        e["file"] for e in read_run_json(run_dir / DATA_FILE)["fingerprint"]["data"]
-    ]
+    record = read_run_json(run_dir / DATA_FILE)["fingerprint"]
+    files = _recorded_files(run_dir, record)["data"]
     table.record.update(
         {"learned_from": "the training split of the run", "files": files}
     )

@@ -1,0 +1,208 @@
+"""The searches over a shortlist's width: exact on what the shortlist keeps.
+
+The reference is a full-width search whose logits are the model's own with
+every piece the shortlist leaves out at -1e9 (its softmax weight 0): the same
+tokens, the same scores. The greedy search is also checked against a NumPy
+loop over the model's full-width logits; bad options are refused in one line.
+"""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_selfattn.decoding import beam_search_decode, greedy_decode
+from keras_selfattn.decoding.output import SearchLogits
+from keras_selfattn.models import build_seq2seq, shortlist_ops
+from keras_selfattn.models.output_layer import (
+    OutputLayer,
+    check_search_options,
+    search_output,
+)
+from keras_selfattn.reserved_ids import END_ID, PAD_ID, START_ID
+
+SOURCE_VOCAB, TARGET_VOCAB, MAX_LEN = 30, 700, 9
+
+
+@pytest.fixture(scope="module", params=["plain", "tied_deep_output"])
+def model(request):
+    options = {}
+    if request.param == "tied_deep_output":
+        options = {"tie_embeddings": True, "deep_output_hiddens": 24}
+    model = build_seq2seq(
+        SOURCE_VOCAB,
+        TARGET_VOCAB,
+        num_hiddens=16,
+        num_heads=2,
+        num_layers=1,
+        ffn_hiddens=32,
+        decoder_units=16,
+        embedding_dim=16,
+        seed=3,
+        **options,
+    )
+    # A sharper output layer and a likelier end id: sentences end at
+    # different steps (the tied model's, for the searches that drop them).
+    layer = model.target_embedding if model.logits_dense is None else model.logits_dense
+    kernel, bias = layer.get_weights()
+    bias[END_ID] += 2.0
+    layer.set_weights([kernel * 12.0, bias])
+    return model
+
+
+def _shortlist(seed=0, width=40):
+    rng = np.random.default_rng(seed)
+    candidates = rng.integers(4, TARGET_VOCAB, (SOURCE_VOCAB, width)).astype(np.int32)
+    candidates[PAD_ID] = END_ID
+    always = np.arange(0, 12, dtype=np.int32)  # reserved + frequent
+    return candidates, always
+
+
+def _sources(seed=1):
+    rng = np.random.default_rng(seed)
+    source = rng.integers(1, SOURCE_VOCAB, (6, 5)).astype(np.int32)
+    source[2, 3:] = 0
+    source[4, 1:] = 0
+    return source
+
+
+class MaskedFullWidth:
+    """The reference output spec: the model's full-width logits, the pieces
+    the shortlist leaves out at -1e9."""
+
+    def __init__(self, shortlist):
+        self.shortlist = shortlist
+
+    def graph_key(self):
+        return None
+
+    def bind(self, model, source_ids):
+        candidates, always = self.shortlist
+        ids = shortlist_ops.shortlist_ids(
+            source_ids, candidates, always, model.target_vocab_size
+        )
+        kept = tf.scatter_nd(
+            ids[:, None], tf.ones_like(ids, tf.bool), [model.target_vocab_size]
+        )
+
+        def logits_of(hidden):
+            logits = model._logits(hidden, training=False)
+            return tf.where(kept[None, :], logits, -1e9)
+
+        size = model.target_vocab_size
+        return SearchLogits(size, size, logits_of)
+
+
+def _searched(model, source, output, beam_size, jit_compile):
+    def search(ids):
+        if beam_size == 1:
+            return greedy_decode(
+                model, ids, MAX_LEN, jit_compile=jit_compile, output=output
+            )
+        return beam_search_decode(
+            model, ids, beam_size, MAX_LEN, jit_compile=jit_compile, output=output
+        )
+
+    traced = tf.function(
+        search,
+        input_signature=[tf.TensorSpec([None, None], "int32")],
+        autograph=False,
+    )
+    return {k: np.asarray(v) for k, v in traced(tf.constant(source)).items()}
+
+
+@pytest.mark.parametrize("jit_compile", [False, True], ids=["rows_dropped", "xla"])
+@pytest.mark.parametrize("beam_size", [1, 4])
+def test_shortlist_width_search_is_the_masked_full_width_search(
+    model, beam_size, jit_compile
+):
+    shortlist = _shortlist()
+    source = _sources()
+    got = _searched(model, source, OutputLayer(shortlist), beam_size, jit_compile)
+    want = _searched(model, source, MaskedFullWidth(shortlist), beam_size, False)
+    for key in ("ids", "lengths"):
+        np.testing.assert_array_equal(got[key], want[key])
+    for key in {"scores", "log_probs"} & set(want):
+        np.testing.assert_allclose(got[key], want[key], rtol=1e-4, atol=1e-4)
+    kept = shortlist_ops.shortlist_ids(source, *shortlist, TARGET_VOCAB).numpy()
+    assert np.isin(got["ids"], np.append(kept, PAD_ID)).all()
+
+
+def test_greedy_over_the_shortlist_against_numpy(model):
+    """A NumPy greedy loop over the model's full-width logits, the left-out
+    pieces masked: the argmax is the full argmax whenever that one is kept."""
+    candidates, always = _shortlist(seed=4, width=25)
+    source = _sources(seed=5)
+    # The first step's full argmax of half the rows kept, of the others not.
+    first, _ = model.decode_step(
+        np.full([len(source)], START_ID, np.int32), model.initial_decoder_state(source)
+    )
+    best = np.asarray(first)[:, 1:].argmax(1) + 1
+    always = np.union1d(always, best[:3]).astype(np.int32)
+    candidates = np.where(np.isin(candidates, best[3:]), END_ID, candidates)
+    shortlist = (candidates.astype(np.int32), always)
+    got = _searched(model, source, OutputLayer(shortlist), 1, False)
+    kept = np.union1d(shortlist[0][source.ravel()].ravel(), shortlist[1])
+    kept = kept[kept != PAD_ID]
+    state = model.initial_decoder_state(source)
+    tokens = np.full([len(source)], START_ID, np.int32)
+    done = np.zeros(len(source), bool)
+    ids, scores, agreed = [], np.zeros(len(source)), 0
+    for _ in range(got["ids"].shape[1]):
+        logits, state = model.decode_step(tokens, state)
+        logits = np.asarray(logits, np.float64)
+        within = logits[:, kept]
+        log_probs = within - within.max(1, keepdims=True)
+        log_probs -= np.log(np.exp(log_probs).sum(1, keepdims=True))
+        chosen = kept[within.argmax(1)]
+        full = logits.copy()
+        full[:, PAD_ID] = -np.inf
+        full_best = full.argmax(1)
+        in_list = np.isin(full_best, kept)
+        np.testing.assert_array_equal(chosen[in_list], full_best[in_list])
+        agreed += int(in_list.sum())
+        scores += np.where(done, 0.0, log_probs.max(1))
+        tokens = np.where(done, 0, chosen).astype(np.int32)
+        ids.append(tokens)
+        done |= tokens == END_ID
+    assert agreed > 0
+    np.testing.assert_array_equal(got["ids"], np.stack(ids, 1))
+    np.testing.assert_allclose(got["scores"], scores, rtol=1e-4, atol=1e-4)
+
+
+def test_a_shortlist_of_every_piece_is_the_plain_search(model):
+    """Whole-vocabulary shortlist: the plain searches' tokens, positions = ids."""
+    everything = (
+        np.tile(np.arange(TARGET_VOCAB, dtype=np.int32), [SOURCE_VOCAB, 1]),
+        np.arange(4, dtype=np.int32),
+    )
+    source = _sources(seed=6)
+    for beam_size in (1, 4):
+        got = _searched(model, source, OutputLayer(everything), beam_size, False)
+        want = _searched(model, source, None, beam_size, False)
+        np.testing.assert_array_equal(got["ids"], want["ids"])
+        np.testing.assert_allclose(got["scores"], want["scores"], atol=1e-4)
+
+
+def test_search_output_is_none_without_options():
+    assert search_output() is None
+    assert isinstance(search_output(precision="bfloat16"), OutputLayer)
+
+
+@pytest.mark.parametrize(
+    "options, named",
+    [
+        ({"precision": "float16"}, "precision='float16'"),
+        ({"precision": None}, "precision=None"),
+        ({"quantize": "int4"}, "quantize='int4'"),
+        ({"quantize": ""}, "quantize=''"),
+        ({"quantize": ["int8"]}, "quantize=['int8']"),
+    ],
+)
+def test_bad_options_are_refused_in_one_line(options, named):
+    with pytest.raises(ValueError, match=named.replace("[", r"\[")) as caught:
+        check_search_options(**options)
+    assert "\n" not in str(caught.value)
+    if "precision" in options:
+        with pytest.raises(ValueError, match="precision="):
+            OutputLayer(None, options["precision"])
+    assert check_search_options("bfloat16", "int8") == ("bfloat16", "int8")
