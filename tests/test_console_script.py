@@ -132,3 +132,50 @@ def test_python_m_runs_the_same_command():
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.startswith("usage: keras-selfattn translate")
     assert result.stderr == ""  # TensorFlow's import lines filtered: a command line
+
+
+_BLOCKED_COMMAND = """
+import sys, time
+from keras_selfattn.cli import commands
+
+def _blocked(args):  # a command's work: the signal comes while it runs
+    print("running", flush=True)
+    time.sleep(120)
+
+commands._run = _blocked
+sys.exit(commands.main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["average", "--model", "."],
+        ["export", "--model", ".", "--export-dir", "exports"],
+        ["build-vocab", "--data", "pairs.tsv", "--out", "vocab"],
+    ],
+    ids=lambda argv: argv[0],
+)
+def test_every_command_stops_on_sigterm_in_one_line(tmp_path, argv):
+    """Not only train, translate and evaluate: whatever command runs, SIGTERM
+    unwinds it (`stopping.signals_stop` around all of `main`), one line, 143."""
+    (tmp_path / "pairs.tsv").write_text("a b\tc d\n")
+    process = subprocess.Popen(
+        [sys.executable, "-c", _BLOCKED_COMMAND, *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=dict(os.environ, PYTHONPATH=str(REPO), TF_CPP_MIN_LOG_LEVEL="3"),
+        cwd=tmp_path,
+    )
+    try:
+        assert process.stdout.readline() == b"running\n"
+        process.send_signal(signal.SIGTERM)
+        out, err = process.communicate(timeout=60)
+    finally:
+        process.kill()
+        process.wait()
+    assert process.returncode == 143
+    lines = [line for line in err.decode().splitlines() if "keras-selfattn" in line]
+    assert lines == ["keras-selfattn: interrupted by SIGTERM"], err.decode()[-2000:]
+    assert "Traceback" not in err.decode()
+    assert out == b""  # "running" was read before the signal

@@ -11,7 +11,6 @@ quiets TensorFlow (`cli.quiet`) and runs the command; `cli.errors` turns what
 fails into one line and an exit status.
 """
 
-import contextlib
 import os
 import sys
 
@@ -76,36 +75,35 @@ def main(argv=None):
     Otherwise exits (SystemExit) after one line on stderr: 2, bad input (naming
     the file or argument; argparse's usage errors too; TensorFlow not
     installed); 70, an internal error (``--debug`` shows the traceback); 130,
-    interrupted (143: `train` stopped by SIGTERM); 141, quietly, when the reader
-    of stdout went away (``| head``).
+    interrupted (143 by SIGTERM, 129 by SIGHUP, in any command); 141, quietly,
+    when the reader of stdout went away (``| head``).
     The command line runs on TensorFlow whatever ``KERAS_BACKEND`` says
     (`run_on_tensorflow`).
     """
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    run_on_tensorflow(parser, argv)
-    try:
-        check_arguments(args)
-        if not (args.verbose or args.debug):
-            quiet_tensorflow()
-        with errors.guarded_output(), _stops_cleanly(args):
-            return _run(args)
-    except KeyboardInterrupt as error:
-        status, message = errors.interrupted(args.command, error)
-    except Exception as error:
-        if args.debug:
-            raise
-        status, message = errors.failure(error)
+    # A stopping signal, from the first line to the last, unwinds the command
+    # (`stopping.signals_stop`): its locks, child processes and temporary files
+    # are released, and it ends with one line and 130, 143 or 129.
+    with signals_stop():
+        args = None
+        try:
+            parser = build_parser()
+            args = parser.parse_args(argv)
+            run_on_tensorflow(parser, argv)
+            check_arguments(args)
+            if not (args.verbose or args.debug):
+                quiet_tensorflow()
+            with errors.guarded_output():
+                return _run(args)
+        except KeyboardInterrupt as error:
+            status, message = errors.interrupted(getattr(args, "command", None), error)
+        except Exception as error:
+            if getattr(args, "debug", False):
+                raise
+            status, message = errors.failure(error)
     # as on a usage error (a broken pipe: no message)
-    parser.exit(status, message and f"keras-selfattn: {message}\n")
-
-
-def _stops_cleanly(args):
-    """`train` and `demo` write a run: SIGTERM stops them as Ctrl-C does
-    (`stopping.signals_stop`), with one line and exit 143 (129 for SIGHUP)."""
-    if args.command in ("train", "demo"):
-        return signals_stop()
-    return contextlib.nullcontext()
+    if message:
+        print(f"keras-selfattn: {message}", file=sys.stderr)
+    sys.exit(status)
 
 
 def build_parser():
