@@ -5,7 +5,6 @@ signal is sent once its handlers are in place (read from /proc), while Keras and
 TensorFlow are still loading, before the command line's ``main``.
 """
 
-import ast
 import os
 import pathlib
 import signal
@@ -15,26 +14,13 @@ import time
 
 import pytest
 
+from tests.test_packaging import setup_keywords
+
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
 
-def _setup_keywords():
-    """The literal keyword arguments of setup.py's ``setup(...)`` call."""
-    tree = ast.parse((REPO / "setup.py").read_text())
-    call = next(
-        node
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "setup"
-    )
-    return {
-        k.arg: ast.literal_eval(k.value)
-        for k in call.keywords
-        if k.arg in ("py_modules", "entry_points")
-    }
-
-
 def test_the_entry_point_is_the_module_beside_the_package():
-    keywords = _setup_keywords()
+    keywords = setup_keywords("py_modules", "entry_points")
     assert keywords["entry_points"] == {
         "console_scripts": ["keras-selfattn=keras_selfattn_command:main"]
     }

@@ -13,23 +13,19 @@ from packaging.version import Version
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
 
-def _setup_kwargs():
-    """The literal keyword arguments of setup.py's ``setup(...)`` call."""
+def setup_keywords(*names):
+    """The literal keyword arguments ``names`` of setup.py's ``setup(...)`` call."""
     tree = ast.parse((REPO / "setup.py").read_text())
     call = next(
         node
         for node in ast.walk(tree)
         if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "setup"
     )
-    return {
-        k.arg: ast.literal_eval(k.value)
-        for k in call.keywords
-        if k.arg in ("install_requires", "extras_require")
-    }
+    return {k.arg: ast.literal_eval(k.value) for k in call.keywords if k.arg in names}
 
 
 def _requirements():
-    kwargs = _setup_kwargs()
+    kwargs = setup_keywords("install_requires", "extras_require")
     install = [Requirement(r) for r in kwargs["install_requires"]]
     extras = [Requirement(r) for rs in kwargs["extras_require"].values() for r in rs]
     return install, extras
