@@ -54,15 +54,18 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--before", default=None, help="another checkout to compare")
-    parser.add_argument("--quick", action="store_true", help="1 round, no warm-up")
+    parser.add_argument(
+        "--quick", action="store_true", help="1 round, no warm-up, --help only"
+    )
     args = parser.parse_args(argv)
     rounds = 1 if args.quick else args.rounds
+    commands = list(COMMANDS.items())[:1] if args.quick else COMMANDS.items()
 
     functions = {
         "python -c pass": _runner(["-c", "pass"], REPO),
         "python -c 'import tensorflow'": _runner(["-c", "import tensorflow"], REPO),
     }
-    for name, arguments in COMMANDS.items():
+    for name, arguments in commands:
         functions[name] = _runner(arguments, REPO)
         if args.before:
             functions[f"{name} [before]"] = _runner(arguments, args.before)

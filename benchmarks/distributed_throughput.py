@@ -29,7 +29,7 @@ def main(argv=None):
     parser.add_argument(
         "--quick",
         action="store_true",
-        help="tiny model, 2 rounds of 2 steps (smoke run)",
+        help="tiny model, 2 rounds of 1 step after 1 untimed (smoke run)",
     )
     parser.add_argument(
         "--xla",
@@ -47,7 +47,7 @@ def main(argv=None):
     )
     args = parser.parse_args(argv)
     rounds = args.rounds or (2 if args.quick else 7)
-    steps = args.steps_per_round or (2 if args.quick else 5)
+    steps = args.steps_per_round or (1 if args.quick else 5)
 
     from keras_selfattn.training.distribute.strategy import split_cpu
 
@@ -125,7 +125,7 @@ def main(argv=None):
         functions[(name, jit_compile)] = run
         replicas[(name, jit_compile)] = strategy.num_replicas_in_sync
 
-    samples = _bench.interleaved(functions, rounds, 1, warmup=2)
+    samples = _bench.interleaved(functions, rounds, 1, warmup=1 if args.quick else 2)
     batch = DEMO_TRAIN_CONFIG.batch_size
     rows = []
     for key in functions:

@@ -19,7 +19,7 @@ Make the corpora with ``benchmarks/make_big_corpus.py``; then::
     git worktree add /tmp/old REV
     python benchmarks/scale.py --old /tmp/old --corpus 300k=/tmp/big/300k.tsv \\
         --corpus 3M=/tmp/big/3m.tsv --steps 100
-    python benchmarks/scale.py --quick   # 3,000 generated pairs, 3 steps, no XLA
+    python benchmarks/scale.py --quick   # 3,000 generated pairs, 3 steps, tiny model
 """
 
 import argparse
@@ -58,7 +58,11 @@ def bench_configs(quick=False):
         "target_tokenizer": "word",
         "warmup_steps": 100,
     }
-    if quick:
+    if quick:  # the tiny model, no XLA: the script end to end in seconds
+        sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+        import _bench
+
+        model = ModelConfig(**{**vars(model), **_bench.TINY_MODEL})
         train["jit_compile"] = False
     return model, TrainConfig, train
 
@@ -125,7 +129,7 @@ def child_new(args):
         stream = run_batches.training_stream(
             data, tokenizer, model, config, counters=text.stream.StreamCounters.create()
         )
-        share, per_batch = share_of(stream)
+        share, per_batch = share_of(stream, 10 if args.quick else 100)
         measured.update(real_share=share, target_tokens_per_step=per_batch)
         return measured
 
@@ -238,7 +242,9 @@ def quick_corpus(work):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--quick", action="store_true", help="3,000 generated pairs, 3 steps, no XLA"
+        "--quick",
+        action="store_true",
+        help="3,000 generated pairs, 3 steps, a tiny model without XLA",
     )
     parser.add_argument("--old", help="checkout of the code before the change")
     parser.add_argument("--corpus", action="append", default=[], help="NAME=FILE")

@@ -122,16 +122,24 @@ def main(argv=None):
     parser.add_argument(
         "--quick",
         action="store_true",
-        help="a smoke run: 300 generated pairs (make_big_corpus.py), no --corpus",
+        help=(
+            "a smoke run: 300 generated pairs (make_big_corpus.py), no --corpus, "
+            "sentencepiece only unless --kinds says"
+        ),
     )
     parser.add_argument(
-        "--kinds", nargs="+", default=["sentencepiece", "subword"], help="tokenizers"
+        "--kinds",
+        nargs="+",
+        default=None,
+        help="tokenizers (default: sentencepiece subword)",
     )
     parser.add_argument("--sample-lines", type=int, default=1_000_000)
     parser.add_argument("--timeout", type=int, default=4 * 3600)
     parser.add_argument("--epoch-tokens-per-s", type=float, default=1100.0)
     parser.add_argument("--tokens-per-pair", type=float, default=13.0)
     args = parser.parse_args(argv)
+    if args.kinds is None:
+        args.kinds = ["sentencepiece"] if args.quick else ["sentencepiece", "subword"]
     with tempfile.TemporaryDirectory() as scratch:
         if args.quick:
             sys.path.insert(0, str(REPO / "benchmarks"))

@@ -1068,7 +1068,7 @@ def _continue(w, change):
 
 
 CASES += [
-    # issue 26: pair files before TensorFlow loads, pipes, globs
+    # Pair files before TensorFlow loads, pipes, globs
     Case(
         "train --valid-data a pipe (<(...))",
         lambda w: [
@@ -1144,7 +1144,7 @@ CASES += [
         check=_says('"count": 1'),
         needs_run=True,
     ),
-    # issue 26: run parts that disagree, damaged files, full and read-only disks
+    # Run parts that disagree, damaged files, full and read-only disks
     Case(
         "translate: vocabulary files that agree with tokenizer.json, not model.keras",
         lambda w: [
@@ -1238,7 +1238,7 @@ CASES += [
         mentions=("base/7 exists", "never overwritten"),
         needs_run=True,
     ),
-    # issue 26: output errors
+    # Output errors: a full device, a closed stdout, a reader gone away
     Case(
         "translate: stdout on a full device (/dev/full)",
         lambda w: ["translate", "--model", str(w.run), "14 juillet 1989"],
@@ -1260,7 +1260,7 @@ CASES += [
         stdout="broken-pipe",
         needs_run=True,
     ),
-    # issue 27: a contradiction of the vocabulary typed; build-vocab's --out
+    # A tokenizer flag that contradicts the vocabulary; build-vocab's --out unwritable
     Case(
         "train --vocab DIR with a tokenizer flag that contradicts DIR's tokenizer.json",
         lambda w: [

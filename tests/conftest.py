@@ -1,6 +1,8 @@
 """Shared pytest setup: quiet TensorFlow, deterministic seeds, a clean dtype policy."""
 
+import functools
 import os
+import pathlib
 import sys
 import tempfile
 
@@ -60,35 +62,58 @@ def _clean_keras_state():
     keras.backend.clear_session(free_memory=False)
 
 
-# With pytest-xdist, one worker runs each test file; the files of tests/serving
-# share session fixtures (two trained and exported runs), so they go to one
-# worker together and the models are trained once, not once a worker. (The
-# xdist_group marker cannot do this with pytest 9 and pytest-xdist 3.8.)
+# With pytest-xdist, tests are handed out one at a time to whichever worker is
+# free, except where tests share an expensive fixture: a file that defines a
+# module-, class- or session-scoped fixture (a trained run) goes to one worker
+# whole, and the files of tests/serving share session fixtures (two trained and
+# exported runs), so they go to one worker together; the runs are then built
+# once, not once a worker. (The xdist_group marker cannot do this with pytest 9
+# and pytest-xdist 3.8.)
 SHARED_FIXTURE_DIRS = ("tests/serving/",)
+SHARED_FIXTURE_SCOPES = ('scope="module"', 'scope="class"', 'scope="session"')
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+@functools.cache
+def shares_fixtures(path):
+    """Whether the test file ``path`` (relative to the repository) defines a
+    fixture its tests share (module, class or session scope)."""
+    try:
+        source = (ROOT / path).read_text(encoding="utf-8")
+    except OSError:
+        return True  # unknown: keep its tests together
+    return any(scope in source for scope in SHARED_FIXTURE_SCOPES)
+
+
+def scheduling_unit(nodeid):
+    """What one xdist worker runs together: the shared directory or file that
+    holds the test ``nodeid``, or the test alone."""
+    path = nodeid.split("::", 1)[0]
+    for directory in SHARED_FIXTURE_DIRS:
+        if path.startswith(directory):
+            return directory
+    return path if shares_fixtures(path) else nodeid
 
 
 @pytest.hookimpl(optionalhook=True)  # without xdist (-p no:xdist) there is no such hook
 def pytest_xdist_make_scheduler(config, log):
     from xdist.scheduler import LoadScopeScheduling
 
-    # Hand the files out in collection order (longest first, below), not
-    # xdist's default of the files with the most tests first.
+    # Hand the units out in collection order (longest first, below), not
+    # xdist's default of the units with the most tests first.
     config.option.loadscopereorder = False
 
-    class FilesAndSharedDirs(LoadScopeScheduling):
+    class SharedFixturesTogether(LoadScopeScheduling):
         def _split_scope(self, nodeid):
-            path = nodeid.split("::", 1)[0]
-            for directory in SHARED_FIXTURE_DIRS:
-                if path.startswith(directory):
-                    return directory
-            return path
+            return scheduling_unit(nodeid)
 
-    return FilesAndSharedDirs(config, log)
+    return SharedFixturesTogether(config, log)
 
 
-# The longest files first (CI prints the slowest tests), so that the two xdist
-# workers start on them at once and finish together instead of one idling
-# while the other runs a long file that came last.
+# The longest files first (CI prints the slowest tests), then the other tests
+# marked slow, then the rest: the two xdist workers start on the long ones at
+# once and end on short ones, instead of one idling while the other runs a long
+# test that came last.
 LONGEST_FIRST = (
     "tests/test_jax_backend.py",
     "tests/training/test_multi_worker.py",
@@ -103,9 +128,10 @@ LONGEST_FIRST = (
 def pytest_collection_modifyitems(config, items):
     def rank(item):
         path = item.nodeid.split("::", 1)[0]
-        return next(
+        listed = next(
             (i for i, prefix in enumerate(LONGEST_FIRST) if path.startswith(prefix)),
             len(LONGEST_FIRST),
         )
+        return listed, item.get_closest_marker("slow") is None
 
-    items.sort(key=rank)  # stable: the order within a file stays
+    items.sort(key=rank)  # stable: otherwise the order within a file stays

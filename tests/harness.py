@@ -187,9 +187,9 @@ def _loader_process():
             filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")])
         )
         env["KERAS_BACKEND"] = keras.backend.backend()
-        log = tempfile.NamedTemporaryFile(  # noqa: SIM115 (the loader process owns it)
-            prefix="harness-loader-", suffix=".log", delete=False
-        )
+        # Its stderr, read back if it dies: a file without a name, gone with
+        # this process.
+        log = tempfile.TemporaryFile()  # noqa: SIM115 (kept open with the loader)
         _loader = subprocess.Popen(
             [sys.executable, "-c", _LOAD_SERVER],
             env=env,
@@ -198,7 +198,7 @@ def _loader_process():
             stdout=subprocess.PIPE,
             stderr=log,
         )
-        _loader.log_path = log.name
+        _loader.log = log
         atexit.register(_loader.kill)
     return _loader
 
@@ -219,7 +219,8 @@ def load_in_fresh_process(model_path, inputs):
             )
         reply = loader.stdout.readline()
         if not reply:  # the loader died
-            raise AssertionError(pathlib.Path(loader.log_path).read_text()[-4000:])
+            loader.log.seek(0)
+            raise AssertionError(loader.log.read().decode("utf-8", "replace")[-4000:])
         reply = json.loads(reply)
         assert reply["ok"], reply.get("error", "")[-4000:]
         loaded = np.load(out_path)
