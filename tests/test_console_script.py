@@ -133,19 +133,11 @@ sys.exit(commands.main(sys.argv[1:]))
 """
 
 
-@pytest.mark.parametrize(
-    "argv",
-    [
-        ["average", "--model", "."],
-        ["export", "--model", ".", "--export-dir", "exports"],
-        ["build-vocab", "--data", "pairs.tsv", "--out", "vocab"],
-    ],
-    ids=lambda argv: argv[0],
-)
-def test_every_command_stops_on_sigterm_in_one_line(tmp_path, argv):
+def test_any_command_stops_on_sigterm_in_one_line(tmp_path):
     """Not only train, translate and evaluate: whatever command runs, SIGTERM
-    unwinds it (`stopping.signals_stop` around all of `main`), one line, 143."""
-    (tmp_path / "pairs.tsv").write_text("a b\tc d\n")
+    unwinds it (`stopping.signals_stop` around all of `main`, whatever the
+    command: export here, which had no handler of its own), one line, 143."""
+    argv = ["export", "--model", ".", "--export-dir", "exports"]
     process = subprocess.Popen(
         [sys.executable, "-c", _BLOCKED_COMMAND, *argv],
         stdout=subprocess.PIPE,
