@@ -171,8 +171,9 @@ def _file_before(reason, text):
     return paths[0] if paths else None
 
 
-class _GuardedStream:
-    """A text stream whose failed writes are `OutputError`s naming it."""
+class GuardedStream:
+    """A stream (text or binary) whose failed writes are `OutputError`s naming it;
+    an `OutputError` from a guarded stream under it passes as it is."""
 
     def __init__(self, stream, name):
         self._stream = stream
@@ -181,14 +182,16 @@ class _GuardedStream:
     def _guard(self, method, *args):
         try:
             return getattr(self._stream, method)(*args)
+        except OutputError:
+            raise
         except OSError as error:
             reason = error.strerror or str(error) or type(error).__name__
             raise OutputError(
                 f"cannot write the output to {self._name}: {reason}"
             ) from error
 
-    def write(self, text):
-        return self._guard("write", text)
+    def write(self, data):
+        return self._guard("write", data)
 
     def flush(self):
         return self._guard("flush")
@@ -212,7 +215,7 @@ def guarded_output():
             "(redirect it to a file or /dev/null instead)"
         )
     saved = sys.stdout
-    sys.stdout = _GuardedStream(saved, "stdout")
+    sys.stdout = GuardedStream(saved, "stdout")
     try:
         yield
         sys.stdout.flush()

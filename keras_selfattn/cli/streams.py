@@ -25,31 +25,6 @@ def exit_status(interrupt):
     return getattr(interrupt, "exit_status", errors.INTERRUPTED)
 
 
-class _NamedSink:
-    """A binary stream whose failed writes are `errors.OutputError`s naming it."""
-
-    def __init__(self, stream, name):
-        self._stream = stream
-        self._name = name
-
-    def _guard(self, method, *args):
-        try:
-            return getattr(self._stream, method)(*args)
-        except errors.OutputError:
-            raise
-        except OSError as error:
-            reason = error.strerror or str(error) or type(error).__name__
-            raise errors.OutputError(
-                f"cannot write the output to {self._name}: {reason}"
-            ) from error
-
-    def write(self, data):
-        return self._guard("write", data)
-
-    def flush(self):
-        return self._guard("flush")
-
-
 class Lines:
     """The source lines and the answers' writer of one `translate`.
 
@@ -111,11 +86,11 @@ def _output(args, stack):
     """The binary stream the answers go to, its failures named."""
     if args.output:
         stream = stack.enter_context(open(args.output, "wb"))  # noqa: SIM115
-        return _NamedSink(stream, args.output)
+        return errors.GuardedStream(stream, args.output)
     stdout = sys.stdout
     stdout.flush()
     binary = getattr(stdout, "buffer", None)
-    return _NamedSink(binary or _TextStream(stdout), "stdout")
+    return errors.GuardedStream(binary or _TextStream(stdout), "stdout")
 
 
 class _TextStream:
