@@ -272,11 +272,16 @@ class Translator:
         return self.int8_weights.held()
 
     def search(
-        self, source_ids: Any, beam_size: int = 1, alpha: float = DEFAULT_LENGTH_PENALTY
+        self,
+        source_ids: Any,
+        beam_size: int = 1,
+        alpha: float = DEFAULT_LENGTH_PENALTY,
+        return_attention: bool = False,
     ) -> dict[str, Any]:
         """The greedy (``beam_size`` 1) or beam search's result for ``source_ids``
         (int32 (B, T)), in this translator's output layer (its precision and
-        shortlist: `keras_selfattn.models.output_layer.OutputLayer`).
+        shortlist: `keras_selfattn.models.output_layer.OutputLayer`), with each
+        step's attention weights under ``return_attention`` (greedy only).
 
         Graph code, for a served signature or a `tf.function`: built inside, the
         shortlist is computed from the request's ``source_ids``.
@@ -288,14 +293,22 @@ class Translator:
         output = output_layer.search_output(shortlist, self.precision)
         with self.weights_held():
             if beam_size == 1:
-                return greedy_decode(self.model, source_ids, max_len, output=output)
+                return greedy_decode(
+                    self.model,
+                    source_ids,
+                    max_len,
+                    return_attention=return_attention,
+                    output=output,
+                )
             return beam_search_decode(
                 self.model, source_ids, beam_size, max_len, alpha=alpha, output=output
             )
 
-    def _own_output_search(self, ids: Any, beam_size: int, alpha: float) -> Any:
-        """`search` as one `tf.function` per beam size and alpha."""
-        key = (int(beam_size), float(alpha))
+    def _own_output_search(
+        self, ids: Any, beam_size: int, alpha: float, return_attention: bool
+    ) -> Any:
+        """`search` as one `tf.function` per beam size, alpha and attention."""
+        key = (int(beam_size), float(alpha), bool(return_attention))
         if key not in self._searches:
             self._searches[key] = tf.function(
                 lambda source_ids: self.search(source_ids, *key),
@@ -380,8 +393,8 @@ class Translator:
         self, ids: Any, beam_size: int, return_attention: bool, alpha: float
     ) -> Any:
         """The search's result for a batch's ids (greedy or beam)."""
-        if self._searches_own_output and not return_attention:
-            return self._own_output_search(ids, beam_size, alpha)
+        if self._searches_own_output:
+            return self._own_output_search(ids, beam_size, alpha, return_attention)
         max_len = self.max_target_len + 1
         if beam_size == 1:
             return greedy_decode(

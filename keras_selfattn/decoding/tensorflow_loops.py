@@ -14,6 +14,7 @@ import tensorflow as tf
 from keras_selfattn.decoding import loop
 from keras_selfattn.decoding.loop import LoopState
 from keras_selfattn.decoding.once import before_the_loop
+from keras_selfattn.decoding.tensorflow_ops import size_bucket
 
 # A batch's ended sentences are dropped from the loop once they are at least this
 # share of the sentences still in it (or all of them): each drop copies every
@@ -279,14 +280,9 @@ def _xla_stage(model, strategy, max_len, output):
 
 def _next_stage_rows(searching):
     """The rows of the stage after one that left ``searching`` (int32 scalar)
-    sentences: the smallest of 1, 2, 3, 4, 6, 8, 12, 16 ... (powers of two and
-    three quarters of them) at least as large; 0 for none."""
-    power = searching - 1  # its highest bit copied into every lower one, plus 1
-    for shift in (1, 2, 4, 8, 16):
-        power = tf.bitwise.bitwise_or(power, tf.bitwise.right_shift(power, shift))
-    power = tf.maximum(power + 1, 0)
-    three_quarters = power // 4 * 3
-    return tf.where(searching <= three_quarters, three_quarters, power)
+    sentences: the smallest of 1, 2, 3, 4, 6, 8, 12, 16 ... at least as large
+    (`tensorflow_ops.size_bucket`); 0 for none."""
+    return size_bucket(searching)
 
 
 def _marked_ended(finished, filler):

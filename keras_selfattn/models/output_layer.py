@@ -21,6 +21,7 @@ import numpy as np
 from keras_selfattn.decoding.output import SearchLogits
 from keras_selfattn.models import precision as precision_lib
 from keras_selfattn.models import shortlist_ops
+from keras_selfattn.reserved_ids import PAD_ID
 
 __all__ = [
     "INT8_PRODUCTS",
@@ -74,10 +75,14 @@ class OutputLayer:
             arrays (`keras_selfattn.text.shortlist.ShortlistTable`'s
             ``candidates`` and ``always``).
         precision: the output product's, ``"float32"`` or ``"bfloat16"``.
+        bucketed: whether a shortlist's width is padded to one of a few sizes
+            (`shortlist_ops.padded_ids`; the padding's logits are masked), so
+            that an XLA search compiles few shapes. The tokens are the same.
     """
 
     shortlist: Any = None
     precision: str = "float32"
+    bucketed: bool = False
 
     def __post_init__(self):
         check_search_options(self.precision)
@@ -96,6 +101,8 @@ class OutputLayer:
             ids = shortlist_ops.shortlist_ids(
                 source_ids, candidates, always, vocab_size
             )
+            if self.bucketed:
+                ids = shortlist_ops.padded_ids(ids, vocab_size, PAD_ID)
             kernel, bias = shortlist_ops.gather_output_layer(kernel, bias, ids)
             least_width = int(np.unique(np.asarray(always)).size)
         kernel = precision_lib.output_kernel_in(kernel, self.precision)
@@ -108,9 +115,10 @@ class OutputLayer:
         return SearchLogits(vocab_size, max(least_width, 1), logits_of, ids)
 
 
-def search_output(shortlist=None, precision="float32"):
-    """The `OutputLayer` of ``shortlist`` and ``precision``; None (the model's
-    own output layer) with neither."""
+def search_output(shortlist=None, precision="float32", bucketed=False):
+    """The `OutputLayer` of ``shortlist`` and ``precision`` (``bucketed``: the
+    shortlist's width padded for XLA); None (the model's own output layer) with
+    neither."""
     if shortlist is None and precision == "float32":
         return None
-    return OutputLayer(shortlist, precision)
+    return OutputLayer(shortlist, precision, bucketed)

@@ -14,9 +14,12 @@ TensorFlow ops (the served graphs are TensorFlow's).
 
 import tensorflow as tf
 
+from keras_selfattn.decoding.tensorflow_ops import size_bucket
+
 __all__ = [
     "gather_output_layer",
     "output_layer_weights",
+    "padded_ids",
     "shortlist_ids",
     "shortlist_logits",
     "vocabulary_ids",
@@ -43,6 +46,20 @@ def shortlist_ids(source_ids, candidates, always, target_vocab_size):
         tf.ones_like(ids), ids, num_segments=target_vocab_size
     )
     return tf.cast(tf.reshape(tf.where(present > 0), [-1]), tf.int32)
+
+
+def padded_ids(ids, upper, filler):
+    """``ids`` (S,) padded with ``filler`` to the smallest of a few sizes
+    (`tensorflow_ops.size_bucket`, at most ``upper``) that holds them.
+
+    An XLA search compiles once per shape: about two widths an octave, less than
+    half as many columns again as the shortlist holds. ``filler`` is an id whose
+    logit a search masks (``PAD_ID``: `SearchLogits` gives it ``NEG``), so a
+    padded position is never chosen.
+    """
+    width = tf.size(ids)
+    size = tf.minimum(size_bucket(width), tf.maximum(upper, width))
+    return tf.pad(ids, [[0, size - width]], constant_values=filler)
 
 
 def output_layer_weights(model):

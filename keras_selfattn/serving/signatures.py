@@ -177,16 +177,14 @@ def _weights_held(translator):
 
 def _search_output(translator, xla):
     """The output spec of the translator's searches (`output_layer.search_output`:
-    its shortlist and precision), None for the model's own output layer."""
+    its shortlist and precision), None for the model's own output layer. With
+    ``xla`` a shortlist's width is padded to a few sizes (XLA compiles once per
+    shape)."""
     shortlist = getattr(translator, "shortlist", None)
-    if shortlist is not None and xla:
-        raise ValueError(
-            "xla=True does not take a shortlist (its output layer's width changes "
-            "with each request). Received: xla=True with a shortlist"
-        )
     if shortlist is not None:
         shortlist = (shortlist.candidates, shortlist.always)
-    return search_output(shortlist, getattr(translator, "precision", "float32"))
+    precision = getattr(translator, "precision", "float32")
+    return search_output(shortlist, precision, bucketed=xla)
 
 
 # With ``xla``, source ids are padded to a multiple of this many columns (at most

@@ -12,6 +12,7 @@ import tensorflow as tf
 
 from keras_selfattn.decoding import beam_search_decode, greedy_decode
 from keras_selfattn.decoding.output import SearchLogits
+from keras_selfattn.decoding.tensorflow_ops import size_bucket
 from keras_selfattn.models import build_seq2seq, shortlist_ops
 from keras_selfattn.models.output_layer import (
     OutputLayer,
@@ -110,14 +111,21 @@ def _searched(model, source, output, beam_size, jit_compile):
     return {k: np.asarray(v) for k, v in traced(tf.constant(source)).items()}
 
 
-@pytest.mark.parametrize("jit_compile", [False, True], ids=["rows_dropped", "xla"])
+@pytest.mark.parametrize(
+    "jit_compile, bucketed",
+    [(False, False), (False, True), (True, False), (True, True)],
+    ids=["rows_dropped", "rows_dropped_bucketed", "xla", "xla_bucketed"],
+)
 @pytest.mark.parametrize("beam_size", [1, 4])
 def test_shortlist_width_search_is_the_masked_full_width_search(
-    model, beam_size, jit_compile
+    model, beam_size, jit_compile, bucketed
 ):
+    """Exact on what it keeps, also with the width padded to a bucket (what an
+    XLA export searches: the padding's logits are masked, never chosen)."""
     shortlist = _shortlist()
     source = _sources()
-    got = _searched(model, source, OutputLayer(shortlist), beam_size, jit_compile)
+    output = OutputLayer(shortlist, bucketed=bucketed)
+    got = _searched(model, source, output, beam_size, jit_compile)
     want = _searched(model, source, MaskedFullWidth(shortlist), beam_size, False)
     for key in ("ids", "lengths"):
         np.testing.assert_array_equal(got[key], want[key])
@@ -125,6 +133,33 @@ def test_shortlist_width_search_is_the_masked_full_width_search(
         np.testing.assert_allclose(got[key], want[key], rtol=1e-4, atol=1e-4)
     kept = shortlist_ops.shortlist_ids(source, *shortlist, TARGET_VOCAB).numpy()
     assert np.isin(got["ids"], np.append(kept, PAD_ID)).all()
+
+
+def _bucket_reference(count):
+    """The smallest of 1, 2, 3, 4, 6, 8, 12, ... (powers of two and three
+    quarters of them) at least ``count``, by enumeration."""
+    sizes = sorted({2**e for e in range(32)} | {3 * 2**e for e in range(31)})
+    return 0 if count == 0 else next(s for s in sizes if s >= count)
+
+
+def test_size_buckets_against_an_enumeration():
+    counts = [0, 1, 2, 3, 4, 5, 6, 7, 9, 13, 100, 767, 768, 769, 1247, 4097, 70000]
+    got = [int(size_bucket(tf.constant(c, tf.int32))) for c in counts]
+    assert got == [_bucket_reference(c) for c in counts]
+    assert all(c <= g < 1.5 * c + 1 for c, g in zip(counts, got))
+
+
+@pytest.mark.parametrize("width, upper", [(1, 700), (5, 700), (41, 700), (600, 700)])
+def test_padded_ids_keep_the_ids_and_fill_to_a_bucket(width, upper):
+    ids = tf.range(4, 4 + width, dtype=tf.int32)
+    padded = shortlist_ops.padded_ids(ids, upper, PAD_ID).numpy()
+    assert padded.size == min(_bucket_reference(width), upper)
+    np.testing.assert_array_equal(padded[:width], ids.numpy())
+    assert (padded[width:] == PAD_ID).all()
+    # The padding's logits are masked: a search never chooses it.
+    bound = SearchLogits(upper, 1, ids=tf.constant(padded))
+    no_padding = bound.no_padding.numpy()
+    assert (no_padding[width:] < -1e8).all() and (no_padding[:width] == 0).all()
 
 
 def test_greedy_over_the_shortlist_against_numpy(model):
