@@ -174,6 +174,9 @@ SERVED_EXPORTS = {
         "quantize": "int8",
         "shortlist": None,
     },
+    "xla": {"xla": True},
+    "xla+shortlist": {"xla": True, "shortlist": None},
+    "xla+bfloat16+shortlist": {"xla": True, "precision": "bfloat16", "shortlist": None},
 }
 
 
