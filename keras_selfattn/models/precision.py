@@ -1,13 +1,17 @@
 """Lower-precision products for a served translator: bfloat16, and int8 weights.
 
-`lower_precision_model` returns a float32 copy of a `Seq2Seq` in which the layers
-of the chosen products (`PRODUCTS`) compute under Keras' ``"mixed_bfloat16"``
-policy: their weights stay float32 variables, cast to bfloat16 at use, the
-product runs in bfloat16 (oneDNN accumulates in float32) and the layers around
-them (layer norms, the search, the softmax of the scores) stay float32. The
-output layer's product is not a Keras layer call in a search (`TiedEmbedding`
-holds ``E^T`` before the loop): `output_kernel_in` gives its kernel in the
-chosen precision, once per request.
+`lower_precision_model` returns a float32 copy of a `Seq2Seq` in which the
+product layers (`PRODUCT_LAYERS`: the dense projections and the recurrent
+cells) of the chosen products (`PRODUCTS`) compute under Keras'
+``"mixed_bfloat16"`` policy and give float32: their weights stay float32
+variables, cast to bfloat16 at use, the product runs in bfloat16 (oneDNN
+accumulates in float32), and everything around them stays float32: the
+additive attention's ``tanh`` over every key, the softmaxes, residual sums,
+layer norms and the search. (Element-wise work in bfloat16 is no faster on a
+CPU, often slower: TensorFlow converts each element.) The output layer's
+product is not a Keras layer call in a search (`TiedEmbedding` holds ``E^T``
+before the loop): `output_kernel_in` gives its kernel in the chosen precision,
+once per request.
 
 int8: `quantize_int8` gives int8 weights with one float32 scale per output
 channel (symmetric, ``scale = max|w| / 127``), `dequantize` turns them back
@@ -22,6 +26,7 @@ its translations before exporting).
 
 import contextlib
 import fnmatch
+import functools
 
 import keras
 import numpy as np
@@ -33,6 +38,7 @@ from keras_selfattn.models import saving
 __all__ = [
     "PRECISIONS",
     "PRODUCTS",
+    "PRODUCT_LAYERS",
     "Int8Weights",
     "dequantize",
     "int8_weights_model",
@@ -45,11 +51,8 @@ __all__ = [
 
 PRECISIONS = ("float32", "bfloat16", "int8")
 
-# Product group -> the layer paths (fnmatch patterns) that compute it. A group
-# is a whole layer: the products inside one layer meet in plain ops (a residual
-# sum, a concatenation, the recurrent state) that need one dtype, so they share
-# the layer's policy. The layers' attention softmaxes are float32 under any
-# policy (`masked_softmax`), as are their layer norms (Keras upcasts them).
+# Product group -> the layer paths (fnmatch patterns) that compute it; the
+# product layers (`PRODUCT_LAYERS`) inside them compute in bfloat16.
 PRODUCTS = {
     # self-attention Q/K/V and output projections, the feed-forward network
     "encoder": ("encoder_block_*",),
@@ -60,6 +63,17 @@ PRODUCTS = {
     # the output layer: taken by `output_kernel_in` in a search
     "output": ("target_embedding", "logits"),
 }
+
+
+# The layers that compute a product: a matrix product with its bias and
+# activation, or a recurrent cell's step (its gates are sums of its two
+# products). In a bfloat16 search each computes in bfloat16 and gives float32.
+PRODUCT_LAYERS = (
+    keras.layers.Dense,
+    keras.layers.EinsumDense,
+    keras.layers.GRUCell,
+    keras.layers.LSTMCell,
+)
 
 
 def _check_products(products):
@@ -87,13 +101,17 @@ def product_layers(model, products):
 def lower_precision_model(model, products):
     """A float32 copy of ``model`` whose ``products`` compute in bfloat16.
 
+    Each product layer (`PRODUCT_LAYERS`) of the layers computing ``products``
+    runs under ``"mixed_bfloat16"`` and gives float32 (`_products_in_bfloat16`);
+    every other op stays float32.
+
     Args:
         model: a `Seq2Seq`.
         products: names from `PRODUCTS`; ``"output"`` is taken by
             `output_kernel_in` in a search, not here.
 
     Returns:
-        The copy (``model`` is unchanged).
+        The copy (``model`` is unchanged). For inference only: it is not saved.
     """
     products = _check_products(products)
     copy = saving.with_dtype_policy(model, "float32")
@@ -102,8 +120,30 @@ def lower_precision_model(model, products):
         copy.set_weights(model.get_weights())
     for layer in product_layers(copy, [p for p in products if p != "output"]).values():
         for inner in layer._flatten_layers(include_self=True):
-            inner.dtype_policy = "mixed_bfloat16"
+            if isinstance(inner, PRODUCT_LAYERS):
+                _products_in_bfloat16(inner)
     return copy
+
+
+def _products_in_bfloat16(layer):
+    """``layer`` computes under ``"mixed_bfloat16"`` and gives float32 outputs
+    (its states too, for a recurrent cell), so that the ops after it, written
+    for one compute dtype, stay float32."""
+    layer.dtype_policy = "mixed_bfloat16"
+    call = layer.call
+
+    @functools.wraps(call)
+    def call_giving_float32(*args, **kwargs):
+        return keras.tree.map_structure(_as_float32, call(*args, **kwargs))
+
+    layer.call = call_giving_float32
+
+
+def _as_float32(value):
+    dtype = getattr(value, "dtype", None)
+    if dtype is None or not keras.backend.is_float_dtype(dtype):
+        return value
+    return keras.ops.cast(value, "float32")
 
 
 def quantize_int8(kernel):

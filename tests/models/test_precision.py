@@ -1,6 +1,7 @@
-"""Lower-precision products: the chosen layers compute in bfloat16, the rest and
-the search in float32; int8 weights with per-channel scales against a NumPy
-reference; bad names refused in one line."""
+"""Lower-precision products: the product layers of the chosen groups compute in
+bfloat16, everything else (element-wise work, softmaxes, the search) in
+float32; int8 weights with per-channel scales against a NumPy reference; bad
+names refused in one line."""
 
 import numpy as np
 import pytest
@@ -31,7 +32,7 @@ def model():
 SOURCE = np.array([[5, 6, 7, 3, 0], [8, 9, 3, 0, 0]], np.int32)
 
 
-def test_chosen_layers_in_bfloat16(model):
+def test_product_layers_in_bfloat16_the_rest_float32(model):
     copy = precision.lower_precision_model(model, ["decoder", "deep_output"])
     chosen = precision.product_layers(copy, ["decoder", "deep_output"])
     assert sorted(chosen) == ["bridge", "decoder", "deep_output"]
@@ -39,18 +40,56 @@ def test_chosen_layers_in_bfloat16(model):
         layer.path
         for path in chosen
         for layer in chosen[path]._flatten_layers(include_self=True)
+        if isinstance(layer, precision.PRODUCT_LAYERS)
     ]
-    assert "decoder/cell/gru_cell_0" in inside and "deep_output/inner" in inside
+    for path in ("decoder/cell/gru_cell_0", "deep_output/inner", "bridge/state_0"):
+        assert path in inside
+    assert "decoder/cell/attention/query_dense" in inside
     for layer in copy._flatten_layers(include_self=False):
         expected = "bfloat16" if layer.path in inside else "float32"
         assert layer.compute_dtype == expected, layer.path
         for weight in layer.weights:  # variables stay float32
             assert weight.dtype == "float32"
-    assert copy.encoder_blocks[0].compute_dtype == "float32"
+    assert copy.decoder.compute_dtype == "float32"  # the layers around them
+    assert copy.encoder_blocks[0].ffn_inner.compute_dtype == "float32"  # not chosen
     assert model.deep_output.inner.compute_dtype == "float32"  # original unchanged
     np.testing.assert_array_equal(
         copy.deep_output.inner.kernel.numpy(), model.deep_output.inner.kernel.numpy()
     )
+    # A product layer gives float32 (its product ran in bfloat16).
+    x = np.random.default_rng(0).normal(size=(3, 16)).astype(np.float32)
+    out = copy.deep_output.inner(x)
+    assert out.dtype == "float32"
+    rounded = tf.cast(tf.cast(x, tf.bfloat16), tf.float32) @ tf.cast(
+        tf.cast(copy.deep_output.inner.kernel, tf.bfloat16), tf.float32
+    )
+    np.testing.assert_allclose(
+        out, tf.nn.relu(rounded + copy.deep_output.inner.bias), atol=0.02
+    )
+
+
+def test_a_decoder_step_runs_its_element_wise_work_in_float32(model):
+    """Only the product layers compute in bfloat16: the additive attention's
+    tanh over the keys, its softmax, the layer norm and the step's outputs and
+    states are float32 ops."""
+    copy = precision.lower_precision_model(model, ALL_BUT_OUTPUT)
+    state = copy.initial_decoder_state(SOURCE)
+    assert all(s.dtype == tf.float32 for s in state)
+    step = tf.function(copy.decode_step, autograph=False)
+    graph = step.get_concrete_function(tf.constant([1, 1]), state).graph
+    kinds = {}
+    for op in graph.get_operations():
+        if op.type in ("Tanh", "Softmax", "AddV2", "Mean"):
+            kinds[op.name] = op.outputs[0].dtype.name
+    attention = {k: v for k, v in kinds.items() if k.startswith("attention_")}
+    assert attention and set(attention.values()) == {"float32"}, attention
+    norm = {k: v for k, v in kinds.items() if "/norm" in k}
+    assert norm and set(norm.values()) == {"float32"}, norm
+    # the recurrent cell's gates belong to its step: bfloat16
+    assert "bfloat16" in {v for k, v in kinds.items() if k.startswith("gru_cell")}
+    logits, states = step(tf.constant([1, 1]), state)
+    assert logits.dtype == tf.float32
+    assert all(s.dtype == tf.float32 for s in states)
 
 
 @pytest.mark.parametrize("search", ["greedy", "beam"])
