@@ -93,7 +93,6 @@ class OutputLayer:
     def bind(self, model, source_ids):
         """The `SearchLogits` of a request's ``source_ids``: the output layer's
         columns taken (for the shortlist) and cast (for the precision) once."""
-        kernel, bias = shortlist_ops.output_layer_weights(model)
         vocab_size = model.target_vocab_size
         ids, least_width = None, vocab_size
         if self.shortlist is not None:
@@ -103,8 +102,8 @@ class OutputLayer:
             )
             if self.bucketed:
                 ids = shortlist_ops.padded_ids(ids, vocab_size, PAD_ID)
-            kernel, bias = shortlist_ops.gather_output_layer(kernel, bias, ids)
             least_width = int(np.unique(np.asarray(always)).size)
+        kernel, bias = shortlist_ops.output_layer_weights(model, ids)
         kernel = precision_lib.output_kernel_in(kernel, self.precision)
 
         def logits_of(hidden):

@@ -3,7 +3,7 @@
 For a batch of source ids, `shortlist_ids` is the union of the table's rows for
 those ids with the always-kept ids (`text.shortlist.ShortlistTable.always`):
 sorted, unique, so the order is fixed whatever the batch's order.
-`gather_output_layer` takes the output layer's columns for those ids once per
+`output_layer_weights` takes the output layer's columns for those ids once per
 request (before the search loop: the weights are constant), `shortlist_logits`
 computes a step's logits over them only, and `vocabulary_ids` maps shortlist
 indices (an argmax, a beam's top-k) back to vocabulary ids. A search over the
@@ -62,17 +62,29 @@ def padded_ids(ids, upper, filler):
     return tf.pad(ids, [[0, size - width]], constant_values=filler)
 
 
-def output_layer_weights(model):
-    """``(kernel (D, V), bias (V,))`` float32 of a `Seq2Seq`'s output layer.
+def output_layer_weights(model, ids=None):
+    """``(kernel (D, V), bias (V,))`` float32 of a `Seq2Seq`'s output layer, or
+    with ``ids`` (S,) its columns for those ids: ``(kernel (D, S), bias (S,))``.
 
     With tied embeddings (``--preset small``) the kernel is the target
-    embedding's ``E^T`` (`TiedEmbedding.output_kernel`), else the logits Dense.
+    embedding's ``E^T`` (`TiedEmbedding.output_kernel`): for a shortlist the
+    rows of ``E`` are taken first and only they are transposed (a third of the
+    vocabulary on Multi30k; the transpose of the whole ``E`` took a served
+    batch several milliseconds). Else the logits Dense's.
     """
     if model.logits_dense is None:
         layer = model.target_embedding
-        return layer.output_kernel(), tf.cast(layer.bias, tf.float32)
+        bias = tf.cast(layer.bias, tf.float32)
+        if ids is None:
+            return layer.output_kernel(), bias
+        # As `output_kernel` reads E: in the layer's compute dtype, as float32.
+        rows = tf.gather(tf.cast(layer.embeddings, layer.compute_dtype), ids)
+        return tf.transpose(tf.cast(rows, tf.float32)), tf.gather(bias, ids)
     dense = model.logits_dense
-    return tf.cast(dense.kernel, tf.float32), tf.cast(dense.bias, tf.float32)
+    kernel, bias = tf.cast(dense.kernel, tf.float32), tf.cast(dense.bias, tf.float32)
+    if ids is None:
+        return kernel, bias
+    return gather_output_layer(kernel, bias, ids)
 
 
 def gather_output_layer(kernel, bias, ids):

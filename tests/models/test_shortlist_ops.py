@@ -85,3 +85,8 @@ def test_output_layer_weights_of_a_tied_model():
     logits = shortlist_ops.shortlist_logits(hidden, *cut, deep_output=model.deep_output)
     full = model._logits(tf.constant(hidden)).numpy()
     np.testing.assert_allclose(logits.numpy(), full[:, [0, 3, 7, 39]], atol=1e-5)
+    # The shortlist's columns taken from E's rows: the same kernel and bias.
+    rows_first = shortlist_ops.output_layer_weights(model, ids)
+    for got, want in zip(rows_first, cut, strict=True):
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
+    assert tuple(rows_first[0].shape) == (16, 4)
