@@ -212,8 +212,8 @@ class Translator:
             RunPartsMismatch: the vocabularies are not the model's.
 
         ``precision``: ``"bfloat16"``: every product in bfloat16 (the model's
-        layers under mixed_bfloat16, `models.precision.lower_precision_model`;
-        the output layer's in the search), sums, softmaxes and scores float32;
+        product layers, `models.precision.lower_precision_model`; the output
+        layer's in the search), element-wise work, softmaxes and scores float32;
         what ``keras-selfattn export --precision bfloat16`` serves. ``quantize``:
         None, or ``"int8"``: the products' kernels held as int8 with
         per-channel scales and dequantized once per search, before its loop

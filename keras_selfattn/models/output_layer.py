@@ -39,7 +39,8 @@ QUANTIZATIONS = ("int8",)
 # The product groups (`precision.PRODUCTS`) a bfloat16 search computes in
 # bfloat16: all of them (each was faster in bfloat16 on a CPU with avx512_bf16,
 # benchmarks/RESULTS.md "Served precision and shortlist"); the output layer's
-# through `OutputLayer`, the others as Keras layers under mixed_bfloat16.
+# through `OutputLayer`, the others in their product layers
+# (`precision.lower_precision_model`).
 LOWER_PRECISION_PRODUCTS = ("encoder", "decoder", "deep_output", "output")
 # The product groups whose kernels an int8 search holds as int8: the same.
 INT8_PRODUCTS = LOWER_PRECISION_PRODUCTS

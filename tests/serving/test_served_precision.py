@@ -60,18 +60,20 @@ def covering_run(run_dir, texts, tmp_path):
 def test_option_exports_serve_the_float32_texts_under_the_session_loader(
     text_run_dir, text_export, sample_texts, tmp_path
 ):
-    """A shortlist that holds every greedy argmax gives float32's texts alone;
+    """A shortlist that holds every greedy argmax gives float32's texts alone,
+    also in an XLA export (its width padded to a bucket, the padding masked);
     bfloat16 exports (alone, and with int8 weights and the shortlist) serve what
     `Translator` translates with the same options. Each passes the audit and
     reports itself. (bfloat16 with the shortlist runs inside the int8 export,
-    which adds only the dequantization before the loop.)"""
+    which adds only the dequantization before the loop; the shortlist without
+    XLA runs inside it too.)"""
     run, covered, size, left_out = covering_run(text_run_dir, sample_texts, tmp_path)
     assert covered, "some texts must translate without the left-out piece"
     table = ShortlistTable.load(run)
     float32 = load_in_fresh_process(text_export, covered, tmp_path)
     expected = float32["session"]["serving_default"]["translation"]
     for options in (
-        {"shortlist": size},
+        {"shortlist": size, "xla": True},
         {"precision": "bfloat16"},
         {"precision": "bfloat16", "quantize": "int8", "shortlist": size},
     ):
@@ -86,6 +88,8 @@ def test_option_exports_serve_the_float32_texts_under_the_session_loader(
             quantize=options.get("quantize"),
             shortlist=table if "shortlist" in options else None,
         )
+        if "xla" in options:
+            assert audit.audit_saved_model(exported).needs_xla_flag
         assert texts == [t.text for t in translator.translate(covered)], options
         if "precision" not in options:
             assert texts == expected
@@ -267,3 +271,48 @@ def test_cli_translate_and_evaluate_take_the_options(text_run_dir, capsys):
     assert cli.main(["evaluate", "--model", str(text_run_dir), *flags, "--json"]) == 0
     scores = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert 0 <= scores["chrf"] <= 100
+
+
+def test_translating_with_attention_searches_with_the_options(
+    text_run_dir, sample_texts, tmp_path
+):
+    """``return_attention`` keeps the precision and the shortlist: the tokens are
+    those of the same translator without it, never the float32 full-vocabulary
+    search's, each with its attention weights. A shortlist of the reserved
+    pieces and the most frequent ordinary one makes the two searches differ."""
+    float32 = Translator.load(text_run_dir)
+    full = float32.translate(sample_texts)
+    vocabulary = float32.tokenizer.target.vocabulary.tokens
+    produced = [vocabulary.index(t) for r in full for t in r.target_tokens]
+    counts = np.bincount(produced, minlength=len(vocabulary))
+    counts[: END_ID + 1] = 0
+    kept = np.array(sorted({END_ID, int(counts.argmax())}), np.int32)
+    run = tmp_path / "run_copy"
+    shutil.copytree(text_run_dir, run)
+    source_size = float32.tokenizer.source_vocab_size
+    candidates = np.full([source_size, 1], END_ID, np.int32)
+    record = {"per_source": 1, "frequent": 2, "learned_from": "a test"}
+    ShortlistTable(candidates, kept, record).save(run)
+    table = ShortlistTable.load(run)
+    allowed = {vocabulary[i] for i in table.always}  # the reserved ones too
+    assert len(allowed) < len(vocabulary) / 2
+    assert any(set(r.target_tokens) - allowed for r in full)  # the full search's
+    for options in (
+        {"shortlist": table},
+        {"precision": "bfloat16", "shortlist": table},
+    ):
+        translator = Translator.load(run, **options)
+        plain = translator.translate(sample_texts)
+        attended = translator.translate(sample_texts, return_attention=True)
+        assert [t.target_tokens for t in attended] == [t.target_tokens for t in plain]
+        for translation in attended:
+            assert set(translation.target_tokens) <= allowed, options
+            if not translation.source_tokens:  # no tokens: no search
+                assert translation.attention is None
+                continue
+            weights = np.asarray(translation.attention)
+            assert weights.shape == (
+                len(translation.target_tokens),
+                len(translation.source_tokens),
+            )
+            assert np.all(weights >= 0) and np.all(weights <= 1 + 1e-6)
