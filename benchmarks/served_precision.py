@@ -174,6 +174,14 @@ SERVED_EXPORTS = {
         "quantize": "int8",
         "shortlist": None,
     },
+    # one length group a request (`--groups 1`): one loop, not two, on one thread
+    "groups1": {"groups": 1},
+    "bfloat16+int8+shortlist+groups1": {
+        "precision": "bfloat16",
+        "quantize": "int8",
+        "shortlist": None,
+        "groups": 1,
+    },
     "xla": {"xla": True},
     "xla+shortlist": {"xla": True, "shortlist": None},
     "xla+bfloat16+shortlist": {"xla": True, "precision": "bfloat16", "shortlist": None},
