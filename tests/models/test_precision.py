@@ -194,3 +194,43 @@ def test_int8_weights_hold_what_the_int8_model_computes(model):
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
     own = model(inputs, training=False).numpy()
     assert not np.allclose(own, got, atol=1e-6)  # outside: the float32 weights
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"rnn_type": "lstm", "decoder_layers": 2, "attention_heads": 2},
+        {"attention_score": "general", "position": "relative", "decoder_layers": 2},
+        {"attentional_output": False, "decoder_residual": False},
+    ],
+    ids=["lstm_two_layers_two_heads", "general_relative", "plain_output"],
+)
+def test_bfloat16_products_in_other_architectures(options):
+    """Every decoder and encoder the configuration offers runs with its product
+    layers in bfloat16: the teacher-forced logits and both searches give
+    float32 close to the float32 model's."""
+    config = ModelConfig(
+        num_hiddens=16,
+        num_heads=2,
+        num_layers=1,
+        ffn_hiddens=32,
+        decoder_units=16,
+        embedding_dim=16,
+        **options,
+    )
+    model = build_seq2seq(30, 40, config, seed=2)
+    copy = precision.lower_precision_model(model, ALL_BUT_OUTPUT)
+    assert any(layer.compute_dtype == "bfloat16" for layer in copy._flatten_layers())
+    inputs = {"source": SOURCE, "target_in": SOURCE}
+    got = copy(inputs, training=False).numpy()
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(got, model(inputs, training=False), atol=0.05)
+    for ours, full in (
+        (greedy_decode(copy, SOURCE, 6), greedy_decode(model, SOURCE, 6)),
+        (
+            beam_search_decode(copy, SOURCE, 2, 6),
+            beam_search_decode(model, SOURCE, 2, 6),
+        ),
+    ):
+        assert ours["scores"].dtype == tf.float32
+        np.testing.assert_allclose(ours["scores"], full["scores"], rtol=0.05, atol=0.05)
