@@ -44,6 +44,7 @@ class _State:
     pending = None
     raised = False
     raised_signal = None  # the signal raised, until `raise_if_swallowed` sees it
+    stopped_by = None  # the signal raised, for `stopped_by`
 
     @classmethod
     def stop(cls, signum, frame):
@@ -52,7 +53,7 @@ class _State:
         if cls.holding:
             cls.pending = cls.pending or signum
             return
-        cls.raised, cls.raised_signal = True, signum
+        cls.raised, cls.raised_signal, cls.stopped_by = True, signum, signum
         raise cls.stopped(signum)
 
 
@@ -66,6 +67,27 @@ def raise_if_swallowed():
     signum, _State.raised_signal = _State.raised_signal, None
     if signum is not None:
         raise _State.stopped(signum)
+
+
+def stopped_by(error):
+    """The `Stopped` (a KeyboardInterrupt) that ``error`` stands for, or None.
+
+    A signal's exception raised while C code runs a Python callback can come
+    back as another exception (``SystemError: ... returned a result with an
+    exception set``, or a library's own error with it as the cause or context).
+    So ``error`` stands for a stop when its chain holds a KeyboardInterrupt, or
+    when a stopping signal was raised inside the enclosing `signals_stop`.
+    """
+    seen = set()
+    link = error
+    while link is not None and id(link) not in seen:
+        if isinstance(link, KeyboardInterrupt):
+            return link
+        seen.add(id(link))
+        link = link.__cause__ or link.__context__
+    if _State.stopped_by is not None:
+        return _State.stopped(_State.stopped_by)
+    return None
 
 
 @contextlib.contextmanager
@@ -88,14 +110,14 @@ def signals_stop(signals=STOPPING_SIGNALS, stopped=Stopped):
         None,
         False,
     )
-    _State.raised_signal = None
+    _State.raised_signal = _State.stopped_by = None
     try:
         yield
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
         _State.stopped, _State.holding, _State.pending, _State.raised = saved
-        _State.raised_signal = None
+        _State.raised_signal = _State.stopped_by = None
 
 
 @contextlib.contextmanager
@@ -108,5 +130,5 @@ def held():
         _State.holding = False
     pending, _State.pending = _State.pending, None
     if pending is not None:
-        _State.raised = True
+        _State.raised, _State.stopped_by = True, pending
         raise _State.stopped(pending)

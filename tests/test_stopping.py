@@ -5,6 +5,7 @@ import signal
 
 import pytest
 
+from keras_selfattn import stopping
 from keras_selfattn.stopping import Stopped, held, signals_stop
 
 
@@ -80,3 +81,46 @@ def test_a_signal_whose_raise_was_swallowed_is_raised_again():
             raise_if_swallowed()
         assert stopped.value.exit_status == 143
         raise_if_swallowed()  # once only
+
+
+def _signal_turned_into(error_type, keep_chain=True):
+    """A SIGTERM raised here, then the exception a C extension or a library
+    turns it into (``error_type``), with or without the chain back to it."""
+    try:
+        os.kill(os.getpid(), signal.SIGTERM)
+        _raise_pending()
+    except KeyboardInterrupt as stop:
+        if keep_chain:
+            raise error_type("returned a result with an exception set") from stop
+    raise error_type("returned a result with an exception set")
+
+
+@pytest.mark.parametrize("keep_chain", [True, False], ids=["chained", "chain_lost"])
+def test_a_signal_turned_into_another_exception_is_still_a_stop(keep_chain):
+    with signals_stop():
+        with pytest.raises(SystemError) as caught:
+            _signal_turned_into(SystemError, keep_chain)
+        stop = stopping.stopped_by(caught.value)
+    assert isinstance(stop, Stopped) and stop.exit_status == 143
+    # Outside, or with no signal raised, an error is only an error.
+    assert stopping.stopped_by(caught.value if keep_chain else ValueError("x")) is (
+        caught.value.__cause__ if keep_chain else None
+    )
+    with signals_stop():
+        assert stopping.stopped_by(RuntimeError("no signal")) is None
+
+
+def test_the_command_line_reports_a_converted_signal_as_the_signal(monkeypatch, capsys):
+    """`cli.main`: an exception that stands for a SIGTERM ends the command as
+    the SIGTERM does (143, one line), not as an internal error (70)."""
+    from keras_selfattn.cli import commands
+
+    def run(args):
+        _signal_turned_into(SystemError, keep_chain=False)
+
+    monkeypatch.setattr(commands, "_run", run)
+    monkeypatch.setattr(commands, "check_arguments", lambda args: None)
+    with pytest.raises(SystemExit) as exited:
+        commands.main(["evaluate", "--model", "run", "--data", "pairs.tsv"])
+    assert exited.value.code == 143
+    assert capsys.readouterr().err == "keras-selfattn: interrupted by SIGTERM\n"

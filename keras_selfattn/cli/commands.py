@@ -16,7 +16,7 @@ import sys
 
 import keras
 
-from keras_selfattn import backends
+from keras_selfattn import backends, stopping
 from keras_selfattn.cli import (
     errors,
     run_commands,
@@ -97,9 +97,15 @@ def main(argv=None):
         except KeyboardInterrupt as error:
             status, message = errors.interrupted(getattr(args, "command", None), error)
         except Exception as error:
-            if getattr(args, "debug", False):
+            # A signal's exception that C code turned into another one is a stop.
+            stop = stopping.stopped_by(error)
+            if stop is not None:
+                command = getattr(args, "command", None)
+                status, message = errors.interrupted(command, stop)
+            elif getattr(args, "debug", False):
                 raise
-            status, message = errors.failure(error)
+            else:
+                status, message = errors.failure(error)
     # as on a usage error (a broken pipe: no message)
     if message:
         print(f"keras-selfattn: {message}", file=sys.stderr)
