@@ -915,7 +915,9 @@ CASES = [
 ]
 
 
-SMALL_TRAIN = [*TRAIN_TINY, "--train-steps", "40", "--eval-every", "5"]
+# Long enough that a SIGTERM sent once the first backup (step 5) exists, or a
+# Ctrl-C at step 1, lands before the run ends (each stop is seconds ahead of it).
+SMALL_TRAIN = [*TRAIN_TINY, "--train-steps", "20", "--eval-every", "5"]
 
 CASES += [
     # operators: concurrent launches, stale locks, signals, remote paths, a full disk

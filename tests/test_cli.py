@@ -305,18 +305,29 @@ def test_translate_answers_each_line_on_an_open_pipe(trained_run):
         process.wait()
 
 
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
-def test_translate_stopped_mid_input_keeps_whole_lines(trained_run, signum):
-    """Ctrl-C or SIGTERM in the middle of ``--input`` to ``--output``: exit 130 or
-    143, the output holds N whole translations in input order, and the one stderr
-    line says N."""
+@pytest.fixture(scope="module")
+def test_split_translations(trained_run):
+    """The run's test sources and their translations by an uninterrupted
+    ``translate --input`` (one process for both signals' tests)."""
     root, _ = trained_run
     sources = [s for s, _ in text.read_pairs(root / "run" / "splits" / "test.tsv")]
-    small = root / f"sources-{signum}.txt"
+    small = root / "sources.txt"
     small.write_text("".join(f"{s}\n" for s in sources))
     reference = cli("translate", "--model", root / "run", "--input", small)
     expected = reference.stdout.split("\n")[:-1]
     assert len(expected) == len(sources)
+    return sources, expected
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_translate_stopped_mid_input_keeps_whole_lines(
+    trained_run, test_split_translations, signum
+):
+    """Ctrl-C or SIGTERM in the middle of ``--input`` to ``--output``: exit 130 or
+    143, the output holds N whole translations in input order, and the one stderr
+    line says N."""
+    root, _ = trained_run
+    sources, expected = test_split_translations
     big = root / f"big-{signum}.txt"
     big.write_text("".join(f"{s}\n" for s in sources) * 4000)
     out = root / f"out-{signum}.txt"

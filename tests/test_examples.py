@@ -5,9 +5,8 @@ import pathlib
 
 import pytest
 
-from keras_selfattn.models import ModelConfig
 from keras_selfattn.text import load_bundled_dates
-from keras_selfattn.training import TrainConfig, train
+from tests.training import reference_run
 
 pytestmark = pytest.mark.slow
 EXAMPLES = pathlib.Path(__file__).resolve().parents[1] / "examples"
@@ -37,33 +36,16 @@ def test_train_on_tsv(tmp_path):
     assert 0.0 <= metrics["exact_match"] <= 1.0
 
 
-def test_translate_and_plot(tmp_path):
-    tiny = ModelConfig(
-        num_hiddens=16,
-        num_heads=2,
-        num_layers=1,
-        ffn_hiddens=32,
-        decoder_units=16,
-        embedding_dim=8,
-        max_target_len=12,
-    )
-    train(
-        load_bundled_dates()[:200],
-        tmp_path / "run",
-        tiny,
-        TrainConfig(
-            epochs=1,
-            target_tokenizer="char",
-            warmup_steps=1,
-            jit_compile=False,  # the example's subject is translating and plotting
-            length_buckets=1,
-        ),
-        verbose=0,
-    )
+def test_translate_and_plot(tmp_path, tmp_path_factory):
+    # Any finished run will do (the example's subject is translating and
+    # plotting): the tiny run tests/training shares, trained once per test run.
+    run = reference_run.twelve_steps(
+        tmp_path_factory, reference_run.pairs_file(tmp_path_factory)
+    ).run_dir
     beams = load("translate_and_plot").main(
         [
             "--model",
-            str(tmp_path / "run"),
+            str(run),
             "--out",
             str(tmp_path / "png"),
             "--beam",

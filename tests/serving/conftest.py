@@ -81,3 +81,15 @@ def sample_texts(text_run_dir):
         # NFKC / case folding differ from core lowercasing:
         "ｆｕｌｌ-width ２０２０",
     ]
+
+
+@pytest.fixture(scope="session")
+def text_export_served(text_export, sample_texts, tmp_path_factory):
+    """What a fresh process serves from `text_export` for `sample_texts`, under both
+    loaders (`load_in_fresh_process`'s report): the reference that the tests
+    comparing another export, or `translate`, with the default export read."""
+    from tests.serving.test_export import load_in_fresh_process
+
+    return load_in_fresh_process(
+        text_export, sample_texts, tmp_path_factory.mktemp("text_export_served")
+    )

@@ -133,9 +133,9 @@ def assert_same_texts(first, second):
 
 @pytest.mark.slow
 def test_fresh_process_both_loaders_equal_translate(
-    text_export, text_run_dir, sample_texts, tmp_path
+    text_export_served, text_run_dir, sample_texts
 ):
-    report = load_in_fresh_process(text_export, sample_texts, tmp_path)
+    report = text_export_served
     assert not [m for m in report["modules"] if m.startswith("keras_selfattn")]
 
     translator = Translator.load(text_run_dir)
@@ -167,7 +167,7 @@ def test_fresh_process_both_loaders_equal_translate(
 
 @pytest.mark.slow
 def test_xla_export_is_opt_in_audited_and_translates_alike(
-    text_export, xla_export, sample_texts, tmp_path
+    text_export, xla_export, text_export_served, sample_texts, tmp_path
 ):
     """``xla=True``: the searches compile with XLA; the audit names the server flag
     and the functions, both pass the op audit, and
@@ -195,9 +195,8 @@ def test_xla_export_is_opt_in_audited_and_translates_alike(
         "BitwiseOr",
         "RightShift",
     }
-    plain = load_in_fresh_process(text_export, sample_texts, tmp_path)
     compiled = load_in_fresh_process(xla_export, sample_texts, tmp_path)
-    assert_same_texts(compiled, plain)
+    assert_same_texts(compiled, text_export_served)
     line = serving.serving_instructions(xla_export.parent, sample_text="a", xla=True)
     assert line.splitlines()[1].endswith(f"tensorflow/serving {audit.XLA_SERVER_FLAG}")
 

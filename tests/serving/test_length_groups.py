@@ -101,7 +101,7 @@ def test_groups_must_be_a_positive_integer(text_run_dir):
 
 @pytest.mark.slow
 def test_an_export_in_one_group_translates_as_the_default(
-    text_export, text_run_dir, sample_texts, tmp_path
+    text_export_served, text_run_dir, sample_texts, tmp_path
 ):
     """The default export (`DEFAULT_GROUPS` length groups a request) and
     ``groups=1``, under both loaders in a fresh process: the same texts."""
@@ -109,9 +109,8 @@ def test_an_export_in_one_group_translates_as_the_default(
 
     assert serving.DEFAULT_GROUPS > 1
     one = serving.export_run(text_run_dir, tmp_path / "one_group", groups=1)
-    grouped = load_in_fresh_process(text_export, sample_texts, tmp_path)
     single = load_in_fresh_process(one, sample_texts, tmp_path)
-    assert_same_texts(grouped, single)
+    assert_same_texts(text_export_served, single)
 
 
 def test_an_empty_group_is_not_searched(model):

@@ -24,7 +24,7 @@ def test_two_trains_at_once_on_one_directory(tmp_path):
     """The second `train` exits 2 naming the first; the first finishes untouched."""
     data = text.write_pairs(tmp_path / "pairs.tsv", text.load_bundled_dates()[:300])
     argv = ["train", "--data", str(data), "--out", str(tmp_path / "run")]
-    argv += ["--epochs", "3", *TINY_RUN_ARGS]
+    argv += ["--epochs", "1", *TINY_RUN_ARGS]
     first = subprocess.Popen(
         [sys.executable, "-m", "keras_selfattn", *argv],
         stdout=subprocess.PIPE,

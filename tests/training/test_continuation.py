@@ -17,15 +17,16 @@ from keras_selfattn.training.run.backup import (
     read_backup,
 )
 from tests.bad_input_cases import TINY_RUN_ARGS, run_in_process
-from tests.training.test_train import TINY_MODEL, tiny_train_config, weights
+from tests.training import reference_run
+from tests.training.reference_run import TINY_MODEL, tiny_train_config
+from tests.training.test_train import weights
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
-    path = tmp_path_factory.mktemp("data") / "pairs.tsv"
-    return text.write_pairs(path, text.load_bundled_dates()[:300])
+    return reference_run.pairs_file(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")
@@ -39,11 +40,9 @@ def eight_steps(tmp_path_factory, data):
 @pytest.fixture(scope="module")
 def twelve_steps(tmp_path_factory, data):
     """One uninterrupted run of 12 steps: what 8 steps continued to 12 must equal
-    (read, never trained further)."""
-    run = tmp_path_factory.mktemp("twelve_steps") / "run"
-    return train(
-        str(data), run, TINY_MODEL, tiny_train_config(train_steps=12), verbose=0
-    )
+    (read, never trained further; test_train.py's reference too)."""
+    assert tiny_train_config().train_steps == 12
+    return reference_run.twelve_steps(tmp_path_factory, data)
 
 
 def _copy(run, tmp_path):

@@ -14,7 +14,7 @@ from keras_selfattn.training import train
 from keras_selfattn.training.callbacks.tensorboard import attention_image
 from keras_selfattn.training.fit import fit_callbacks
 from keras_selfattn.training.fit.step_plan import plan_steps
-from tests.training.test_train import TINY_MODEL, tiny_train_config
+from tests.training.reference_run import TINY_MODEL, tiny_train_config
 
 
 def _events(log_dir):

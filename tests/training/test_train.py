@@ -7,7 +7,6 @@ import signal
 import subprocess
 import sys
 import time
-import warnings
 
 import keras
 import numpy as np
@@ -21,21 +20,12 @@ from keras_selfattn.training.callbacks.best_model import save_model_atomically
 from keras_selfattn.training.fit.train import TrainInterrupted
 from keras_selfattn.training.run.backup import backed_up_epochs
 from keras_selfattn.training.run.run_dir import claim_run_dir
+from tests.training import reference_run
 from tests.training.cluster import REPO, subprocess_env
+from tests.training.reference_run import TINY_MODEL, tiny_train_config
 
 pytestmark = pytest.mark.slow
 
-TINY_MODEL = ModelConfig(
-    num_hiddens=16,
-    num_heads=2,
-    num_layers=1,
-    ffn_hiddens=32,
-    decoder_units=16,
-    embedding_dim=8,
-    dropout=0.2,  # on: a resumed run must draw the same dropout masks
-    max_source_len=24,
-    max_target_len=12,
-)
 TINY_ARGS = [
     *[
         "--num-hiddens",
@@ -70,37 +60,17 @@ def history_steps(run):
         return [row[0] for row in csv.reader(handle)]
 
 
-def tiny_train_config(**overrides):
-    # XLA is covered by tests/models and the CLI tests; here compiling would dominate.
-    values = {
-        "batch_size": 16,
-        "source_tokenizer": "word",
-        "target_tokenizer": "char",
-        "warmup_steps": 5,
-        "seed": 3,
-        "jit_compile": False,
-        "train_steps": 12,
-        "eval_every": 4,
-        "validation_translations": 16,
-        "shuffle_buffer": 64,
-    }
-    values.update(overrides)
-    return TrainConfig(**values)
-
-
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
-    path = tmp_path_factory.mktemp("data") / "pairs.tsv"
-    return text.write_pairs(path, text.load_bundled_dates()[:300])
+    return reference_run.pairs_file(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")
 def uninterrupted(tmp_path_factory, data):
-    run = tmp_path_factory.mktemp("uninterrupted") / "run"
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        result = train(str(data), run, TINY_MODEL, tiny_train_config(), verbose=0)
-    return result, [str(w.message) for w in caught]
+    """The shared 12-step run (`reference_run.twelve_steps`) and the warnings its
+    training gave."""
+    reference = reference_run.twelve_steps(tmp_path_factory, data)
+    return reference, reference.warnings
 
 
 def weights(run):

@@ -1,0 +1,83 @@
+"""The finished 12-step tiny run that tests/training/test_train.py and
+test_continuation.py compare against: trained once per test run (one worker
+trains it, the others read it), never changed by a test."""
+
+import pathlib
+import types
+import warnings
+
+from keras_selfattn import text
+from keras_selfattn.config import ModelConfig, TrainConfig
+from tests.training.cluster import once_per_test_run
+
+TINY_MODEL = ModelConfig(
+    num_hiddens=16,
+    num_heads=2,
+    num_layers=1,
+    ffn_hiddens=32,
+    decoder_units=16,
+    embedding_dim=8,
+    dropout=0.2,  # on: a resumed run must draw the same dropout masks
+    max_source_len=24,
+    max_target_len=12,
+)
+
+
+def tiny_train_config(**overrides):
+    # XLA is covered by tests/models and the CLI tests; here compiling would dominate.
+    values = {
+        "batch_size": 16,
+        "source_tokenizer": "word",
+        "target_tokenizer": "char",
+        "warmup_steps": 5,
+        "seed": 3,
+        "jit_compile": False,
+        "train_steps": 12,
+        "eval_every": 4,
+        "validation_translations": 16,
+        "shuffle_buffer": 64,
+    }
+    values.update(overrides)
+    return TrainConfig(**values)
+
+
+def pairs_file(tmp_path_factory):
+    """The 300 bundled pairs as a TSV file, shared by the run and the tests."""
+    written = once_per_test_run(
+        tmp_path_factory,
+        "tiny_pairs",
+        lambda directory: {
+            "path": str(
+                text.write_pairs(
+                    directory / "pairs.tsv", text.load_bundled_dates()[:300]
+                )
+            )
+        },
+    )
+    return pathlib.Path(written["path"])
+
+
+def twelve_steps(tmp_path_factory, data):
+    """The run of `tiny_train_config()` on ``data``: its directory, summary,
+    history, test pairs and the warnings its training gave (a namespace)."""
+
+    def produce(directory):
+        from keras_selfattn.training import train
+
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            result = train(
+                str(data), directory / "run", TINY_MODEL, tiny_train_config(), verbose=0
+            )
+        return {
+            "run_dir": str(result.run_dir),
+            "summary": result.summary,
+            "history": result.history,
+            "test_pairs": result.test_pairs,
+            "warnings": [str(w.message) for w in caught],
+        }
+
+    shared = once_per_test_run(tmp_path_factory, "twelve_step_run", produce)
+    return types.SimpleNamespace(
+        **{**shared, "run_dir": pathlib.Path(shared["run_dir"])}
+    )
