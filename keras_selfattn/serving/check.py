@@ -387,19 +387,44 @@ def _replay(saved_model_dir, requests, needs_text, timeout, python):
         if needs_text:
             command.append("--tensorflow-text")
         env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": ""}
-        try:
-            done = subprocess.run(
-                command,
-                capture_output=True,
-                text=True,
-                timeout=timeout,
-                env=env,
-                check=False,
-            )
-        except subprocess.TimeoutExpired:
+        done = _run_to_the_end(command, env, timeout)
+        if done is None:
             return None, (
                 f"the session-loader replay did not finish within {timeout} s (a hang?)"
             )
         if done.returncode != 0 or not results_path.is_file():
             return None, _replay_failure(done)
         return json.loads(results_path.read_text(encoding="utf-8")), None
+
+
+def _run_to_the_end(command, env, timeout):
+    """``command``'s CompletedProcess (output captured), or None past ``timeout``.
+
+    Whatever stops the wait (the timeout, a signal's `Stopped`), the child is
+    killed and waited for before this returns or raises, so that it has ended,
+    not merely been sent a signal: ``subprocess.run`` waits only a quarter of a
+    second after a KeyboardInterrupt, and a loaded machine takes longer to end a
+    TensorFlow process.
+    """
+    process = subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        stdout, stderr = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _ended(process)
+        return None
+    except BaseException:
+        _ended(process)
+        raise
+    return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
+
+
+def _ended(process):
+    """Kills ``process`` and waits until it has ended (its pipes drained)."""
+    process.kill()
+    process.communicate()
