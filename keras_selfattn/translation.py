@@ -175,7 +175,7 @@ class Translator:
         # The model's product kernels held as int8, read dequantized by each
         # search (`keras_selfattn.models.precision.Int8Weights`), or None.
         self.int8_weights = int8_weights
-        self._searches: dict[tuple[int, float], Any] = {}
+        self._searches: dict[tuple[int, float, bool], Any] = {}
 
     # Long: mostly its docstring (what each option loads).
     @classmethod
