@@ -13,18 +13,21 @@ from keras_selfattn.models import ModelConfig, build_seq2seq, precision
 ALL_BUT_OUTPUT = [name for name in precision.PRODUCTS if name != "output"]
 
 
+# A model small enough to build in a moment, every part present.
+SIZES = {
+    "num_hiddens": 16,
+    "num_heads": 2,
+    "num_layers": 1,
+    "ffn_hiddens": 32,
+    "decoder_units": 16,
+    "embedding_dim": 16,
+}
+
+
 @pytest.fixture(scope="module")
 def model():
     config = ModelConfig(
-        num_hiddens=16,
-        num_heads=2,
-        num_layers=1,
-        ffn_hiddens=32,
-        decoder_units=16,
-        embedding_dim=16,
-        tie_embeddings=True,
-        deep_output_hiddens=24,
-        attentional_output=True,
+        **SIZES, tie_embeddings=True, deep_output_hiddens=24, attentional_output=True
     )
     return build_seq2seq(30, 40, config, seed=1)
 
@@ -209,16 +212,7 @@ def test_bfloat16_products_in_other_architectures(options):
     """Every decoder and encoder the configuration offers runs with its product
     layers in bfloat16: the teacher-forced logits and both searches give
     float32 close to the float32 model's."""
-    config = ModelConfig(
-        num_hiddens=16,
-        num_heads=2,
-        num_layers=1,
-        ffn_hiddens=32,
-        decoder_units=16,
-        embedding_dim=16,
-        **options,
-    )
-    model = build_seq2seq(30, 40, config, seed=2)
+    model = build_seq2seq(30, 40, ModelConfig(**SIZES, **options), seed=2)
     copy = precision.lower_precision_model(model, ALL_BUT_OUTPUT)
     assert any(layer.compute_dtype == "bfloat16" for layer in copy._flatten_layers())
     inputs = {"source": SOURCE, "target_in": SOURCE}
