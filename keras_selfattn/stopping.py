@@ -42,18 +42,17 @@ class _State:
     stopped = Stopped
     holding = False
     pending = None
-    raised = False
+    raised = None  # the signal raised in this block, if any
     raised_signal = None  # the signal raised, until `raise_if_swallowed` sees it
-    stopped_by = None  # the signal raised, for `stopped_by`
 
     @classmethod
     def stop(cls, signum, frame):
-        if cls.raised:
+        if cls.raised is not None:
             return  # unwinding from the first one
         if cls.holding:
             cls.pending = cls.pending or signum
             return
-        cls.raised, cls.raised_signal, cls.stopped_by = True, signum, signum
+        cls.raised, cls.raised_signal = signum, signum
         raise cls.stopped(signum)
 
 
@@ -85,8 +84,8 @@ def stopped_by(error):
             return link
         seen.add(id(link))
         link = link.__cause__ or link.__context__
-    if _State.stopped_by is not None:
-        return _State.stopped(_State.stopped_by)
+    if _State.raised is not None:
+        return _State.stopped(_State.raised)
     return None
 
 
@@ -108,16 +107,16 @@ def signals_stop(signals=STOPPING_SIGNALS, stopped=Stopped):
         stopped,
         False,
         None,
-        False,
+        None,
     )
-    _State.raised_signal = _State.stopped_by = None
+    _State.raised_signal = None
     try:
         yield
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
         _State.stopped, _State.holding, _State.pending, _State.raised = saved
-        _State.raised_signal = _State.stopped_by = None
+        _State.raised_signal = None
 
 
 @contextlib.contextmanager
@@ -130,5 +129,5 @@ def held():
         _State.holding = False
     pending, _State.pending = _State.pending, None
     if pending is not None:
-        _State.raised, _State.stopped_by = True, pending
+        _State.raised = pending
         raise _State.stopped(pending)

@@ -58,7 +58,7 @@ def padded_ids(ids, upper, filler):
     padded position is never chosen.
     """
     width = tf.size(ids)
-    size = tf.minimum(size_bucket(width), tf.maximum(upper, width))
+    size = tf.minimum(size_bucket(width), upper)  # ids are unique: width <= upper
     return tf.pad(ids, [[0, size - width]], constant_values=filler)
 
 
