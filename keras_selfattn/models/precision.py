@@ -5,10 +5,11 @@ product layers (`PRODUCT_LAYERS`: the dense projections and the recurrent
 cells) of the chosen products (`PRODUCTS`) compute under Keras'
 ``"mixed_bfloat16"`` policy and give float32: their weights stay float32
 variables, cast to bfloat16 at use, the product runs in bfloat16 (oneDNN
-accumulates in float32), and everything around them stays float32: the
-additive attention's ``tanh`` over every key, the softmaxes, residual sums,
-layer norms and the search. (Element-wise work in bfloat16 is no faster on a
-CPU, often slower: TensorFlow converts each element.) The output layer's
+accumulates in float32), and everything around it stays float32: a dense
+layer's bias and activation, a GRU cell's gates (`_products_in_bfloat16`),
+the additive attention's ``tanh`` over every key, the softmaxes, residual
+sums, layer norms and the search. (Element-wise work in bfloat16 is slower
+on a CPU: TensorFlow converts each element.) The output layer's
 product is not a Keras layer call in a search (`TiedEmbedding` holds ``E^T``
 before the loop): `output_kernel_in` gives its kernel in the chosen precision,
 once per request.
@@ -31,6 +32,7 @@ import functools
 import keras
 import numpy as np
 import tensorflow as tf
+from keras import ops
 
 from keras_selfattn.decoding.once import variables_read_as
 from keras_selfattn.models import saving
@@ -126,17 +128,100 @@ def lower_precision_model(model, products):
 
 
 def _products_in_bfloat16(layer):
-    """``layer`` computes under ``"mixed_bfloat16"`` and gives float32 outputs
-    (its states too, for a recurrent cell), so that the ops after it, written
-    for one compute dtype, stay float32."""
+    """``layer`` computes its products in bfloat16 and everything else in
+    float32, giving float32 outputs (its states too, for a recurrent cell).
+
+    The layer runs under ``"mixed_bfloat16"``, so Keras reads its inputs and
+    weights in bfloat16 (a search casts the weights once, before its loop).
+    Dense, EinsumDense and GRU cells then take only their products from that:
+    the bias, the activation and a GRU's gates are added and applied in
+    float32 on the product's float32 value (TensorFlow's CPU kernels convert
+    each element of a bfloat16 element-wise op, and an activation rounded to
+    bfloat16 loses what the next float32 op would keep). Any other product
+    layer (an LSTM cell, a LoRA or quantized Dense) runs its whole call in
+    bfloat16 and gives float32.
+    """
     layer.dtype_policy = "mixed_bfloat16"
-    call = layer.call
+    call = _float32_around_products(layer)
+    if call is None:
+        whole = layer.call
 
-    @functools.wraps(call)
-    def call_giving_float32(*args, **kwargs):
-        return keras.tree.map_structure(_as_float32, call(*args, **kwargs))
+        @functools.wraps(whole)
+        def call(*args, **kwargs):
+            return keras.tree.map_structure(_as_float32, whole(*args, **kwargs))
 
-    layer.call = call_giving_float32
+    layer.call = call
+
+
+def _float32_around_products(layer):
+    """The call of ``layer`` with only its products in bfloat16, or None for a
+    layer that has no such call here."""
+    plain = not getattr(layer, "lora_enabled", False) and not getattr(
+        layer, "quantization_mode", None
+    )
+    if isinstance(layer, keras.layers.GRUCell) and plain:
+        return functools.partial(_gru_step, layer)
+    if isinstance(layer, keras.layers.Dense) and plain:
+        return functools.partial(_dense, layer, None)
+    if isinstance(layer, keras.layers.EinsumDense) and plain:
+        return functools.partial(_dense, layer, layer.equation)
+    return None
+
+
+def _bias_and_activation(layer, product):
+    """``activation(product + bias)`` in float32 (the bias was read in bfloat16)."""
+    outputs = _as_float32(product)
+    if layer.bias is not None:
+        outputs = ops.add(outputs, _as_float32(layer.bias))
+    if layer.activation is not None:
+        outputs = layer.activation(outputs)
+    return outputs
+
+
+def _dense(layer, equation, inputs, training=None):
+    """A Dense (``equation`` None) or EinsumDense call, its product in bfloat16."""
+    if equation is None:
+        product = ops.matmul(inputs, layer.kernel)
+    else:
+        product = ops.einsum(equation, inputs, layer.kernel)
+    return _bias_and_activation(layer, product)
+
+
+def _gru_step(cell, inputs, states, training=False):
+    """One `keras.layers.GRUCell` step (inference: no dropout), its two
+    products in bfloat16 and its gates in float32.
+
+    The inputs and the previous state arrive in bfloat16 (Keras casts a
+    ``"mixed_bfloat16"`` layer's inputs), which is what the products take; the
+    new state is computed in float32 from them.
+    """
+    h_prev = states[0] if keras.tree.is_nested(states) else states
+    units = cell.units
+    bias = _as_float32(cell.bias) if cell.use_bias else None
+    x = _as_float32(ops.matmul(inputs, cell.kernel))
+    if bias is not None:
+        x = ops.add(x, bias[0] if cell.reset_after else bias)
+    x_z, x_r, x_h = ops.split(x, 3, axis=-1)
+    recurrent_kernel = cell.recurrent_kernel
+    if cell.reset_after:
+        inner = _as_float32(ops.matmul(h_prev, recurrent_kernel))
+        if bias is not None:
+            inner = ops.add(inner, bias[1])
+        r_z, r_r, r_h = ops.split(inner, 3, axis=-1)
+    else:
+        r_z, r_r = ops.split(
+            _as_float32(ops.matmul(h_prev, recurrent_kernel[:, : 2 * units])), 2, -1
+        )
+    z = cell.recurrent_activation(x_z + r_z)
+    r = cell.recurrent_activation(x_r + r_r)
+    h_prev = _as_float32(h_prev)
+    if cell.reset_after:
+        r_h = r * r_h
+    else:
+        reset = ops.cast(r * h_prev, recurrent_kernel.dtype)
+        r_h = _as_float32(ops.matmul(reset, recurrent_kernel[:, 2 * units :]))
+    h = z * h_prev + (1.0 - z) * cell.activation(x_h + r_h)
+    return h, [h] if keras.tree.is_nested(states) else h
 
 
 def _as_float32(value):

@@ -82,17 +82,68 @@ def test_a_decoder_step_runs_its_element_wise_work_in_float32(model):
     graph = step.get_concrete_function(tf.constant([1, 1]), state).graph
     kinds = {}
     for op in graph.get_operations():
-        if op.type in ("Tanh", "Softmax", "AddV2", "Mean"):
-            kinds[op.name] = op.outputs[0].dtype.name
-    attention = {k: v for k, v in kinds.items() if k.startswith("attention_")}
-    assert attention and set(attention.values()) == {"float32"}, attention
-    norm = {k: v for k, v in kinds.items() if "/norm" in k}
-    assert norm and set(norm.values()) == {"float32"}, norm
-    # the recurrent cell's gates belong to its step: bfloat16
-    assert "bfloat16" in {v for k, v in kinds.items() if k.startswith("gru_cell")}
+        if op.type in ("Tanh", "Sigmoid", "Softmax", "AddV2", "Mean", "MatMul"):
+            kinds[op.name] = (op.type, op.outputs[0].dtype.name)
+    element_wise = {k: v for k, v in kinds.items() if v[0] != "MatMul"}
+    attention = {k: v for k, v in element_wise.items() if k.startswith("attention_")}
+    assert attention and {v[1] for v in attention.values()} == {"float32"}, attention
+    norm = {k: v for k, v in element_wise.items() if "/norm" in k}
+    assert norm and {v[1] for v in norm.values()} == {"float32"}, norm
+    # the recurrent cell: its two products in bfloat16, its gates in float32
+    gru = [v for k, v in kinds.items() if k.startswith("gru_cell")]
+    assert sorted(t for t, d in gru if d == "bfloat16") == ["MatMul", "MatMul"], gru
+    assert {"Sigmoid", "Tanh", "AddV2"} <= {t for t, d in gru if d == "float32"}, gru
     logits, states = step(tf.constant([1, 1]), state)
     assert logits.dtype == tf.float32
     assert all(s.dtype == tf.float32 for s in states)
+
+
+def _bf16(array):
+    """``array`` rounded to bfloat16, as float32 (TensorFlow's rounding)."""
+    return tf.cast(tf.cast(array, tf.bfloat16), tf.float32).numpy()
+
+
+def _sigmoid(x):
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+@pytest.mark.parametrize("reset_after", [True, False])
+def test_gru_step_products_in_bfloat16_gates_in_float32(reset_after):
+    """A GRU cell's step in a bfloat16 copy against NumPy: the two products of
+    bfloat16-rounded inputs, state and kernels, each rounded to bfloat16, the
+    bias (read in bfloat16) and the gates in float32."""
+    import keras
+
+    cell = keras.layers.GRUCell(8, reset_after=reset_after, seed=4)
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=(3, 6)).astype(np.float32)
+    h = rng.normal(size=(3, 8)).astype(np.float32)
+    cell.build((3, 6))
+    cell.bias.assign(rng.normal(size=cell.bias.shape).astype(np.float32))
+    precision._products_in_bfloat16(cell)
+    got, state = cell(x, [h])
+    assert got.dtype == "float32" and state[0].dtype == "float32"
+    kernel, recurrent = _bf16(cell.kernel.numpy()), _bf16(cell.recurrent_kernel.numpy())
+    bias = _bf16(cell.bias.numpy())
+    xb, hb = _bf16(x), _bf16(h)
+    if reset_after:
+        gates_x = _bf16(xb @ kernel) + bias[0]
+        gates_h = _bf16(hb @ recurrent) + bias[1]
+        z = _sigmoid(gates_x[:, :8] + gates_h[:, :8])
+        r = _sigmoid(gates_x[:, 8:16] + gates_h[:, 8:16])
+        candidate = np.tanh(gates_x[:, 16:] + r * gates_h[:, 16:])
+    else:
+        gates_x = _bf16(xb @ kernel) + bias
+        gates_h = _bf16(hb @ recurrent[:, :16])
+        z = _sigmoid(gates_x[:, :8] + gates_h[:, :8])
+        r = _sigmoid(gates_x[:, 8:16] + gates_h[:, 8:])
+        candidate = np.tanh(gates_x[:, 16:] + _bf16(_bf16(r * hb) @ recurrent[:, 16:]))
+    expected = z * hb + (1 - z) * candidate
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+    full = keras.layers.GRUCell(8, reset_after=reset_after)
+    full.build((3, 6))
+    full.set_weights([w.numpy() for w in cell.weights])
+    np.testing.assert_allclose(got, full(x, [h])[0], atol=0.05)  # close to float32
 
 
 @pytest.mark.parametrize("search", ["greedy", "beam"])
