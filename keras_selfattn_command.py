@@ -11,8 +11,10 @@ is nothing to unwind (``os._exit``). Then it imports the command line, gives the
 signals back to the handlers they had (a signal the caller ignores stays ignored)
 and runs it; from there each command stops as `keras_selfattn.stopping` says.
 
-``python -m keras_selfattn_command`` runs the same. ``python -m keras_selfattn``
-imports the package before any of its code runs, so its start-up is not covered.
+``python -m keras_selfattn_command`` runs the same, and is what the command runs
+when it starts again on TensorFlow (`keras_selfattn.cli.commands.run_on_tensorflow`).
+``python -m keras_selfattn`` imports the package before any of its code runs, so
+its start-up is not covered.
 """
 
 import functools

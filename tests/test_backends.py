@@ -83,6 +83,33 @@ def test_the_command_line_stays_when_keras_runs_on_tensorflow(monkeypatch):
     commands.run_on_tensorflow(cli.build_parser(), None)  # returns, nothing else
 
 
+def test_the_command_runs_again_through_the_console_script_module(monkeypatch, capsys):
+    """The second start-up goes through `keras_selfattn_command`, which honours a
+    stopping signal while TensorFlow loads; ``python -m keras_selfattn`` would
+    import the package first."""
+    monkeypatch.setattr(keras.backend, "backend", lambda: "jax")
+    monkeypatch.setattr(sys, "argv", ["keras-selfattn", "translate", "--model", "m"])
+    monkeypatch.setattr(os, "environ", dict(os.environ))
+    ran = []
+    monkeypatch.setattr(os, "execv", lambda path, args: ran.append((path, args)))
+    commands.run_on_tensorflow(cli.build_parser(), None)
+    assert ran == [
+        (
+            sys.executable,
+            [
+                sys.executable,
+                "-m",
+                "keras_selfattn_command",
+                "translate",
+                "--model",
+                "m",
+            ],
+        )
+    ]
+    assert os.environ["KERAS_BACKEND"] == "tensorflow"
+    assert "running it again with KERAS_BACKEND=tensorflow" in capsys.readouterr().err
+
+
 def _no_execv(*args):
     raise AssertionError(f"os.execv{args}")
 

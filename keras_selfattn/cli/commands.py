@@ -37,7 +37,9 @@ def run_on_tensorflow(parser, argv):
     loaded with another backend: the command line is a TensorFlow application.
 
     Says so in one line on stderr, then replaces this process (``os.execv`` of
-    ``python -m keras_selfattn`` with the same arguments). Called from Python
+    ``python -m keras_selfattn_command`` with the same arguments: the console
+    script's module, which honours a stopping signal from its start, also in
+    this second start-up). Called from Python
     (``argv`` given), the caller's process is not replaced: one usage error.
     TensorFlow not installed: one usage error (exit 2) naming the package.
     """
@@ -63,7 +65,7 @@ def run_on_tensorflow(parser, argv):
     )
     sys.stdout.flush()
     os.environ["KERAS_BACKEND"] = "tensorflow"
-    command = [sys.executable, "-m", "keras_selfattn", *sys.argv[1:]]
+    command = [sys.executable, "-m", "keras_selfattn_command", *sys.argv[1:]]
     os.execv(sys.executable, command)
 
 
