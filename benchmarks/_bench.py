@@ -49,6 +49,39 @@ def interleaved(functions, rounds, calls_per_round=1, warmup=2):
     return samples
 
 
+def interleaved_items(functions, items, rounds, warmup=1):
+    """Times several one-argument callables item by item: each item goes to every
+    callable in turn, the order rotating from item to item, so that a slow spell
+    of a shared machine (seconds long, where a pass over all items is too) falls
+    on every callable alike.
+
+    Args:
+        functions: dict name -> callable taking one item; each call must block
+            until its result is ready.
+        items: the inputs (e.g. the request batches of one pass).
+        rounds: number of passes over ``items``.
+        warmup: untimed passes of each callable over the first item first.
+
+    Returns:
+        dict name -> list of per-round seconds (the sum over the items).
+    """
+    names = list(functions)
+    for name in names:
+        for _ in range(warmup):
+            functions[name](items[0])
+    samples = {name: [0.0] * rounds for name in names}
+    turn = 0
+    for r in range(rounds):
+        for item in items:
+            start = turn % len(names)
+            turn += 1
+            for name in names[start:] + names[:start]:
+                began = time.perf_counter()
+                functions[name](item)
+                samples[name][r] += time.perf_counter() - began
+    return samples
+
+
 def calls_for(fn, seconds):
     """How many calls of ``fn`` take about ``seconds`` (one sample of `interleaved`)."""
     fn()

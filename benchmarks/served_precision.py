@@ -36,7 +36,9 @@ the shortlist; ``--exports`` picks some), each loaded under the session
 loader (as TF Serving loads it, its own session with ``--threads`` intra-op
 threads) in this one process; every source of ``--test`` (default: the run's
 test split) is translated in batches of ``--batch`` by ``serving_default`` (greedy) and
-``translate_nbest`` (beam 4), passes interleaved round by round; each export's
+``translate_nbest`` (beam 4), interleaved batch by batch (each batch goes to
+every export in turn, the order rotating: `_bench.interleaved_items`), so a
+slow spell of a shared machine falls on all of them; each export's
 sentences/s, its speed against float32's (median of the per-round ratios), the
 texts that differ from float32's, and greedy BLEU/chrF against the references
 (sacrebleu). ``--quick`` trains a tiny run for one epoch on the bundled dates
@@ -44,6 +46,7 @@ and measures float32 against bfloat16 with a shortlist.
 """
 
 import argparse
+import functools
 import os
 import pathlib
 import sys
@@ -245,7 +248,6 @@ def _scores(hypotheses, references):
 def served_rows(served, pairs, batch, rounds):
     """Rows per signature and export: sentences/s, speed / float32, texts that
     differ from float32's, greedy BLEU and chrF."""
-    import served_translator
 
     sources = [s for s, _ in pairs]
     references = [t for _, t in pairs]
@@ -255,11 +257,8 @@ def served_rows(served, pairs, batch, rounds):
         texts = {label: s.texts(name, batches) for label, s in served.items()}
         if name == "translate_nbest":  # K per source: the best
             texts = {k: v[:: len(v) // len(sources)] for k, v in texts.items()}
-        passes = {
-            label: served_translator._pass(s, name, batches)
-            for label, s in served.items()
-        }
-        samples = _bench.interleaved(passes, rounds, warmup=1)
+        runs = {label: functools.partial(s.run, name) for label, s in served.items()}
+        samples = _bench.interleaved_items(runs, batches, rounds)
         for label in served:
             differ = sum(a != b for a, b in zip(texts[label], texts["float32"]))
             bleu, chrf = _scores(texts[label], references)
