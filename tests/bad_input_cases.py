@@ -121,17 +121,9 @@ def _env():
     return dict(os.environ, PYTHONPATH=str(REPO))
 
 
-# Holds the run-directory lock of argv[1] until its stdin closes (no TensorFlow).
-# Its lock records a `train` command line, as a real train's does.
-_LOCK_HOLDER = (
-    "import sys\n"
-    "from keras_selfattn.training.run.run_lock import RunLock\n"
-    "run_dir = sys.argv[1]\n"
-    "sys.argv = ['keras-selfattn', 'train', '--out', run_dir]\n"
-    "lock = RunLock.acquire(run_dir)\n"
-    "print('held', flush=True)\n"
-    "sys.stdin.read()\n"
-)
+# Holds the run-directory lock of argv[1] until its stdin closes, without importing
+# TensorFlow; its lock records a `train` command line, as a real train's does.
+LOCK_HOLDER = REPO / "tests" / "lock_holder.py"
 
 
 def _lock_held(w, run_dir, *, killed=False):
@@ -139,7 +131,7 @@ def _lock_held(w, run_dir, *, killed=False):
     SIGKILLed."""
     pathlib.Path(run_dir).mkdir(parents=True, exist_ok=True)
     holder = subprocess.Popen(
-        [sys.executable, "-c", _LOCK_HOLDER, str(run_dir)],
+        [sys.executable, str(LOCK_HOLDER), str(run_dir)],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         env=_env(),

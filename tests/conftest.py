@@ -111,9 +111,10 @@ def pytest_xdist_make_scheduler(config, log):
 
 
 # The longest files first (CI prints the slowest tests), then the other tests
-# marked slow, then the rest: the two xdist workers start on the long ones at
-# once and end on short ones, instead of one idling while the other runs a long
-# test that came last.
+# marked slow, then the files that run whole (their shared fixture), then the
+# single tests: the two xdist workers start on the long ones at once and end on
+# short ones, instead of one idling while the other runs a long test or a whole
+# file that came last.
 LONGEST_FIRST = (
     "tests/test_jax_backend.py",
     "tests/training/test_multi_worker.py",
@@ -132,6 +133,7 @@ def pytest_collection_modifyitems(config, items):
             (i for i, prefix in enumerate(LONGEST_FIRST) if path.startswith(prefix)),
             len(LONGEST_FIRST),
         )
-        return listed, item.get_closest_marker("slow") is None
+        alone = scheduling_unit(item.nodeid) == item.nodeid
+        return listed, item.get_closest_marker("slow") is None, alone
 
     items.sort(key=rank)  # stable: otherwise the order within a file stays

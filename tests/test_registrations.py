@@ -128,9 +128,11 @@ LOADERS = {
 }
 
 
-@pytest.mark.parametrize("module", sorted(LOADERS))
-def test_the_command_line_loads_a_saved_model_in_a_fresh_process(tmp_path, module):
-    path = tmp_path / "m.keras"
+@pytest.fixture(scope="module")
+def saved_by_a_fresh_process(tmp_path_factory):
+    """A model saved by a fresh process that imported `keras_selfattn.models` (one
+    save for the loaders' tests: each loads it in a fresh process of its own)."""
+    path = tmp_path_factory.mktemp("saved") / "m.keras"
     save = f"""
 import keras, keras_selfattn.models as m
 model = m.build_seq2seq(20, 20, m.ModelConfig(num_hiddens=8, num_heads=2,
@@ -139,19 +141,34 @@ model.compile(optimizer=keras.optimizers.Adam(m.InverseSquareRootSchedule(1e-3, 
               loss=m.MaskedCrossEntropy(), metrics=[m.MaskedAccuracy()])
 model.save({str(path)!r})
 """
+    result = subprocess.run(
+        [sys.executable, "-c", save],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return path
+
+
+@pytest.mark.parametrize("module", sorted(LOADERS))
+def test_the_command_line_loads_a_saved_model_in_a_fresh_process(
+    saved_by_a_fresh_process, module
+):
+    path = saved_by_a_fresh_process
     load = f"""
 import sys
 import keras_selfattn.cli.commands  # what the command line has imported
 from {module} import {LOADERS[module]} as load
 print(type(load({str(path)!r})).__name__)
 """
-    for script in (save, load):
-        result = subprocess.run(
-            [sys.executable, "-c", script],
-            check=False,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-        assert result.returncode == 0, result.stderr[-3000:]
+    result = subprocess.run(
+        [sys.executable, "-c", load],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.split() == ["Seq2Seq"]

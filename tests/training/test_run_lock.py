@@ -13,21 +13,14 @@ import pytest
 
 from keras_selfattn.training.run import run_lock
 from keras_selfattn.training.run.run_dir import claim_run_dir, run_dir_state
+from tests.bad_input_cases import LOCK_HOLDER
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
-# Holds the lock of argv[1] until stdin closes (imports no TensorFlow: fast).
-HOLDER = (
-    "import sys\n"
-    "from keras_selfattn.training.run.run_lock import RunLock\n"
-    "lock = RunLock.acquire(sys.argv[1])\n"
-    "print('held', flush=True)\n"
-    "sys.stdin.read()\n"
-)
 
 
 def _holder(run_dir):
     process = subprocess.Popen(
-        [sys.executable, "-c", HOLDER, str(run_dir)],
+        [sys.executable, str(LOCK_HOLDER), str(run_dir)],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         env=dict(os.environ, PYTHONPATH=str(REPO)),
