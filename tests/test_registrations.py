@@ -133,21 +133,7 @@ def saved_by_a_fresh_process(tmp_path_factory):
     """A model saved by a fresh process that imported `keras_selfattn.models` (one
     save for the loaders' tests: each loads it in a fresh process of its own)."""
     path = tmp_path_factory.mktemp("saved") / "m.keras"
-    save = f"""
-import keras, keras_selfattn.models as m
-model = m.build_seq2seq(20, 20, m.ModelConfig(num_hiddens=8, num_heads=2,
-    num_layers=1, ffn_hiddens=8, decoder_units=8, embedding_dim=8))
-model.compile(optimizer=keras.optimizers.Adam(m.InverseSquareRootSchedule(1e-3, 10)),
-              loss=m.MaskedCrossEntropy(), metrics=[m.MaskedAccuracy()])
-model.save({str(path)!r})
-"""
-    result = subprocess.run(
-        [sys.executable, "-c", save],
-        check=False,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    result = _python(SAVE.format(path=str(path)))
     assert result.returncode == 0, result.stderr[-3000:]
     return path
 
@@ -163,12 +149,6 @@ import keras_selfattn.cli.commands  # what the command line has imported
 from {module} import {LOADERS[module]} as load
 print(type(load({str(path)!r})).__name__)
 """
-    result = subprocess.run(
-        [sys.executable, "-c", load],
-        check=False,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    result = _python(load)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.split() == ["Seq2Seq"]
