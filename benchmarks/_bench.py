@@ -5,7 +5,8 @@ absolute time is noise. Every benchmark therefore measures the peers it compares
 in the SAME process, interleaved round by round (A B B A A B ...: the order flips
 every round so a slow drift of the machine's load hits both sides alike), and
 reports the median of the per-round ratios, which cancels most of the load the
-machine happens to carry during a round.
+machine happens to carry during a round. Where a round is long (a pass over many
+request batches), `interleaved_items` interleaves item by item instead.
 
 Not a module of the package: the benchmark scripts import it from their own folder.
 """

@@ -248,7 +248,6 @@ def _scores(hypotheses, references):
 def served_rows(served, pairs, batch, rounds):
     """Rows per signature and export: sentences/s, speed / float32, texts that
     differ from float32's, greedy BLEU and chrF."""
-
     sources = [s for s, _ in pairs]
     references = [t for _, t in pairs]
     batches = [sources[i : i + batch] for i in range(0, len(sources), batch)]
