@@ -6,6 +6,8 @@ skip themselves on other backends.
 """
 
 import itertools
+import math
+import re
 
 import keras
 import numpy as np
@@ -14,6 +16,7 @@ from keras import ops
 
 from keras_selfattn.decoding import (
     END_ID,
+    LENGTH_CAP_MARGIN,
     PAD_ID,
     START_ID,
     beam_search_decode,
@@ -503,6 +506,109 @@ def test_searches_without_the_ended_sentences_give_the_static_loops_results(
             )
     empty = searched(np.zeros([0, 5], "int32"))
     assert np.asarray(empty["ids"]).shape[0] == 0
+
+
+# A length ratio whose products with token counts are exact in float32, so that
+# the caps below are the test's own arithmetic.
+RATIO = 0.5
+
+
+def length_caps(source, max_len, ratio=RATIO):
+    """Each sentence's cap of steps, by hand: min(max_len, ceil(R * n) + 10)."""
+    tokens = (np.asarray(source) != PAD_ID).sum(axis=1)
+    return [min(max_len, math.ceil(ratio * int(n)) + 10) for n in tokens]
+
+
+def search_by_name(model, search, source, max_len, **options):
+    """ "greedy", "greedy with attention" (the static loop) or "beam" (4)."""
+    if search == "beam":
+        return beam_search_decode(model, source, 4, max_len, **options)
+    attention = search == "greedy with attention"
+    return greedy_decode(model, source, max_len, return_attention=attention, **options)
+
+
+def capped_batch():
+    """A model, 12 sources of 1 to 7 tokens and max_len 14: at `RATIO` the caps
+    are 11 to 14; some sentences end before theirs, others would run past it."""
+    model, source = _sentences_ending_at_different_steps()
+    return model, source[:12], 14
+
+
+def assert_as_alone(batched, alone, row):
+    """Sentence ``row`` of the ``batched`` result is the search ``alone`` of it:
+    the same ids (zeros after its steps), lengths, scores (and attention)."""
+    assert sorted(batched) == sorted(alone)
+    steps = np.asarray(alone["ids"]).shape[-1]
+    ids = np.asarray(batched["ids"])[row]
+    np.testing.assert_array_equal(ids[..., :steps], np.asarray(alone["ids"])[0])
+    assert not ids[..., steps:].any()
+    np.testing.assert_array_equal(
+        np.asarray(batched["lengths"])[row], np.asarray(alone["lengths"])[0]
+    )
+    for key in {"scores", "log_probs"} & set(alone):
+        np.testing.assert_allclose(
+            np.asarray(batched[key])[row], np.asarray(alone[key])[0], atol=1e-5
+        )
+    if "attention" in alone:
+        np.testing.assert_allclose(
+            np.asarray(batched["attention"])[row, :steps],
+            np.asarray(alone["attention"])[0],
+            atol=1e-5,
+        )
+
+
+@pytest.mark.parametrize("search", ["greedy", "greedy with attention", "beam"])
+def test_a_length_ratio_ends_each_sentence_as_max_len_at_its_cap_would(search):
+    """``max_length_ratio``: each sentence of a batch, where the cap binds for
+    some and not for others, is what searching it alone with ``max_len`` set
+    to its cap gives (ids, lengths, scores; beam: all 4 hypotheses). On
+    TensorFlow greedy and beam run the loop that drops ended sentences, greedy
+    with attention the static loop; on JAX the jitted loop."""
+    assert LENGTH_CAP_MARGIN == 10
+    model, source, max_len = capped_batch()
+    caps = length_caps(source, max_len)
+    free = search_by_name(model, search, source, max_len)
+    capped = search_by_name(model, search, source, max_len, max_length_ratio=RATIO)
+    longest = np.asarray(free["lengths"]).reshape(len(source), -1).max(axis=1)
+    binds = longest > np.array(caps)
+    assert binds.any() and not binds.all(), (longest, caps)
+    for row, cap in enumerate(caps):
+        alone = search_by_name(model, search, source[row : row + 1], cap)
+        assert_as_alone(capped, alone, row)
+    empty = search_by_name(model, search, source[:0], max_len, max_length_ratio=RATIO)
+    assert np.asarray(empty["ids"]).shape[0] == 0
+
+
+@pytest.mark.parametrize("search", ["greedy", "greedy with attention", "beam"])
+def test_no_length_ratio_or_one_that_never_binds_gives_today_s_results(search):
+    """None (the default) is today's search; a ratio whose caps are all at
+    ``max_len`` or beyond gives its results too."""
+    model, source, max_len = capped_batch()
+    today = search_by_name(model, search, source, max_len)
+    off = search_by_name(model, search, source, max_len, max_length_ratio=None)
+    wide = search_by_name(model, search, source, max_len, max_length_ratio=100.0)
+    for result in (off, wide):
+        assert sorted(result) == sorted(today)
+        for key in ("ids", "lengths"):
+            np.testing.assert_array_equal(
+                np.asarray(result[key]), np.asarray(today[key])
+            )
+    for key in today:
+        np.testing.assert_array_equal(np.asarray(off[key]), np.asarray(today[key]))
+        np.testing.assert_allclose(
+            np.asarray(wide[key]), np.asarray(today[key]), atol=1e-6
+        )
+
+
+@pytest.mark.parametrize(
+    "bad", [0, -1, 0.0, float("nan"), float("inf"), "2", True, [2.0]]
+)
+def test_a_bad_length_ratio_is_refused_naming_it(model, bad):
+    message = re.escape(f"max_length_ratio={bad!r}")
+    with pytest.raises((ValueError, TypeError), match=message):
+        greedy_decode(model, SOURCE, 6, max_length_ratio=bad)
+    with pytest.raises((ValueError, TypeError), match=message):
+        beam_search_decode(model, SOURCE, 3, 6, max_length_ratio=bad)
 
 
 @pytest.mark.parametrize("jit_compile", [False, True])

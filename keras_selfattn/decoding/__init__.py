@@ -3,7 +3,9 @@
 A search runs the encoder once per sentence, feeds the decoder one token a step
 (reusing its projected keys), and stops when every sentence has produced the
 end id or at ``max_len``, on a whole batch, in a while loop (no Python loop per
-token, no custom ops). What differs between searches is a `SearchStrategy` (as
+token, no custom ops). With ``max_length_ratio`` each sentence also stops at a
+cap relative to its source's length (`decode`; `LENGTH_CAP_MARGIN`).
+What differs between searches is a `SearchStrategy` (as
 OpenNMT-tf's ``dynamic_decode`` takes a ``DecodingStrategy``): how the loop
 starts, which tokens a step keeps, and what the search returns. `GreedySearch`
 keeps the most likely token, `BeamSearch` the best ``beam_size`` hypotheses;
@@ -38,7 +40,7 @@ layer names.
 from keras_selfattn.choices import DEFAULT_BEAM_SIZE, DEFAULT_LENGTH_PENALTY
 from keras_selfattn.decoding.beam import BeamSearch, beam_search_decode, length_penalty
 from keras_selfattn.decoding.greedy import GreedySearch, greedy_decode
-from keras_selfattn.decoding.loop import LoopState
+from keras_selfattn.decoding.loop import LENGTH_CAP_MARGIN, LoopState
 from keras_selfattn.decoding.search import decode
 from keras_selfattn.decoding.strategy import SearchStrategy
 from keras_selfattn.reserved_ids import END_ID, PAD_ID, START_ID
@@ -47,6 +49,7 @@ __all__ = [
     "DEFAULT_BEAM_SIZE",
     "DEFAULT_LENGTH_PENALTY",
     "END_ID",
+    "LENGTH_CAP_MARGIN",
     "PAD_ID",
     "START_ID",
     "BeamSearch",

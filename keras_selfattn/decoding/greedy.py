@@ -96,6 +96,7 @@ def greedy_decode(
     return_attention=False,
     jit_compile=False,
     output=None,
+    max_length_ratio=None,
 ):
     """Greedy decoding: at each step the most likely next token.
 
@@ -106,6 +107,14 @@ def greedy_decode(
         return_attention: also return the attention weights of every step.
         jit_compile: TensorFlow: one XLA program (see `decode`).
         output: the search's output layer (see `decode`; None: the model's).
+        max_length_ratio: None (default: off), or a finite float R > 0:
+            sentence i, whose source has n_i tokens (its non-padding ids), is
+            searched for at most ``min(max_len, ceil(R * n_i) +
+            LENGTH_CAP_MARGIN)`` steps (the end id included;
+            ``LENGTH_CAP_MARGIN`` = 10). A sentence that reaches its cap ends
+            exactly as it would have ended at ``max_len`` had ``max_len`` been
+            its cap: it keeps what it produced (lengths = cap, no end id).
+            See `decode`.
 
     Returns:
         dict with ``ids`` int32 (B, L) (tokens after the end id are 0),
@@ -116,4 +125,6 @@ def greedy_decode(
     if executing_eagerly() and isinstance(max_len, numbers.Integral):
         max_len, return_attention = int(max_len), bool(return_attention)
     strategy = GreedySearch(return_attention)
-    return decode(model, source_ids, strategy, max_len, jit_compile, output)
+    return decode(
+        model, source_ids, strategy, max_len, jit_compile, output, max_length_ratio
+    )

@@ -16,7 +16,15 @@ from keras_selfattn.decoding.tensors import executing_eagerly, on_tensorflow
 _GRAPHS = weakref.WeakKeyDictionary()  # model -> {graph_key: compiled search}
 
 
-def decode(model, source_ids, strategy, max_len, jit_compile=False, output=None):
+def decode(
+    model,
+    source_ids,
+    strategy,
+    max_len,
+    jit_compile=False,
+    output=None,
+    max_length_ratio=None,
+):
     """Runs the decoder step by step, choosing tokens with ``strategy``.
 
     Args:
@@ -39,46 +47,59 @@ def decode(model, source_ids, strategy, max_len, jit_compile=False, output=None)
             whose graph is not cached). None: `WholeVocabulary`, the model's
             own output layer. A vocabulary shortlist with lower-precision
             products is `keras_selfattn.models.output_layer.OutputLayer`.
+        max_length_ratio: None (the default: every sentence searched up to
+            ``max_len``), or a finite float R > 0: sentence i, whose source has
+            n_i tokens (its non-padding ids), is searched for at most
+            ``min(max_len, ceil(R * n_i) + LENGTH_CAP_MARGIN)`` steps (the end
+            id included; `loop.LENGTH_CAP_MARGIN` = 10: short sources need room
+            that a ratio alone does not give). A sentence that reaches its cap
+            ends exactly as it would have ended at ``max_len`` had ``max_len``
+            been its cap: greedy keeps what it produced (lengths = cap, no end
+            id); beam search keeps its K hypotheses as they stand and ranks
+            them as ``finish`` does. Then it is dropped from the loop like any
+            ended sentence (`loop.length_caps`).
 
     Returns:
         the strategy's result (see `greedy_decode`, `beam_search_decode`), as
         tensors of the Keras backend.
     """
     source_ids = ops.convert_to_tensor(source_ids, "int32")
-    key = _graph_key(strategy, max_len, output)
+    ratio = loop.check_max_length_ratio(max_length_ratio)
+    key = _graph_key(strategy, max_len, output, ratio)
     cache = executing_eagerly() and key is not None
+    settings = {"max_len": max_len, "output": output, "max_length_ratio": ratio}
     if on_tensorflow():
         from keras_selfattn.decoding import tensorflow_loops
 
         search = tensorflow_loops.decode_with_xla if jit_compile else decode_now
         if not cache:
-            return search(model, source_ids, strategy, max_len, output)
-        search = functools.partial(
-            search, strategy=strategy, max_len=max_len, output=output
-        )
+            return search(model, source_ids, strategy, **settings)
+        search = functools.partial(search, strategy=strategy, **settings)
         key = ("xla", key) if jit_compile else key
         return cached_graph(model, key, search)(source_ids)
     if not cache:
-        return decode_now(model, source_ids, strategy, max_len, output)
+        return decode_now(model, source_ids, strategy, **settings)
     # JAX: the loop is jitted; the trim to the steps taken follows it.
-    search = functools.partial(
-        loop.run_loop, strategy=strategy, max_len=max_len, output=output
-    )
+    search = functools.partial(loop.run_loop, strategy=strategy, **settings)
     t, memory = cached_graph(model, key, search)(source_ids)
     return strategy.finish(int(t), memory)
 
 
-def _graph_key(strategy, max_len, output):
-    """The cached graph's key: the strategy's, with the output spec's (None
-    where either has none: not cached)."""
+def _graph_key(strategy, max_len, output, max_length_ratio=None):
+    """The cached graph's key: the strategy's, with the output spec's and the
+    length ratio's (None where the strategy or the spec has none: not cached)."""
     key = strategy.graph_key(max_len)
-    if output is None or key is None:
+    if output is not None and key is not None:
+        output_key = output.graph_key()
+        key = None if output_key is None else (key, type(output), output_key)
+    if max_length_ratio is None or key is None:
         return key
-    output_key = output.graph_key()
-    return None if output_key is None else (key, type(output), output_key)
+    return (key, "max_length_ratio", max_length_ratio)
 
 
-def decode_now(model, source_ids, strategy, max_len, output=None):
+def decode_now(
+    model, source_ids, strategy, max_len, output=None, max_length_ratio=None
+):
     """The loop, then the strategy's result.
 
     TensorFlow: a strategy that can (``drops_finished_rows``) runs
@@ -90,7 +111,9 @@ def decode_now(model, source_ids, strategy, max_len, output=None):
         from keras_selfattn.decoding import tensorflow_loops
 
         run = tensorflow_loops.loop_dropping_finished
-    return strategy.finish(*run(model, source_ids, strategy, max_len, output))
+    return strategy.finish(
+        *run(model, source_ids, strategy, max_len, output, max_length_ratio)
+    )
 
 
 def cached_graph(model, key, search):

@@ -29,7 +29,9 @@ DROP_WHEN_ENDED = 0.25
 XLA_STAGE_MIN_ROWS = 16
 
 
-def decode_with_xla(model, source_ids, strategy, max_len, output=None):
+def decode_with_xla(
+    model, source_ids, strategy, max_len, output=None, max_length_ratio=None
+):
     """The loop compiled with XLA, then the strategy's result.
 
     A strategy that can drop its ended sentences (``drops_finished_rows``) runs
@@ -37,14 +39,17 @@ def decode_with_xla(model, source_ids, strategy, max_len, output=None):
     XLA needs static shapes, so the loop returns whole buffers and the trim to
     the steps taken (``finish``) runs after it, outside the program.
     """
+    settings = {
+        "max_len": max_len,
+        "output": output,
+        "max_length_ratio": max_length_ratio,
+    }
     if strategy.drops_finished_rows:
         return strategy.finish(
-            *loop_in_xla_stages(model, source_ids, strategy, max_len, output)
+            *loop_in_xla_stages(model, source_ids, strategy, **settings)
         )
     compiled = tf.function(
-        functools.partial(
-            loop.run_loop, model, strategy=strategy, max_len=max_len, output=output
-        ),
+        functools.partial(loop.run_loop, model, strategy=strategy, **settings),
         jit_compile=True,
         autograph=False,
     )
@@ -81,7 +86,9 @@ def _while_sentences_left(cond, body, state, sentences, results):
     return LoopState(*state), sentences, results
 
 
-def loop_dropping_finished(model, source_ids, strategy, max_len, output=None):
+def loop_dropping_finished(
+    model, source_ids, strategy, max_len, output=None, max_length_ratio=None
+):
     """`loop.run_loop`, but the decoder runs only on unfinished sentences.
 
     A batch decodes until its longest search ends; with the static loop every
@@ -96,13 +103,15 @@ def loop_dropping_finished(model, source_ids, strategy, max_len, output=None):
     Once the ended sentences are `DROP_WHEN_ENDED` of those in the loop (or
     all), a ``tf.cond`` writes their tensors into the batch's results and
     gathers the others; the rest are written after the loop. Not under XLA,
-    which needs static shapes.
+    which needs static shapes. With ``max_length_ratio`` the sentences' caps
+    are a memory tensor (`loop.LENGTH_CAPS`), gathered and written with the
+    rest, so each keeps its own.
 
     Returns:
         ``(t, memory)`` as `loop.run_loop`.
     """
     bound = loop.bound_output(model, source_ids, output)
-    state = loop.start(model, source_ids, strategy, max_len)
+    state = loop.start(model, source_ids, strategy, max_len, max_length_ratio)
     step = loop.stepper(model, strategy, bound)
 
     def body(state, sentences, results):
@@ -131,10 +140,13 @@ def loop_dropping_finished(model, source_ids, strategy, max_len, output=None):
             cond, body, state, sentences, state.memory
         )
     searching = tf.ones(tf.shape(sentences), tf.bool)  # at max_len
-    return state.t, _written(results, sentences, state.memory, searching)
+    results = _written(results, sentences, state.memory, searching)
+    return state.t, loop.strategy_memory(results)
 
 
-def loop_in_xla_stages(model, source_ids, strategy, max_len, output=None):
+def loop_in_xla_stages(
+    model, source_ids, strategy, max_len, output=None, max_length_ratio=None
+):
     """`loop.run_loop` in XLA programs that drop the ended sentences.
 
     One XLA program runs the encoder and the strategy's start. Then the
@@ -151,14 +163,17 @@ def loop_in_xla_stages(model, source_ids, strategy, max_len, output=None):
     of the whole loop computes every row until the batch's longest search
     ends. Each row's arithmetic is the static loop's, so the tokens are the same
     (tests/test_decoding_graphs.py; benchmarks/RESULTS.md, "the XLA export drops
-    its ended sentences in stages").
+    its ended sentences in stages"). With ``max_length_ratio`` the sentences'
+    caps travel in the memory (`loop.LENGTH_CAPS`) through every gather and
+    write between stages; a filler row copies its source row's cap and is
+    marked as ended.
 
     Returns:
         ``(t, memory)`` as `loop.run_loop`.
     """
 
     def search_start(ids):
-        return loop.start(model, ids, strategy, max_len)
+        return loop.start(model, ids, strategy, max_len, max_length_ratio)
 
     start = tf.function(search_start, jit_compile=True, autograph=False)
     state = start(source_ids)
@@ -179,7 +194,7 @@ def loop_in_xla_stages(model, source_ids, strategy, max_len, output=None):
     state, _, results = _while_sentences_left(
         cond, body, state, sentences, state.memory
     )
-    return state.t, results
+    return state.t, loop.strategy_memory(results)
 
 
 def _sentence_ended(finished):
