@@ -264,6 +264,51 @@ def test_xla_stages_without_the_ended_sentences_give_the_static_loops_results(
             assert all(s * per_sentence > min_rows for s in stages[:-1])
 
 
+@pytest.mark.parametrize("search", ["greedy", "beam"])
+def test_xla_stages_end_each_sentence_at_its_length_cap(search, monkeypatch):
+    """``jit_compile=True`` with ``max_length_ratio``: the caps follow their
+    sentences through the gathers and writes between XLA stages (every stage
+    may shrink here), so each sentence is what searching it alone, without
+    XLA, with ``max_len`` set to its cap gives."""
+    from tests.test_decoding import (
+        RATIO,
+        assert_as_alone,
+        capped_batch,
+        length_caps,
+        search_by_name,
+    )
+
+    monkeypatch.setattr(tensorflow_loops, "XLA_STAGE_MIN_ROWS", 0)
+    stages = _recording_stage_rows(monkeypatch)
+    model, source, max_len = capped_batch()
+    capped = search_by_name(
+        model, search, source, max_len, max_length_ratio=RATIO, jit_compile=True
+    )
+    assert len(stages) > 2, stages
+    for row, cap in enumerate(length_caps(source, max_len)):
+        alone = search_by_name(model, search, source[row : row + 1], cap)
+        assert_as_alone(capped, alone, row)
+
+
+def test_a_length_ratio_keys_a_graph_of_its_own():
+    """Each ratio has its cached graph (eager and XLA); None keeps today's keys."""
+    model = tiny_model()
+    greedy_decode(model, SOURCE, 6)
+    greedy_decode(model, SOURCE, 6, max_length_ratio=None)
+    greedy_decode(model, SOURCE, 6, max_length_ratio=1.5)
+    greedy_decode(model, SOURCE, 6, max_length_ratio=2)
+    beam_search_decode(model, SOURCE, 3, 6, max_length_ratio=1.5, jit_compile=True)
+    assert sorted(search._GRAPHS[model], key=repr) == sorted(
+        [
+            ("greedy", 6, False),
+            (("greedy", 6, False), "max_length_ratio", 1.5),
+            (("greedy", 6, False), "max_length_ratio", 2.0),
+            ("xla", (("beam", 3, 6, 0.6), "max_length_ratio", 1.5)),
+        ],
+        key=repr,
+    )
+
+
 def _recording_stage_rows(monkeypatch):
     """A list that receives the sentence count of every XLA stage run."""
     stages = []
