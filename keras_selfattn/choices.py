@@ -33,6 +33,11 @@ DEFAULT_MODEL_NAME = "translator"
 XLA_SERVER_FLAG = "--xla_cpu_compilation_enabled=true"
 DEFAULT_PER_SOURCE = 50
 DEFAULT_LENGTH_PENALTY = 0.6  # GNMT's alpha (Wu et al. 2016)
+# Steps a sentence is searched for beyond ``max_length_ratio`` times its
+# source's tokens (`keras_selfattn.decoding.loop.length_caps`,
+# --max-length-ratio): a short source needs room that a ratio alone does not
+# give (a two-token source at ratio 1.5 would get 3 steps).
+LENGTH_CAP_MARGIN = 10
 # Length groups a served request is searched in, at once (export_run(groups=...),
 # `keras-selfattn export --groups`): two loops keep two cores busy.
 DEFAULT_GROUPS = 2
@@ -53,6 +58,7 @@ __all__ = [
     "DEFAULT_LENGTH_PENALTY",
     "DEFAULT_MODEL_NAME",
     "DEFAULT_PER_SOURCE",
+    "LENGTH_CAP_MARGIN",
     "LR_SCHEDULES",
     "RNN_TYPES",
     "SCORES",

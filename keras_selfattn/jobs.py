@@ -342,17 +342,24 @@ def _stoppable(pairs):
         yield pair
 
 
-def load_translator(run_dir, precision="float32", quantize=None, shortlist=None):
+def load_translator(
+    run_dir, precision="float32", quantize=None, shortlist=None, max_length_ratio=None
+):
     """The `inference.Translator` of a trained run directory; ``precision``,
-    ``quantize`` and ``shortlist`` (N, the most frequent target pieces kept: the
-    run's table, learned when missing) as `serving.export_run` takes them."""
+    ``quantize``, ``shortlist`` (N, the most frequent target pieces kept: the
+    run's table, learned when missing) and ``max_length_ratio`` as
+    `serving.export_run` takes them."""
     table = None
     if shortlist is not None:
         from keras_selfattn.training.data.run_shortlist import run_shortlist
 
         table = run_shortlist(run_dir, frequent=shortlist)
     return Translator.load(
-        run_dir, precision=precision, quantize=quantize, shortlist=table
+        run_dir,
+        precision=precision,
+        quantize=quantize,
+        shortlist=table,
+        max_length_ratio=max_length_ratio,
     )
 
 

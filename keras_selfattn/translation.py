@@ -36,6 +36,7 @@ from keras_selfattn.decoding import (
     beam_search_decode,
     greedy_decode,
 )
+from keras_selfattn.decoding.loop import check_max_length_ratio
 from keras_selfattn.models import output_layer, saving
 from keras_selfattn.models.precision import Int8Weights, lower_precision_model
 from keras_selfattn.run_directory.consistency import check_run_parts
@@ -138,6 +139,15 @@ class Translator:
         tokenizer: the run's `text.PairTokenizer`.
         max_source_len: longer sources are truncated to this many tokens.
         max_target_len: the most target tokens produced (the end token excluded).
+        precision, shortlist, int8_weights: the searches' output layer (see
+            `load`).
+        max_length_ratio: None (default: off), or a finite float R > 0: every
+            search caps sentence i, whose source has n_i tokens, at
+            ``min(max_target_len + 1, ceil(R * n_i) + LENGTH_CAP_MARGIN)``
+            steps (the end token included;
+            `keras_selfattn.decoding.LENGTH_CAP_MARGIN` = 10); a sentence that
+            reaches its cap ends as it would have at the model's maximum had
+            that been its cap (`keras_selfattn.decoding.decode`).
 
     Example:
 
@@ -154,8 +164,10 @@ class Translator:
         precision: str = "float32",
         shortlist: Any = None,
         int8_weights: Int8Weights | None = None,
+        max_length_ratio: float | None = None,
     ) -> None:
         output_layer.check_search_options(precision)
+        max_length_ratio = check_max_length_ratio(max_length_ratio)
         own_output = (
             precision != "float32" or shortlist is not None or int8_weights is not None
         )
@@ -175,7 +187,9 @@ class Translator:
         # The model's product kernels held as int8, read dequantized by each
         # search (`keras_selfattn.models.precision.Int8Weights`), or None.
         self.int8_weights = int8_weights
-        self._searches: dict[tuple[int, float, bool], Any] = {}
+        # Each sentence's cap of steps relative to its source, or None.
+        self.max_length_ratio = max_length_ratio
+        self._searches: dict[tuple[int, float, bool, float | None], Any] = {}
 
     # Long: mostly its docstring (what each option loads).
     @classmethod
@@ -186,6 +200,7 @@ class Translator:
         precision: str = "float32",
         quantize: str | None = None,
         shortlist: Any = None,
+        max_length_ratio: float | None = None,
     ) -> "Translator":
         """Loads ``model.keras``, the vocabularies and ``config.json`` of a run
         directory.
@@ -221,8 +236,11 @@ class Translator:
         ``shortlist``: a
         `text.shortlist.ShortlistTable` (``training.data.run_shortlist``): each
         batch searches over its sources' candidate target pieces only.
+        ``max_length_ratio``: None, or each search's cap of steps relative to
+        a sentence's source (see `Translator`; ``--max-length-ratio``).
         """
         precision, quantize = output_layer.check_search_options(precision, quantize)
+        max_length_ratio = check_max_length_ratio(max_length_ratio)
         run_dir = pathlib.Path(run_dir)
         if not run_dir.is_dir():
             raise FileNotFoundError(f"Run directory not found: {run_dir}")
@@ -254,6 +272,7 @@ class Translator:
             precision=precision,
             shortlist=shortlist,
             int8_weights=int8_weights,
+            max_length_ratio=max_length_ratio,
         )
 
     @property
@@ -280,8 +299,9 @@ class Translator:
     ) -> dict[str, Any]:
         """The greedy (``beam_size`` 1) or beam search's result for ``source_ids``
         (int32 (B, T)), in this translator's output layer (its precision and
-        shortlist: `keras_selfattn.models.output_layer.OutputLayer`), with each
-        step's attention weights under ``return_attention`` (greedy only).
+        shortlist: `keras_selfattn.models.output_layer.OutputLayer`) and its
+        ``max_length_ratio``, with each step's attention weights under
+        ``return_attention`` (greedy only).
 
         Graph code, for a served signature or a `tf.function`: built inside, the
         shortlist is computed from the request's ``source_ids``.
@@ -291,6 +311,7 @@ class Translator:
             shortlist = (self.shortlist.candidates, self.shortlist.always)
         max_len = self.max_target_len + 1
         output = output_layer.search_output(shortlist, self.precision)
+        ratio = self.max_length_ratio
         with self.weights_held():
             if beam_size == 1:
                 return greedy_decode(
@@ -299,19 +320,28 @@ class Translator:
                     max_len,
                     return_attention=return_attention,
                     output=output,
+                    max_length_ratio=ratio,
                 )
             return beam_search_decode(
-                self.model, source_ids, beam_size, max_len, alpha=alpha, output=output
+                self.model,
+                source_ids,
+                beam_size,
+                max_len,
+                alpha=alpha,
+                output=output,
+                max_length_ratio=ratio,
             )
 
     def _own_output_search(
         self, ids: Any, beam_size: int, alpha: float, return_attention: bool
     ) -> Any:
-        """`search` as one `tf.function` per beam size, alpha and attention."""
-        key = (int(beam_size), float(alpha), bool(return_attention))
+        """`search` as one `tf.function` per beam size, alpha, attention and
+        length ratio."""
+        settings = (int(beam_size), float(alpha), bool(return_attention))
+        key = (*settings, self.max_length_ratio)
         if key not in self._searches:
             self._searches[key] = tf.function(
-                lambda source_ids: self.search(source_ids, *key),
+                lambda source_ids: self.search(source_ids, *settings),
                 input_signature=[tf.TensorSpec([None, None], tf.int32)],
                 autograph=False,
             )
@@ -396,11 +426,18 @@ class Translator:
         if self._searches_own_output:
             return self._own_output_search(ids, beam_size, alpha, return_attention)
         max_len = self.max_target_len + 1
+        ratio = self.max_length_ratio
         if beam_size == 1:
             return greedy_decode(
-                self.model, ids, max_len, return_attention=return_attention
+                self.model,
+                ids,
+                max_len,
+                return_attention=return_attention,
+                max_length_ratio=ratio,
             )
-        return beam_search_decode(self.model, ids, beam_size, max_len, alpha=alpha)
+        return beam_search_decode(
+            self.model, ids, beam_size, max_len, alpha=alpha, max_length_ratio=ratio
+        )
 
     def _translate_batch(
         self,

@@ -572,6 +572,30 @@ CASES = [
         lambda w: ["translate", "--model", f"{w.root}/run", "--beam", "0", "x"],
         mentions=("--beam",),
     ),
+    # the searches' length ratio, refused before any run is read
+    *[
+        Case(
+            f"{command} --max-length-ratio {value}",
+            lambda w, command=command, value=value: [
+                command,
+                "--model",
+                f"{w.root}/run",
+                *(["--export-dir", f"{w.root}/e"] if command == "export" else []),
+                "--max-length-ratio",
+                value,
+            ],
+            mentions=("--max-length-ratio", f"Received: {value!r}"),
+            avoids=_python_spelling("--max-length-ratio"),
+        )
+        for command, value in [
+            ("translate", "0"),
+            ("translate", "-1"),
+            ("translate", "two"),
+            ("evaluate", "nan"),
+            ("export", "inf"),
+            ("export", "True"),
+        ]
+    ],
     Case(
         "export --version -1",
         lambda w: ["export", "--model", "r", "--export-dir", "e", "--version", "-1"],

@@ -1,14 +1,19 @@
-"""--precision, --quantize, --shortlist [N]: the searches' output layer options.
+"""--precision, --quantize, --shortlist [N], --max-length-ratio R: the searches'
+options.
 
-``translate``, ``evaluate`` and ``export`` take the same three, so a user measures
-BLEU with what the export will serve. Training takes neither: they change the
-searches of a trained model only (`keras_selfattn.models.output_layer`).
+The first three choose the searches' output layer
+(`keras_selfattn.models.output_layer`); --max-length-ratio caps each sentence's
+output relative to its source (`keras_selfattn.decoding.decode`'s
+``max_length_ratio``). ``translate``, ``evaluate`` and ``export`` take the same
+four, so a user measures BLEU with what the export will serve. Training takes
+none: they change the searches of a trained model only.
 """
 
 import argparse
+import math
 import pathlib
 
-from keras_selfattn.choices import DEFAULT_FREQUENT
+from keras_selfattn.choices import DEFAULT_FREQUENT, LENGTH_CAP_MARGIN
 from keras_selfattn.cli.flags import shows
 
 # `keras_selfattn.models.output_layer.SEARCH_PRECISIONS` (whose module imports
@@ -49,8 +54,26 @@ def _quantize(text):
 _quantize.__name__ = "quantize"
 
 
+def _length_ratio(text):
+    """``--max-length-ratio R``: a finite number > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = None
+    if value is None or not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(
+            f"must be a finite number > 0 (output steps per source token). "
+            f"Received: {text!r}"
+        )
+    return value
+
+
+_length_ratio.__name__ = "ratio"
+
+
 def add_search_options(parser):
-    """Adds --precision, --quantize and --shortlist [N] to a command's parser."""
+    """Adds --precision, --quantize, --shortlist [N] and --max-length-ratio R to
+    a command's parser."""
     parser.add_argument(
         "--precision",
         choices=PRECISIONS,
@@ -82,15 +105,29 @@ def add_search_options(parser):
         ),
     )
     shows(shortlist, "off: the whole vocabulary")
+    ratio = parser.add_argument(
+        "--max-length-ratio",
+        type=_length_ratio,
+        metavar="R",
+        help=(
+            "end each sentence's search after at most R times its source's "
+            f"tokens (rounded up) plus {LENGTH_CAP_MARGIN} steps, the end token "
+            "included, as Marian's --max-length-factor: a sentence that repeats "
+            "itself no longer keeps its batch waiting"
+        ),
+    )
+    shows(ratio, "off: up to the model's maximum target length")
 
 
 def search_options(args):
-    """``{precision, quantize, shortlist}`` of parsed ``args`` (defaults where a
-    command has none of them), as `serving.export_run` takes them."""
+    """``{precision, quantize, shortlist, max_length_ratio}`` of parsed ``args``
+    (defaults where a command has none of them), as `serving.export_run` takes
+    them."""
     return {
         "precision": getattr(args, "precision", "float32"),
         "quantize": getattr(args, "quantize", None),
         "shortlist": getattr(args, "shortlist", None),
+        "max_length_ratio": getattr(args, "max_length_ratio", None),
     }
 
 

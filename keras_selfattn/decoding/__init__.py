@@ -37,10 +37,14 @@ padding, 2 start, 3 end. The searches use only the model's decoding API
 layer names.
 """
 
-from keras_selfattn.choices import DEFAULT_BEAM_SIZE, DEFAULT_LENGTH_PENALTY
+from keras_selfattn.choices import (
+    DEFAULT_BEAM_SIZE,
+    DEFAULT_LENGTH_PENALTY,
+    LENGTH_CAP_MARGIN,
+)
 from keras_selfattn.decoding.beam import BeamSearch, beam_search_decode, length_penalty
 from keras_selfattn.decoding.greedy import GreedySearch, greedy_decode
-from keras_selfattn.decoding.loop import LENGTH_CAP_MARGIN, LoopState
+from keras_selfattn.decoding.loop import LoopState
 from keras_selfattn.decoding.search import decode
 from keras_selfattn.decoding.strategy import SearchStrategy
 from keras_selfattn.reserved_ids import END_ID, PAD_ID, START_ID

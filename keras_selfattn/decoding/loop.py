@@ -15,14 +15,10 @@ import typing
 
 from keras import ops
 
+from keras_selfattn.choices import LENGTH_CAP_MARGIN
 from keras_selfattn.decoding.once import before_the_loop
 from keras_selfattn.decoding.output import WholeVocabulary
 from keras_selfattn.reserved_ids import PAD_ID
-
-# Steps a sentence is given beyond ``max_length_ratio`` times its source's
-# tokens (`length_caps`): a short source needs room that a ratio alone does not
-# give (a two-token source at ratio 1.5 would get 3 steps).
-LENGTH_CAP_MARGIN = 10
 
 # The key of the sentences' (B,) int32 length caps in the loop state's
 # ``memory``: the TensorFlow loops gather and write every memory tensor by
@@ -73,11 +69,13 @@ def length_caps(source_ids, max_len, max_length_ratio):
 
     Sentence i, whose source has n_i tokens (its non-padding ids), is searched
     for at most ``min(max_len, ceil(max_length_ratio * n_i) + LENGTH_CAP_MARGIN)``
-    steps (the end id included); the product is computed in float32, on every
-    backend. As OpenNMT-py's ``max_length_ratio``, Marian's
-    ``--max-length-factor`` and fairseq's ``--max-len-a/--max-len-b`` cap a
-    translation by its source: a sentence that repeats itself no longer keeps
-    its batch waiting until ``max_len``.
+    steps (the end id included); `LENGTH_CAP_MARGIN` (10, in
+    `keras_selfattn.choices`, which the command line reads without Keras) is
+    the room a short source needs that a ratio alone does not give. The
+    product is computed in float32, on every backend. As OpenNMT-py's
+    ``max_length_ratio``, Marian's ``--max-length-factor`` and fairseq's
+    ``--max-len-a/--max-len-b`` cap a translation by its source: a sentence
+    that repeats itself no longer keeps its batch waiting until ``max_len``.
     """
     tokens = ops.sum(ops.cast(ops.not_equal(source_ids, PAD_ID), "float32"), axis=1)
     caps = ops.cast(ops.ceil(tokens * max_length_ratio), "int32") + LENGTH_CAP_MARGIN

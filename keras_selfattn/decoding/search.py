@@ -51,7 +51,7 @@ def decode(
             ``max_len``), or a finite float R > 0: sentence i, whose source has
             n_i tokens (its non-padding ids), is searched for at most
             ``min(max_len, ceil(R * n_i) + LENGTH_CAP_MARGIN)`` steps (the end
-            id included; `loop.LENGTH_CAP_MARGIN` = 10: short sources need room
+            id included; `LENGTH_CAP_MARGIN` = 10: short sources need room
             that a ratio alone does not give). A sentence that reaches its cap
             ends exactly as it would have ended at ``max_len`` had ``max_len``
             been its cap: greedy keeps what it produced (lengths = cap, no end

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from keras_selfattn.decoding import DEFAULT_LENGTH_PENALTY
+from keras_selfattn.decoding.loop import check_max_length_ratio
 from keras_selfattn.serving import export_report, publishing, warmup
 from keras_selfattn.serving.publishing import (  # re-exported
     DEFAULT_MODEL_NAME,
@@ -66,6 +67,10 @@ def export_translator(
     groups: int = DEFAULT_GROUPS,
 ) -> pathlib.Path:
     """Writes ``export_base/N/`` atomically: a SavedModel with its warmup records.
+
+    The served searches are the translator's: its output layer (precision,
+    int8 weights, shortlist) and its ``max_length_ratio``, which the export's
+    report records (`keras_selfattn.serving.export_report`).
 
     Args:
         translator: a `keras_selfattn.inference.Translator`.
@@ -223,6 +228,7 @@ def export_run(
     precision: str = "float32",
     quantize: str | None = None,
     shortlist: int | None = None,
+    max_length_ratio: float | None = None,
 ) -> pathlib.Path:
     """Exports a run directory as ``export_base/N/`` (``keras-selfattn export``).
 
@@ -263,6 +269,13 @@ def export_run(
             ``shortlist.npz``, or learned from its training split), a table
             held in the graph as constants; `keras_selfattn.text.shortlist`'s
             ``DEFAULT_FREQUENT`` is the documented N.
+        max_length_ratio: None (default: off), or a finite float R > 0: both
+            served searches (``serving_default`` and ``translate_nbest``) cap
+            sentence i, whose source has n_i tokens, at
+            ``min(max_target_len + 1, ceil(R * n_i) + LENGTH_CAP_MARGIN)``
+            steps (the end token included;
+            `keras_selfattn.decoding.LENGTH_CAP_MARGIN` = 10), as
+            `Translator`'s ``max_length_ratio`` does.
 
     Returns:
         The version folder, a `pathlib.Path`.
@@ -275,6 +288,7 @@ def export_run(
     from keras_selfattn.models.output_layer import check_search_options
 
     check_search_options(precision, quantize)  # before any loading
+    max_length_ratio = check_max_length_ratio(max_length_ratio)
     if shortlist is not None:
         shortlist = _shortlist_size(shortlist)
     # A version that exists or is being written is refused before the model loads.
@@ -285,7 +299,12 @@ def export_run(
 
         table = run_shortlist(run_dir, frequent=shortlist)
     translator = Translator.load(
-        run_dir, dtype=dtype, precision=precision, quantize=quantize, shortlist=table
+        run_dir,
+        dtype=dtype,
+        precision=precision,
+        quantize=quantize,
+        shortlist=table,
+        max_length_ratio=max_length_ratio,
     )
     if warmup_texts is None:
         warmup_texts = sample_sources(run_dir, tokenizer=translator.tokenizer)

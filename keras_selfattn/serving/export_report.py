@@ -6,12 +6,15 @@ Written by `keras_selfattn.serving.export_translator` beside the warmup records
 assumes, and the vocabulary shortlist's record (where the table came from, its
 sizes). ``check-serving`` reads it back and warns when the host lacks the
 features (`cpu_warnings`): a bfloat16 product on a CPU without bfloat16 units is
-emulated, slower than float32's.
+emulated, slower than float32's. It also records the searches' length ratio
+(``max_length_ratio``: each sentence's cap of steps relative to its source; None
+when off).
 """
 
 import json
 import pathlib
 
+from keras_selfattn.choices import LENGTH_CAP_MARGIN
 from keras_selfattn.models.output_layer import INT8_PRODUCTS, LOWER_PRECISION_PRODUCTS
 from keras_selfattn.models.precision import PRODUCTS
 
@@ -69,6 +72,7 @@ def export_report(translator):
             else "float32 products: no CPU feature assumed"
         ),
         "shortlist": record,
+        "max_length_ratio": getattr(translator, "max_length_ratio", None),
     }
 
 
@@ -111,7 +115,8 @@ def read_export_report(saved_model_dir):
 
 
 def format_report(report):
-    """Lines for a terminal: the precision per group, the features, the shortlist."""
+    """Lines for a terminal: the precision per group, the features, the
+    shortlist, the length ratio."""
     groups = ", ".join(f"{k} {v}" for k, v in report["precision"].items())
     features = " or ".join(report["cpu_features_assumed"]) or "none"
     lines = [f"precision: {groups}", f"CPU features assumed: {features}"]
@@ -130,7 +135,18 @@ def format_report(report):
             f"{record.get('frequent')} most frequent, {record.get('entries')} "
             f"entries, {record.get('bytes')} bytes; from {record.get('source')}"
         )
+    lines.append(_length_ratio_line(report.get("max_length_ratio")))
     return lines
+
+
+def _length_ratio_line(ratio):
+    """The terminal line of the searches' ``max_length_ratio`` (None: off)."""
+    if ratio is None:
+        return "max length ratio: none (up to the model's maximum target length)"
+    return (
+        f"max length ratio: {ratio:g} (each sentence at most ceil({ratio:g} x its "
+        f"source tokens) + {LENGTH_CAP_MARGIN} steps)"
+    )
 
 
 def host_cpu_flags(cpuinfo="/proc/cpuinfo"):

@@ -10,6 +10,10 @@ searches of `keras_selfattn.decoding` and detokenization; no PyFunc):
 - ``serve``: ``source``, ``target_in`` int32 [B, T] token ids (0 = padding) ->
   ``logits`` float32 [B, T, target vocabulary] (the Keras model's own call).
 
+Both text signatures search with the translator's ``max_length_ratio`` (each
+sentence's cap of steps relative to its source, `keras_selfattn.decoding.decode`;
+None: off).
+
 Requests are checked IN THE GRAPH. TF Serving does not check a request's shape
 against the signature (tensorflow/serving#1436), and a rank-0 ``text`` crashed the
 process (SIGSEGV), shape [2, 0] aborted it (SIGABRT). So every input goes through
@@ -82,7 +86,9 @@ def serving_functions(
     """The graph functions the SavedModel serves, with their input signatures.
 
     Args:
-        translator: a `keras_selfattn.inference.Translator` (model, tokenizer, limits).
+        translator: a `keras_selfattn.inference.Translator` (model, tokenizer,
+            limits, and the searches' options: its output layer and its
+            ``max_length_ratio``, which both text signatures' searches use).
         beam_size: hypotheses returned by ``translate_nbest``.
         alpha: beam search length-normalization strength (as `Translator.translate`).
         xla: compile each search (encoder and decoding loop, ids in and out) with
@@ -113,14 +119,18 @@ def serving_functions(
     max_source_len, max_len = translator.max_source_len, translator.max_target_len + 1
     text_spec = [tf.TensorSpec([None], tf.string, name="text")]
 
-    output = _search_output(translator, xla)
+    searches = {
+        "jit_compile": xla,
+        "output": _search_output(translator, xla),
+        "max_length_ratio": getattr(translator, "max_length_ratio", None),
+    }
 
     def greedy(ids):
-        return greedy_decode(model, ids, max_len, jit_compile=xla, output=output)
+        return greedy_decode(model, ids, max_len, **searches)
 
     def beam(ids):
         return beam_search_decode(
-            model, ids, beam_size, max_len, alpha=alpha, jit_compile=xla, output=output
+            model, ids, beam_size, max_len, alpha=alpha, **searches
         )
 
     def search(function, ids):
