@@ -1,7 +1,9 @@
-"""Exports in bfloat16 and with a vocabulary shortlist: what they serve under the
-session loader, their report, the op audit, malformed requests, bad options."""
+"""Exports in bfloat16, with a vocabulary shortlist and with a length ratio: what
+they serve under the session loader, their report, the op audit, malformed
+requests, bad options."""
 
 import json
+import math
 import os
 import pathlib
 import shutil
@@ -14,7 +16,7 @@ import pytest
 from keras_selfattn import cli, serving
 from keras_selfattn.inference import Translator
 from keras_selfattn.reserved_ids import END_ID
-from keras_selfattn.serving import audit, export_report
+from keras_selfattn.serving import audit, export_report, signatures
 from keras_selfattn.text.shortlist import DEFAULT_FREQUENT, ShortlistTable
 from tests.serving.test_export import export_through_the_cli, load_in_fresh_process
 
@@ -74,7 +76,7 @@ def test_option_exports_serve_the_float32_texts_under_the_session_loader(
     expected = [t for t, s in zip(served, sample_texts, strict=True) if s in covered]
     for options in (
         {"shortlist": size, "xla": True},
-        {"precision": "bfloat16"},
+        {"precision": "bfloat16", "max_length_ratio": 0.5},
         {"precision": "bfloat16", "quantize": "int8", "shortlist": size},
     ):
         name = "_".join(f"{k}{v}" for k, v in options.items())
@@ -87,6 +89,7 @@ def test_option_exports_serve_the_float32_texts_under_the_session_loader(
             precision=options.get("precision", "float32"),
             quantize=options.get("quantize"),
             shortlist=table if "shortlist" in options else None,
+            max_length_ratio=options.get("max_length_ratio"),
         )
         if "xla" in options:
             assert audit.audit_saved_model(exported).needs_xla_flag
@@ -111,6 +114,7 @@ def test_option_exports_serve_the_float32_texts_under_the_session_loader(
             assert _variables_bytes(exported) < 0.6 * _variables_bytes(text_export)
         else:
             assert report["quantize"] is None
+        assert report["max_length_ratio"] == options.get("max_length_ratio")
     # The left-out piece is never produced with the shortlist, on any text.
     shortlisted = Translator.load(run, shortlist=table).translate(sample_texts)
     vocabulary = Translator.load(run).tokenizer.target.vocabulary.tokens
@@ -171,6 +175,12 @@ def test_bfloat16_shortlist_int8_export_answers_malformed_requests(
         ({"shortlist": 0}, "shortlist=0"),
         ({"shortlist": "50"}, "shortlist='50'"),
         ({"shortlist": True}, "shortlist=True"),
+        ({"max_length_ratio": 0}, "max_length_ratio=0"),
+        ({"max_length_ratio": -1.5}, "max_length_ratio=-1.5"),
+        ({"max_length_ratio": float("nan")}, "max_length_ratio=nan"),
+        ({"max_length_ratio": float("inf")}, "max_length_ratio=inf"),
+        ({"max_length_ratio": "2"}, "max_length_ratio='2'"),
+        ({"max_length_ratio": True}, "max_length_ratio=True"),
     ],
 )
 def test_bad_options_are_refused_in_one_line(tmp_path, options, message):
@@ -179,6 +189,64 @@ def test_bad_options_are_refused_in_one_line(tmp_path, options, message):
         serving.export_run(tmp_path / "no_run", tmp_path / "export", **options)
     assert "\n" not in str(raised.value)
     assert not (tmp_path / "export").exists()
+
+
+@pytest.mark.parametrize("bad", [0, -1, float("nan"), float("inf"), "2", True])
+def test_a_translator_refuses_a_bad_length_ratio_naming_it(tmp_path, bad):
+    """Before the run is read (there is none here)."""
+    with pytest.raises(ValueError, match=f"max_length_ratio={bad!r}"):
+        Translator.load(tmp_path / "no_run", max_length_ratio=bad)
+
+
+def test_the_served_searches_cap_each_sentence_as_the_translator_does(
+    text_run_dir, sample_texts
+):
+    """Both text signatures search with the translator's ``max_length_ratio``,
+    in length groups: with the end token made unlikely every sentence runs to
+    its cap, min(max_target_len + 1, ceil(0.5 * source tokens) + 10) steps
+    (some below the model's maximum, some at it), and the served texts are the
+    translator's (greedy, and the best of translate_nbest's beam)."""
+    import tensorflow as tf
+
+    translator = Translator.load(text_run_dir, max_length_ratio=0.5)
+    kernel, bias = translator.model.logits_dense.get_weights()
+    bias[END_ID] -= 100.0  # never chosen: every search runs to its cap
+    translator.model.logits_dense.set_weights([kernel, bias])
+    texts = [t for t in sample_texts if t.strip()]
+    greedy = translator.translate(texts)
+    max_len = translator.max_target_len + 1
+    caps = [
+        min(max_len, math.ceil(0.5 * len(t.source_tokens)) + 10)
+        for t in greedy
+        if t.source_tokens
+    ]
+    assert min(caps) < max_len and max(caps) == max_len, caps
+    assert [len(t.target_tokens) for t in greedy if t.source_tokens] == caps
+    served = signatures.serving_functions(translator, beam_size=2, groups=2)
+    request = tf.constant(texts)
+    translations = served["serving_default"][0](request)["translation"].numpy()
+    assert [t.decode() for t in translations] == [t.text for t in greedy]
+    nbest = served["translate_nbest"][0](request)["translations"].numpy()
+    best = translator.translate(texts, beam_size=2)
+    assert [row[0].decode() for row in nbest] == [t.text for t in best]
+
+
+def test_the_report_records_the_length_ratio():
+    """None when off, the ratio otherwise, and a terminal line for each."""
+
+    class Capped:
+        max_length_ratio = 1.5
+
+    capped = export_report.export_report(Capped())
+    off = export_report.export_report(object())
+    assert capped["max_length_ratio"] == 1.5 and off["max_length_ratio"] is None
+    assert export_report.format_report(capped)[-1] == (
+        "max length ratio: 1.5 (each sentence at most ceil(1.5 x its source "
+        "tokens) + 10 steps)"
+    )
+    assert export_report.format_report(off)[-1] == (
+        "max length ratio: none (up to the model's maximum target length)"
+    )
 
 
 def test_cpu_warnings_name_the_missing_features(tmp_path):
@@ -224,6 +292,8 @@ def test_cli_precisions_are_the_searches():
         (["--quantize", "float16"], ["--quantize", "float16"]),
         (["--shortlist", "0"], ["--shortlist", "'0'"]),
         (["--shortlist", "many"], ["--shortlist", "'many'"]),
+        (["--max-length-ratio", "0"], ["--max-length-ratio", "'0'"]),
+        (["--max-length-ratio", "inf"], ["--max-length-ratio", "'inf'"]),
     ],
 )
 def test_cli_bad_option_values_name_the_flag(command, flags, named, tmp_path, capsys):
@@ -242,7 +312,16 @@ def test_cli_bad_option_values_name_the_flag(command, flags, named, tmp_path, ca
 @pytest.mark.parametrize(
     "flags, expected",
     [
-        ([], {"precision": "float32", "quantize": None, "shortlist": None}),
+        (
+            [],
+            {
+                "precision": "float32",
+                "quantize": None,
+                "shortlist": None,
+                "max_length_ratio": None,
+            },
+        ),
+        (["--max-length-ratio", "1.5"], {"max_length_ratio": 1.5}),
         (["--shortlist"], {"shortlist": DEFAULT_FREQUENT}),
         (["--shortlist", "7", "--precision", "bfloat16"], {"shortlist": 7}),
         (["--quantize", "int8", "--precision", "bfloat16"], {"quantize": "int8"}),
