@@ -29,24 +29,30 @@ float32; the float32 and bfloat16 matmul peaks (a square product) are measured
 beside them, and each float32 product's GFLOP/s is given against that peak.
 ``--quick`` runs a few rounds at smaller sizes, to check the script runs.
 
-End to end (``--run RUN``): the run exported six times
-(`keras_selfattn.serving.export_run`: float32, ``precision="bfloat16"``,
-``shortlist=N``, both, and bfloat16 with ``quantize="int8"`` without and with
-the shortlist; ``--exports`` picks some), each loaded under the session
-loader (as TF Serving loads it, its own session with ``--threads`` intra-op
-threads) in this one process; every source of ``--test`` (default: the run's
-test split) is translated in batches of ``--batch`` by ``serving_default`` (greedy) and
-``translate_nbest`` (beam 4), interleaved batch by batch (each batch goes to
-every export in turn, the order rotating: `_bench.interleaved_items`), so a
-slow spell of a shared machine falls on all of them; each export's
-sentences/s, its speed against float32's (median of the per-round ratios), the
-texts that differ from float32's, and greedy BLEU/chrF against the references
-(sacrebleu). ``--quick`` trains a tiny run for one epoch on the bundled dates
-and measures float32 against bfloat16 with a shortlist.
+End to end (``--run RUN``): the run exported once per variant of
+`SERVED_EXPORTS` (`keras_selfattn.serving.export_run`: float32,
+``precision="bfloat16"``, ``shortlist=N``, both, bfloat16 with
+``quantize="int8"`` without and with the shortlist, one length group, XLA;
+``--exports`` picks some, and any of them may end in
+``+ratioR``: served with ``max_length_ratio=R``, each sentence's search capped
+relative to its source, e.g. ``bfloat16+shortlist+ratio2`` or
+``float32+ratio2``; the float32 baseline is always the plain export), each
+loaded under the session loader (as TF Serving loads it, its own session with
+``--threads`` intra-op threads) in this one process; every source of ``--test``
+(default: the run's test split) is translated in batches of ``--batch`` by
+``serving_default`` (greedy) and ``translate_nbest`` (beam 4), interleaved
+batch by batch (each batch goes to every export in turn, the order rotating:
+`_bench.interleaved_items`), so a slow spell of a shared machine falls on all
+of them; each export's sentences/s, its speed against float32's (median of the
+per-round ratios), the texts that differ from float32's, and greedy BLEU/chrF
+against the references (sacrebleu). ``--quick`` trains a tiny run for one epoch
+on the bundled dates and measures float32 against bfloat16 with a shortlist and
+a length ratio.
 """
 
 import argparse
 import functools
+import math
 import os
 import pathlib
 import sys
@@ -191,6 +197,45 @@ SERVED_EXPORTS = {
 }
 
 
+# An export label's ending that adds ``max_length_ratio=R`` (``+ratio2``).
+RATIO_MARK = "+ratio"
+
+
+def export_options(label):
+    """The `serving.export_run` options of an export label: a name of
+    `SERVED_EXPORTS`, optionally followed by ``+ratioR`` (``max_length_ratio``
+    R, a finite number > 0). ValueError for any other label."""
+    name, mark, ratio = label.partition(RATIO_MARK)
+    value = _ratio(ratio) if mark else None
+    if name not in SERVED_EXPORTS or (mark and value is None):
+        raise ValueError(
+            f"an export is one of {', '.join(SERVED_EXPORTS)}, optionally followed "
+            f"by {RATIO_MARK}R (R > 0, the length ratio). Received: {label!r}"
+        )
+    options = dict(SERVED_EXPORTS[name])
+    if mark:
+        options["max_length_ratio"] = value
+    return options
+
+
+def _ratio(text):
+    """``text`` as a finite float > 0, or None."""
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) and value > 0 else None
+
+
+def _export_label(text):
+    """``--exports`` item: an `export_options` label."""
+    try:
+        export_options(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    return text
+
+
 def _quick_run(directory):
     """A tiny run trained one epoch on the bundled dates (what --quick measures)."""
     from keras_selfattn import text
@@ -225,7 +270,7 @@ def _served_exports(run_dir, base, labels, frequent, threads):
 
     served = {}
     for label in labels:
-        options = dict(SERVED_EXPORTS[label])
+        options = export_options(label)
         if "shortlist" in options:
             options["shortlist"] = frequent
         version = serving.export_run(run_dir, base / label.replace("+", "_"), **options)
@@ -288,7 +333,7 @@ def end_to_end(args, directory):
     if "float32" not in labels:
         labels = ["float32", *labels]
     if args.quick:
-        labels = ["float32", "bfloat16+shortlist"]
+        labels = ["float32", "bfloat16+shortlist+ratio2"]
     served = _served_exports(
         run_dir, directory / "exports", labels, args.frequent, args.threads
     )
@@ -326,8 +371,13 @@ def main(argv=None):
     parser.add_argument(
         "--exports",
         nargs="+",
-        choices=list(SERVED_EXPORTS),
-        help="end to end: these exports beside float32 (default: all)",
+        type=_export_label,
+        metavar="EXPORT",
+        help=(
+            "end to end: these exports beside float32 (default: all of "
+            f"{', '.join(SERVED_EXPORTS)}); each may end in {RATIO_MARK}R, "
+            "served with that length ratio"
+        ),
     )
     args = parser.parse_args(argv)
     import tensorflow as tf
