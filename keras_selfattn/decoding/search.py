@@ -16,6 +16,7 @@ from keras_selfattn.decoding.tensors import executing_eagerly, on_tensorflow
 _GRAPHS = weakref.WeakKeyDictionary()  # model -> {graph_key: compiled search}
 
 
+# Long: mostly its docstring (what each option does, the length cap's rule).
 def decode(
     model,
     source_ids,
