@@ -333,6 +333,31 @@ def test_cli_export_options_reach_export_run(flags, expected, tmp_path, monkeypa
     assert received["precision"] == ("bfloat16" if "bfloat16" in flags else "float32")
 
 
+@pytest.mark.parametrize("command", ["translate", "evaluate"])
+@pytest.mark.parametrize(
+    "flags, ratio", [([], None), (["--max-length-ratio", "1.5"], 1.5)]
+)
+def test_cli_translate_and_evaluate_pass_the_length_ratio_on(
+    command, flags, ratio, tmp_path, monkeypatch
+):
+    """``--max-length-ratio R`` reaches `Translator.load` (replaced by a
+    recorder); without it, None."""
+    from keras_selfattn import jobs
+    from keras_selfattn.cli import command as cli_command
+    from keras_selfattn.cli import commands, errors
+
+    received = {}
+
+    def load(run_dir, **options):
+        received.update(options)
+
+    monkeypatch.setattr(errors, "check_run_directory", lambda path: None)
+    monkeypatch.setattr(jobs.Translator, "load", load)
+    argv = [command, "--model", str(tmp_path), *flags]
+    cli_command.load_translator(commands.build_parser().parse_args(argv))
+    assert received["max_length_ratio"] == ratio
+
+
 @pytest.mark.slow
 def test_cli_translate_and_evaluate_take_the_options(text_run_dir, capsys):
     """``translate`` and ``evaluate`` with --precision bfloat16 --shortlist 3 give
