@@ -139,8 +139,10 @@ class Translator:
         tokenizer: the run's `text.PairTokenizer`.
         max_source_len: longer sources are truncated to this many tokens.
         max_target_len: the most target tokens produced (the end token excluded).
-        precision, shortlist, int8_weights: the searches' output layer (see
-            `load`).
+        precision: the searches' products, ``"float32"`` or ``"bfloat16"``
+            (see `load`).
+        shortlist: None, or the vocabulary shortlist's table (see `load`).
+        int8_weights: None, or the product kernels held as int8 (see `load`).
         max_length_ratio: None (default: off), or a finite float R > 0: every
             search caps sentence i, whose source has n_i tokens, at
             ``min(max_target_len + 1, ceil(R * n_i) + LENGTH_CAP_MARGIN)``
