@@ -53,7 +53,7 @@ def main():
     """Runs ``keras-selfattn``; a stopping signal while it loads ends it in one line.
 
     Returns:
-        `keras_selfattn.cli.main`'s exit status.
+        `keras_selfattn.cli.main`'s exit status (`keras_selfattn.cli.run_program`).
     """
     stderr = _duplicate_stderr()
     stop = functools.partial(_stop_while_starting, stderr)
@@ -63,13 +63,13 @@ def main():
         if signum is not None and signal.getsignal(signum) is not signal.SIG_IGN:
             previous[signum] = signal.signal(signum, stop)
     try:
-        from keras_selfattn.cli import main as run  # Keras and TensorFlow load here
+        from keras_selfattn.cli import run_program  # Keras and TensorFlow load here
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, signal.SIG_DFL if handler is None else handler)
         if stderr is not None:
             os.close(stderr)
-    return run()
+    return run_program()
 
 
 if __name__ == "__main__":

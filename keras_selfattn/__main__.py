@@ -7,6 +7,6 @@ signal during that start-up is not handled here; the console script
 
 import sys
 
-from keras_selfattn.cli import main
+from keras_selfattn.cli import run_program
 
-sys.exit(main())
+sys.exit(run_program())

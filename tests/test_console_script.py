@@ -157,3 +157,64 @@ def test_any_command_stops_on_sigterm_in_one_line(tmp_path):
     assert lines == ["keras-selfattn: interrupted by SIGTERM"], err.decode()[-2000:]
     assert "Traceback" not in err.decode()
     assert out == b""  # "running" was read before the signal
+
+
+class _Ended(Exception):
+    """What the patched ``os._exit`` raises, with the status it was given."""
+
+
+class _Stream:
+    def __init__(self, fails=False):
+        self.flushed, self.fails = False, fails
+
+    def flush(self):
+        if self.fails:
+            raise OSError("the reader went away")
+        self.flushed = True
+
+
+@pytest.mark.parametrize("status", [130, 143, 129])
+def test_a_stopped_command_ends_flushed_without_finalizing(monkeypatch, status):
+    """A signal's status ends the program with ``os._exit`` once stdout and stderr
+    are flushed (a failing flush does not stop it): no interpreter finalization."""
+    from keras_selfattn.cli import commands
+
+    def stopped():
+        raise SystemExit(status)
+
+    def end(code):
+        raise _Ended(code)
+
+    out, err = _Stream(), _Stream(fails=True)
+    monkeypatch.setattr(commands, "main", stopped)
+    monkeypatch.setattr(commands.os, "_exit", end)
+    monkeypatch.setattr(commands.sys, "stdout", out)
+    monkeypatch.setattr(commands.sys, "stderr", err)
+    with pytest.raises(_Ended) as ended:
+        commands.run_program()
+    assert ended.value.args == (status,)
+    assert out.flushed
+
+
+@pytest.mark.parametrize("status", [0, 1, 2, 70, 141])
+def test_any_other_end_is_mains_own(monkeypatch, status):
+    """Done, bad input, an internal error, a broken pipe: `main`'s return value
+    or SystemExit, with the interpreter's usual exit."""
+    from keras_selfattn.cli import commands
+
+    def ends():
+        if status in (0, 1):
+            return status
+        raise SystemExit(status)
+
+    def end(code):
+        raise AssertionError(f"os._exit({code}) called")
+
+    monkeypatch.setattr(commands, "main", ends)
+    monkeypatch.setattr(commands.os, "_exit", end)
+    if status in (0, 1):
+        assert commands.run_program() == status
+    else:
+        with pytest.raises(SystemExit) as exited:
+            commands.run_program()
+        assert exited.value.code == status

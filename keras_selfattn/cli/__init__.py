@@ -20,7 +20,8 @@ given, whatever ``TF_CPP_MIN_LOG_LEVEL`` says.
 
 The modules:
 
-- `cli.commands`: the parser and `main`. Parses and dispatches, no more.
+- `cli.commands`: the parser, `main` and `run_program` (`main` as the console
+  script and ``python -m`` run it). Parses and dispatches, no more.
 - `cli.run_commands` (demo, build-vocab, train, average), `cli.text_commands`
   (evaluate, translate), `cli.serving_commands` (export, check-serving): one
   function pair per command (``add_<command>`` declares it, ``_<command>`` runs
@@ -32,7 +33,7 @@ The modules:
 - `cli.quiet`: TensorFlow's native log lines kept off stderr.
 """
 
-from keras_selfattn.cli.commands import build_parser, main
+from keras_selfattn.cli.commands import build_parser, main, run_program
 from keras_selfattn.cli.errors import (
     EXIT_NOT_TRANSLATING,
     INTERNAL_ERROR,
@@ -55,4 +56,5 @@ __all__ = [
     "build_parser",
     "main",
     "preset_configs",
+    "run_program",
 ]

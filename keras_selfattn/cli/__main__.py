@@ -3,7 +3,7 @@
 
 import sys
 
-from keras_selfattn.cli import main
+from keras_selfattn.cli import run_program
 
 if __name__ == "__main__":  # importing this module runs nothing
-    sys.exit(main())
+    sys.exit(run_program())

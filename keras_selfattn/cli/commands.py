@@ -114,6 +114,35 @@ def main(argv=None):
     sys.exit(status)
 
 
+# The statuses of a command a signal stopped: 128 + SIGINT, SIGTERM, SIGHUP.
+STOPPED_STATUSES = (130, 143, 129)
+
+
+def run_program():
+    """`main` as a program runs it (the console script, ``python -m``): a command
+    a signal stopped ends at once with its status, its output flushed, without
+    the interpreter's finalization. It has already unwound (its locks, child
+    processes and temporary files released); finalizing Python while
+    TensorFlow's threads still ran was seen to die by SIGSEGV instead of 143.
+    Python callers of `main` get its SystemExit as before.
+
+    Returns:
+        `main`'s exit status.
+    """
+    try:
+        return main()
+    except SystemExit as stopped:
+        if stopped.code in STOPPED_STATUSES:
+            for stream in (sys.stdout, sys.stderr):
+                try:
+                    if stream is not None:
+                        stream.flush()
+                except (OSError, ValueError):  # closed, full or a broken pipe
+                    pass
+            os._exit(stopped.code)
+        raise
+
+
 def build_parser():
     """The ``keras-selfattn`` argument parser (imports no Keras or TensorFlow)."""
     parser = errors.Parser(
