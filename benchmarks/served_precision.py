@@ -419,9 +419,12 @@ def main(argv=None):
         f"\nmatmul peak ({peak_size}^3, {args.threads} thread(s)): float32 "
         f"{peak32:.0f} GFLOP/s, bfloat16 {peak16:.0f} GFLOP/s"
     )
+    measured = [] if args.served_only else [f"the products {rounds}"]
+    if args.run or args.quick:
+        measured.append(f"end to end {args.served_rounds}")
     print(
-        f"medians of {rounds} interleaved rounds; ratios are medians of per-round "
-        "ratios (the machine is shared)"
+        f"interleaved rounds: {', '.join(measured)}; ratios are medians of "
+        "per-round ratios (the machine is shared)"
     )
     print(_bench.environment_line())
     print("command:", _bench.command_line(__file__, argv))
