@@ -40,7 +40,7 @@ def add_demo(subparsers):
         "--overwrite", action="store_true", help="replace a finished run in --out"
     )
     _add_figures_option(parser)
-    parser.set_defaults(configure=check_figures)
+    parser.set_defaults(configure=_check_figures)
 
 
 def _add_figures_option(parser):
@@ -54,7 +54,7 @@ def _add_figures_option(parser):
     )
 
 
-def check_figures(args):
+def _check_figures(args):
     """A run that draws figures needs matplotlib: refused before it trains, as a
     run of hours would otherwise fail in its final report."""
     if args.figures and not plotting.matplotlib_installed():
@@ -163,8 +163,8 @@ def _configure_train(args):
     """``args.model_config`` and ``args.train_config``: the preset, then the flags;
     with ``--vocab``, the vocabulary's tokenizer settings (a flag typed that
     contradicts one is refused, naming both). Figures without matplotlib are
-    refused first (`check_figures`)."""
-    check_figures(args)
+    refused first (`_check_figures`)."""
+    _check_figures(args)
     bases = preset_configs(args.preset) if args.preset else (None, None)
     args.model_config = config_from_args(ModelConfig, args, bases[0])
     args.train_config = config_from_args(TrainConfig, args, bases[1])
