@@ -239,8 +239,12 @@ def train(
     )
 
 
-def report(result, num_heatmaps=4, beam_size=1, verbose=True):
+def report(result, num_heatmaps=4, beam_size=1, verbose=True, figures=True):
     """Evaluates a `TrainResult` on its test split; writes metrics.json and the figures.
+
+    Args:
+        figures: draw the figures into ``RUN_DIR/plots`` (needs matplotlib); False
+            writes the metrics only, and matplotlib is never imported.
 
     Returns:
         the metrics dict (also in ``RUN_DIR/metrics.json``).
@@ -261,14 +265,23 @@ def report(result, num_heatmaps=4, beam_size=1, verbose=True):
     )
     metrics["history"] = result.history
     write_metrics(run_dir, metrics)
+    if figures:
+        samples = [source for source, _ in test_pairs[:num_heatmaps]]
+        _draw_figures(run_dir, result.history, translator, samples)
+    if verbose and "test" in metrics:
+        print_metrics(metrics["test"])
+    return metrics
 
+
+def _draw_figures(run_dir, history, translator, samples):
+    """`report`'s figures in ``RUN_DIR/plots``: the positional encoding, the
+    history, and an attention heatmap of each sample's translation."""
     plots = run_dir / PLOTS_DIR
     plotting.plot_positional_encoding(plots / POSITIONAL_ENCODING_PLOT_FILE)
     # The whole run's history.csv (a resumed or continued run's rows before this
     # call too), keyed by step; Keras' history of this call without it.
-    history = history_columns(read_history(RunLayout(run_dir).history))
-    plotting.plot_history(history or result.history, plots / HISTORY_PLOT_FILE)
-    samples = [source for source, _ in test_pairs[:num_heatmaps]]
+    whole = history_columns(read_history(RunLayout(run_dir).history))
+    plotting.plot_history(whole or history, plots / HISTORY_PLOT_FILE)
     for i, translation in enumerate(
         translator.translate(samples, return_attention=True)
     ):
@@ -280,9 +293,6 @@ def report(result, num_heatmaps=4, beam_size=1, verbose=True):
                 plots / ATTENTION_PLOT_FILE.format(i),
                 title=translation.source,
             )
-    if verbose and "test" in metrics:
-        print_metrics(metrics["test"])
-    return metrics
 
 
 def _labels(tokens):
@@ -447,7 +457,9 @@ def check_serving(path, serving_version=None):
     return serving.check_serving(path, serving_version=serving_version)
 
 
-def run_demo(out_dir="runs/demo", epochs=None, verbose=1, overwrite=False):
+def run_demo(
+    out_dir="runs/demo", epochs=None, verbose=1, overwrite=False, figures=True
+):
     """The main job: trains on the bundled dates corpus, evaluates, writes figures,
     exports a TF Serving SavedModel, checks it and prints the docker run / curl lines.
 
@@ -456,6 +468,7 @@ def run_demo(out_dir="runs/demo", epochs=None, verbose=1, overwrite=False):
         epochs: overrides the demo's number of epochs.
         verbose: what training prints (`training.train`'s ``verbose``).
         overwrite: replace a finished run in ``out_dir``.
+        figures: draw the run's figures (`report`'s ``figures``).
 
     Returns:
         (TrainResult, metrics dict).
@@ -471,7 +484,7 @@ def run_demo(out_dir="runs/demo", epochs=None, verbose=1, overwrite=False):
         train_config,
         overwrite=overwrite,
         verbose=verbose,
-        on_finished=lambda finished: metrics.update(report(finished)),
+        on_finished=lambda done: metrics.update(report(done, figures=figures)),
     )
     export_base = pathlib.Path(result.run_dir) / EXPORT_DIR / serving.DEFAULT_MODEL_NAME
     version_dir = serving.export_run(result.run_dir, export_base)

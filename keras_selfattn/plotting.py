@@ -3,19 +3,29 @@
 matplotlib is imported inside each function, so importing the package never needs it.
 """
 
+import importlib.util
 import math
 import pathlib
 
 import numpy as np
+
+INSTALL = "pip install 'keras-selfattn[plots]'"  # the extra that brings matplotlib
+
+
+def matplotlib_installed():
+    """Whether matplotlib can be imported, found without importing it (so that a
+    command can refuse a run that would draw figures before it trains)."""
+    try:
+        return importlib.util.find_spec("matplotlib") is not None
+    except (ImportError, ValueError):  # a broken or refused package
+        return False
 
 
 def _pyplot():
     try:
         import matplotlib
     except ImportError as error:  # pragma: no cover - exercised only without the extra
-        raise ImportError(
-            "Plotting needs matplotlib: pip install 'keras-selfattn[plots]'"
-        ) from error
+        raise ImportError(f"Plotting needs matplotlib: {INSTALL}") from error
     matplotlib.use("Agg")  # files only; never needs a display
     import matplotlib.pyplot as plt
 

@@ -54,7 +54,8 @@ REPO = pathlib.Path(__file__).resolve().parents[1]
 
 # `train` options of the tiny run the cases that need one share.
 HEALTH_CHECK_OFF = ["--validation-translations", "0", "--best-by", "loss"]
-TINY_RUN_ARGS = [
+# With its figures: for the tests that look at RUN_DIR/plots.
+TINY_RUN_WITH_FIGURES = [
     "--num-hiddens",
     "16",
     "--num-heads",
@@ -80,6 +81,9 @@ TINY_RUN_ARGS = [
     # (and no health check failing the run); tests/test_cli_watch.py covers them.
     *HEALTH_CHECK_OFF,
 ]
+# No figures (the report's plots cost a tenth of a tiny run, matplotlib's import
+# included): the tiny run of every test that does not look at them.
+TINY_RUN_ARGS = [*TINY_RUN_WITH_FIGURES, "--no-figures"]
 
 NOT_UTF8 = os.fsdecode(b"caf\xe9.tsv")  # how Python hands such argv bytes over
 

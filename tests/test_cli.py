@@ -16,7 +16,7 @@ from keras_selfattn import text
 from tests.bad_input_cases import (
     CASES,
     CLEAR,
-    TINY_RUN_ARGS,
+    TINY_RUN_WITH_FIGURES,
     Workspace,
     run_case,
     run_in_process,
@@ -25,7 +25,7 @@ from tests.bad_input_cases import (
 # One xdist worker runs the whole module, so the trained-run fixture is built once.
 pytestmark = pytest.mark.slow
 REPO = pathlib.Path(__file__).resolve().parents[1]
-TINY = TINY_RUN_ARGS
+TINY = TINY_RUN_WITH_FIGURES  # the trained run's plots are looked at
 # A TensorFlow C++ log line (absl's format, and TF's older one).
 TF_LOG_LINE = re.compile(
     r"^([IWEF]\d{4} [\d:.]+ +\d+ \S+:\d+\]|\d{4}-\d\d-\d\d [\d:.]+: [IWEF] "

@@ -59,6 +59,7 @@ def test_a_run_that_does_not_translate_fails_loudly(tmp_path):
         *("--train-steps", STEPS, "--eval-every", STEPS // 2, "--warmup-steps", 4),
         *("--log-every", "10"),
         *("--validation-translations", "20"),
+        "--no-figures",
     ]
     result = subprocess.run(
         [sys.executable, "-c", LOWERED_THRESHOLD, *map(str, argv)],

@@ -139,7 +139,7 @@ def test_train_options_come_in_named_groups_common_first():
         f.name for cls in (ModelConfig, TrainConfig) for f in dataclasses.fields(cls)
     ]
     options = {*fields, "data", "valid_data", "test_data", "vocab", "out"}
-    options |= {"overwrite", "preset"}
+    options |= {"overwrite", "preset", "figures"}
     assert sorted(grouped) == sorted(options - {"split"})
 
 

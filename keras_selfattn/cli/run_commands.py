@@ -1,5 +1,8 @@
 """The commands that write a run: demo, build-vocab, train, average."""
 
+import functools
+
+from keras_selfattn import plotting
 from keras_selfattn.cli import errors
 from keras_selfattn.cli.command import add_command, progress
 from keras_selfattn.cli.flags import (
@@ -36,13 +39,41 @@ def add_demo(subparsers):
     parser.add_argument(
         "--overwrite", action="store_true", help="replace a finished run in --out"
     )
+    _add_figures_option(parser)
+    parser.set_defaults(configure=_check_figures)
+
+
+def _add_figures_option(parser):
+    """--no-figures: the final report writes the test metrics but no figures."""
+    parser.add_argument(
+        "--no-figures",
+        dest="figures",
+        action="store_false",
+        help="write the test metrics but no figures (RUN_DIR/plots): matplotlib "
+        "is not needed",
+    )
+
+
+def _check_figures(args):
+    """A run that draws figures needs matplotlib: refused before it trains, as a
+    run of hours would otherwise fail in its final report."""
+    if args.figures and not plotting.matplotlib_installed():
+        raise ValueError(
+            "the run's figures (RUN_DIR/plots) need matplotlib, which is not "
+            f"installed: {plotting.INSTALL}, or pass --no-figures to write the "
+            "metrics without them"
+        )
 
 
 def _demo(args):
     from keras_selfattn import jobs
 
     result, _ = jobs.run_demo(
-        args.out, epochs=args.epochs, overwrite=args.overwrite, verbose=progress(args)
+        args.out,
+        epochs=args.epochs,
+        overwrite=args.overwrite,
+        verbose=progress(args),
+        figures=args.figures,
     )
     print(f"run directory: {result.run_dir}")
     return 0
@@ -101,6 +132,7 @@ def add_train(subparsers):
     )
     shows(vocab, "learned")
     _add_run_directory_options(groups["run directory"])
+    _add_figures_option(groups["run directory"])
     preset = groups["training"].add_argument(
         "--preset",
         choices=sorted(PRESETS),
@@ -130,7 +162,9 @@ def _add_run_directory_options(group):
 def _configure_train(args):
     """``args.model_config`` and ``args.train_config``: the preset, then the flags;
     with ``--vocab``, the vocabulary's tokenizer settings (a flag typed that
-    contradicts one is refused, naming both)."""
+    contradicts one is refused, naming both). Figures without matplotlib are
+    refused first (`_check_figures`)."""
+    _check_figures(args)
     bases = preset_configs(args.preset) if args.preset else (None, None)
     args.model_config = config_from_args(ModelConfig, args, bases[0])
     args.train_config = config_from_args(TrainConfig, args, bases[1])
@@ -166,7 +200,8 @@ def _train(args):
         vocab=args.vocab,
         overwrite=args.overwrite,
         verbose=progress(args),
-        on_finished=jobs.report,  # the chief, before the run is marked finished
+        # the chief, before the run is marked finished
+        on_finished=functools.partial(jobs.report, figures=args.figures),
     )
     if not result.is_chief:  # the chief evaluates and writes the run directory
         jobs.print_worker_summary(result)

@@ -7,6 +7,12 @@ of keras_selfattn. Prints JSON: for each loader ("tf2": `tf.saved_model.load`,
 signature, the outputs for the texts given; plus the modules that were imported.
 
     python -I fresh_process_load.py SAVED_MODEL_DIR TEXTS.json [--no-tensorflow-text]
+
+With ``--each JSON`` in place of SAVED_MODEL_DIR (a list of SavedModel
+directories) it loads each in turn in this one process and prints a list of
+those reports, one a directory (the modules: what was imported up to it). The
+session loader reads each into a graph of its own, so one export's functions
+never stand in for another's.
 """
 
 import json
@@ -23,6 +29,8 @@ def _jsonable(value):
 
 def main():
     path, texts_path = sys.argv[1], sys.argv[2]
+    if path == "--each":
+        paths, texts_path = json.loads(sys.argv[2]), sys.argv[3]
     import tensorflow as tf
 
     if "--no-tensorflow-text" not in sys.argv:
@@ -30,6 +38,14 @@ def main():
 
     with open(texts_path, encoding="utf-8") as handle:
         texts = [t.encode("utf-8") for t in json.load(handle)]
+    if path == "--each":
+        json.dump([_report(tf, each, texts) for each in paths], sys.stdout)
+    else:
+        json.dump(_report(tf, path, texts), sys.stdout)
+
+
+def _report(tf, path, texts):
+    """Both loaders' outputs of the SavedModel at ``path`` for ``texts``."""
     signatures = ("serving_default", "translate_nbest")
     report = {}
 
@@ -58,7 +74,7 @@ def main():
         for m in sys.modules
         if m.split(".")[0] in ("keras_selfattn", "keras", "tensorflow_text")
     )
-    json.dump(report, sys.stdout)
+    return report
 
 
 if __name__ == "__main__":

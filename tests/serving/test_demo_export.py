@@ -38,7 +38,7 @@ def test_demo_ends_with_a_checked_export_and_the_commands(
         return result
 
     monkeypatch.setattr(jobs, "train", trained_already)
-    jobs.run_demo(str(run_dir), verbose=0)
+    jobs.run_demo(str(run_dir), verbose=0, figures=False)
     out = capsys.readouterr().out
     base = (run_dir / jobs.EXPORT_DIR / "translator").resolve()
     assert (base / "1" / "saved_model.pb").is_file()

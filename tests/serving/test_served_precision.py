@@ -18,7 +18,7 @@ from keras_selfattn.inference import Translator
 from keras_selfattn.reserved_ids import END_ID
 from keras_selfattn.serving import audit, export_report, signatures
 from keras_selfattn.text.shortlist import DEFAULT_FREQUENT, ShortlistTable
-from tests.serving.test_export import export_through_the_cli, load_in_fresh_process
+from tests.serving.test_export import export_through_the_cli
 
 HERE = pathlib.Path(__file__).parent
 
@@ -74,15 +74,20 @@ def test_option_exports_serve_the_float32_texts_under_the_session_loader(
     table = ShortlistTable.load(run)
     served = text_export_served["session"]["serving_default"]["translation"]
     expected = [t for t, s in zip(served, sample_texts, strict=True) if s in covered]
-    for options in (
+    option_sets = (
         {"shortlist": size, "xla": True},
         {"precision": "bfloat16", "max_length_ratio": 0.5},
         {"precision": "bfloat16", "quantize": "int8", "shortlist": size},
-    ):
+    )
+    exports = []
+    for options in option_sets:
         name = "_".join(f"{k}{v}" for k, v in options.items())
         exported = serving.export_run(run, tmp_path / name, **options)
         assert audit.audit_saved_model(exported).ok, options
-        served = load_in_fresh_process(exported, covered, tmp_path)
+        exports.append(exported)
+    # One fresh process loads the three in turn: one TensorFlow start-up, not three.
+    loaded = load_each_in_fresh_process(exports, covered, tmp_path)
+    for options, exported, served in zip(option_sets, exports, loaded, strict=True):
         texts = served["session"]["serving_default"]["translation"]
         translator = Translator.load(
             run,
@@ -119,6 +124,21 @@ def test_option_exports_serve_the_float32_texts_under_the_session_loader(
     shortlisted = Translator.load(run, shortlist=table).translate(sample_texts)
     vocabulary = Translator.load(run).tokenizer.target.vocabulary.tokens
     assert all(vocabulary[left_out] not in t.target_tokens for t in shortlisted)
+
+
+def load_each_in_fresh_process(saved_model_dirs, texts, tmp_path):
+    """test_export.load_in_fresh_process of each directory, in one fresh process (the
+    session loader gives each a graph of its own): the list of their reports."""
+    texts_path = tmp_path / "texts.json"
+    texts_path.write_text(json.dumps(texts), encoding="utf-8")
+    command = [sys.executable, "-I", str(HERE / "fresh_process_load.py"), "--each"]
+    command += [json.dumps([str(path) for path in saved_model_dirs]), str(texts_path)]
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": ""}
+    done = subprocess.run(
+        command, capture_output=True, text=True, timeout=600, env=env, check=False
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout)
 
 
 def _variables_bytes(version_dir):

@@ -129,6 +129,7 @@ def test_train_keeps_the_newest_checkpoints_and_average_uses_them(tmp_path):
             *TINY_MODEL,
             *("--train-steps", "8", "--eval-every", "2", "--keep-checkpoints", "3"),
             *("--validation-translations", "0", "--best-by", "loss"),
+            "--no-figures",
         ]
     )
     assert trained.status == 0, trained.stderr[-3000:]

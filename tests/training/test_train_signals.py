@@ -10,7 +10,7 @@ import signal
 import pytest
 
 from keras_selfattn import text
-from tests.bad_input_cases import TINY_RUN_ARGS, run_in_process, signalled_at
+from tests.bad_input_cases import TINY_RUN_WITH_FIGURES, run_in_process, signalled_at
 
 pytestmark = pytest.mark.slow
 
@@ -27,7 +27,8 @@ def _last_line(result):
 def test_sigterm_mid_training_then_ctrl_c_in_the_final_work_then_finished(tmp_path):
     data = text.write_pairs(tmp_path / "pairs.tsv", text.load_bundled_dates()[:300])
     run = tmp_path / "run"
-    argv = ["train", "--data", str(data), "--out", str(run), *TINY_RUN_ARGS]
+    # With its figures: the finished run's plots are looked at.
+    argv = ["train", "--data", str(data), "--out", str(run), *TINY_RUN_WITH_FIGURES]
     argv += ["--train-steps", "12", "--eval-every", "4", "--log-every", "1"]
 
     # Start-up (the data read, the model not built yet): nothing saved, nothing left.
