@@ -56,7 +56,7 @@ def test_sigterm_mid_training_then_ctrl_c_in_the_final_work_then_finished(tmp_pa
     assert resumed.status == 130, resumed
     assert _last_line(resumed) == (
         "keras-selfattn: interrupted; its 12 steps are done: rerun the same command "
-        "to finish the run (its last validation, test metrics and plots)"
+        "to finish the run (its last validation, test metrics and any figures)"
     ), resumed.stderr
     assert not (run / "training.json").exists()
     assert not (run / "metrics.json").exists()

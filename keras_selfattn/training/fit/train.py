@@ -355,7 +355,7 @@ def _rerun(call, place, plan):
     if _run_done_at(call, place, plan, epochs[-1]):
         return (
             f"its {step} steps are done: rerun the same command to finish the run "
-            "(its last validation, test metrics and plots)"
+            "(its last validation, test metrics and any figures)"
         )
     return f"rerun the same command to resume from step {step}"
 
