@@ -10,10 +10,6 @@ searches of `keras_selfattn.decoding` and detokenization; no PyFunc):
 - ``serve``: ``source``, ``target_in`` int32 [B, T] token ids (0 = padding) ->
   ``logits`` float32 [B, T, target vocabulary] (the Keras model's own call).
 
-Both text signatures search with the translator's ``max_length_ratio`` (each
-sentence's cap of steps relative to its source, `keras_selfattn.decoding.decode`;
-None: off).
-
 Requests are checked IN THE GRAPH. TF Serving does not check a request's shape
 against the signature (tensorflow/serving#1436), and a rank-0 ``text`` crashed the
 process (SIGSEGV), shape [2, 0] aborted it (SIGABRT). So every input goes through
