@@ -6,9 +6,6 @@ import argparse
 import importlib
 import importlib.util
 import json
-import os
-import pathlib
-import subprocess
 import sys
 
 import pytest
@@ -23,9 +20,8 @@ from tests.bad_input_cases import (
     classify,
     run_in_process,
 )
+from tests.serving.test_command_imports import run_command
 
-REPO = pathlib.Path(__file__).resolve().parents[1]
-PROBE = REPO / "tests" / "serving" / "imports_probe.py"
 COMMANDS = {
     "train": ["train", "--data", "pairs.tsv", "--out", "run"],
     "demo": ["demo", "--out", "run"],
@@ -131,17 +127,9 @@ def test_a_run_without_figures_writes_its_metrics_and_never_imports_matplotlib(
     data = text.write_pairs(tmp_path / "pairs.tsv", text.load_bundled_dates()[:300])
     run = tmp_path / "run"
     argv = ["train", "--data", data, "--out", run, "--epochs", "1", *TINY_RUN_ARGS]
-    env = dict(os.environ, PYTHONPATH=str(REPO), TF_CPP_MIN_LOG_LEVEL="2")
-    result = subprocess.run(
-        [sys.executable, str(PROBE), *map(str, argv)],
-        check=False,
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-    )
+    result, imported = run_command(*argv)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert result.stderr.strip().splitlines()[-1] == "matplotlib imported: False"
+    assert not imported
     assert "exact match" in result.stdout and f"run directory: {run}" in result.stdout
     metrics = json.loads((run / "metrics.json").read_text())
     assert {"bleu", "chrf", "exact_match"} <= set(metrics["test"])
