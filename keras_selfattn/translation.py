@@ -144,12 +144,9 @@ class Translator:
         shortlist: None, or the vocabulary shortlist's table (see `load`).
         int8_weights: None, or the product kernels held as int8 (see `load`).
         max_length_ratio: None (default: off), or a finite float R > 0: every
-            search caps sentence i, whose source has n_i tokens, at
-            ``min(max_target_len + 1, ceil(R * n_i) + LENGTH_CAP_MARGIN)``
-            steps (the end token included;
-            `keras_selfattn.decoding.LENGTH_CAP_MARGIN` = 10); a sentence that
-            reaches its cap ends as it would have at the model's maximum had
-            that been its cap (`keras_selfattn.decoding.decode`).
+            search caps each sentence's steps relative to its source, with
+            ``max_target_len + 1`` as ``max_len``
+            (`keras_selfattn.decoding.decode`'s ``max_length_ratio``).
 
     Example:
 

@@ -171,14 +171,9 @@ def beam_search_decode(
         alpha: float, strength of the length normalization.
         jit_compile: TensorFlow: one XLA program (see `decode`).
         output: the search's output layer (see `decode`; None: the model's).
-        max_length_ratio: None (default: off), or a finite float R > 0:
-            sentence i, whose source has n_i tokens (its non-padding ids), is
-            searched for at most ``min(max_len, ceil(R * n_i) +
-            LENGTH_CAP_MARGIN)`` steps (the end id included;
-            ``LENGTH_CAP_MARGIN`` = 10). A sentence that reaches its cap ends
-            exactly as it would have ended at ``max_len`` had ``max_len`` been
-            its cap: it keeps its K hypotheses as they stand, ranked as at the
-            end of any search. See `decode`.
+        max_length_ratio: None (default: off), or each sentence's cap of steps
+            relative to its source (the rule: `decode`); a sentence at its cap
+            keeps its K hypotheses as they stand, ranked as at any search's end.
 
     Returns:
         dict, best first along axis 1: ``ids`` int32 (B, K, L), ``lengths`` int32

@@ -107,14 +107,9 @@ def greedy_decode(
         return_attention: also return the attention weights of every step.
         jit_compile: TensorFlow: one XLA program (see `decode`).
         output: the search's output layer (see `decode`; None: the model's).
-        max_length_ratio: None (default: off), or a finite float R > 0:
-            sentence i, whose source has n_i tokens (its non-padding ids), is
-            searched for at most ``min(max_len, ceil(R * n_i) +
-            LENGTH_CAP_MARGIN)`` steps (the end id included;
-            ``LENGTH_CAP_MARGIN`` = 10). A sentence that reaches its cap ends
-            exactly as it would have ended at ``max_len`` had ``max_len`` been
-            its cap: it keeps what it produced (lengths = cap, no end id).
-            See `decode`.
+        max_length_ratio: None (default: off), or each sentence's cap of steps
+            relative to its source (the rule: `decode`); a sentence at its cap
+            keeps what it produced (lengths = cap, no end id).
 
     Returns:
         dict with ``ids`` int32 (B, L) (tokens after the end id are 0),

@@ -271,11 +271,8 @@ def export_run(
             ``DEFAULT_FREQUENT`` is the documented N.
         max_length_ratio: None (default: off), or a finite float R > 0: both
             served searches (``serving_default`` and ``translate_nbest``) cap
-            sentence i, whose source has n_i tokens, at
-            ``min(max_target_len + 1, ceil(R * n_i) + LENGTH_CAP_MARGIN)``
-            steps (the end token included;
-            `keras_selfattn.decoding.LENGTH_CAP_MARGIN` = 10), as
-            `Translator`'s ``max_length_ratio`` does.
+            each sentence's steps relative to its source, as `Translator`'s
+            ``max_length_ratio`` does (the rule: `keras_selfattn.decoding.decode`).
 
     Returns:
         The version folder, a `pathlib.Path`.
