@@ -81,14 +81,14 @@ def _results(functions):
 
 
 def _assert_same(ours, reference):
-    """The same tokens; the scores equal to float rounding (a graph optimizer
-    may fold a constant's slices, and oneDNN packs a constant kernel its own
-    way)."""
+    """The same tokens; the scores equal to bfloat16 rounding (a graph
+    optimizer folds a constant's slices, and fuses what it can around the
+    products: a bfloat16 sum may be rounded once or twice)."""
     for mine, theirs in zip(ours, reference, strict=True):
         for key in ("ids", "lengths"):
             np.testing.assert_array_equal(mine[key].numpy(), theirs[key].numpy())
         np.testing.assert_allclose(
-            mine["scores"].numpy(), theirs["scores"].numpy(), rtol=2e-4, atol=1e-5
+            mine["scores"].numpy(), theirs["scores"].numpy(), rtol=1e-3, atol=1e-3
         )
 
 

@@ -87,7 +87,8 @@ def weights_as_constants():
     packed form of a constant product kernel from one call to the next, where
     it repacks a tensor's at every step (benchmarks/RESULTS.md, "Served
     precision and shortlist"). The values are the same; the scores equal to
-    float rounding (a graph optimizer may fold a constant's slices). Not for a
+    bfloat16 rounding (the graph optimizer folds and fuses what it can around
+    a constant). Not for a
     graph a caller may reuse after changing the model's weights.
     """
     previous = getattr(_HELD, "constants", False)
@@ -120,8 +121,8 @@ def weights_cast_once(model):
     most). Here each such variable is read and cast once; the loop takes the
     cast tensor as an invariant (inside `weights_as_constants`, a constant of
     the cast value). The values are those the layers cast, so the results are
-    the same bit for bit (tests/test_decoding_graphs.py; as constants, to
-    float rounding: tests/test_constant_weights.py).
+    the same bit for bit (tests/test_decoding_graphs.py; as constants, the tokens:
+    tests/test_constant_weights.py).
     """
     casts = _compute_dtypes(model) if on_tensorflow() else []
     if not casts:

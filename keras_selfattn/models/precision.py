@@ -199,14 +199,19 @@ def _dense(layer, equation, inputs, training=None):
     rounded to bfloat16 once where a graph fuses them, then float32."""
     if equation is not None:
         return _bias_and_activation(layer, ops.einsum(equation, inputs, layer.kernel))
-    product = ops.matmul(inputs, layer.kernel)
     activation = layer.activation
     if activation is not None and activation not in FUSED_ACTIVATIONS:
-        return _bias_and_activation(layer, product)
+        return _bias_and_activation(layer, ops.matmul(inputs, layer.kernel))
+    rows = ops.shape(inputs)[:-1]
+    if len(rows) != 1:  # one matrix of rows: the form the fusion takes
+        inputs = ops.reshape(inputs, (-1, ops.shape(inputs)[-1]))
+    product = ops.matmul(inputs, layer.kernel)
     if layer.bias is not None:
         product = ops.add(product, layer.bias)
     if activation is not None:
         product = activation(product)
+    if len(rows) != 1:
+        product = ops.reshape(product, (*rows, ops.shape(product)[-1]))
     return _as_float32(product)
 
 

@@ -69,6 +69,11 @@ def test_product_layers_in_bfloat16_the_rest_float32(model):
     np.testing.assert_allclose(
         out, tf.nn.relu(rounded + copy.deep_output.inner.bias), atol=0.02
     )
+    # rows in more axes: one matrix of rows, the same values in their shape
+    stacked = copy.deep_output.inner(np.stack([x, x[::-1]]))
+    assert stacked.shape == (2, 3, 24) and stacked.dtype == "float32"
+    np.testing.assert_array_equal(stacked[0], out)
+    np.testing.assert_array_equal(stacked[1], out.numpy()[::-1])
 
 
 def test_a_decoder_step_runs_its_element_wise_work_in_float32(model):
