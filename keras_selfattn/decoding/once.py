@@ -88,8 +88,8 @@ def weights_as_constants():
     it repacks a tensor's at every step (benchmarks/RESULTS.md, "Served
     precision and shortlist"). The values are the same; the scores equal to
     bfloat16 rounding (the graph optimizer folds and fuses what it can around
-    a constant). Not for a
-    graph a caller may reuse after changing the model's weights.
+    a constant). Not for a graph a caller may reuse after changing the model's
+    weights.
     """
     previous = getattr(_HELD, "constants", False)
     _HELD.constants = True

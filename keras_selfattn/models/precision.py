@@ -11,10 +11,9 @@ once; everything after it stays float32: a GRU cell's gates
 (`_products_in_bfloat16`), the additive attention's ``tanh`` over every key,
 the softmaxes, residual sums, layer norms and the search. (Element-wise work
 in bfloat16 is slower on a CPU: TensorFlow converts each element.) The
-output layer's
-product is not a Keras layer call in a search (`TiedEmbedding` holds ``E^T``
-before the loop): `output_kernel_in` gives its kernel in the chosen precision,
-once per request.
+output layer's product is not a Keras layer call in a search
+(`TiedEmbedding` holds ``E^T`` before the loop): `output_kernel_in` gives its
+kernel in the chosen precision, once per request.
 
 int8: `quantize_int8` gives int8 weights with one float32 scale per output
 channel (symmetric, ``scale = max|w| / 127``), `dequantize` turns them back
