@@ -20,6 +20,11 @@ a served graph's float32 search does:
   to bfloat16 at every call, then as bfloat16: an upper bound, since a served
   search dequantizes once per request before its loop (the "dequantize" column
   is that once-per-request cost; after it every step runs the bfloat16 product).
+- as served, with a bias: float32 ``x @ W + b`` with ``W`` and ``b`` read from
+  variables (the float32 export's fused product), against bfloat16
+  ``cast(cast(x, bf16) @ W_bf16 + b_bf16, f32)`` with ``W_bf16`` and ``b_bf16``
+  constants of the loop (the bfloat16 export's: one fused oneDNN product whose
+  packed kernel oneDNN keeps between steps).
 
 Each sample runs the product in a ``tf.while_loop`` inside one graph (as a
 search runs its steps), so Python's dispatch is not timed. Every variant of a
@@ -120,11 +125,22 @@ def _variants(rows, inputs, outputs, reps, seed=0):
     def dequantize():
         return tf.cast(precision.dequantize(q, scale, tf.bfloat16), tf.float32)
 
+    b = rng.normal(size=outputs).astype("float32")
+    w_var, b_var = tf.Variable(w), tf.Variable(b)
+
+    def bf16_served():  # the constants are made inside the loop, as served
+        kernel = tf.constant(w.astype(tf.bfloat16.as_numpy_dtype))
+        bias = tf.constant(b.astype(tf.bfloat16.as_numpy_dtype))
+        product = tf.nn.bias_add(tf.matmul(tf.cast(x, tf.bfloat16), kernel), bias)
+        return tf.cast(product, tf.float32)
+
     return {
         "float32": repeated(lambda: tf.matmul(x, w32)),
         "bfloat16": repeated(bf16),
         "int8 at use": repeated(int8),
         "dequantize": repeated(dequantize),
+        "float32 served": repeated(lambda: tf.nn.bias_add(tf.matmul(x, w_var), b_var)),
+        "bfloat16 served": repeated(bf16_served),
     }
 
 
@@ -147,6 +163,10 @@ def matmul_peak(size, rounds):
     return tuple(flops / _bench.median(samples[k]) for k in ("float32", "bfloat16"))
 
 
+# The as-served column: the bfloat16 export's product against the float32 one's.
+SERVED_PAIR = ("bfloat16 served", "float32 served")
+
+
 def measure(products, rounds, seconds, peak):
     """Table rows: per product its float32 time, GFLOP/s and the ratios."""
     table = []
@@ -167,6 +187,7 @@ def measure(products, rounds, seconds, peak):
                 f"{_bench.paired_ratio(samples, 'bfloat16', 'float32'):.2f}",
                 f"{_bench.paired_ratio(samples, 'int8 at use', 'float32'):.2f}",
                 f"{_bench.paired_ratio(samples, 'dequantize', 'float32'):.2f}",
+                f"{_bench.paired_ratio(samples, *SERVED_PAIR):.2f}",
             ]
         )
     return table
@@ -401,6 +422,7 @@ def main(argv=None):
         "bfloat16 / float32",
         "int8 at use / float32",
         "dequantize / float32",
+        "as served with a bias: bfloat16 / float32",
     ]
     for beam in sorted({1, args.beam}) if not args.served_only else ():
         print(f"\n{'greedy' if beam == 1 else f'beam {beam}'}: batch {batch}")

@@ -94,7 +94,10 @@ def signals_stop(signals=STOPPING_SIGNALS, stopped=Stopped):
     """Inside the block, the first of ``signals`` raises ``stopped(signum)`` (a
     `Stopped`), except while `held` work runs: then right after it. The previous
     handlers come back after the block. Outside the main thread (where Python
-    cannot set handlers) the block changes nothing."""
+    cannot set handlers) the block changes nothing. A block inside another
+    (the command's, then its job's) hands a signal it raised to the outer one:
+    the outer block still sees the stop (`stopped_by`) and ignores a second
+    signal while it unwinds."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -115,7 +118,10 @@ def signals_stop(signals=STOPPING_SIGNALS, stopped=Stopped):
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+        raised = _State.raised
         _State.stopped, _State.holding, _State.pending, _State.raised = saved
+        if _State.stop in previous.values():  # inside another block
+            _State.raised = _State.raised or raised
         _State.raised_signal = None
 
 

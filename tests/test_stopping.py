@@ -110,6 +110,21 @@ def test_a_signal_turned_into_another_exception_is_still_a_stop(keep_chain):
         assert stopping.stopped_by(RuntimeError("no signal")) is None
 
 
+def test_a_stop_raised_in_an_inner_block_is_still_a_stop_outside_it():
+    """A command's job has its own block inside the command's (evaluate's):
+    a signal raised there and turned into another exception, its chain lost,
+    is a stop for the outer block too, and a second signal while the outer
+    block unwinds is ignored."""
+    with signals_stop():
+        with pytest.raises(SystemError) as caught, signals_stop():  # the inner block
+            _signal_turned_into(SystemError, keep_chain=False)
+        stop = stopping.stopped_by(caught.value)
+        assert isinstance(stop, Stopped) and stop.exit_status == 143
+        os.kill(os.getpid(), signal.SIGTERM)  # unwinding: no second raise
+    with signals_stop():  # a new block starts with no stop
+        assert stopping.stopped_by(RuntimeError("no signal")) is None
+
+
 def test_the_command_line_reports_a_converted_signal_as_the_signal(monkeypatch, capsys):
     """`cli.main`: an exception that stands for a SIGTERM ends the command as
     the SIGTERM does (143, one line), not as an internal error (70)."""

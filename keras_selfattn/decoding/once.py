@@ -6,13 +6,15 @@ is built, keyed by the object they belong to and a name; `held` reads them back
 own (a mixed policy) are held cast (`weights_cast_once`): a
 ``keras.StatelessScope`` returns them for every read inside the loop, as the
 JAX path maps values onto variables. A layer holds what it derives from its
-weights the same way (`TiedEmbedding.output_kernel_held`).
+weights the same way (`TiedEmbedding.output_kernel_held`). A graph built to be
+served holds them as constants instead (`weights_as_constants`).
 """
 
 import contextlib
 import threading
 
 import keras
+import numpy as np
 from keras import ops
 
 from keras_selfattn.decoding.keras_internals import variable_reads
@@ -44,12 +46,15 @@ def holding(entries):
 
 class _HeldVariables(keras.StatelessScope):
     """A variable's read returns the value held for it (`holding` its
-    ``"value"``), else what an enclosing scope gives."""
+    ``"value"``; a NumPy array becomes a graph constant where it is read),
+    else what an enclosing scope gives."""
 
     def get_current_value(self, variable):
         value = super().get_current_value(variable)  # an update made inside
         if value is None:
             value = held(variable, "value")
+            if isinstance(value, np.ndarray):
+                value = ops.convert_to_tensor(value)
         if value is None and self.original_scope is not None:
             value = self.original_scope.get_current_value(variable)  # nested
         return value
@@ -68,6 +73,43 @@ def _compute_dtypes(model):
     ]
 
 
+# Above this many bytes of cast weights a served graph reads them as tensors,
+# not constants: a GraphDef holds at most 2 GB.
+CONSTANT_WEIGHTS_BYTES = 256 * 2**20
+
+
+@contextlib.contextmanager
+def weights_as_constants():
+    """Inside, graphs built for serving hold the weights that
+    `weights_cast_once` casts as constants, not as tensors cast per request.
+
+    For a served SavedModel only (its weights never change): oneDNN keeps the
+    packed form of a constant product kernel from one call to the next, where
+    it repacks a tensor's at every step (benchmarks/RESULTS.md, "Served
+    precision and shortlist"). The values are the same; the scores equal to
+    bfloat16 rounding (the graph optimizer folds and fuses what it can around
+    a constant). Not for a graph a caller may reuse after changing the model's
+    weights.
+    """
+    previous = getattr(_HELD, "constants", False)
+    _HELD.constants = True
+    try:
+        yield
+    finally:
+        _HELD.constants = previous
+
+
+def _cast_value(variable, dtype, constants):
+    """``variable`` read in ``dtype``: a tensor, or with ``constants`` a NumPy
+    array (its value read now; `_HeldVariables` makes it a constant)."""
+    if not constants or held(variable, "value") is not None:
+        return ops.cast(variable.value, dtype)  # held already: int8 weights
+    import tensorflow as tf
+
+    with tf.init_scope():  # outside the graph being built: the variable's value
+        return ops.convert_to_numpy(ops.cast(variable.value, dtype))
+
+
 @contextlib.contextmanager
 def weights_cast_once(model):
     """TensorFlow: the model's variables read as values cast before the loop.
@@ -77,14 +119,20 @@ def weights_cast_once(model):
     the decoding loop every step would cast every decoder weight again (40% of
     a bfloat16 export's op time at batch 32, the output layer's embedding the
     most). Here each such variable is read and cast once; the loop takes the
-    cast tensor as an invariant. The values are those the layers cast, so the
-    results are the same bit for bit (tests/test_decoding_graphs.py).
+    cast tensor as an invariant (inside `weights_as_constants`, a constant of
+    the cast value). The values are those the layers cast, so the results are
+    the same bit for bit (tests/test_decoding_graphs.py; as constants, the tokens:
+    tests/test_constant_weights.py).
     """
     casts = _compute_dtypes(model) if on_tensorflow() else []
     if not casts:
         yield
         return
-    entries = [(v, "value", ops.cast(v.value, dtype)) for v, dtype in casts]
+    constants = getattr(_HELD, "constants", False) and (
+        sum(np.prod(v.shape) * np.dtype(d).itemsize for v, d in casts)
+        <= CONSTANT_WEIGHTS_BYTES
+    )
+    entries = [(v, "value", _cast_value(v, d, constants)) for v, d in casts]
     with holding(entries), _HeldVariables():
         yield
 

@@ -4,15 +4,16 @@
 product layers (`PRODUCT_LAYERS`: the dense projections and the recurrent
 cells) of the chosen products (`PRODUCTS`) compute under Keras'
 ``"mixed_bfloat16"`` policy and give float32: their weights stay float32
-variables, cast to bfloat16 at use, the product runs in bfloat16 (oneDNN
-accumulates in float32), and everything around it stays float32: a dense
-layer's bias and activation, a GRU cell's gates (`_products_in_bfloat16`),
-the additive attention's ``tanh`` over every key, the softmaxes, residual
-sums, layer norms and the search. (Element-wise work in bfloat16 is slower
-on a CPU: TensorFlow converts each element.) The output layer's
-product is not a Keras layer call in a search (`TiedEmbedding` holds ``E^T``
-before the loop): `output_kernel_in` gives its kernel in the chosen precision,
-once per request.
+variables, cast to bfloat16 at use, the product runs in bfloat16 with its
+bias (and a dense layer's ``relu`` or ``tanh``), which a graph fuses into one
+oneDNN product that accumulates, adds and activates in float32 and rounds
+once; everything after it stays float32: a GRU cell's gates
+(`_products_in_bfloat16`), the additive attention's ``tanh`` over every key,
+the softmaxes, residual sums, layer norms and the search. (Element-wise work
+in bfloat16 is slower on a CPU: TensorFlow converts each element.) The
+output layer's product is not a Keras layer call in a search
+(`TiedEmbedding` holds ``E^T`` before the loop): `output_kernel_in` gives its
+kernel in the chosen precision, once per request.
 
 int8: `quantize_int8` gives int8 weights with one float32 scale per output
 channel (symmetric, ``scale = max|w| / 127``), `dequantize` turns them back
@@ -38,6 +39,7 @@ from keras_selfattn.decoding.once import variables_read_as
 from keras_selfattn.models import saving
 
 __all__ = [
+    "FUSED_ACTIVATIONS",
     "PRECISIONS",
     "PRODUCTS",
     "PRODUCT_LAYERS",
@@ -133,13 +135,14 @@ def _products_in_bfloat16(layer):
 
     The layer runs under ``"mixed_bfloat16"``, so Keras reads its inputs and
     weights in bfloat16 (a search casts the weights once, before its loop).
-    Dense, EinsumDense and GRU cells then take only their products from that:
-    the bias, the activation and a GRU's gates are added and applied in
-    float32 on the product's float32 value (TensorFlow's CPU kernels convert
-    each element of a bfloat16 element-wise op, and an activation rounded to
-    bfloat16 loses what the next float32 op would keep). Any other product
-    layer (an LSTM cell, a LoRA or quantized Dense) runs its whole call in
-    bfloat16 and gives float32.
+    Dense and GRU cells then take their products with the bias in bfloat16
+    (a Dense its ``relu`` or ``tanh`` too: `FUSED_ACTIVATIONS`), the form
+    TensorFlow's graph optimizer fuses into one oneDNN product; a GRU's gates
+    and any other activation are applied in float32 on the product's float32
+    value (TensorFlow's CPU kernels convert each element of a bfloat16
+    element-wise op that is not fused). EinsumDense adds its bias in float32.
+    Any other product layer (an LSTM cell, a LoRA or quantized Dense) runs its
+    whole call in bfloat16 and gives float32.
     """
     layer.dtype_policy = "mixed_bfloat16"
     call = _float32_around_products(layer)
@@ -178,36 +181,61 @@ def _bias_and_activation(layer, product):
     return outputs
 
 
+# Activations a bfloat16 Dense applies inside its product: TensorFlow's graph
+# optimizer fuses ``activation(matmul + bias)`` into one oneDNN product for
+# these (benchmarks/RESULTS.md, "Served precision and shortlist": with the
+# weights held as constants, oneDNN then keeps their packed form).
+FUSED_ACTIVATIONS = (
+    keras.activations.linear,
+    keras.activations.relu,
+    keras.activations.tanh,
+)
+
+
 def _dense(layer, equation, inputs, training=None):
-    """A Dense (``equation`` None) or EinsumDense call, its product in bfloat16."""
-    if equation is None:
-        product = ops.matmul(inputs, layer.kernel)
-    else:
-        product = ops.einsum(equation, inputs, layer.kernel)
-    return _bias_and_activation(layer, product)
+    """A Dense (``equation`` None) or EinsumDense call, its product in bfloat16:
+    a Dense with its bias and a `FUSED_ACTIVATIONS` activation in the product,
+    rounded to bfloat16 once where a graph fuses them, then float32."""
+    if equation is not None:
+        return _bias_and_activation(layer, ops.einsum(equation, inputs, layer.kernel))
+    activation = layer.activation
+    if activation is not None and activation not in FUSED_ACTIVATIONS:
+        return _bias_and_activation(layer, ops.matmul(inputs, layer.kernel))
+    rows = ops.shape(inputs)[:-1]
+    if len(rows) != 1:  # one matrix of rows: the form the fusion takes
+        inputs = ops.reshape(inputs, (-1, ops.shape(inputs)[-1]))
+    product = ops.matmul(inputs, layer.kernel)
+    if layer.bias is not None:
+        product = ops.add(product, layer.bias)
+    if activation is not None:
+        product = activation(product)
+    if len(rows) != 1:
+        product = ops.reshape(product, (*rows, ops.shape(product)[-1]))
+    return _as_float32(product)
 
 
 def _gru_step(cell, inputs, states, training=False):
     """One `keras.layers.GRUCell` step (inference: no dropout), its two
-    products in bfloat16 and its gates in float32.
+    products in bfloat16 with their biases, its gates in float32.
 
     The inputs and the previous state arrive in bfloat16 (Keras casts a
-    ``"mixed_bfloat16"`` layer's inputs), which is what the products take; the
-    new state is computed in float32 from them.
+    ``"mixed_bfloat16"`` layer's inputs), which is what the products take;
+    each product's bias is added in bfloat16 (a graph fuses the sum into the
+    product: one rounding); the new state is computed in float32 from them.
     """
     h_prev = states[0] if keras.tree.is_nested(states) else states
     units = cell.units
-    bias = _as_float32(cell.bias) if cell.use_bias else None
-    x = _as_float32(ops.matmul(inputs, cell.kernel))
+    bias = cell.bias if cell.use_bias else None
+    x = ops.matmul(inputs, cell.kernel)
     if bias is not None:
         x = ops.add(x, bias[0] if cell.reset_after else bias)
-    x_z, x_r, x_h = ops.split(x, 3, axis=-1)
+    x_z, x_r, x_h = ops.split(_as_float32(x), 3, axis=-1)
     recurrent_kernel = cell.recurrent_kernel
     if cell.reset_after:
-        inner = _as_float32(ops.matmul(h_prev, recurrent_kernel))
+        inner = ops.matmul(h_prev, recurrent_kernel)
         if bias is not None:
             inner = ops.add(inner, bias[1])
-        r_z, r_r, r_h = ops.split(inner, 3, axis=-1)
+        r_z, r_r, r_h = ops.split(_as_float32(inner), 3, axis=-1)
     else:
         r_z, r_r = ops.split(
             _as_float32(ops.matmul(h_prev, recurrent_kernel[:, : 2 * units])), 2, -1

@@ -41,6 +41,7 @@ from keras_selfattn.decoding import (  # DEFAULT_BEAM_SIZE: re-exported
     beam_search_decode,
     greedy_decode,
 )
+from keras_selfattn.decoding.once import weights_as_constants
 from keras_selfattn.models.output_layer import search_output
 
 __all__ = [
@@ -174,11 +175,15 @@ def serving_functions(
     }
 
 
+@contextlib.contextmanager
 def _weights_held(translator):
-    """The translator's `Translator.weights_held` context (int8 weights read
-    dequantized, once per request), or none."""
+    """The weights as a served graph reads them: the translator's
+    `Translator.weights_held` (int8 weights read dequantized, once per
+    request), if any, and the weights a search casts held as constants
+    (`keras_selfattn.decoding.once.weights_as_constants`)."""
     held = getattr(translator, "weights_held", None)
-    return contextlib.nullcontext() if held is None else held()
+    with contextlib.nullcontext() if held is None else held(), weights_as_constants():
+        yield
 
 
 def _search_output(translator, xla):

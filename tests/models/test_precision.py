@@ -69,6 +69,11 @@ def test_product_layers_in_bfloat16_the_rest_float32(model):
     np.testing.assert_allclose(
         out, tf.nn.relu(rounded + copy.deep_output.inner.bias), atol=0.02
     )
+    # rows in more axes: one matrix of rows, the same values in their shape
+    stacked = copy.deep_output.inner(np.stack([x, x[::-1]]))
+    assert stacked.shape == (2, 3, 24) and stacked.dtype == "float32"
+    np.testing.assert_array_equal(stacked[0], out)
+    np.testing.assert_array_equal(stacked[1], out.numpy()[::-1])
 
 
 def test_a_decoder_step_runs_its_element_wise_work_in_float32(model):
@@ -82,17 +87,39 @@ def test_a_decoder_step_runs_its_element_wise_work_in_float32(model):
     graph = step.get_concrete_function(tf.constant([1, 1]), state).graph
     kinds = {}
     for op in graph.get_operations():
-        if op.type in ("Tanh", "Sigmoid", "Softmax", "AddV2", "Mean", "MatMul"):
+        if op.type in (
+            "Tanh",
+            "Sigmoid",
+            "Softmax",
+            "AddV2",
+            "Mean",
+            "MatMul",
+            "BiasAdd",
+        ):
             kinds[op.name] = (op.type, op.outputs[0].dtype.name)
     element_wise = {k: v for k, v in kinds.items() if v[0] != "MatMul"}
     attention = {k: v for k, v in element_wise.items() if k.startswith("attention_")}
     assert attention and {v[1] for v in attention.values()} == {"float32"}, attention
     norm = {k: v for k, v in element_wise.items() if "/norm" in k}
     assert norm and {v[1] for v in norm.values()} == {"float32"}, norm
-    # the recurrent cell: its two products in bfloat16, its gates in float32
+    # the recurrent cell: its two products with their biases in bfloat16 (the
+    # form a graph fuses into one product), its gates in float32
     gru = [v for k, v in kinds.items() if k.startswith("gru_cell")]
-    assert sorted(t for t, d in gru if d == "bfloat16") == ["MatMul", "MatMul"], gru
+    assert sorted(t for t, d in gru if d == "bfloat16") == [
+        "BiasAdd",
+        "BiasAdd",
+        "MatMul",
+        "MatMul",
+    ], gru
     assert {"Sigmoid", "Tanh", "AddV2"} <= {t for t, d in gru if d == "float32"}, gru
+    # every bfloat16 op is a product, its bias or a dense layer's relu or tanh,
+    # each fed by the one before it
+    ops_by_name = {op.name: op for op in graph.get_operations()}
+    after = {"BiasAdd": {"MatMul"}, "Relu": {"BiasAdd"}, "Tanh": {"BiasAdd"}}
+    for op in graph.get_operations():
+        if op.outputs and op.outputs[0].dtype == tf.bfloat16 and op.type in after:
+            source = ops_by_name[op.inputs[0].op.name]
+            assert source.type in after[op.type], (op.name, source.type)
     logits, states = step(tf.constant([1, 1]), state)
     assert logits.dtype == tf.float32
     assert all(s.dtype == tf.float32 for s in states)
@@ -110,8 +137,9 @@ def _sigmoid(x):
 @pytest.mark.parametrize("reset_after", [True, False])
 def test_gru_step_products_in_bfloat16_gates_in_float32(reset_after):
     """A GRU cell's step in a bfloat16 copy against NumPy: the two products of
-    bfloat16-rounded inputs, state and kernels, each rounded to bfloat16, the
-    bias (read in bfloat16) and the gates in float32."""
+    bfloat16-rounded inputs, state and kernels, each rounded to bfloat16 and
+    its bias (read in bfloat16) added in bfloat16 (run eagerly: a graph fuses
+    the sum into the product and rounds once), the gates in float32."""
     import keras
 
     cell = keras.layers.GRUCell(8, reset_after=reset_after, seed=4)
@@ -127,13 +155,13 @@ def test_gru_step_products_in_bfloat16_gates_in_float32(reset_after):
     bias = _bf16(cell.bias.numpy())
     xb, hb = _bf16(x), _bf16(h)
     if reset_after:
-        gates_x = _bf16(xb @ kernel) + bias[0]
-        gates_h = _bf16(hb @ recurrent) + bias[1]
+        gates_x = _bf16(_bf16(xb @ kernel) + bias[0])
+        gates_h = _bf16(_bf16(hb @ recurrent) + bias[1])
         z = _sigmoid(gates_x[:, :8] + gates_h[:, :8])
         r = _sigmoid(gates_x[:, 8:16] + gates_h[:, 8:16])
         candidate = np.tanh(gates_x[:, 16:] + r * gates_h[:, 16:])
     else:
-        gates_x = _bf16(xb @ kernel) + bias
+        gates_x = _bf16(_bf16(xb @ kernel) + bias)
         gates_h = _bf16(hb @ recurrent[:, :16])
         z = _sigmoid(gates_x[:, :8] + gates_h[:, :8])
         r = _sigmoid(gates_x[:, 8:16] + gates_h[:, 8:])
