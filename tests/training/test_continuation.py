@@ -123,31 +123,27 @@ def test_a_finished_run_trains_longer_and_keeps_what_it_had(
         assert now["best"] >= finished["best"]
 
 
-def test_the_command_continues_a_finished_run_by_epochs(tmp_path, data):
-    argv = [
-        "train",
-        "--data",
-        str(data),
-        "--out",
-        str(tmp_path / "run"),
-        *TINY_RUN_ARGS,
-    ]
-    first = run_in_process([*argv, "--epochs", "1"])
-    assert first.status == 0, first.stderr
-    steps = json.loads((tmp_path / "run" / "training.json").read_text())["steps"]
-    same = run_in_process([*argv, "--epochs", "1"])
+def test_the_command_continues_a_finished_run_by_epochs(tmp_path, tmp_path_factory):
+    """A copy of the command line's finished two-epoch run (shared with
+    tests/test_cli.py): the same command is refused, one more epoch continues it."""
+    shared = reference_run.command_line_run(tmp_path_factory)
+    assert shared.status == 0, shared.stderr[-3000:]
+    run = _copy(shared.root / "pristine", tmp_path)
+    argv = ["train", "--data", str(shared.root / "pairs.tsv"), "--out", str(run)]
+    argv += TINY_RUN_ARGS  # its options (and no figures: not looked at here)
+    steps = json.loads((run / "training.json").read_text())["steps"]
+    assert steps % 2 == 0
+    same = run_in_process([*argv, "--epochs", "2"])
     assert same.status == 2 and "holds a finished run" in same.stderr, same
-    longer = run_in_process([*argv, "--epochs", "2"])
+    longer = run_in_process([*argv, "--epochs", "3"])
     assert longer.status == 0, longer.stderr
     lines = [line for line in longer.stdout.splitlines() if "continuing" in line]
     expected = (
-        f"continuing the finished run in {tmp_path / 'run'} from step {steps} to "
-        f"step {2 * steps} (its best model and history are kept)"
+        f"continuing the finished run in {run} from step {steps} to "
+        f"step {steps // 2 * 3} (its best model and history are kept)"
     )
     assert lines == [expected]
-    assert json.loads((tmp_path / "run" / "training.json").read_text())["steps"] == (
-        2 * steps
-    )
+    assert json.loads((run / "training.json").read_text())["steps"] == (steps // 2 * 3)
 
 
 def test_a_run_written_before_history_had_steps_continues(tmp_path, data, eight_steps):
