@@ -313,12 +313,15 @@ def test_translate_answers_each_line_on_an_open_pipe(trained_run):
 @pytest.fixture(scope="module")
 def test_split_translations(trained_run):
     """The run's test sources and their translations by an uninterrupted
-    ``translate --input`` (one process for both signals' tests)."""
+    ``translate --input`` (for both signals' tests; in this process: the
+    translations are the reference, the signals' processes are the tests)."""
     root, _ = trained_run
     sources = [s for s, _ in text.read_pairs(root / "run" / "splits" / "test.tsv")]
     small = root / "sources.txt"
     small.write_text("".join(f"{s}\n" for s in sources))
-    reference = cli("translate", "--model", root / "run", "--input", small)
+    argv = ["translate", "--model", str(root / "run"), "--input", str(small)]
+    reference = run_in_process(argv)
+    assert reference.status == 0, reference.stderr[-3000:]
     expected = reference.stdout.split("\n")[:-1]
     assert len(expected) == len(sources)
     return sources, expected

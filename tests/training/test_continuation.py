@@ -4,6 +4,7 @@ import csv
 import dataclasses
 import json
 import shutil
+import types
 
 import numpy as np
 import pytest
@@ -146,33 +147,19 @@ def test_the_command_continues_a_finished_run_by_epochs(tmp_path, tmp_path_facto
     assert json.loads((run / "training.json").read_text())["steps"] == (steps // 2 * 3)
 
 
-def test_a_run_written_before_history_had_steps_continues(tmp_path, data, eight_steps):
-    """A finished run whose history.csv is keyed by epoch only (as runs wrote it
-    before history was keyed by step) continues; its rows get their steps."""
-    run = _copy(eight_steps, tmp_path)
+@pytest.fixture(scope="module")
+def an_older_run_continued(tmp_path_factory, data, eight_steps):
+    """A copy of the finished 8-step run as an older version wrote it, continued
+    to 12 steps: its history.csv keyed by epoch only (as runs wrote it before
+    history was keyed by step) and its backup without `INPUT_PIPELINE` (its
+    iterator checkpoint of the graph that counted every pass). One continuation
+    for the two tests below, each checking what its change must give."""
+    run = _copy(eight_steps, tmp_path_factory.mktemp("older"))
     rows = _rows(run)
     assert rows[0][:2] == ["step", "epoch"]
     old = [row[1:] for row in rows]  # Keras' CSVLogger: epoch, then sorted keys
     with open(run / "history.csv", "w", newline="", encoding="utf-8") as handle:
         csv.writer(handle, lineterminator="\n").writerows(old)
-    train(str(data), run, TINY_MODEL, tiny_train_config(train_steps=12), verbose=0)
-    after = _rows(run)
-    assert [row[:2] for row in after] == [
-        ["step", "epoch"],
-        ["4", "0"],
-        ["8", "1"],
-        ["12", "2"],
-    ]
-    assert [row[1:] for row in after[:3]] == old  # the old rows' values kept
-
-
-def test_a_backup_of_an_older_input_graph_continues_by_replaying(
-    tmp_path, data, eight_steps, twelve_steps
-):
-    """A run backed up before `INPUT_PIPELINE` (its iterator checkpoint of the graph
-    that counted every pass) continues: the batches trained on are read again and
-    skipped, and it ends with the weights of one 12-step run."""
-    run = _copy(eight_steps, tmp_path)
     backup = run / "backup" / "worker-0"
     (last,) = backed_up_epochs(backup)
     state_file = backup / f"epoch-{last:05d}.json"
@@ -182,9 +169,33 @@ def test_a_backup_of_an_older_input_graph_continues_by_replaying(
     result = train(
         str(data), run, TINY_MODEL, tiny_train_config(train_steps=12), verbose=0
     )
+    return types.SimpleNamespace(run=run, old_rows=old, result=result)
+
+
+def test_a_run_written_before_history_had_steps_continues(an_older_run_continued):
+    """A finished run whose history.csv is keyed by epoch only continues; its rows
+    get their steps."""
+    after = _rows(an_older_run_continued.run)
+    assert [row[:2] for row in after] == [
+        ["step", "epoch"],
+        ["4", "0"],
+        ["8", "1"],
+        ["12", "2"],
+    ]
+    # the old rows' values kept
+    assert [row[1:] for row in after[:3]] == an_older_run_continued.old_rows
+
+
+def test_a_backup_of_an_older_input_graph_continues_by_replaying(
+    an_older_run_continued, twelve_steps
+):
+    """A run backed up before `INPUT_PIPELINE` continues: the batches trained on
+    are read again and skipped, and it ends with the weights of one 12-step run."""
+    run, result = an_older_run_continued.run, an_older_run_continued.result
     reference = twelve_steps
     for got, expected in zip(weights(run), weights(reference.run_dir), strict=True):
         np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
     # Counted again from the start by the replay: the distinct pairs, as one run.
     assert result.summary["pairs_read"] == reference.summary["pairs_read"]
+    backup = run / "backup" / "worker-0"
     assert read_backup(backup, 3)["input_pipeline"] == INPUT_PIPELINE
