@@ -40,6 +40,9 @@ def tiny_train_config(**overrides):
         "jit_compile": False,
         "train_steps": 12,
         "eval_every": 4,
+        # Output only: TensorBoard's train scalars every 3 steps and at each
+        # validation, so that test_tensorboard.py reads both cadences in this run.
+        "log_every": 3,
         "validation_translations": 16,
         "shuffle_buffer": 64,
     }
