@@ -63,31 +63,64 @@ def _python(script):
 # each order saves in one fresh process and loads, in another, a model a third
 # saved: five processes instead of a pair per order.
 CHAIN = sorted(ORDERS) + sorted(ORDERS)[:1]
-LOAD = "print(type(keras.models.load_model({path!r})).__name__)\n"
+LOAD = "print('model:', type(keras.models.load_model({path!r})).__name__)\n"
+# Layers in the user's own model, saved by the chain's first process and loaded
+# by its last (the same order, `import keras` then `import keras_selfattn`).
+LAYERS_SAVE = """
+x = keras.Input((None, 8))
+y = ksa.layers.PositionalEncoding(num_hiddens=8, dropout=0.0)(x)
+y = ksa.models.TransformerEncoderBlock(8, 2, 16, 0.0)(y)
+keras.Model(x, y).save({path!r})
+model = keras.Model(x, y)
+model.compile(loss=ksa.models.masked_loss(), metrics=[ksa.models.MaskedAccuracy()])
+model.save({compiled!r})
+"""
+LAYERS_LOAD = """
+model = keras.saving.load_model({path!r})
+compiled = keras.saving.load_model({compiled!r})
+print(type(compiled.loss).__name__)
+print(sorted({{type(layer).__module__.split('.')[0] for layer in model.layers}}))
+"""
 
 
 @pytest.fixture(scope="module")
 def chain(tmp_path_factory):
-    """What each order's loading process printed (``loaded``) and the last model
-    saved (``saved``, for the loaders' tests)."""
+    """What each order's loading process printed (``loaded``), the last model
+    saved (``saved``, for the loaders' tests) and what the last process printed
+    of the layer models the first saved (``layers_loaded``)."""
     directory = tmp_path_factory.mktemp("orders")
-    loaded, previous = {}, None
+    layers = {
+        "path": str(directory / "pe.keras"),
+        "compiled": str(directory / "compiled.keras"),
+    }
+    loaded, previous, layers_loaded = {}, None, None
     for step, order in enumerate(CHAIN):
         path = str(directory / f"m{step}.keras")
         script = ORDERS[order] + "\n"
+        if step == len(CHAIN) - 1:  # first, as a process that loads only these
+            script += LAYERS_LOAD.format(**layers)
         if previous is not None:
             script += LOAD.format(path=previous)
         if step < len(CHAIN) - 1:
             script += SAVE.format(path=path).replace(
                 "import keras, keras_selfattn as ksa", "import keras_selfattn as ksa"
             )
+        if step == 0:
+            script += LAYERS_SAVE.format(**layers)
         result = _python(script)
         assert result.returncode == 0, (order, result.stderr[-3000:])
+        lines = result.stdout.splitlines()
         if previous is not None:
-            loaded[order] = result.stdout.split()
+            loaded[order] = [
+                line.split(": ", 1)[1] for line in lines if line.startswith("model: ")
+            ]
+        if step == len(CHAIN) - 1:
+            layers_loaded = "\n".join(x for x in lines if not x.startswith("model: "))
         previous = path
     return types.SimpleNamespace(
-        loaded=loaded, saved=directory / f"m{len(CHAIN) - 2}.keras"
+        loaded=loaded,
+        saved=directory / f"m{len(CHAIN) - 2}.keras",
+        layers_loaded=layers_loaded,
     )
 
 
@@ -96,6 +129,15 @@ def chain(tmp_path_factory):
 def test_a_saved_model_loads_under_each_import_order(chain, order):
     """Saved in one fresh process, loaded with `keras.models.load_model` in another."""
     assert chain.loaded[order] == ["Seq2Seq"]
+
+
+@pytest.mark.slow
+def test_load_model_after_import_keras_selfattn_in_a_fresh_process(chain):
+    """`import keras` then `import keras_selfattn` registers every class for
+    load_model: the layers in a user's own model, a compiled one's loss too."""
+    assert CHAIN[0] == CHAIN[-1] == "keras, keras_selfattn"
+    out = chain.layers_loaded
+    assert "keras_selfattn" in out and "MaskedCrossEntropy" in out
 
 
 def _model_with_an_unknown_class(path):
