@@ -123,6 +123,9 @@ LONGEST_FIRST = (
     "tests/training/test_train.py",
     "tests/test_cli.py",
     "tests/test_examples.py",
+    # Whole (module fixtures), and it continues a copy of test_cli.py's run: after
+    # it, so that the run is usually trained by the time this file asks for it.
+    "tests/training/test_continuation.py",
 )
 
 

@@ -16,16 +16,15 @@ from keras_selfattn import text
 from tests.bad_input_cases import (
     CASES,
     CLEAR,
-    TINY_RUN_WITH_FIGURES,
     Workspace,
     run_case,
     run_in_process,
 )
+from tests.training import reference_run
 
 # One xdist worker runs the whole module, so the trained-run fixture is built once.
 pytestmark = pytest.mark.slow
 REPO = pathlib.Path(__file__).resolve().parents[1]
-TINY = TINY_RUN_WITH_FIGURES  # the trained run's plots are looked at
 # A TensorFlow C++ log line (absl's format, and TF's older one).
 TF_LOG_LINE = re.compile(
     r"^([IWEF]\d{4} [\d:.]+ +\d+ \S+:\d+\]|\d{4}-\d\d-\d\d [\d:.]+: [IWEF] "
@@ -61,10 +60,13 @@ def cli(*args, stdin=None, check=True):
 
 @pytest.fixture(scope="module")
 def trained_run(tmp_path_factory):
-    root = tmp_path_factory.mktemp("cli")
-    data = text.write_pairs(root / "pairs.tsv", text.load_bundled_dates()[:300])
-    result = cli("train", "--data", data, "--out", root / "run", "--epochs", "2", *TINY)
-    return root, result
+    """The command line's tiny run (`reference_run.command_line_run`: ``train
+    --epochs 2`` with the options of TINY_RUN_WITH_FIGURES: its plots are looked
+    at; shared with test_continuation.py), checked as cli() checks a command."""
+    shared = reference_run.command_line_run(tmp_path_factory)
+    assert shared.status == 0, shared.stderr[-3000:]
+    assert not TF_LOG_LINE.search(shared.stderr), shared.stderr[-3000:]
+    return shared.root, shared
 
 
 def test_train_writes_a_run_and_reports(trained_run):
@@ -85,7 +87,9 @@ def test_train_writes_a_run_and_reports(trained_run):
     # --epochs 2: two passes over the training pairs the run counted, in steps.
     counted = json.loads((run / "data.json").read_text())["train_pairs"]
     finished = json.loads((run / "training.json").read_text())
-    assert finished["steps"] == counted // 32 * 2 > 0  # --batch-size 32 (TINY)
+    assert (
+        finished["steps"] == counted // 32 * 2 > 0
+    )  # --batch-size 32 (TINY_RUN_WITH_FIGURES)
     metrics = json.loads((run / "metrics.json").read_text())
     assert {"bleu", "chrf", "exact_match"} <= set(metrics["test"])
     for name in ("positional_encoding.png", "history.png", "attention_0.png"):
@@ -309,12 +313,15 @@ def test_translate_answers_each_line_on_an_open_pipe(trained_run):
 @pytest.fixture(scope="module")
 def test_split_translations(trained_run):
     """The run's test sources and their translations by an uninterrupted
-    ``translate --input`` (one process for both signals' tests)."""
+    ``translate --input`` (for both signals' tests; in this process: the
+    translations are the reference, the signals' processes are the tests)."""
     root, _ = trained_run
     sources = [s for s, _ in text.read_pairs(root / "run" / "splits" / "test.tsv")]
     small = root / "sources.txt"
     small.write_text("".join(f"{s}\n" for s in sources))
-    reference = cli("translate", "--model", root / "run", "--input", small)
+    argv = ["translate", "--model", str(root / "run"), "--input", str(small)]
+    reference = run_in_process(argv)
+    assert reference.status == 0, reference.stderr[-3000:]
     expected = reference.stdout.split("\n")[:-1]
     assert len(expected) == len(sources)
     return sources, expected

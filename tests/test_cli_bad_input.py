@@ -91,35 +91,6 @@ def test_the_public_names_are_the_real_objects():
         _ = ksa.nothing
 
 
-@pytest.mark.slow
-def test_load_model_after_import_keras_selfattn_in_a_fresh_process(tmp_path):
-    """`import keras` then `import keras_selfattn` registers every class for
-    load_model."""
-    path, compiled = tmp_path / "pe.keras", tmp_path / "compiled.keras"
-    fresh_python(
-        "import keras, numpy as np\n"
-        "import keras_selfattn as ksa\n"
-        "x = keras.Input((None, 8))\n"
-        "y = ksa.layers.PositionalEncoding(num_hiddens=8, dropout=0.0)(x)\n"
-        "y = ksa.models.TransformerEncoderBlock(8, 2, 16, 0.0)(y)\n"
-        f"keras.Model(x, y).save({str(path)!r})\n"
-        "model = keras.Model(x, y)\n"
-        "model.compile(loss=ksa.models.masked_loss(), "
-        "metrics=[ksa.models.MaskedAccuracy()])\n"
-        f"model.save({str(compiled)!r})\n"
-    )
-    out = fresh_python(
-        "import keras, numpy as np\n"
-        "import keras_selfattn\n"
-        f"model = keras.saving.load_model({str(path)!r})\n"
-        f"compiled = keras.saving.load_model({str(compiled)!r})\n"
-        "print(type(compiled.loss).__name__)\n"
-        "print(sorted({type(layer).__module__.split('.')[0] "
-        "for layer in model.layers}))\n"
-    )
-    assert "keras_selfattn" in out and "MaskedCrossEntropy" in out
-
-
 def test_every_option_has_a_description_and_its_default():
     parser = cli.build_parser()
     subparsers = next(

@@ -10,6 +10,7 @@ import os
 import pathlib
 import subprocess
 import sys
+import types
 
 import pytest
 
@@ -56,20 +57,87 @@ def _python(script):
     )
 
 
+# The orders in a chain of fresh processes: each imports in its order, loads the
+# model the one before saved (it prints the loaded model's class), then saves one
+# for the next; the first order comes again at the end to load the last save. So
+# each order saves in one fresh process and loads, in another, a model a third
+# saved: five processes instead of a pair per order.
+CHAIN = sorted(ORDERS) + sorted(ORDERS)[:1]
+LOAD = "print('model:', type(keras.models.load_model({path!r})).__name__)\n"
+# Layers in the user's own model, saved by the chain's first process and loaded
+# by its last (the same order, `import keras` then `import keras_selfattn`).
+LAYERS_SAVE = """
+x = keras.Input((None, 8))
+y = ksa.layers.PositionalEncoding(num_hiddens=8, dropout=0.0)(x)
+y = ksa.models.TransformerEncoderBlock(8, 2, 16, 0.0)(y)
+keras.Model(x, y).save({path!r})
+model = keras.Model(x, y)
+model.compile(loss=ksa.models.masked_loss(), metrics=[ksa.models.MaskedAccuracy()])
+model.save({compiled!r})
+"""
+LAYERS_LOAD = """
+model = keras.saving.load_model({path!r})
+compiled = keras.saving.load_model({compiled!r})
+print(type(compiled.loss).__name__)
+print(sorted({{type(layer).__module__.split('.')[0] for layer in model.layers}}))
+"""
+
+
+@pytest.fixture(scope="module")
+def chain(tmp_path_factory):
+    """What each order's loading process printed (``loaded``), the last model
+    saved (``saved``, for the loaders' tests) and what the last process printed
+    of the layer models the first saved (``layers_loaded``)."""
+    directory = tmp_path_factory.mktemp("orders")
+    layers = {
+        "path": str(directory / "pe.keras"),
+        "compiled": str(directory / "compiled.keras"),
+    }
+    loaded, previous, layers_loaded = {}, None, None
+    for step, order in enumerate(CHAIN):
+        path = str(directory / f"m{step}.keras")
+        script = ORDERS[order] + "\n"
+        if step == len(CHAIN) - 1:  # first, as a process that loads only these
+            script += LAYERS_LOAD.format(**layers)
+        if previous is not None:
+            script += LOAD.format(path=previous)
+        if step < len(CHAIN) - 1:
+            script += SAVE.format(path=path).replace(
+                "import keras, keras_selfattn as ksa", "import keras_selfattn as ksa"
+            )
+        if step == 0:
+            script += LAYERS_SAVE.format(**layers)
+        result = _python(script)
+        assert result.returncode == 0, (order, result.stderr[-3000:])
+        lines = result.stdout.splitlines()
+        if previous is not None:
+            loaded[order] = [
+                line.split(": ", 1)[1] for line in lines if line.startswith("model: ")
+            ]
+        if step == len(CHAIN) - 1:
+            layers_loaded = "\n".join(x for x in lines if not x.startswith("model: "))
+        previous = path
+    return types.SimpleNamespace(
+        loaded=loaded,
+        saved=directory / f"m{len(CHAIN) - 2}.keras",
+        layers_loaded=layers_loaded,
+    )
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("order", sorted(ORDERS))
-def test_a_saved_model_loads_under_each_import_order(tmp_path, order):
+def test_a_saved_model_loads_under_each_import_order(chain, order):
     """Saved in one fresh process, loaded with `keras.models.load_model` in another."""
-    path = str(tmp_path / "m.keras")
-    save = SAVE.format(path=path).replace(
-        "import keras, keras_selfattn as ksa",
-        ORDERS[order] + "\nimport keras_selfattn as ksa",
-    )
-    load = ORDERS[order] + f"\nprint(type(keras.models.load_model({path!r})).__name__)"
-    for script in (save, load):
-        result = _python(script)
-        assert result.returncode == 0, result.stderr[-3000:]
-    assert result.stdout.split() == ["Seq2Seq"]
+    assert chain.loaded[order] == ["Seq2Seq"]
+
+
+@pytest.mark.slow
+def test_load_model_after_import_keras_selfattn_in_a_fresh_process(chain):
+    """`import keras` then `import keras_selfattn` registers every class for
+    load_model: the layers in a user's own model, a compiled one's loss too."""
+    assert CHAIN[0] == CHAIN[-1] == "keras, keras_selfattn"
+    out = chain.layers_loaded
+    assert "keras_selfattn" in out and "MaskedCrossEntropy" in out
 
 
 def _model_with_an_unknown_class(path):
@@ -128,21 +196,12 @@ LOADERS = {
 }
 
 
-@pytest.fixture(scope="module")
-def saved_by_a_fresh_process(tmp_path_factory):
-    """A model saved by a fresh process that imported `keras_selfattn.models` (one
-    save for the loaders' tests: each loads it in a fresh process of its own)."""
-    path = tmp_path_factory.mktemp("saved") / "m.keras"
-    result = _python(SAVE.format(path=str(path)))
-    assert result.returncode == 0, result.stderr[-3000:]
-    return path
-
-
+@pytest.mark.slow  # the chain's fresh processes
 @pytest.mark.parametrize("module", sorted(LOADERS))
-def test_the_command_line_loads_a_saved_model_in_a_fresh_process(
-    saved_by_a_fresh_process, module
-):
-    path = saved_by_a_fresh_process
+def test_the_command_line_loads_a_saved_model_in_a_fresh_process(chain, module):
+    """A model saved by a fresh process, loaded in another that imported what the
+    command line imports, through the command's own loader."""
+    path = chain.saved
     load = f"""
 import sys
 import keras_selfattn.cli.commands  # what the command line has imported

@@ -1,14 +1,20 @@
-"""The finished 12-step tiny run that tests/training/test_train.py and
-test_continuation.py compare against: trained once per test run (one worker
-trains it, the others read it), never changed by a test."""
+"""The finished runs tests share, each trained once per test run (one worker
+trains it, the others read it) and never changed by a test: the 12-step tiny
+run that tests/training/test_train.py and test_continuation.py compare against,
+and the command line's tiny run that tests/test_cli.py reads and
+test_continuation.py continues a copy of."""
 
+import os
 import pathlib
+import shutil
+import subprocess
+import sys
 import types
 import warnings
 
 from keras_selfattn import text
 from keras_selfattn.config import ModelConfig, TrainConfig
-from tests.training.cluster import once_per_test_run
+from tests.training.cluster import REPO, once_per_test_run
 
 TINY_MODEL = ModelConfig(
     num_hiddens=16,
@@ -34,6 +40,9 @@ def tiny_train_config(**overrides):
         "jit_compile": False,
         "train_steps": 12,
         "eval_every": 4,
+        # Output only: TensorBoard's train scalars every 3 steps and at each
+        # validation, so that test_tensorboard.py reads both cadences in this run.
+        "log_every": 3,
         "validation_translations": 16,
         "shuffle_buffer": 64,
     }
@@ -81,3 +90,42 @@ def twelve_steps(tmp_path_factory, data):
     return types.SimpleNamespace(
         **{**shared, "run_dir": pathlib.Path(shared["run_dir"])}
     )
+
+
+def command_line_run(tmp_path_factory):
+    """The finished run of ``keras-selfattn train --epochs 2`` (with its figures)
+    on the 300 bundled pairs, trained once per test run in a fresh process as a
+    user who never set TF_CPP_MIN_LOG_LEVEL runs it: tests/test_cli.py reads it,
+    and tests/training/test_continuation.py continues a copy of it. Returns
+    ``root`` (its data ``pairs.tsv``, the run ``run`` and ``pristine``, a copy
+    taken before any test read the run), and the command's ``status``,
+    ``stdout`` and ``stderr`` (a namespace)."""
+    from tests.bad_input_cases import TINY_RUN_WITH_FIGURES
+
+    def produce(directory):
+        data = text.write_pairs(
+            directory / "pairs.tsv", text.load_bundled_dates()[:300]
+        )
+        env = dict(os.environ, PYTHONPATH=str(REPO))
+        env.pop("TF_CPP_MIN_LOG_LEVEL", None)
+        argv = ["train", "--data", str(data), "--out", str(directory / "run")]
+        done = subprocess.run(
+            [sys.executable, "-m", "keras_selfattn", *argv, "--epochs", "2"]
+            + TINY_RUN_WITH_FIGURES,
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=600,
+            check=False,
+        )
+        if done.returncode == 0:
+            shutil.copytree(directory / "run", directory / "pristine")
+        return {
+            "root": str(directory),
+            "status": done.returncode,
+            "stdout": done.stdout,
+            "stderr": done.stderr,
+        }
+
+    shared = once_per_test_run(tmp_path_factory, "command_line_run", produce)
+    return types.SimpleNamespace(**{**shared, "root": pathlib.Path(shared["root"])})

@@ -112,12 +112,12 @@ def test_resume_mid_accumulation_is_exact(tmp_path):
     update holds the accumulated gradients: the resumed run ends where an
     uninterrupted one does."""
     batches = _micro_batches(1, 4, seed=1)
-    uninterrupted, interrupted = _model(4), _model(4)
-    interrupted.set_weights(uninterrupted.get_weights())
-    _train(uninterrupted, batches)
-    _train(interrupted, batches[:2])
-    interrupted.save_weights(backup_file(tmp_path, 1, "weights"))
+    uninterrupted = _model(4)
+    # The interrupted run is the uninterrupted one up to its backup.
+    _train(uninterrupted, batches[:2])
+    uninterrupted.save_weights(backup_file(tmp_path, 1, "weights"))
     backup_file(tmp_path, 1, "state").write_text(json.dumps({"epoch": 1}))
+    _train(uninterrupted, batches[2:])
     resumed = _model(4)
     restore_backup(resumed, tmp_path, 1)
     accumulated = [

@@ -4,6 +4,7 @@ import csv
 import dataclasses
 import json
 import shutil
+import types
 
 import numpy as np
 import pytest
@@ -123,60 +124,42 @@ def test_a_finished_run_trains_longer_and_keeps_what_it_had(
         assert now["best"] >= finished["best"]
 
 
-def test_the_command_continues_a_finished_run_by_epochs(tmp_path, data):
-    argv = [
-        "train",
-        "--data",
-        str(data),
-        "--out",
-        str(tmp_path / "run"),
-        *TINY_RUN_ARGS,
-    ]
-    first = run_in_process([*argv, "--epochs", "1"])
-    assert first.status == 0, first.stderr
-    steps = json.loads((tmp_path / "run" / "training.json").read_text())["steps"]
-    same = run_in_process([*argv, "--epochs", "1"])
+def test_the_command_continues_a_finished_run_by_epochs(tmp_path, tmp_path_factory):
+    """A copy of the command line's finished two-epoch run (shared with
+    tests/test_cli.py): the same command is refused, one more epoch continues it."""
+    shared = reference_run.command_line_run(tmp_path_factory)
+    assert shared.status == 0, shared.stderr[-3000:]
+    run = _copy(shared.root / "pristine", tmp_path)
+    argv = ["train", "--data", str(shared.root / "pairs.tsv"), "--out", str(run)]
+    argv += TINY_RUN_ARGS  # its options (and no figures: not looked at here)
+    steps = json.loads((run / "training.json").read_text())["steps"]
+    assert steps % 2 == 0
+    same = run_in_process([*argv, "--epochs", "2"])
     assert same.status == 2 and "holds a finished run" in same.stderr, same
-    longer = run_in_process([*argv, "--epochs", "2"])
+    longer = run_in_process([*argv, "--epochs", "3"])
     assert longer.status == 0, longer.stderr
     lines = [line for line in longer.stdout.splitlines() if "continuing" in line]
     expected = (
-        f"continuing the finished run in {tmp_path / 'run'} from step {steps} to "
-        f"step {2 * steps} (its best model and history are kept)"
+        f"continuing the finished run in {run} from step {steps} to "
+        f"step {steps // 2 * 3} (its best model and history are kept)"
     )
     assert lines == [expected]
-    assert json.loads((tmp_path / "run" / "training.json").read_text())["steps"] == (
-        2 * steps
-    )
+    assert json.loads((run / "training.json").read_text())["steps"] == (steps // 2 * 3)
 
 
-def test_a_run_written_before_history_had_steps_continues(tmp_path, data, eight_steps):
-    """A finished run whose history.csv is keyed by epoch only (as runs wrote it
-    before history was keyed by step) continues; its rows get their steps."""
-    run = _copy(eight_steps, tmp_path)
+@pytest.fixture(scope="module")
+def an_older_run_continued(tmp_path_factory, data, eight_steps):
+    """A copy of the finished 8-step run as an older version wrote it, continued
+    to 12 steps: its history.csv keyed by epoch only (as runs wrote it before
+    history was keyed by step) and its backup without `INPUT_PIPELINE` (its
+    iterator checkpoint of the graph that counted every pass). One continuation
+    for the two tests below, each checking what its change must give."""
+    run = _copy(eight_steps, tmp_path_factory.mktemp("older"))
     rows = _rows(run)
     assert rows[0][:2] == ["step", "epoch"]
     old = [row[1:] for row in rows]  # Keras' CSVLogger: epoch, then sorted keys
     with open(run / "history.csv", "w", newline="", encoding="utf-8") as handle:
         csv.writer(handle, lineterminator="\n").writerows(old)
-    train(str(data), run, TINY_MODEL, tiny_train_config(train_steps=12), verbose=0)
-    after = _rows(run)
-    assert [row[:2] for row in after] == [
-        ["step", "epoch"],
-        ["4", "0"],
-        ["8", "1"],
-        ["12", "2"],
-    ]
-    assert [row[1:] for row in after[:3]] == old  # the old rows' values kept
-
-
-def test_a_backup_of_an_older_input_graph_continues_by_replaying(
-    tmp_path, data, eight_steps, twelve_steps
-):
-    """A run backed up before `INPUT_PIPELINE` (its iterator checkpoint of the graph
-    that counted every pass) continues: the batches trained on are read again and
-    skipped, and it ends with the weights of one 12-step run."""
-    run = _copy(eight_steps, tmp_path)
     backup = run / "backup" / "worker-0"
     (last,) = backed_up_epochs(backup)
     state_file = backup / f"epoch-{last:05d}.json"
@@ -186,9 +169,33 @@ def test_a_backup_of_an_older_input_graph_continues_by_replaying(
     result = train(
         str(data), run, TINY_MODEL, tiny_train_config(train_steps=12), verbose=0
     )
+    return types.SimpleNamespace(run=run, old_rows=old, result=result)
+
+
+def test_a_run_written_before_history_had_steps_continues(an_older_run_continued):
+    """A finished run whose history.csv is keyed by epoch only continues; its rows
+    get their steps."""
+    after = _rows(an_older_run_continued.run)
+    assert [row[:2] for row in after] == [
+        ["step", "epoch"],
+        ["4", "0"],
+        ["8", "1"],
+        ["12", "2"],
+    ]
+    # the old rows' values kept
+    assert [row[1:] for row in after[:3]] == an_older_run_continued.old_rows
+
+
+def test_a_backup_of_an_older_input_graph_continues_by_replaying(
+    an_older_run_continued, twelve_steps
+):
+    """A run backed up before `INPUT_PIPELINE` continues: the batches trained on
+    are read again and skipped, and it ends with the weights of one 12-step run."""
+    run, result = an_older_run_continued.run, an_older_run_continued.result
     reference = twelve_steps
     for got, expected in zip(weights(run), weights(reference.run_dir), strict=True):
         np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
     # Counted again from the start by the replay: the distinct pairs, as one run.
     assert result.summary["pairs_read"] == reference.summary["pairs_read"]
+    backup = run / "backup" / "worker-0"
     assert read_backup(backup, 3)["input_pipeline"] == INPUT_PIPELINE

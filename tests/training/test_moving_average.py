@@ -173,33 +173,35 @@ def test_callbacks_after_the_swap_see_the_average_and_training_its_own_weights()
     _assert_close(_trainable(plain), recorder.after_batch[-1])
 
 
+class _BackupAtFirstPeriodEnd(keras.callbacks.Callback):
+    """Writes a backup of period 0 as WorkerBackup does: at the period's end,
+    after the swap (the average in the model, the weights in the optimizer)."""
+
+    def __init__(self, directory):
+        super().__init__()
+        self.directory = directory
+
+    def on_epoch_end(self, epoch, logs=None):
+        if epoch == 0:
+            self.model.save_weights(backup_file(self.directory, 1, "weights"))
+            backup_file(self.directory, 1, "state").write_text(json.dumps({"epoch": 1}))
+
+
 def test_a_run_resumed_from_a_backup_taken_with_the_average_in_is_exact(tmp_path):
     batches = _batches(6, seed=5)
     uninterrupted = _model()
-    first = _model()
     resumed = _model()
-    initial = uninterrupted.get_weights()
-    first.set_weights(initial)
-    resumed.set_weights(initial)
+    resumed.set_weights(uninterrupted.get_weights())
     recorder = _Recorder()
+    # The interrupted run is the uninterrupted one up to its backup of period 0,
+    # taken after the swap (the callbacks run in this order).
     uninterrupted.fit(
         _dataset(batches),
         epochs=2,
         steps_per_epoch=3,
-        callbacks=[SwapInMovingAverage(), recorder],
+        callbacks=[SwapInMovingAverage(), _BackupAtFirstPeriodEnd(tmp_path), recorder],
         verbose=0,
     )
-    # The interrupted run: period 0, then a backup as WorkerBackup writes it
-    # (after the swap: the average in the model, the weights in the optimizer).
-    first.fit(
-        _dataset(batches[:3]),
-        epochs=1,
-        steps_per_epoch=3,
-        callbacks=[SwapInMovingAverage()],
-        verbose=0,
-    )
-    first.save_weights(backup_file(tmp_path, 1, "weights"))
-    backup_file(tmp_path, 1, "state").write_text(json.dumps({"epoch": 1}))
     restore_backup(resumed, tmp_path, 1)
     resumed_recorder = _Recorder()
     resumed.fit(

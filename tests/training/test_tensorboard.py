@@ -8,13 +8,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_selfattn import text
 from keras_selfattn.run_directory.layout import HISTORY_FILE, TENSORBOARD_DIR
-from keras_selfattn.training import train
 from keras_selfattn.training.callbacks.tensorboard import attention_image
 from keras_selfattn.training.fit import fit_callbacks
 from keras_selfattn.training.fit.step_plan import plan_steps
-from tests.training.reference_run import TINY_MODEL, tiny_train_config
+from tests.training import reference_run
+from tests.training.reference_run import tiny_train_config
 
 
 def _events(log_dir):
@@ -35,14 +34,18 @@ def _events(log_dir):
 
 
 @pytest.mark.slow
-def test_train_writes_the_summaries_a_user_opens(tmp_path):
+def test_train_writes_the_summaries_a_user_opens(tmp_path_factory):
+    """The shared 12-step run (`reference_run.twelve_steps`: validated every 4
+    steps, logged every 3) read back from its event files."""
     pytest.importorskip("tensorboard")
-    data = text.write_pairs(tmp_path / "pairs.tsv", text.load_bundled_dates()[:300])
-    config = tiny_train_config(train_steps=6, eval_every=3, log_every=2)
-    result = train(str(data), tmp_path / "run", TINY_MODEL, config, verbose=0)
+    config = tiny_train_config()
+    assert (config.train_steps, config.eval_every, config.log_every) == (12, 4, 3)
+    result = reference_run.twelve_steps(
+        tmp_path_factory, reference_run.pairs_file(tmp_path_factory)
+    )
     events = _events(result.run_dir / TENSORBOARD_DIR)
 
-    assert [step for step, _ in events["train/loss"]] == [2, 3, 4, 6]
+    assert [step for step, _ in events["train/loss"]] == [3, 4, 6, 8, 9, 12]
     assert all(np.isfinite(value) for _, value in events["train/loss"])
     rates = [float(value) for _, value in events["train/learning_rate"]]
     assert all(0 < rate <= config.learning_rate * (1 + 1e-6) for rate in rates), rates
@@ -54,7 +57,7 @@ def test_train_writes_the_summaries_a_user_opens(tmp_path):
         rows = [row for row in csv.DictReader(f) if row["val_loss"] != "nan"]
     for name in ("loss", "chrf", "bleu", "distinct", "source_dependence"):
         logged = events[f"validation/{name}"]
-        assert [step for step, _ in logged] == [3, 6]
+        assert [step for step, _ in logged] == [4, 8, 12]
         expected = [float(row[f"val_{name}"]) for row in rows]
         np.testing.assert_allclose([float(v) for _, v in logged], expected, rtol=1e-5)
     assert float(events["health/ok"][-1][1]) == float(result.summary["health"]["ok"])
@@ -96,7 +99,7 @@ def test_no_tensorboard_writes_nothing_and_says_nothing(monkeypatch, capsys):
     assert _tensorboard_log(tensorboard=False) == []
     assert capsys.readouterr().out == ""
     (log,) = _tensorboard_log()
-    assert log.every == 100 and log.step == 0
+    assert log.every == tiny_train_config().log_every == 3 and log.step == 0
 
 
 def test_the_attention_image_is_the_weights_in_squares():

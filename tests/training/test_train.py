@@ -146,7 +146,17 @@ class Crash(keras.callbacks.Callback):
             raise RuntimeError("simulated crash after fit")
 
 
+def _interrupt(result):
+    raise KeyboardInterrupt
+
+
 def test_an_interrupted_run_resumes_exactly(tmp_path, data, uninterrupted):
+    """A crash after the first backup, then one once fit is over but before the
+    run is marked finished, then Ctrl-C in the final work (``on_finished``, where
+    the command line writes the test metrics and the plots): each rerun trains
+    only what was lost, and the call that finishes the run writes the
+    ``training.json``, summary and weights of the unbroken run (its health,
+    steps and counts, not those of the finishing call that trained nothing)."""
     reference, _ = uninterrupted
     run = tmp_path / "run"
     config = tiny_train_config()
@@ -164,42 +174,23 @@ def test_an_interrupted_run_resumes_exactly(tmp_path, data, uninterrupted):
     # Resumed, then killed once fit is over but before the run is marked finished.
     with pytest.raises(RuntimeError, match="after fit"):
         train(str(data), run, TINY_MODEL, config, verbose=0, callbacks=[Crash()])
-    result = train(str(data), run, TINY_MODEL, config, verbose=0)
-    assert result.history.get("loss", []) == []  # nothing trained twice
-    history = history_steps(run)
-    assert history == ["step", "4", "8", "12"]  # every period once
-    assert json.loads((run / "training.json").read_text())["steps"] == 12
-    # The summary of the whole run, as the uninterrupted run wrote it.
-    assert result.summary == reference.summary
-    for got, expected in zip(weights(run), weights(reference.run_dir), strict=True):
-        np.testing.assert_array_equal(got, expected)
-
-
-def _interrupt(result):
-    raise KeyboardInterrupt
-
-
-def test_a_run_interrupted_in_its_final_work_is_finished_as_unbroken(
-    tmp_path, data, uninterrupted
-):
-    """Ctrl-C once the steps are done (in ``on_finished``, where the command line
-    writes the test metrics and the plots): the same call finishes the run, and
-    its ``training.json`` describes the whole training as an unbroken run's does
-    (health, steps, counts), not the finishing call that trained nothing."""
-    reference, _ = uninterrupted
-    run = tmp_path / "run"
-    config = tiny_train_config()
+    # Ctrl-C in the final work: the steps are done, the run is not finished.
     with pytest.raises(TrainInterrupted, match="its 12 steps are done") as caught:
         train(str(data), run, TINY_MODEL, config, verbose=0, on_finished=_interrupt)
     assert "rerun the same command to finish the run" in caught.value.rerun
     assert not (run / "training.json").exists()
-    finished = train(str(data), run, TINY_MODEL, config, verbose=0)
-    assert finished.history.get("loss", []) == []  # nothing trained again
+    result = train(str(data), run, TINY_MODEL, config, verbose=0)
+    assert result.history.get("loss", []) == []  # nothing trained twice
+    history = history_steps(run)
+    assert history == ["step", "4", "8", "12"]  # every period once
     expected = json.loads((reference.run_dir / "training.json").read_text())
     assert expected["health"] is not None and expected["pairs_read"] > 0
-    got = json.loads((run / "training.json").read_text())
-    assert got == expected
-    assert finished.summary == reference.summary
+    assert expected["steps"] == 12
+    assert json.loads((run / "training.json").read_text()) == expected
+    # The summary of the whole run, as the uninterrupted run wrote it.
+    assert result.summary == reference.summary
+    for got, expected in zip(weights(run), weights(reference.run_dir), strict=True):
+        np.testing.assert_array_equal(got, expected)
 
 
 def test_an_early_stopped_run_interrupted_in_its_final_work_is_finished_there(
