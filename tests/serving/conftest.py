@@ -1,13 +1,16 @@
 """Shared fixtures: two tiny trained runs (tensorflow-text and core-only tokenizers),
 each exported once, for every test module of tests/serving (session scope: the
-2-core machine trains each model once, about 20 s)."""
+2-core machine trains each model once, about 20 s), and what one fresh process
+serves from the tensorflow-text run's exports."""
 
+import contextlib
 import dataclasses
+import io
 import pathlib
 
 import pytest
 
-from keras_selfattn import serving, text
+from keras_selfattn import cli, serving, text
 from tests.serving.tiny_runs import TINY_MODEL, train_tiny
 
 
@@ -48,11 +51,36 @@ def text_export(text_run_dir, tmp_path_factory):
     return serving.export_run(text_run_dir, base)
 
 
+XLA_CLI_VERSION = 5  # an explicit version, not the first one the base would get
+
+
 @pytest.fixture(scope="session")
-def xla_export(text_run_dir, tmp_path_factory):
-    """BASE/1 of the tensorflow-text run, exported with ``xla=True``."""
+def xla_cli_export(text_run_dir, tmp_path_factory):
+    """``keras-selfattn export --version 5 --xla`` of the tensorflow-text run:
+    ``(its exit status, BASE/5, what it printed)``. One XLA export (the costliest
+    to make) serves the tests of the XLA export and of the command line."""
     base = tmp_path_factory.mktemp("xla_exports") / "translator"
-    return serving.export_run(text_run_dir, base, xla=True)
+    command = ["export", "--model", str(text_run_dir), "--export-dir", str(base)]
+    command += ["--version", str(XLA_CLI_VERSION), "--xla"]
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        status = cli.main(command)
+    return status, base / str(XLA_CLI_VERSION), printed.getvalue()
+
+
+@pytest.fixture(scope="session")
+def xla_export(xla_cli_export):
+    """BASE/5 of the tensorflow-text run, exported with ``--xla``."""
+    status, version_dir, printed = xla_cli_export
+    assert status == 0, printed
+    return version_dir
+
+
+@pytest.fixture(scope="session")
+def one_group_export(text_run_dir, tmp_path_factory):
+    """BASE/1 of the tensorflow-text run, exported with ``groups=1``."""
+    base = tmp_path_factory.mktemp("one_group_exports") / "translator"
+    return serving.export_run(text_run_dir, base, groups=1)
 
 
 @pytest.fixture(scope="session")
@@ -84,12 +112,27 @@ def sample_texts(text_run_dir):
 
 
 @pytest.fixture(scope="session")
-def text_export_served(text_export, sample_texts, tmp_path_factory):
-    """What a fresh process serves from `text_export` for `sample_texts`, under both
-    loaders (`load_in_fresh_process`'s report): the reference that the tests
-    comparing another export, or `translate`, with the default export read."""
-    from tests.serving.test_export import load_in_fresh_process
+def fresh_process_reports(
+    text_export, xla_export, one_group_export, sample_texts, tmp_path_factory
+):
+    """What a fresh process serves for `sample_texts` from the default, the XLA
+    and the one-group export, under both loaders (`load_in_fresh_process`'s
+    report, by name): one TensorFlow start-up loads the three in turn, each into
+    a graph of its own."""
+    from tests.serving.test_export import load_each_in_fresh_process
 
-    return load_in_fresh_process(
-        text_export, sample_texts, tmp_path_factory.mktemp("text_export_served")
+    exports = {"default": text_export, "xla": xla_export, "one_group": one_group_export}
+    reports = load_each_in_fresh_process(
+        list(exports.values()),
+        sample_texts,
+        tmp_path_factory.mktemp("fresh_process_reports"),
     )
+    return dict(zip(exports, reports, strict=True))
+
+
+@pytest.fixture(scope="session")
+def text_export_served(fresh_process_reports):
+    """What a fresh process serves from `text_export` for `sample_texts`, under both
+    loaders: the reference that the tests comparing another export, or
+    `translate`, with the default export read."""
+    return fresh_process_reports["default"]

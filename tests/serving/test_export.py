@@ -120,6 +120,21 @@ def load_in_fresh_process(saved_model_dir, texts, tmp_path, tensorflow_text=True
     return json.loads(done.stdout)
 
 
+def load_each_in_fresh_process(saved_model_dirs, texts, tmp_path):
+    """`load_in_fresh_process` of each directory, in one fresh process (the
+    session loader gives each a graph of its own): the list of their reports."""
+    texts_path = tmp_path / "texts.json"
+    texts_path.write_text(json.dumps(texts), encoding="utf-8")
+    command = [sys.executable, "-I", str(HERE / "fresh_process_load.py"), "--each"]
+    command += [json.dumps([str(path) for path in saved_model_dirs]), str(texts_path)]
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": ""}
+    done = subprocess.run(
+        command, capture_output=True, text=True, timeout=600, env=env, check=False
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout)
+
+
 def assert_same_texts(first, second):
     """Two `load_in_fresh_process` reports give the same texts, under both loaders,
     greedy and n-best."""
@@ -167,7 +182,7 @@ def test_fresh_process_both_loaders_equal_translate(
 
 @pytest.mark.slow
 def test_xla_export_is_opt_in_audited_and_translates_alike(
-    text_export, xla_export, text_export_served, sample_texts, tmp_path
+    text_export, xla_export, fresh_process_reports
 ):
     """``xla=True``: the searches compile with XLA; the audit names the server flag
     and the functions, both pass the op audit, and
@@ -195,8 +210,7 @@ def test_xla_export_is_opt_in_audited_and_translates_alike(
         "BitwiseOr",
         "RightShift",
     }
-    compiled = load_in_fresh_process(xla_export, sample_texts, tmp_path)
-    assert_same_texts(compiled, text_export_served)
+    assert_same_texts(fresh_process_reports["xla"], fresh_process_reports["default"])
     line = serving.serving_instructions(xla_export.parent, sample_text="a", xla=True)
     assert line.splitlines()[1].endswith(f"tensorflow/serving {audit.XLA_SERVER_FLAG}")
 
@@ -347,23 +361,14 @@ def test_next_version_ignores_what_tf_serving_ignores(tmp_path):
 
 
 @pytest.mark.slow
-def test_cli_export_explicit_version_then_next(text_run_dir, tmp_path, capsys):
-    base = tmp_path / "translator"
-    assert (
-        cli.main(
-            [
-                "export",
-                "--model",
-                str(text_run_dir),
-                "--export-dir",
-                str(base),
-                "--version",
-                "5",
-            ]
-        )
-        == 0
-    )
-    printed = capsys.readouterr().out
+def test_cli_export_explicit_version_then_next(xla_cli_export, text_run_dir, capsys):
+    """``export --version 5`` (the XLA export of the fixtures, made through the
+    command line) writes BASE/5 and prints the serving lines; the next automatic
+    version is 6; exporting version 5 again is a one-line user error."""
+    status, version_dir, printed = xla_cli_export
+    base = version_dir.parent
+    assert status == 0, printed
+    assert version_dir.name == "5"
     assert f"exported: {base / '5'}" in printed
     # The example request uses a source of the run's own test split.
     sample = text.read_pairs(pathlib.Path(text_run_dir) / "splits" / "test.tsv")[0][0]
@@ -525,11 +530,14 @@ def test_serving_instructions_name_the_xla_flag_only_when_asked(tmp_path):
 
 
 @pytest.mark.slow
-def test_cli_export_xla_passes_the_op_audit(text_run_dir, tmp_path):
-    base = tmp_path / "translator"
-    command = ["export", "--model", str(text_run_dir), "--export-dir", str(base)]
-    assert cli.main([*command, "--xla"]) == 0
-    op_audit = audit.audit_saved_model(base / "1")
+def test_cli_export_xla_passes_the_op_audit(xla_cli_export):
+    """``export --xla`` (the fixtures' XLA export) exits 0, prints the server flag
+    in its docker line, and its SavedModel passes the op audit."""
+    status, version_dir, printed = xla_cli_export
+    assert status == 0, printed
+    docker = [line for line in printed.splitlines() if "docker run" in line]
+    assert len(docker) == 1 and docker[0].endswith(audit.XLA_SERVER_FLAG)
+    op_audit = audit.audit_saved_model(version_dir)
     assert op_audit.ok and op_audit.needs_xla_flag
     assert not set(op_audit.op_types) & op_tables.PYTHON_BOUND_OPS
 
