@@ -1,7 +1,7 @@
 """Shared fixtures: two tiny trained runs (tensorflow-text and core-only tokenizers),
 each exported once, for every test module of tests/serving (session scope: the
-2-core machine trains each model once, about 20 s), and what one fresh process
-serves from the tensorflow-text run's exports."""
+2-core machine trains each model once, about 20 s), a SentencePiece and a
+bfloat16 run's exports, and what one fresh process serves from them."""
 
 import contextlib
 import dataclasses
@@ -112,16 +112,61 @@ def sample_texts(text_run_dir):
 
 
 @pytest.fixture(scope="session")
+def bfloat16_run_exports(tmp_path_factory):
+    """A mixed_bfloat16 run (one epoch: what it translates does not matter) and two
+    exports of it: ``(run, as trained, with dtype="float32")``."""
+    directory = tmp_path_factory.mktemp("bfloat16_run")
+    run_dir = train_tiny(
+        directory / "run", "tensorflow_text", mixed_precision="mixed_bfloat16", epochs=1
+    )
+    trained = serving.export_run(run_dir, directory / "as_trained")
+    float32 = serving.export_run(run_dir, directory / "float32", dtype="float32")
+    return run_dir, trained, float32
+
+
+@pytest.fixture(scope="session")
+def sentencepiece_export(sentencepiece_run_dir, tmp_path_factory):
+    """``(run, BASE/1, texts)``: the SentencePiece run's export and the texts its
+    tests translate (held-out sources and the tokenizer's edge cases)."""
+    held_out = text.read_pairs(
+        pathlib.Path(sentencepiece_run_dir) / "splits" / "test.tsv"
+    )
+    texts = [source for source, _ in held_out[:16]] + [
+        "",
+        "   ",
+        "qwxz vbnmk Ω",  # unknown pieces
+        "Mercredi 14 JUILLET 1989 à midi, le quatorzième jour du mois",  # too long
+        "ｆｕｌｌ-width ２０２０",  # NFKC and case folding before SentencePiece
+    ]
+    base = tmp_path_factory.mktemp("sentencepiece_exports") / "translator"
+    return sentencepiece_run_dir, serving.export_run(sentencepiece_run_dir, base), texts
+
+
+@pytest.fixture(scope="session")
 def fresh_process_reports(
-    text_export, xla_export, one_group_export, sample_texts, tmp_path_factory
+    text_export,
+    xla_export,
+    one_group_export,
+    bfloat16_run_exports,
+    sentencepiece_export,
+    sample_texts,
+    tmp_path_factory,
 ):
-    """What a fresh process serves for `sample_texts` from the default, the XLA
-    and the one-group export, under both loaders (`load_in_fresh_process`'s
-    report, by name): one TensorFlow start-up loads the three in turn, each into
-    a graph of its own."""
+    """What a fresh process serves from the tensorflow-text exports (the default,
+    the XLA, the one-group, the bfloat16 run's float32 one) for `sample_texts`,
+    and from the SentencePiece export for its own texts, under both loaders
+    (`load_in_fresh_process`'s report, by name): one TensorFlow start-up loads
+    them in turn, each into a graph of its own."""
     from tests.serving.test_export import load_each_in_fresh_process
 
-    exports = {"default": text_export, "xla": xla_export, "one_group": one_group_export}
+    _, version_dir, texts = sentencepiece_export
+    exports = {
+        "default": text_export,
+        "xla": xla_export,
+        "one_group": one_group_export,
+        "bfloat16_run_as_float32": bfloat16_run_exports[2],
+        "sentencepiece": (version_dir, texts),
+    }
     reports = load_each_in_fresh_process(
         list(exports.values()),
         sample_texts,

@@ -28,7 +28,7 @@ from keras_selfattn.serving import (
     warmup,
 )
 from keras_selfattn.serving.export import XLA_WARMUP_BATCH_SIZES
-from tests.serving.tiny_runs import BEAM_SIZE, train_tiny
+from tests.serving.tiny_runs import BEAM_SIZE
 
 # One xdist worker runs every serving test, so the session fixtures train once.
 
@@ -122,11 +122,20 @@ def load_in_fresh_process(saved_model_dir, texts, tmp_path, tensorflow_text=True
 
 def load_each_in_fresh_process(saved_model_dirs, texts, tmp_path):
     """`load_in_fresh_process` of each directory, in one fresh process (the
-    session loader gives each a graph of its own): the list of their reports."""
+    session loader gives each a graph of its own): the list of their reports.
+    An item ``(directory, its texts)`` is loaded with texts of its own."""
     texts_path = tmp_path / "texts.json"
     texts_path.write_text(json.dumps(texts), encoding="utf-8")
+    each = []
+    for index, item in enumerate(saved_model_dirs):
+        if isinstance(item, tuple):  # (directory, its own texts)
+            own_texts = tmp_path / f"texts_{index}.json"
+            own_texts.write_text(json.dumps(item[1]), encoding="utf-8")
+            each.append([str(item[0]), str(own_texts)])
+        else:
+            each.append(str(item))
     command = [sys.executable, "-I", str(HERE / "fresh_process_load.py"), "--each"]
-    command += [json.dumps([str(path) for path in saved_model_dirs]), str(texts_path)]
+    command += [json.dumps(each), str(texts_path)]
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": ""}
     done = subprocess.run(
         command, capture_output=True, text=True, timeout=600, env=env, check=False
@@ -290,19 +299,17 @@ def bfloat16_nodes(saved_model_dir):
 
 
 @pytest.mark.slow
-def test_float32_export_of_a_bfloat16_run(tmp_path, sample_texts):
+def test_float32_export_of_a_bfloat16_run(
+    bfloat16_run_exports, fresh_process_reports, sample_texts, tmp_path
+):
     """``export_run(dtype="float32")`` of a mixed_bfloat16 run: a graph without
     bfloat16 that passes the audit and serves what `Translator.load(run,
     dtype="float32")` translates; the default export keeps the run's bfloat16."""
-    run_dir = train_tiny(  # what it translates does not matter: one epoch
-        tmp_path / "run", "tensorflow_text", mixed_precision="mixed_bfloat16", epochs=1
-    )
-    trained = serving.export_run(run_dir, tmp_path / "as_trained")
-    float32 = serving.export_run(run_dir, tmp_path / "float32", dtype="float32")
+    run_dir, trained, float32 = bfloat16_run_exports
     assert bfloat16_nodes(trained) > 0
     assert bfloat16_nodes(float32) == 0
     assert audit.audit_saved_model(float32).ok
-    report = load_in_fresh_process(float32, sample_texts, tmp_path)
+    report = fresh_process_reports["bfloat16_run_as_float32"]
     expected = Translator.load(run_dir, dtype="float32").translate(sample_texts)
     assert report["session"]["serving_default"]["translation"] == [
         t.text for t in expected
@@ -313,28 +320,20 @@ def test_float32_export_of_a_bfloat16_run(tmp_path, sample_texts):
 
 
 @pytest.mark.slow
-def test_sentencepiece_export_serves_translate_text(sentencepiece_run_dir, tmp_path):
+def test_sentencepiece_export_serves_translate_text(
+    sentencepiece_export, fresh_process_reports
+):
     """SentencePiece in and out of the graph: served text equals `translate` text."""
-    held_out = text.read_pairs(
-        pathlib.Path(sentencepiece_run_dir) / "splits" / "test.tsv"
-    )
-    sample_texts = [source for source, _ in held_out[:16]] + [
-        "",
-        "   ",
-        "qwxz vbnmk Ω",  # unknown pieces
-        "Mercredi 14 JUILLET 1989 à midi, le quatorzième jour du mois",  # too long
-        "ｆｕｌｌ-width ２０２０",  # NFKC and case folding before SentencePiece
-    ]
-    version_dir = serving.export_run(sentencepiece_run_dir, tmp_path / "translator")
+    run_dir, version_dir, sample_texts = sentencepiece_export
     op_audit = audit.audit_saved_model(version_dir)
     assert op_audit.ok
     assert {"SentencepieceOp", "SentencepieceTokenizeOp"} <= set(
         op_audit.tensorflow_text
     )
     assert "SentencepieceDetokenizeOp" in op_audit.tensorflow_text
-    report = load_in_fresh_process(version_dir, sample_texts, tmp_path)
+    report = fresh_process_reports["sentencepiece"]
     assert not [m for m in report["modules"] if m.startswith("keras_selfattn")]
-    translator = Translator.load(sentencepiece_run_dir)
+    translator = Translator.load(run_dir)
     assert translator.tokenizer.target.config.kind == "sentencepiece"
     greedy = translator.translate(sample_texts)
     beam = translator.translate(sample_texts, beam_size=BEAM_SIZE)
