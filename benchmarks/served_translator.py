@@ -251,7 +251,7 @@ def report(args):
         exported = export_current(args.run, base, _options(args.export_option))
         current = Served(exported)
         if args.baseline or args.quick:  # --quick: the export against itself
-            baseline = Served(args.baseline or exported)
+            baseline = Served(args.baseline) if args.baseline else current
             rows = compare(args, batches, current, baseline)
             print()
             print(

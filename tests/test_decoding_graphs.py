@@ -220,7 +220,8 @@ def test_xla_stages_without_the_ended_sentences_give_the_static_loops_results(
     next row count, filled up with ended copies; a stage of at most
     ``XLA_STAGE_MIN_ROWS`` decoder rows runs to the end (0: every stage may
     shrink). For sentences that end at different steps (some never), in
-    batches of 24, 5 and 1, eager (and traced, without the floor): the static
+    batches of 24, 5 and 1 (with the floor, 24 and 5: 5 sentences already fit
+    in one stage), eager (and traced on the 24, without the floor): the static
     loop's tokens, lengths and scores, and the stages' sentence counts as
     described."""
     from tests.test_decoding import (
@@ -235,14 +236,19 @@ def test_xla_stages_without_the_ended_sentences_give_the_static_loops_results(
     monkeypatch.setattr(tensorflow_loops, "XLA_STAGE_MIN_ROWS", min_rows)
     per_sentence = 3 if search == "beam" else 1  # decoder rows a sentence
     stages = _recording_stage_rows(monkeypatch)
-    for rows in (source, source[:5], source[7:8]):
-        static = tf.function(
-            lambda s: strategy.finish(*loop.run_loop(model, s, strategy, max_len))
-        )(rows)
+    static_loop = tf.function(  # the reference, traced once for every batch
+        lambda s: strategy.finish(*loop.run_loop(model, s, strategy, max_len)),
+        input_signature=[tf.TensorSpec([None, None], tf.int32)],
+    )
+    # With the floor, one sentence is what 5 already show: a single stage.
+    batches = [source, source[:5]] + ([source[7:8]] if min_rows == 0 else [])
+    for rows in batches:
+        static = static_loop(tf.constant(rows))
         ended_at = np.asarray(static["lengths"]).reshape(len(rows), -1).max(axis=1)
         if len(rows) > 1:
             assert len(set(ended_at.tolist())) > 1 and ended_at.min() < max_len
-        traced = [tf.function(searched)] if min_rows == 0 else []  # one is enough
+        # Traced once, on the batch with the most stages.
+        traced = [tf.function(searched)] if min_rows == 0 and rows is source else []
         for call in (searched, *traced):
             stages.clear()
             result = call(tf.constant(rows))

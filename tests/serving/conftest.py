@@ -1,13 +1,16 @@
 """Shared fixtures: two tiny trained runs (tensorflow-text and core-only tokenizers),
 each exported once, for every test module of tests/serving (session scope: the
-2-core machine trains each model once, about 20 s)."""
+2-core machine trains each model once, about 20 s), a SentencePiece and a
+bfloat16 run's exports, and what one fresh process serves from them."""
 
+import contextlib
 import dataclasses
+import io
 import pathlib
 
 import pytest
 
-from keras_selfattn import serving, text
+from keras_selfattn import cli, serving, text
 from tests.serving.tiny_runs import TINY_MODEL, train_tiny
 
 
@@ -48,11 +51,36 @@ def text_export(text_run_dir, tmp_path_factory):
     return serving.export_run(text_run_dir, base)
 
 
+XLA_CLI_VERSION = 5  # an explicit version, not the first one the base would get
+
+
 @pytest.fixture(scope="session")
-def xla_export(text_run_dir, tmp_path_factory):
-    """BASE/1 of the tensorflow-text run, exported with ``xla=True``."""
+def xla_cli_export(text_run_dir, tmp_path_factory):
+    """``keras-selfattn export --version 5 --xla`` of the tensorflow-text run:
+    ``(its exit status, BASE/5, what it printed)``. One XLA export (the costliest
+    to make) serves the tests of the XLA export and of the command line."""
     base = tmp_path_factory.mktemp("xla_exports") / "translator"
-    return serving.export_run(text_run_dir, base, xla=True)
+    command = ["export", "--model", str(text_run_dir), "--export-dir", str(base)]
+    command += ["--version", str(XLA_CLI_VERSION), "--xla"]
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        status = cli.main(command)
+    return status, base / str(XLA_CLI_VERSION), printed.getvalue()
+
+
+@pytest.fixture(scope="session")
+def xla_export(xla_cli_export):
+    """BASE/5 of the tensorflow-text run, exported with ``--xla``."""
+    status, version_dir, printed = xla_cli_export
+    assert status == 0, printed
+    return version_dir
+
+
+@pytest.fixture(scope="session")
+def one_group_export(text_run_dir, tmp_path_factory):
+    """BASE/1 of the tensorflow-text run, exported with ``groups=1``."""
+    base = tmp_path_factory.mktemp("one_group_exports") / "translator"
+    return serving.export_run(text_run_dir, base, groups=1)
 
 
 @pytest.fixture(scope="session")
@@ -84,12 +112,72 @@ def sample_texts(text_run_dir):
 
 
 @pytest.fixture(scope="session")
-def text_export_served(text_export, sample_texts, tmp_path_factory):
-    """What a fresh process serves from `text_export` for `sample_texts`, under both
-    loaders (`load_in_fresh_process`'s report): the reference that the tests
-    comparing another export, or `translate`, with the default export read."""
-    from tests.serving.test_export import load_in_fresh_process
-
-    return load_in_fresh_process(
-        text_export, sample_texts, tmp_path_factory.mktemp("text_export_served")
+def bfloat16_run_exports(tmp_path_factory):
+    """A mixed_bfloat16 run (one epoch: what it translates does not matter) and two
+    exports of it: ``(run, as trained, with dtype="float32")``."""
+    directory = tmp_path_factory.mktemp("bfloat16_run")
+    run_dir = train_tiny(
+        directory / "run", "tensorflow_text", mixed_precision="mixed_bfloat16", epochs=1
     )
+    trained = serving.export_run(run_dir, directory / "as_trained")
+    float32 = serving.export_run(run_dir, directory / "float32", dtype="float32")
+    return run_dir, trained, float32
+
+
+@pytest.fixture(scope="session")
+def sentencepiece_export(sentencepiece_run_dir, tmp_path_factory):
+    """``(run, BASE/1, texts)``: the SentencePiece run's export and the texts its
+    tests translate (held-out sources and the tokenizer's edge cases)."""
+    held_out = text.read_pairs(
+        pathlib.Path(sentencepiece_run_dir) / "splits" / "test.tsv"
+    )
+    texts = [source for source, _ in held_out[:16]] + [
+        "",
+        "   ",
+        "qwxz vbnmk Ω",  # unknown pieces
+        "Mercredi 14 JUILLET 1989 à midi, le quatorzième jour du mois",  # too long
+        "ｆｕｌｌ-width ２０２０",  # NFKC and case folding before SentencePiece
+    ]
+    base = tmp_path_factory.mktemp("sentencepiece_exports") / "translator"
+    return sentencepiece_run_dir, serving.export_run(sentencepiece_run_dir, base), texts
+
+
+@pytest.fixture(scope="session")
+def fresh_process_reports(
+    text_export,
+    xla_export,
+    one_group_export,
+    bfloat16_run_exports,
+    sentencepiece_export,
+    sample_texts,
+    tmp_path_factory,
+):
+    """What a fresh process serves from the tensorflow-text exports (the default,
+    the XLA, the one-group, the bfloat16 run's float32 one) for `sample_texts`,
+    and from the SentencePiece export for its own texts, under both loaders
+    (`load_in_fresh_process`'s report, by name): one TensorFlow start-up loads
+    them in turn, each into a graph of its own."""
+    from tests.serving.test_export import load_each_in_fresh_process
+
+    _, version_dir, texts = sentencepiece_export
+    exports = {
+        "default": text_export,
+        "xla": xla_export,
+        "one_group": one_group_export,
+        "bfloat16_run_as_float32": bfloat16_run_exports[2],
+        "sentencepiece": (version_dir, texts),
+    }
+    reports = load_each_in_fresh_process(
+        list(exports.values()),
+        sample_texts,
+        tmp_path_factory.mktemp("fresh_process_reports"),
+    )
+    return dict(zip(exports, reports, strict=True))
+
+
+@pytest.fixture(scope="session")
+def text_export_served(fresh_process_reports):
+    """What a fresh process serves from `text_export` for `sample_texts`, under both
+    loaders: the reference that the tests comparing another export, or
+    `translate`, with the default export read."""
+    return fresh_process_reports["default"]

@@ -9,10 +9,11 @@ signature, the outputs for the texts given; plus the modules that were imported.
     python -I fresh_process_load.py SAVED_MODEL_DIR TEXTS.json [--no-tensorflow-text]
 
 With ``--each JSON`` in place of SAVED_MODEL_DIR (a list of SavedModel
-directories) it loads each in turn in this one process and prints a list of
-those reports, one a directory (the modules: what was imported up to it). The
-session loader reads each into a graph of its own, so one export's functions
-never stand in for another's.
+directories, or of ``[directory, TEXTS.json]`` pairs for texts of its own) it
+loads each in turn in this one process and prints a list of those reports, one
+a directory (the modules: what was imported up to it). The session loader reads
+each into a graph of its own, so one export's functions never stand in for
+another's.
 """
 
 import json
@@ -36,12 +37,22 @@ def main():
     if "--no-tensorflow-text" not in sys.argv:
         import tensorflow_text  # noqa: F401
 
-    with open(texts_path, encoding="utf-8") as handle:
-        texts = [t.encode("utf-8") for t in json.load(handle)]
+    texts = _read_texts(texts_path)
     if path == "--each":
-        json.dump([_report(tf, each, texts) for each in paths], sys.stdout)
+        reports = [
+            _report(tf, each, texts)
+            if isinstance(each, str)
+            else _report(tf, each[0], _read_texts(each[1]))
+            for each in paths
+        ]
+        json.dump(reports, sys.stdout)
     else:
         json.dump(_report(tf, path, texts), sys.stdout)
+
+
+def _read_texts(texts_path):
+    with open(texts_path, encoding="utf-8") as handle:
+        return [t.encode("utf-8") for t in json.load(handle)]
 
 
 def _report(tf, path, texts):

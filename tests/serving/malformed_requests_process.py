@@ -1,15 +1,17 @@
-"""Feeds malformed requests to an exported SavedModel in a fresh interpreter (run as a
+"""Feeds malformed requests to exported SavedModels in a fresh interpreter (run as a
 script).
 
-    python -I malformed_requests_process.py SAVED_MODEL_DIR {session|tf2}
+    python -I malformed_requests_process.py SAVED_MODEL_DIR {session|tf2} [...]
 
-Loads the model with one loader ("session": `tf.compat.v1.saved_model.loader.load`
-in a Session, fed without the Python client's shape check, as TF Serving feeds
-it; "tf2": `tf.saved_model.load`, calling the signature functions), imports
+For each pair of arguments in turn, loads the model with that loader
+("session": `tf.compat.v1.saved_model.loader.load` in a Session of its own
+graph, fed without the Python client's shape check, as TF Serving feeds it;
+"tf2": `tf.saved_model.load`, calling the signature functions). Imports
 tensorflow and tensorflow_text only, and prints one JSON line per request as
-soon as it is answered: ``{"case": ..., "outcome": "ok" | error class,
-"message": ..., "shapes": {...}}``. A crash ends the output early, so the last
-line printed names the request before the one that killed the process.
+soon as it is answered: ``{"run": index of the pair, "case": ..., "outcome":
+"ok" | error class, "message": ..., "shapes": {...}}``, then the run's
+``"modules"`` line. A crash ends the output early, so the last line printed
+names the request before the one that killed the process.
 """
 
 import importlib.util
@@ -127,25 +129,26 @@ def _tf2_runner(path):
 
 
 def main():
-    path, loader = sys.argv[1], sys.argv[2]
+    pairs = sys.argv[1:]
     import tensorflow as tf
     import tensorflow_text  # noqa: F401  (registers its ops)
 
-    run = {"session": _session_runner, "tf2": _tf2_runner}[loader](path)
-    for case, signature, inputs in CASES:
-        line = {"case": case}
-        try:
-            outputs = run(signature, inputs)
-            line["outcome"] = "ok"
-            line["shapes"] = {k: list(np.shape(v)) for k, v in outputs.items()}
-        except tf.errors.OpError as error:
-            line["outcome"] = type(error).__name__
-            line["message"] = error.message[:500]
-        print(json.dumps(line), flush=True)
-    leaked = [m for m in sys.modules if m.startswith("keras_selfattn")]
-    print(
-        json.dumps({"case": "modules", "outcome": "ok", "leaked": leaked}), flush=True
-    )
+    for index in range(len(pairs) // 2):
+        path, loader = pairs[2 * index], pairs[2 * index + 1]
+        run = {"session": _session_runner, "tf2": _tf2_runner}[loader](path)
+        for case, signature, inputs in CASES:
+            line = {"run": index, "case": case}
+            try:
+                outputs = run(signature, inputs)
+                line["outcome"] = "ok"
+                line["shapes"] = {k: list(np.shape(v)) for k, v in outputs.items()}
+            except tf.errors.OpError as error:
+                line["outcome"] = type(error).__name__
+                line["message"] = error.message[:500]
+            print(json.dumps(line), flush=True)
+        leaked = [m for m in sys.modules if m.startswith("keras_selfattn")]
+        modules = {"run": index, "case": "modules", "outcome": "ok", "leaked": leaked}
+        print(json.dumps(modules), flush=True)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,8 @@
 """`keras-selfattn check-serving`: op audit, session-loader replay, bad requests,
 core-only proof."""
 
+import contextlib
+import io
 import signal
 import subprocess
 
@@ -81,17 +83,39 @@ def test_bad_requests_have_defined_outputs(text_check):
         assert results["empty_batch"]["outputs"][score_key]["shape"][0] == 0
 
 
-def test_core_export_serves_without_tensorflow_text(core_export):
-    check = serving.check_serving(core_export)
+@pytest.fixture(scope="module")
+def core_check_through_the_cli(core_export):
+    """``keras-selfattn check-serving`` of the core-ops export: ``(its exit status,
+    what it printed, the check its job returned)``. One replay serves the tests of
+    the check and of the command."""
+    from keras_selfattn import jobs
+
+    check_serving = jobs.check_serving
+    returned = []
+
+    def recording(*args, **kwargs):
+        returned.append(check_serving(*args, **kwargs))
+        return returned[-1]
+
+    printed = io.StringIO()
+    with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(printed):
+        patch.setattr(jobs, "check_serving", recording)
+        status = cli.main(["check-serving", str(core_export)])
+    (check,) = returned
+    return status, printed.getvalue(), check
+
+
+def test_core_export_serves_without_tensorflow_text(core_check_through_the_cli):
+    *_, check = core_check_through_the_cli
     assert check.ok, check.summary()
     assert check.audit.core_only and not check.audit.tensorflow_text
     assert check.tensorflow_text_imported is False
     assert "WITHOUT tensorflow_text" in check.summary()
 
 
-def test_cli_check_serving(core_export, capsys):
-    assert cli.main(["check-serving", str(core_export)]) == 0
-    out = capsys.readouterr().out
+def test_cli_check_serving(core_check_through_the_cli):
+    status, out, _ = core_check_through_the_cli
+    assert status == 0, out
     assert "core TensorFlow ops only: no tensorflow-text op needed" in out
     assert "serves on any TF Serving build" not in out
     assert f"loads on TF Serving {TF_RELEASE} or newer" in out

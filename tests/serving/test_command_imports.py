@@ -34,24 +34,6 @@ def run_command(*args, home=None):
     return result, marker.endswith("True")
 
 
-@pytest.mark.slow
-def test_translate_imports_no_matplotlib_and_is_quiet_with_a_read_only_home(
-    text_run_dir, tmp_path
-):
-    home = tmp_path / "home"
-    home.mkdir()
-    home.chmod(0o555)
-    try:
-        result, imported = run_command(
-            "translate", "--model", text_run_dir, "14 juillet 1989", home=home
-        )
-    finally:
-        home.chmod(0o755)
-    assert result.returncode == 0, result.stderr[-2000:]
-    assert not imported
-    assert "matplotlib" not in result.stderr.replace("matplotlib imported: False", "")
-
-
 def test_the_probe_sees_matplotlib_where_it_is_imported():
     # The independent reference: matplotlib, once imported, is in sys.modules.
     code = "import sys, matplotlib; print('matplotlib' in sys.modules)"
@@ -66,29 +48,39 @@ def test_the_probe_sees_matplotlib_where_it_is_imported():
 
 
 @pytest.mark.slow
-def test_evaluate_export_and_check_serving_import_no_matplotlib(
+def test_commands_import_no_matplotlib_and_are_quiet_with_a_read_only_home(
     text_run_dir, core_export, tmp_path
 ):
+    """translate, evaluate, export and check-serving, one after the other in one
+    process whose HOME is read-only: none imports matplotlib and none warns
+    about it (its cache folder)."""
     test_pairs = pathlib.Path(text_run_dir) / "splits" / "test.tsv"
     commands = [
+        ("translate", "--model", text_run_dir, "14 juillet 1989"),
         ("evaluate", "--model", text_run_dir, "--data", test_pairs),
         ("export", "--model", text_run_dir, "--export-dir", tmp_path / "base"),
         ("check-serving", core_export),
     ]
-    # One process runs the three in turn (one TensorFlow start-up, not three):
-    # imports only accumulate, so the line after each command shows whether it,
-    # or one before it, imported matplotlib.
-    env = dict(os.environ, PYTHONPATH=str(REPO))
+    # One process runs them in turn (one TensorFlow start-up, not four): imports
+    # only accumulate, so the line after each command shows whether it, or one
+    # before it, imported matplotlib.
+    home = tmp_path / "home"
+    home.mkdir()
+    home.chmod(0o555)
+    env = dict(os.environ, PYTHONPATH=str(REPO), HOME=str(home))
     env.pop("MPLCONFIGDIR", None)
     each = json.dumps([[str(arg) for arg in command] for command in commands])
-    result = subprocess.run(
-        [sys.executable, str(PROBE), "--each", each],
-        check=False,
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-    )
+    try:
+        result = subprocess.run(
+            [sys.executable, str(PROBE), "--each", each],
+            check=False,
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=600,
+        )
+    finally:
+        home.chmod(0o755)
     assert result.returncode == 0, result.stderr[-2000:]
     lines = [
         line for line in result.stderr.splitlines() if "matplotlib imported:" in line
@@ -96,3 +88,4 @@ def test_evaluate_export_and_check_serving_import_no_matplotlib(
     assert lines == ["exit 0 matplotlib imported: False"] * len(commands), (
         result.stderr[-3000:]
     )
+    assert "matplotlib" not in result.stderr.replace("matplotlib imported: False", "")

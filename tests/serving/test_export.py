@@ -28,7 +28,7 @@ from keras_selfattn.serving import (
     warmup,
 )
 from keras_selfattn.serving.export import XLA_WARMUP_BATCH_SIZES
-from tests.serving.tiny_runs import BEAM_SIZE, train_tiny
+from tests.serving.tiny_runs import BEAM_SIZE
 
 # One xdist worker runs every serving test, so the session fixtures train once.
 
@@ -120,6 +120,30 @@ def load_in_fresh_process(saved_model_dir, texts, tmp_path, tensorflow_text=True
     return json.loads(done.stdout)
 
 
+def load_each_in_fresh_process(saved_model_dirs, texts, tmp_path):
+    """`load_in_fresh_process` of each directory, in one fresh process (the
+    session loader gives each a graph of its own): the list of their reports.
+    An item ``(directory, its texts)`` is loaded with texts of its own."""
+    texts_path = tmp_path / "texts.json"
+    texts_path.write_text(json.dumps(texts), encoding="utf-8")
+    each = []
+    for index, item in enumerate(saved_model_dirs):
+        if isinstance(item, tuple):  # (directory, its own texts)
+            own_texts = tmp_path / f"texts_{index}.json"
+            own_texts.write_text(json.dumps(item[1]), encoding="utf-8")
+            each.append([str(item[0]), str(own_texts)])
+        else:
+            each.append(str(item))
+    command = [sys.executable, "-I", str(HERE / "fresh_process_load.py"), "--each"]
+    command += [json.dumps(each), str(texts_path)]
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": ""}
+    done = subprocess.run(
+        command, capture_output=True, text=True, timeout=600, env=env, check=False
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout)
+
+
 def assert_same_texts(first, second):
     """Two `load_in_fresh_process` reports give the same texts, under both loaders,
     greedy and n-best."""
@@ -167,7 +191,7 @@ def test_fresh_process_both_loaders_equal_translate(
 
 @pytest.mark.slow
 def test_xla_export_is_opt_in_audited_and_translates_alike(
-    text_export, xla_export, text_export_served, sample_texts, tmp_path
+    text_export, xla_export, fresh_process_reports
 ):
     """``xla=True``: the searches compile with XLA; the audit names the server flag
     and the functions, both pass the op audit, and
@@ -195,8 +219,7 @@ def test_xla_export_is_opt_in_audited_and_translates_alike(
         "BitwiseOr",
         "RightShift",
     }
-    compiled = load_in_fresh_process(xla_export, sample_texts, tmp_path)
-    assert_same_texts(compiled, text_export_served)
+    assert_same_texts(fresh_process_reports["xla"], fresh_process_reports["default"])
     line = serving.serving_instructions(xla_export.parent, sample_text="a", xla=True)
     assert line.splitlines()[1].endswith(f"tensorflow/serving {audit.XLA_SERVER_FLAG}")
 
@@ -276,19 +299,17 @@ def bfloat16_nodes(saved_model_dir):
 
 
 @pytest.mark.slow
-def test_float32_export_of_a_bfloat16_run(tmp_path, sample_texts):
+def test_float32_export_of_a_bfloat16_run(
+    bfloat16_run_exports, fresh_process_reports, sample_texts, tmp_path
+):
     """``export_run(dtype="float32")`` of a mixed_bfloat16 run: a graph without
     bfloat16 that passes the audit and serves what `Translator.load(run,
     dtype="float32")` translates; the default export keeps the run's bfloat16."""
-    run_dir = train_tiny(  # what it translates does not matter: one epoch
-        tmp_path / "run", "tensorflow_text", mixed_precision="mixed_bfloat16", epochs=1
-    )
-    trained = serving.export_run(run_dir, tmp_path / "as_trained")
-    float32 = serving.export_run(run_dir, tmp_path / "float32", dtype="float32")
+    run_dir, trained, float32 = bfloat16_run_exports
     assert bfloat16_nodes(trained) > 0
     assert bfloat16_nodes(float32) == 0
     assert audit.audit_saved_model(float32).ok
-    report = load_in_fresh_process(float32, sample_texts, tmp_path)
+    report = fresh_process_reports["bfloat16_run_as_float32"]
     expected = Translator.load(run_dir, dtype="float32").translate(sample_texts)
     assert report["session"]["serving_default"]["translation"] == [
         t.text for t in expected
@@ -299,28 +320,20 @@ def test_float32_export_of_a_bfloat16_run(tmp_path, sample_texts):
 
 
 @pytest.mark.slow
-def test_sentencepiece_export_serves_translate_text(sentencepiece_run_dir, tmp_path):
+def test_sentencepiece_export_serves_translate_text(
+    sentencepiece_export, fresh_process_reports
+):
     """SentencePiece in and out of the graph: served text equals `translate` text."""
-    held_out = text.read_pairs(
-        pathlib.Path(sentencepiece_run_dir) / "splits" / "test.tsv"
-    )
-    sample_texts = [source for source, _ in held_out[:16]] + [
-        "",
-        "   ",
-        "qwxz vbnmk Ω",  # unknown pieces
-        "Mercredi 14 JUILLET 1989 à midi, le quatorzième jour du mois",  # too long
-        "ｆｕｌｌ-width ２０２０",  # NFKC and case folding before SentencePiece
-    ]
-    version_dir = serving.export_run(sentencepiece_run_dir, tmp_path / "translator")
+    run_dir, version_dir, sample_texts = sentencepiece_export
     op_audit = audit.audit_saved_model(version_dir)
     assert op_audit.ok
     assert {"SentencepieceOp", "SentencepieceTokenizeOp"} <= set(
         op_audit.tensorflow_text
     )
     assert "SentencepieceDetokenizeOp" in op_audit.tensorflow_text
-    report = load_in_fresh_process(version_dir, sample_texts, tmp_path)
+    report = fresh_process_reports["sentencepiece"]
     assert not [m for m in report["modules"] if m.startswith("keras_selfattn")]
-    translator = Translator.load(sentencepiece_run_dir)
+    translator = Translator.load(run_dir)
     assert translator.tokenizer.target.config.kind == "sentencepiece"
     greedy = translator.translate(sample_texts)
     beam = translator.translate(sample_texts, beam_size=BEAM_SIZE)
@@ -347,23 +360,14 @@ def test_next_version_ignores_what_tf_serving_ignores(tmp_path):
 
 
 @pytest.mark.slow
-def test_cli_export_explicit_version_then_next(text_run_dir, tmp_path, capsys):
-    base = tmp_path / "translator"
-    assert (
-        cli.main(
-            [
-                "export",
-                "--model",
-                str(text_run_dir),
-                "--export-dir",
-                str(base),
-                "--version",
-                "5",
-            ]
-        )
-        == 0
-    )
-    printed = capsys.readouterr().out
+def test_cli_export_explicit_version_then_next(xla_cli_export, text_run_dir, capsys):
+    """``export --version 5`` (the XLA export of the fixtures, made through the
+    command line) writes BASE/5 and prints the serving lines; the next automatic
+    version is 6; exporting version 5 again is a one-line user error."""
+    status, version_dir, printed = xla_cli_export
+    base = version_dir.parent
+    assert status == 0, printed
+    assert version_dir.name == "5"
     assert f"exported: {base / '5'}" in printed
     # The example request uses a source of the run's own test split.
     sample = text.read_pairs(pathlib.Path(text_run_dir) / "splits" / "test.tsv")[0][0]
@@ -525,11 +529,14 @@ def test_serving_instructions_name_the_xla_flag_only_when_asked(tmp_path):
 
 
 @pytest.mark.slow
-def test_cli_export_xla_passes_the_op_audit(text_run_dir, tmp_path):
-    base = tmp_path / "translator"
-    command = ["export", "--model", str(text_run_dir), "--export-dir", str(base)]
-    assert cli.main([*command, "--xla"]) == 0
-    op_audit = audit.audit_saved_model(base / "1")
+def test_cli_export_xla_passes_the_op_audit(xla_cli_export):
+    """``export --xla`` (the fixtures' XLA export) exits 0, prints the server flag
+    in its docker line, and its SavedModel passes the op audit."""
+    status, version_dir, printed = xla_cli_export
+    assert status == 0, printed
+    docker = [line for line in printed.splitlines() if "docker run" in line]
+    assert len(docker) == 1 and docker[0].endswith(audit.XLA_SERVER_FLAG)
+    op_audit = audit.audit_saved_model(version_dir)
     assert op_audit.ok and op_audit.needs_xla_flag
     assert not set(op_audit.op_types) & op_tables.PYTHON_BOUND_OPS
 

@@ -52,16 +52,22 @@ class _Searches:
         return {k: v.numpy() for k, v in outputs.items()}
 
 
-@pytest.mark.parametrize(
-    "search",
-    [
-        lambda model, ids: greedy_decode(model, ids, 6),
-        lambda model, ids: beam_search_decode(model, ids, 3, 6),
-    ],
-    ids=["greedy", "beam"],
-)
-def test_groups_give_the_tokens_of_one_search_in_the_input_order(model, search):
-    searched = _Searches(model, search)
+SEARCHES = {
+    "greedy": lambda model, ids: greedy_decode(model, ids, 6),
+    "beam": lambda model, ids: beam_search_decode(model, ids, 3, 6),
+}
+
+
+@pytest.fixture(scope="module")
+def searches(model):
+    """A `_Searches` of each of `SEARCHES`, by name, shared by the tests of this
+    file: each number of groups is traced once for all of them."""
+    return {name: _Searches(model, search) for name, search in SEARCHES.items()}
+
+
+@pytest.mark.parametrize("search", sorted(SEARCHES))
+def test_groups_give_the_tokens_of_one_search_in_the_input_order(searches, search):
+    searched = searches[search]
     whole = searched(1, SOURCE)
     # Each row alone is the reference of its own tokens: the order is the input's.
     for row in range(len(SOURCE)):
@@ -82,8 +88,8 @@ def test_groups_give_the_tokens_of_one_search_in_the_input_order(model, search):
         np.testing.assert_allclose(grouped["scores"], whole["scores"], atol=1e-5)
 
 
-def test_groups_of_an_empty_batch_and_of_one_row(model):
-    searched = _Searches(model, lambda model, ids: greedy_decode(model, ids, 6))
+def test_groups_of_an_empty_batch_and_of_one_row(searches):
+    searched = searches["greedy"]
     empty = searched(2, np.zeros([0, 3], "int32"))
     assert empty["ids"].shape[0] == 0 and empty["scores"].shape == (0,)
     one = searched(2, SOURCE[1:2])
@@ -100,17 +106,15 @@ def test_groups_must_be_a_positive_integer(text_run_dir):
 
 
 @pytest.mark.slow
-def test_an_export_in_one_group_translates_as_the_default(
-    text_export_served, text_run_dir, sample_texts, tmp_path
-):
+def test_an_export_in_one_group_translates_as_the_default(fresh_process_reports):
     """The default export (`DEFAULT_GROUPS` length groups a request) and
     ``groups=1``, under both loaders in a fresh process: the same texts."""
-    from tests.serving.test_export import assert_same_texts, load_in_fresh_process
+    from tests.serving.test_export import assert_same_texts
 
     assert serving.DEFAULT_GROUPS > 1
-    one = serving.export_run(text_run_dir, tmp_path / "one_group", groups=1)
-    single = load_in_fresh_process(one, sample_texts, tmp_path)
-    assert_same_texts(text_export_served, single)
+    assert_same_texts(
+        fresh_process_reports["default"], fresh_process_reports["one_group"]
+    )
 
 
 def test_an_empty_group_is_not_searched(model):

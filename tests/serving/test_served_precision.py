@@ -4,11 +4,7 @@ requests, bad options."""
 
 import json
 import math
-import os
-import pathlib
 import shutil
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -18,9 +14,11 @@ from keras_selfattn.inference import Translator
 from keras_selfattn.reserved_ids import END_ID
 from keras_selfattn.serving import audit, export_report, signatures
 from keras_selfattn.text.shortlist import DEFAULT_FREQUENT, ShortlistTable
-from tests.serving.test_export import export_through_the_cli
-
-HERE = pathlib.Path(__file__).parent
+from tests.serving.test_export import (
+    export_through_the_cli,
+    load_each_in_fresh_process,
+)
+from tests.serving.test_malformed_requests import malformed_outcomes
 
 
 def covering_run(run_dir, texts, tmp_path):
@@ -126,21 +124,6 @@ def test_option_exports_serve_the_float32_texts_under_the_session_loader(
     assert all(vocabulary[left_out] not in t.target_tokens for t in shortlisted)
 
 
-def load_each_in_fresh_process(saved_model_dirs, texts, tmp_path):
-    """test_export.load_in_fresh_process of each directory, in one fresh process (the
-    session loader gives each a graph of its own): the list of their reports."""
-    texts_path = tmp_path / "texts.json"
-    texts_path.write_text(json.dumps(texts), encoding="utf-8")
-    command = [sys.executable, "-I", str(HERE / "fresh_process_load.py"), "--each"]
-    command += [json.dumps([str(path) for path in saved_model_dirs]), str(texts_path)]
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": ""}
-    done = subprocess.run(
-        command, capture_output=True, text=True, timeout=600, env=env, check=False
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout)
-
-
 def _variables_bytes(version_dir):
     return sum(p.stat().st_size for p in (version_dir / "variables").iterdir())
 
@@ -158,19 +141,7 @@ def test_bfloat16_shortlist_int8_export_answers_malformed_requests(
         quantize="int8",
         shortlist=3,
     )
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": ""}
-    done = subprocess.run(
-        [sys.executable, "-I", str(HERE / "malformed_requests_process.py")]
-        + [str(exported), "session"],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=env,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    lines = [json.loads(line) for line in done.stdout.splitlines() if line]
-    outcomes = {line["case"]: line for line in lines}
+    (outcomes,) = malformed_outcomes([(exported, "session")])
     outcomes.pop("modules")
     for case, line in outcomes.items():
         if case in {"good_after_bad", "good_ids_after_bad"}:
