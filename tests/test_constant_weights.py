@@ -10,17 +10,10 @@ import tensorflow as tf
 
 from keras_selfattn.decoding import beam_search_decode, greedy_decode, once
 from keras_selfattn.models import ModelConfig, build_seq2seq, precision
+from tests.models import test_precision
 from tests.test_decoding import SOURCE
 
-SIZES = {
-    "num_hiddens": 16,
-    "num_heads": 2,
-    "num_layers": 1,
-    "ffn_hiddens": 32,
-    "decoder_units": 16,
-    "embedding_dim": 16,
-    "dropout": 0.0,
-}
+SIZES = {**test_precision.SIZES, "dropout": 0.0}
 PRODUCTS = ["encoder", "decoder", "deep_output"]
 
 

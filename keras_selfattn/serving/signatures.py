@@ -177,10 +177,8 @@ def serving_functions(
 
 @contextlib.contextmanager
 def _weights_held(translator):
-    """The weights as a served graph reads them: the translator's
-    `Translator.weights_held` (int8 weights read dequantized, once per
-    request), if any, and the weights a search casts held as constants
-    (`keras_selfattn.decoding.once.weights_as_constants`)."""
+    """The weights as a served graph reads them: int8 ones dequantized per request
+    (`Translator.weights_held`), cast ones as constants (`weights_as_constants`)."""
     held = getattr(translator, "weights_held", None)
     with contextlib.nullcontext() if held is None else held(), weights_as_constants():
         yield
