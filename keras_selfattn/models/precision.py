@@ -192,10 +192,31 @@ FUSED_ACTIVATIONS = (
 )
 
 
+def _read_back(inputs):
+    """``inputs`` (bfloat16), or the bfloat16 tensor it was read back from.
+
+    A bfloat16 product's float32 output that the next product reads again in
+    bfloat16 (the feed-forward network's and the deep output's two products;
+    Keras casts a ``"mixed_bfloat16"`` layer's inputs) is ``bfloat16 -> float32
+    -> bfloat16``: the same values, two casts. In a graph the second product
+    takes the first one's bfloat16 result instead. Exact: every bfloat16 value
+    is a float32 value.
+    """
+    if not isinstance(inputs, tf.Tensor) or tf.executing_eagerly():
+        return inputs
+    if inputs.dtype != tf.bfloat16 or inputs.op.type != "Cast":
+        return inputs
+    float32 = inputs.op.inputs[0]
+    if float32.op.type == "Cast" and float32.op.inputs[0].dtype == tf.bfloat16:
+        return float32.op.inputs[0]
+    return inputs
+
+
 def _dense(layer, equation, inputs, training=None):
     """A Dense (``equation`` None) or EinsumDense call, its product in bfloat16:
     a Dense with its bias and a `FUSED_ACTIVATIONS` activation in the product,
     rounded to bfloat16 once where a graph fuses them, then float32."""
+    inputs = _read_back(inputs)
     if equation is not None:
         return _bias_and_activation(layer, ops.einsum(equation, inputs, layer.kernel))
     activation = layer.activation
