@@ -51,7 +51,11 @@ batch by batch (each batch goes to every export in turn, the order rotating:
 `_bench.interleaved_items`), so a slow spell of a shared machine falls on all
 of them; each export's sentences/s, its speed against float32's (median of the
 per-round ratios), the texts that differ from float32's, and greedy BLEU/chrF
-against the references (sacrebleu). ``--quick`` trains a tiny run for one epoch
+against the references (sacrebleu). ``--same-source`` makes each batch one
+source repeated ``--batch`` times (the first of each batch of the test set): rows
+of equal length, none ending before the others, so every step computes every
+row, the case a batch of mixed lengths leaves after its first sentences end.
+``--quick`` trains a tiny run for one epoch
 on the bundled dates and measures float32 against bfloat16 with a shortlist and
 a length ratio.
 """
@@ -342,6 +346,12 @@ def served_rows(served, pairs, batch, rounds):
     return rows
 
 
+def same_source_batches(pairs, batch):
+    """The first pair of each ``batch`` of ``pairs``, each repeated ``batch``
+    times: batches whose rows have one length (``--same-source``)."""
+    return [pair for pair in pairs[::batch] for _ in range(batch)]
+
+
 def end_to_end(args, directory):
     """Prints the served table of the four exports of ``args.run``."""
     import tensorflow_text  # noqa: F401  (an export's text ops, if any)
@@ -351,6 +361,8 @@ def end_to_end(args, directory):
     run_dir = pathlib.Path(args.run) if args.run else _quick_run(directory / "run")
     test = args.test or run_dir / "splits" / "test.tsv"
     pairs = read_pairs(test)[: args.limit]
+    if args.same_source:
+        pairs = same_source_batches(pairs, args.batch)
     labels = args.exports or list(SERVED_EXPORTS)
     if "float32" not in labels:
         labels = ["float32", *labels]
@@ -390,6 +402,11 @@ def main(argv=None):
     parser.add_argument("--frequent", type=int, default=50, help="--shortlist N")
     parser.add_argument("--served-rounds", type=int, default=3)
     parser.add_argument("--served-only", action="store_true", help="no products")
+    parser.add_argument(
+        "--same-source",
+        action="store_true",
+        help="end to end: each batch one source repeated (rows of equal length)",
+    )
     parser.add_argument(
         "--exports",
         nargs="+",
