@@ -576,27 +576,15 @@ def test_output_errors_are_one_line_or_a_quiet_broken_pipe(fault, status, line):
     assert message is None if line is None else message.startswith(line)
 
 
-def test_pair_files_are_checked_before_the_command_runs(tmp_path):
+def test_pair_files_are_checked_before_the_command_runs(tmp_path, monkeypatch):
     """A missing --data answers in the argument checks, with the reader's words."""
-    code = (
-        "import sys\n"
-        "from keras_selfattn import cli\n"
-        "from keras_selfattn.cli import checks\n"
-        "args = cli.build_parser().parse_args(sys.argv[1:])\n"
-        "try:\n"
-        "    checks.check_arguments(args)\n"
-        "except OSError as error:\n"
-        "    print(error)\n"
+    monkeypatch.chdir(tmp_path)
+    args = cli.build_parser().parse_args(
+        ["train", "--data", "nothere.tsv", "--out", "o"]
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code, "train", "--data", "nothere.tsv", "--out", "o"],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        env=dict(os.environ, PYTHONPATH=str(pathlib.Path(__file__).parents[1])),
-        check=True,
-    )
-    assert done.stdout.splitlines() == [
+    with pytest.raises(OSError) as raised:
+        checks.check_arguments(args)
+    assert str(raised.value).splitlines() == [
         "No sentence-pair file matches 'nothere.tsv' (file not found)",
     ]
 

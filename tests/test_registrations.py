@@ -12,6 +12,7 @@ import subprocess
 import sys
 import types
 
+import keras
 import pytest
 
 from keras_selfattn.models import saving
@@ -141,19 +142,22 @@ def test_load_model_after_import_keras_selfattn_in_a_fresh_process(chain):
 
 
 def _model_with_an_unknown_class(path):
-    """A `.keras` file whose layer class is registered as mypkg>Unknown in a
-    process that is gone."""
-    script = f"""
-import keras
-@keras.saving.register_keras_serializable(package="mypkg")
-class Unknown(keras.layers.Layer):
-    def call(self, x):
-        return x
-x = keras.Input((3,))
-keras.Model(x, Unknown()(x)).save({str(path)!r})
-"""
-    result = _python(script)
-    assert result.returncode == 0, result.stderr[-3000:]
+    """A `.keras` file whose layer class was registered as mypkg>Unknown, then
+    taken out of Keras' registry: as in a process where mypkg was not imported."""
+    from keras.src.saving import object_registration
+
+    @keras.saving.register_keras_serializable(package="mypkg")
+    class Unknown(keras.layers.Layer):
+        def call(self, x):
+            return x
+
+    try:
+        x = keras.Input((3,))
+        keras.Model(x, Unknown()(x)).save(path)
+    finally:
+        object_registration.GLOBAL_CUSTOM_OBJECTS.pop("mypkg>Unknown")
+        object_registration.GLOBAL_CUSTOM_NAMES.pop(Unknown)
+    assert keras.saving.get_registered_object("mypkg>Unknown") is None
 
 
 def test_a_class_nobody_registered_is_one_line_naming_it(tmp_path):
