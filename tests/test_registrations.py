@@ -64,7 +64,14 @@ def _python(script):
 # each order saves in one fresh process and loads, in another, a model a third
 # saved: five processes instead of a pair per order.
 CHAIN = sorted(ORDERS) + sorted(ORDERS)[:1]
-LOAD = "print('model:', type(keras.models.load_model({path!r})).__name__)\n"
+# The loaded model's class, and its optimizer's learning-rate schedule (a
+# compiled model: the schedule is deserialized by load_model too).
+LOAD = (
+    "loaded = keras.models.load_model({path!r})\n"
+    "print('model:', type(loaded).__name__)\n"
+    "print('schedule:', "
+    "loaded.optimizer.get_config()['learning_rate']['class_name'])\n"
+)
 # Layers in the user's own model, saved by the chain's first process and loaded
 # by its last (the same order, `import keras` then `import keras_selfattn`).
 LAYERS_SAVE = """
@@ -86,7 +93,8 @@ print(sorted({{type(layer).__module__.split('.')[0] for layer in model.layers}})
 
 @pytest.fixture(scope="module")
 def chain(tmp_path_factory):
-    """What each order's loading process printed (``loaded``), the last model
+    """What each order's loading process printed (``loaded``: the model's class;
+    ``schedules``: its optimizer's learning-rate schedule), the last model
     saved (``saved``, for the loaders' tests) and what the last process printed
     of the layer models the first saved (``layers_loaded``)."""
     directory = tmp_path_factory.mktemp("orders")
@@ -94,7 +102,7 @@ def chain(tmp_path_factory):
         "path": str(directory / "pe.keras"),
         "compiled": str(directory / "compiled.keras"),
     }
-    loaded, previous, layers_loaded = {}, None, None
+    loaded, schedules, previous, layers_loaded = {}, {}, None, None
     for step, order in enumerate(CHAIN):
         path = str(directory / f"m{step}.keras")
         script = ORDERS[order] + "\n"
@@ -115,11 +123,19 @@ def chain(tmp_path_factory):
             loaded[order] = [
                 line.split(": ", 1)[1] for line in lines if line.startswith("model: ")
             ]
+            schedules[order] = [
+                line.split(": ", 1)[1]
+                for line in lines
+                if line.startswith("schedule: ")
+            ]
         if step == len(CHAIN) - 1:
-            layers_loaded = "\n".join(x for x in lines if not x.startswith("model: "))
+            layers_loaded = "\n".join(
+                x for x in lines if not x.startswith(("model: ", "schedule: "))
+            )
         previous = path
     return types.SimpleNamespace(
         loaded=loaded,
+        schedules=schedules,
         saved=directory / f"m{len(CHAIN) - 2}.keras",
         layers_loaded=layers_loaded,
     )
@@ -128,8 +144,10 @@ def chain(tmp_path_factory):
 @pytest.mark.slow
 @pytest.mark.parametrize("order", sorted(ORDERS))
 def test_a_saved_model_loads_under_each_import_order(chain, order):
-    """Saved in one fresh process, loaded with `keras.models.load_model` in another."""
+    """Saved in one fresh process, loaded with `keras.models.load_model` in another:
+    the model, and the learning-rate schedule of its compiled optimizer."""
     assert chain.loaded[order] == ["Seq2Seq"]
+    assert chain.schedules[order] == ["InverseSquareRootSchedule"]
 
 
 @pytest.mark.slow
