@@ -10,7 +10,6 @@ import io
 import json
 import os
 import pathlib
-import subprocess
 import sys
 import zipfile
 
@@ -32,7 +31,6 @@ from keras_selfattn.config import ModelConfig, TrainConfig
 from keras_selfattn.run_directory.settings import load_run_config
 from tests.bad_input_cases import CASES, CLEAR, SKIPPED, Workspace, run_case
 
-REPO = pathlib.Path(__file__).resolve().parents[1]
 HEAVY = ("tensorflow", "keras", "jax", "tensorflow_text")
 
 
@@ -41,35 +39,6 @@ def _clean_keras_state():
     """Replaces conftest's: these tests build no Keras model, so there is no state to
     reset."""
     yield
-
-
-def fresh_python(code):
-    """Runs ``code`` in a new interpreter (this tree first on the path); returns
-    stdout."""
-    env = dict(os.environ, PYTHONPATH=str(REPO))
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return done.stdout
-
-
-def test_importing_the_package_imports_keras_and_registers_its_classes():
-    """``import keras_selfattn`` alone: Keras is loaded and knows the classes."""
-    out = fresh_python(
-        "import sys\n"
-        "import keras_selfattn\n"
-        "import keras\n"
-        "names = ['keras_selfattn>PositionalEncoding', 'keras_selfattn>Seq2Seq']\n"
-        "print('keras' in sys.modules, "
-        "all(keras.saving.get_registered_object(n) for n in names))\n"
-    )
-    assert out.split() == ["True", "True"]
 
 
 def test_the_public_names_are_the_real_objects():

@@ -35,8 +35,17 @@ model.compile(optimizer=keras.optimizers.Adam(m.InverseSquareRootSchedule(1e-3, 
               loss=m.MaskedCrossEntropy(), metrics=[m.MaskedAccuracy()])
 model.save({path!r})
 """
+# `import keras_selfattn` alone: Keras is loaded and knows the classes (said
+# before the order's `import keras`).
+ALONE = (
+    "print('alone:', 'keras' in sys.modules, all("
+    "sys.modules['keras'].saving.get_registered_object(n) for n in "
+    "['keras_selfattn>PositionalEncoding', 'keras_selfattn>Seq2Seq']))\n"
+)
 ORDERS = {
-    "keras_selfattn, keras": "import keras_selfattn\nimport keras",
+    "keras_selfattn, keras": (
+        "import sys\nimport keras_selfattn\n" + ALONE + "import keras"
+    ),
     "keras, keras_selfattn": "import keras\nimport keras_selfattn",
     "tensorflow, keras_selfattn, keras": (
         "import tensorflow\nimport keras_selfattn\nimport keras"
@@ -94,7 +103,8 @@ print(sorted({{type(layer).__module__.split('.')[0] for layer in model.layers}})
 @pytest.fixture(scope="module")
 def chain(tmp_path_factory):
     """What each order's loading process printed (``loaded``: the model's class;
-    ``schedules``: its optimizer's learning-rate schedule), the last model
+    ``schedules``: its optimizer's learning-rate schedule; ``alone``: what
+    `import keras_selfattn` alone had loaded and registered), the last model
     saved (``saved``, for the loaders' tests) and what the last process printed
     of the layer models the first saved (``layers_loaded``)."""
     directory = tmp_path_factory.mktemp("orders")
@@ -102,7 +112,7 @@ def chain(tmp_path_factory):
         "path": str(directory / "pe.keras"),
         "compiled": str(directory / "compiled.keras"),
     }
-    loaded, schedules, previous, layers_loaded = {}, {}, None, None
+    loaded, schedules, alone, previous, layers_loaded = {}, {}, [], None, None
     for step, order in enumerate(CHAIN):
         path = str(directory / f"m{step}.keras")
         script = ORDERS[order] + "\n"
@@ -123,6 +133,9 @@ def chain(tmp_path_factory):
             loaded[order] = [
                 line.split(": ", 1)[1] for line in lines if line.startswith("model: ")
             ]
+            alone.extend(
+                line.split(": ", 1)[1] for line in lines if line.startswith("alone: ")
+            )
             schedules[order] = [
                 line.split(": ", 1)[1]
                 for line in lines
@@ -130,12 +143,15 @@ def chain(tmp_path_factory):
             ]
         if step == len(CHAIN) - 1:
             layers_loaded = "\n".join(
-                x for x in lines if not x.startswith(("model: ", "schedule: "))
+                x
+                for x in lines
+                if not x.startswith(("model: ", "schedule: ", "alone: "))
             )
         previous = path
     return types.SimpleNamespace(
         loaded=loaded,
         schedules=schedules,
+        alone=alone,
         saved=directory / f"m{len(CHAIN) - 2}.keras",
         layers_loaded=layers_loaded,
     )
@@ -148,6 +164,14 @@ def test_a_saved_model_loads_under_each_import_order(chain, order):
     the model, and the learning-rate schedule of its compiled optimizer."""
     assert chain.loaded[order] == ["Seq2Seq"]
     assert chain.schedules[order] == ["InverseSquareRootSchedule"]
+
+
+@pytest.mark.slow
+def test_importing_the_package_imports_keras_and_registers_its_classes(chain):
+    """``import keras_selfattn`` alone, in a fresh process: Keras is loaded and
+    knows the classes."""
+    assert CHAIN.count("keras_selfattn, keras") == 1
+    assert chain.alone == ["True True"]
 
 
 @pytest.mark.slow
