@@ -100,19 +100,40 @@ print(sorted({{type(layer).__module__.split('.')[0] for layer in model.layers}})
 """
 
 
+# The command line's loaders: each loads, in one of the chain's last two
+# processes (after that order's own load_model), the model the process before
+# saved, with what the command line imports imported first.
+LOADERS = {
+    "keras_selfattn.translation": "_load_model",
+    "keras_selfattn.training.fit.averaging": "_load",
+}
+COMMAND_LOAD = """
+import keras_selfattn.cli.commands  # what the command line has imported
+from {module} import {loader} as command_load
+print('command:', type(command_load({path!r})).__name__)
+"""
+LOADER_AT = dict(zip((len(CHAIN) - 2, len(CHAIN) - 1), sorted(LOADERS)))
+
+
+def _printed(lines, key):
+    """The values of the lines ``key: value`` a chain process printed."""
+    return [line.split(": ", 1)[1] for line in lines if line.startswith(f"{key}: ")]
+
+
 @pytest.fixture(scope="module")
 def chain(tmp_path_factory):
     """What each order's loading process printed (``loaded``: the model's class;
     ``schedules``: its optimizer's learning-rate schedule; ``alone``: what
-    `import keras_selfattn` alone had loaded and registered), the last model
-    saved (``saved``, for the loaders' tests) and what the last process printed
-    of the layer models the first saved (``layers_loaded``)."""
+    `import keras_selfattn` alone had loaded and registered), what each command
+    line loader loaded (``by_command``) and what the last process printed of the
+    layer models the first saved (``layers_loaded``)."""
     directory = tmp_path_factory.mktemp("orders")
     layers = {
         "path": str(directory / "pe.keras"),
         "compiled": str(directory / "compiled.keras"),
     }
-    loaded, schedules, alone, previous, layers_loaded = {}, {}, [], None, None
+    loaded, schedules, alone, by_command = {}, {}, [], {}
+    previous, layers_loaded = None, None
     for step, order in enumerate(CHAIN):
         path = str(directory / f"m{step}.keras")
         script = ORDERS[order] + "\n"
@@ -120,6 +141,11 @@ def chain(tmp_path_factory):
             script += LAYERS_LOAD.format(**layers)
         if previous is not None:
             script += LOAD.format(path=previous)
+        if step in LOADER_AT:
+            module = LOADER_AT[step]
+            script += COMMAND_LOAD.format(
+                module=module, loader=LOADERS[module], path=previous
+            )
         if step < len(CHAIN) - 1:
             script += SAVE.format(path=path).replace(
                 "import keras, keras_selfattn as ksa", "import keras_selfattn as ksa"
@@ -130,29 +156,23 @@ def chain(tmp_path_factory):
         assert result.returncode == 0, (order, result.stderr[-3000:])
         lines = result.stdout.splitlines()
         if previous is not None:
-            loaded[order] = [
-                line.split(": ", 1)[1] for line in lines if line.startswith("model: ")
-            ]
-            alone.extend(
-                line.split(": ", 1)[1] for line in lines if line.startswith("alone: ")
-            )
-            schedules[order] = [
-                line.split(": ", 1)[1]
-                for line in lines
-                if line.startswith("schedule: ")
-            ]
+            loaded[order] = _printed(lines, "model")
+            schedules[order] = _printed(lines, "schedule")
+            alone.extend(_printed(lines, "alone"))
+        if step in LOADER_AT:
+            by_command[LOADER_AT[step]] = _printed(lines, "command")
         if step == len(CHAIN) - 1:
             layers_loaded = "\n".join(
                 x
                 for x in lines
-                if not x.startswith(("model: ", "schedule: ", "alone: "))
+                if not x.startswith(("model: ", "schedule: ", "alone: ", "command: "))
             )
         previous = path
     return types.SimpleNamespace(
         loaded=loaded,
         schedules=schedules,
         alone=alone,
-        saved=directory / f"m{len(CHAIN) - 2}.keras",
+        by_command=by_command,
         layers_loaded=layers_loaded,
     )
 
@@ -236,24 +256,10 @@ def test_the_missing_class_is_read_from_keras_message():
     assert saving.missing_class_error("m.keras", ValueError("other")) is None
 
 
-LOADERS = {
-    "keras_selfattn.translation": "_load_model",
-    "keras_selfattn.training.fit.averaging": "_load",
-}
-
-
 @pytest.mark.slow  # the chain's fresh processes
 @pytest.mark.parametrize("module", sorted(LOADERS))
 def test_the_command_line_loads_a_saved_model_in_a_fresh_process(chain, module):
     """A model saved by a fresh process, loaded in another that imported what the
     command line imports, through the command's own loader."""
-    path = chain.saved
-    load = f"""
-import sys
-import keras_selfattn.cli.commands  # what the command line has imported
-from {module} import {LOADERS[module]} as load
-print(type(load({str(path)!r})).__name__)
-"""
-    result = _python(load)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert result.stdout.split() == ["Seq2Seq"]
+    assert sorted(LOADER_AT.values()) == sorted(LOADERS)
+    assert chain.by_command[module] == ["Seq2Seq"]
