@@ -201,13 +201,31 @@ def _terminated_mid_training(w, argv):
     return argv
 
 
+# Put before a command the tests signal: starts it with the stopping signals at
+# their defaults, as a shell on a terminal does. A background job or ``nohup``
+# starts a command with SIGINT or SIGHUP ignored, and the command keeps a signal
+# its caller ignores ignored (`stopping.signals_stop`): from a test run started
+# so, the signals the tests send would do nothing. (A Python that resets them and
+# execs the command: ``preexec_fn`` is unsafe in a process with threads.)
+AS_A_TERMINAL_STARTS_IT = [
+    sys.executable,
+    "-c",
+    (
+        "import os, signal, sys\n"
+        "for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):\n"
+        "    signal.signal(signum, signal.SIG_DFL)\n"
+        "os.execv(sys.executable, [sys.executable, *sys.argv[1:]])\n"
+    ),
+]
+
+
 def signalled_at(argv, line, signum=None, timeout=300):
     """Runs ``keras-selfattn argv`` in a process and sends it ``signum`` when it
     prints a line holding ``line`` (None: no signal); returns its `Result`."""
     import signal
 
     process = subprocess.Popen(
-        [sys.executable, "-u", "-m", "keras_selfattn", *argv],
+        [*AS_A_TERMINAL_STARTS_IT, "-u", "-m", "keras_selfattn", *argv],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

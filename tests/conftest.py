@@ -70,6 +70,15 @@ def _clean_keras_state():
 # once, not once a worker. (The xdist_group marker cannot do this with pytest 9
 # and pytest-xdist 3.8.)
 SHARED_FIXTURE_DIRS = ("tests/serving/",)
+# Tests in different files that read one run trained once per test run
+# (tests/training/reference_run.py): one worker runs them one after the other, so
+# the second reads the run instead of waiting, idle, while the other trains it.
+SHARED_RUN_TESTS = {
+    "tests/test_no_figures.py::test_a_run_without_figures_writes_its_metrics_and_"
+    "never_imports_matplotlib": "no_figures_run",
+    "tests/training/test_concurrent_trains.py::test_two_trains_at_once_on_one_"
+    "directory": "no_figures_run",
+}
 SHARED_FIXTURE_SCOPES = ('scope="module"', 'scope="class"', 'scope="session"')
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -86,8 +95,10 @@ def shares_fixtures(path):
 
 
 def scheduling_unit(nodeid):
-    """What one xdist worker runs together: the shared directory or file that
-    holds the test ``nodeid``, or the test alone."""
+    """What one xdist worker runs together: the tests that share a run, the
+    shared directory or file that holds the test ``nodeid``, or the test alone."""
+    if nodeid in SHARED_RUN_TESTS:
+        return SHARED_RUN_TESTS[nodeid]
     path = nodeid.split("::", 1)[0]
     for directory in SHARED_FIXTURE_DIRS:
         if path.startswith(directory):

@@ -14,6 +14,7 @@ import pytest
 
 from keras_selfattn import text
 from tests.bad_input_cases import (
+    AS_A_TERMINAL_STARTS_IT,
     CASES,
     CLEAR,
     Workspace,
@@ -271,8 +272,8 @@ def test_no_tensorflow_log_lines_from_export(trained_run, tmp_path):
 
 def _translate_process(run, *args, **popen):
     return subprocess.Popen(
-        [sys.executable, "-m", "keras_selfattn", "translate", "--model", str(run)]
-        + list(args),
+        [*AS_A_TERMINAL_STARTS_IT, "-m", "keras_selfattn", "translate"]
+        + ["--model", str(run), *args],
         env=user_env(),
         **popen,
     )
@@ -379,7 +380,7 @@ def test_evaluate_stopped_while_reading_its_pairs(trained_run, tmp_path, signum)
     fifo = tmp_path / "pairs.tsv"
     os.mkfifo(fifo)
     process = subprocess.Popen(
-        [sys.executable, "-m", "keras_selfattn", "evaluate", "--model"]
+        [*AS_A_TERMINAL_STARTS_IT, "-m", "keras_selfattn", "evaluate", "--model"]
         + [str(root / "run"), "--data", str(fifo), "--json"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -10,7 +10,6 @@ import io
 import json
 import os
 import pathlib
-import subprocess
 import sys
 import zipfile
 
@@ -32,7 +31,6 @@ from keras_selfattn.config import ModelConfig, TrainConfig
 from keras_selfattn.run_directory.settings import load_run_config
 from tests.bad_input_cases import CASES, CLEAR, SKIPPED, Workspace, run_case
 
-REPO = pathlib.Path(__file__).resolve().parents[1]
 HEAVY = ("tensorflow", "keras", "jax", "tensorflow_text")
 
 
@@ -41,35 +39,6 @@ def _clean_keras_state():
     """Replaces conftest's: these tests build no Keras model, so there is no state to
     reset."""
     yield
-
-
-def fresh_python(code):
-    """Runs ``code`` in a new interpreter (this tree first on the path); returns
-    stdout."""
-    env = dict(os.environ, PYTHONPATH=str(REPO))
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return done.stdout
-
-
-def test_importing_the_package_imports_keras_and_registers_its_classes():
-    """``import keras_selfattn`` alone: Keras is loaded and knows the classes."""
-    out = fresh_python(
-        "import sys\n"
-        "import keras_selfattn\n"
-        "import keras\n"
-        "names = ['keras_selfattn>PositionalEncoding', 'keras_selfattn>Seq2Seq']\n"
-        "print('keras' in sys.modules, "
-        "all(keras.saving.get_registered_object(n) for n in names))\n"
-    )
-    assert out.split() == ["True", "True"]
 
 
 def test_the_public_names_are_the_real_objects():
@@ -576,27 +545,15 @@ def test_output_errors_are_one_line_or_a_quiet_broken_pipe(fault, status, line):
     assert message is None if line is None else message.startswith(line)
 
 
-def test_pair_files_are_checked_before_the_command_runs(tmp_path):
+def test_pair_files_are_checked_before_the_command_runs(tmp_path, monkeypatch):
     """A missing --data answers in the argument checks, with the reader's words."""
-    code = (
-        "import sys\n"
-        "from keras_selfattn import cli\n"
-        "from keras_selfattn.cli import checks\n"
-        "args = cli.build_parser().parse_args(sys.argv[1:])\n"
-        "try:\n"
-        "    checks.check_arguments(args)\n"
-        "except OSError as error:\n"
-        "    print(error)\n"
+    monkeypatch.chdir(tmp_path)
+    args = cli.build_parser().parse_args(
+        ["train", "--data", "nothere.tsv", "--out", "o"]
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code, "train", "--data", "nothere.tsv", "--out", "o"],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        env=dict(os.environ, PYTHONPATH=str(pathlib.Path(__file__).parents[1])),
-        check=True,
-    )
-    assert done.stdout.splitlines() == [
+    with pytest.raises(OSError) as raised:
+        checks.check_arguments(args)
+    assert str(raised.value).splitlines() == [
         "No sentence-pair file matches 'nothere.tsv' (file not found)",
     ]
 

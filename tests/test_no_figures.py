@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from keras_selfattn import jobs, text
+from keras_selfattn import jobs
 from keras_selfattn.cli import build_parser
 from tests.bad_input_cases import (
     CLEAR,
@@ -20,7 +20,7 @@ from tests.bad_input_cases import (
     classify,
     run_in_process,
 )
-from tests.serving.test_command_imports import run_command
+from tests.training import reference_run
 
 COMMANDS = {
     "train": ["train", "--data", "pairs.tsv", "--out", "run"],
@@ -122,15 +122,16 @@ def test_figures_are_drawn_by_default(stub_training, tmp_path, monkeypatch):
 
 @pytest.mark.slow
 def test_a_run_without_figures_writes_its_metrics_and_never_imports_matplotlib(
-    tmp_path,
+    tmp_path_factory,
 ):
-    data = text.write_pairs(tmp_path / "pairs.tsv", text.load_bundled_dates()[:300])
-    run = tmp_path / "run"
-    argv = ["train", "--data", data, "--out", run, "--epochs", "1", *TINY_RUN_ARGS]
-    result, imported = run_command(*argv)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert not imported
-    assert "exact match" in result.stdout and f"run directory: {run}" in result.stdout
+    """``train --epochs 1`` with TINY_RUN_ARGS in a fresh process (the run
+    test_concurrent_trains.py races a second train against)."""
+    shared = reference_run.no_figures_run(tmp_path_factory)
+    run = shared.root / "run"
+    assert shared.status == 0, shared.stderr[-3000:]
+    assert shared.imported == "matplotlib imported: False", shared.stderr[-2000:]
+    assert "exact match" in shared.stdout
+    assert f"run directory: {run}" in shared.stdout
     metrics = json.loads((run / "metrics.json").read_text())
     assert {"bleu", "chrf", "exact_match"} <= set(metrics["test"])
     assert not (run / "plots").exists()

@@ -32,9 +32,14 @@ def _commands(root):
     export = root / "export" / "1"
     export.mkdir(parents=True)
     (export / "saved_model.pb").write_bytes(b"garbage")
+    pairs = root / "pairs.tsv"
+    pairs.write_bytes(b"".join(b"%d un\t%d one\n" % (i, i) for i in range(40)))
+    tpu = ["--strategy", "tpu", "--tpu", "local"]
     return {
         # The strategy (and so the devices) is set up before the data is read.
         "train": ["train", "--data", cut, "--out", root / "run", "--train-steps", "1"],
+        # A TPU asked for where there is none (TensorFlow's resolver finds none).
+        "train-tpu": ["train", "--data", pairs, "--out", root / "tpu-run", *tpu],
         "build-vocab": ["build-vocab", "--data", cut, "--out", root / "vocab"],
         "evaluate": ["evaluate", "--model", empty],
         "translate": ["translate", "--model", empty, "x"],
@@ -54,7 +59,10 @@ CASES = [
         for command in ("train", "check-serving")
         for setting in SETTINGS
     ),
-    *((command, "0") for command in ("build-vocab", "evaluate", "translate", "export")),
+    *(
+        (command, "0")
+        for command in ("build-vocab", "evaluate", "translate", "export", "train-tpu")
+    ),
 ]
 
 # One fresh process per setting runs that setting's commands one after another,
@@ -65,7 +73,15 @@ CASES = [
 # not force the level itself would pass the user's level to what it starts.
 # check-serving goes first: it starts processes, and its import is the one
 # every command shares.
-SEQUENCE = ["check-serving", "train", "build-vocab", "evaluate", "translate", "export"]
+SEQUENCE = [
+    "check-serving",
+    "train",
+    "build-vocab",
+    "evaluate",
+    "translate",
+    "export",
+    "train-tpu",
+]
 DRIVER = r"""
 import json, os, sys, tempfile
 argvs, setting, out = json.loads(sys.argv[1])
@@ -136,6 +152,17 @@ def test_stderr_holds_only_our_own_lines(command, setting, stderr_by_setting):
     assert not TF_LOG_LINE.search(stderr), stderr[-3000:]
     lines = stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("keras-selfattn: error: "), lines
+
+
+def test_a_tpu_asked_for_where_there_is_none_is_named(stderr_by_setting):
+    """``train --strategy tpu --tpu local`` without a TPU: the one line says so."""
+    status, stderr = stderr_by_setting("0")["train-tpu"]
+    assert status == 2, stderr[-3000:]
+    assert (
+        "keras-selfattn: error: strategy='tpu' but no TPU was found at 'local'"
+        in stderr
+    )
+    assert "Traceback" not in stderr
 
 
 # (--verbose bringing the lines back: tests/test_cli.py.)

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import types
 
+import keras
 import pytest
 
 from keras_selfattn.models import saving
@@ -34,8 +35,17 @@ model.compile(optimizer=keras.optimizers.Adam(m.InverseSquareRootSchedule(1e-3, 
               loss=m.MaskedCrossEntropy(), metrics=[m.MaskedAccuracy()])
 model.save({path!r})
 """
+# `import keras_selfattn` alone: Keras is loaded and knows the classes (said
+# before the order's `import keras`).
+ALONE = (
+    "print('alone:', 'keras' in sys.modules, all("
+    "sys.modules['keras'].saving.get_registered_object(n) for n in "
+    "['keras_selfattn>PositionalEncoding', 'keras_selfattn>Seq2Seq']))\n"
+)
 ORDERS = {
-    "keras_selfattn, keras": "import keras_selfattn\nimport keras",
+    "keras_selfattn, keras": (
+        "import sys\nimport keras_selfattn\n" + ALONE + "import keras"
+    ),
     "keras, keras_selfattn": "import keras\nimport keras_selfattn",
     "tensorflow, keras_selfattn, keras": (
         "import tensorflow\nimport keras_selfattn\nimport keras"
@@ -63,7 +73,14 @@ def _python(script):
 # each order saves in one fresh process and loads, in another, a model a third
 # saved: five processes instead of a pair per order.
 CHAIN = sorted(ORDERS) + sorted(ORDERS)[:1]
-LOAD = "print('model:', type(keras.models.load_model({path!r})).__name__)\n"
+# The loaded model's class, and its optimizer's learning-rate schedule (a
+# compiled model: the schedule is deserialized by load_model too).
+LOAD = (
+    "loaded = keras.models.load_model({path!r})\n"
+    "print('model:', type(loaded).__name__)\n"
+    "print('schedule:', "
+    "loaded.optimizer.get_config()['learning_rate']['class_name'])\n"
+)
 # Layers in the user's own model, saved by the chain's first process and loaded
 # by its last (the same order, `import keras` then `import keras_selfattn`).
 LAYERS_SAVE = """
@@ -83,17 +100,40 @@ print(sorted({{type(layer).__module__.split('.')[0] for layer in model.layers}})
 """
 
 
+# The command line's loaders: each loads, in one of the chain's last two
+# processes (after that order's own load_model), the model the process before
+# saved, with what the command line imports imported first.
+LOADERS = {
+    "keras_selfattn.translation": "_load_model",
+    "keras_selfattn.training.fit.averaging": "_load",
+}
+COMMAND_LOAD = """
+import keras_selfattn.cli.commands  # what the command line has imported
+from {module} import {loader} as command_load
+print('command:', type(command_load({path!r})).__name__)
+"""
+LOADER_AT = dict(zip((len(CHAIN) - 2, len(CHAIN) - 1), sorted(LOADERS)))
+
+
+def _printed(lines, key):
+    """The values of the lines ``key: value`` a chain process printed."""
+    return [line.split(": ", 1)[1] for line in lines if line.startswith(f"{key}: ")]
+
+
 @pytest.fixture(scope="module")
 def chain(tmp_path_factory):
-    """What each order's loading process printed (``loaded``), the last model
-    saved (``saved``, for the loaders' tests) and what the last process printed
-    of the layer models the first saved (``layers_loaded``)."""
+    """What each order's loading process printed (``loaded``: the model's class;
+    ``schedules``: its optimizer's learning-rate schedule; ``alone``: what
+    `import keras_selfattn` alone had loaded and registered), what each command
+    line loader loaded (``by_command``) and what the last process printed of the
+    layer models the first saved (``layers_loaded``)."""
     directory = tmp_path_factory.mktemp("orders")
     layers = {
         "path": str(directory / "pe.keras"),
         "compiled": str(directory / "compiled.keras"),
     }
-    loaded, previous, layers_loaded = {}, None, None
+    loaded, schedules, alone, by_command = {}, {}, [], {}
+    previous, layers_loaded = None, None
     for step, order in enumerate(CHAIN):
         path = str(directory / f"m{step}.keras")
         script = ORDERS[order] + "\n"
@@ -101,6 +141,11 @@ def chain(tmp_path_factory):
             script += LAYERS_LOAD.format(**layers)
         if previous is not None:
             script += LOAD.format(path=previous)
+        if step in LOADER_AT:
+            module = LOADER_AT[step]
+            script += COMMAND_LOAD.format(
+                module=module, loader=LOADERS[module], path=previous
+            )
         if step < len(CHAIN) - 1:
             script += SAVE.format(path=path).replace(
                 "import keras, keras_selfattn as ksa", "import keras_selfattn as ksa"
@@ -111,15 +156,23 @@ def chain(tmp_path_factory):
         assert result.returncode == 0, (order, result.stderr[-3000:])
         lines = result.stdout.splitlines()
         if previous is not None:
-            loaded[order] = [
-                line.split(": ", 1)[1] for line in lines if line.startswith("model: ")
-            ]
+            loaded[order] = _printed(lines, "model")
+            schedules[order] = _printed(lines, "schedule")
+            alone.extend(_printed(lines, "alone"))
+        if step in LOADER_AT:
+            by_command[LOADER_AT[step]] = _printed(lines, "command")
         if step == len(CHAIN) - 1:
-            layers_loaded = "\n".join(x for x in lines if not x.startswith("model: "))
+            layers_loaded = "\n".join(
+                x
+                for x in lines
+                if not x.startswith(("model: ", "schedule: ", "alone: ", "command: "))
+            )
         previous = path
     return types.SimpleNamespace(
         loaded=loaded,
-        saved=directory / f"m{len(CHAIN) - 2}.keras",
+        schedules=schedules,
+        alone=alone,
+        by_command=by_command,
         layers_loaded=layers_loaded,
     )
 
@@ -127,8 +180,18 @@ def chain(tmp_path_factory):
 @pytest.mark.slow
 @pytest.mark.parametrize("order", sorted(ORDERS))
 def test_a_saved_model_loads_under_each_import_order(chain, order):
-    """Saved in one fresh process, loaded with `keras.models.load_model` in another."""
+    """Saved in one fresh process, loaded with `keras.models.load_model` in another:
+    the model, and the learning-rate schedule of its compiled optimizer."""
     assert chain.loaded[order] == ["Seq2Seq"]
+    assert chain.schedules[order] == ["InverseSquareRootSchedule"]
+
+
+@pytest.mark.slow
+def test_importing_the_package_imports_keras_and_registers_its_classes(chain):
+    """``import keras_selfattn`` alone, in a fresh process: Keras is loaded and
+    knows the classes."""
+    assert CHAIN.count("keras_selfattn, keras") == 1
+    assert chain.alone == ["True True"]
 
 
 @pytest.mark.slow
@@ -141,19 +204,22 @@ def test_load_model_after_import_keras_selfattn_in_a_fresh_process(chain):
 
 
 def _model_with_an_unknown_class(path):
-    """A `.keras` file whose layer class is registered as mypkg>Unknown in a
-    process that is gone."""
-    script = f"""
-import keras
-@keras.saving.register_keras_serializable(package="mypkg")
-class Unknown(keras.layers.Layer):
-    def call(self, x):
-        return x
-x = keras.Input((3,))
-keras.Model(x, Unknown()(x)).save({str(path)!r})
-"""
-    result = _python(script)
-    assert result.returncode == 0, result.stderr[-3000:]
+    """A `.keras` file whose layer class was registered as mypkg>Unknown, then
+    taken out of Keras' registry: as in a process where mypkg was not imported."""
+    from keras.src.saving import object_registration
+
+    @keras.saving.register_keras_serializable(package="mypkg")
+    class Unknown(keras.layers.Layer):
+        def call(self, x):
+            return x
+
+    try:
+        x = keras.Input((3,))
+        keras.Model(x, Unknown()(x)).save(path)
+    finally:
+        object_registration.GLOBAL_CUSTOM_OBJECTS.pop("mypkg>Unknown")
+        object_registration.GLOBAL_CUSTOM_NAMES.pop(Unknown)
+    assert keras.saving.get_registered_object("mypkg>Unknown") is None
 
 
 def test_a_class_nobody_registered_is_one_line_naming_it(tmp_path):
@@ -190,24 +256,10 @@ def test_the_missing_class_is_read_from_keras_message():
     assert saving.missing_class_error("m.keras", ValueError("other")) is None
 
 
-LOADERS = {
-    "keras_selfattn.translation": "_load_model",
-    "keras_selfattn.training.fit.averaging": "_load",
-}
-
-
 @pytest.mark.slow  # the chain's fresh processes
 @pytest.mark.parametrize("module", sorted(LOADERS))
 def test_the_command_line_loads_a_saved_model_in_a_fresh_process(chain, module):
     """A model saved by a fresh process, loaded in another that imported what the
     command line imports, through the command's own loader."""
-    path = chain.saved
-    load = f"""
-import sys
-import keras_selfattn.cli.commands  # what the command line has imported
-from {module} import {LOADERS[module]} as load
-print(type(load({str(path)!r})).__name__)
-"""
-    result = _python(load)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert result.stdout.split() == ["Seq2Seq"]
+    assert sorted(LOADER_AT.values()) == sorted(LOADERS)
+    assert chain.by_command[module] == ["Seq2Seq"]

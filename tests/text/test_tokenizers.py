@@ -4,7 +4,6 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 
 import keras
 import pytest
@@ -233,16 +232,15 @@ def test_which_ops_each_option_uses(tokenizers, name):
         assert non_core  # e.g. CaseFoldUTF8, TFText>WhitespaceTokenizeWithOffsetsV2
 
 
-@pytest.mark.slow
-def test_core_tokenizer_serves_under_session_loader_without_tensorflow_text(tmp_path):
-    """A core tokenizer's SavedModel loads where tensorflow_text is not imported."""
+def _export_core_tokenizer(export_dir):
+    """A core tokenizer's SavedModel, exported as serving/ does (keras'
+    ExportArchive, tables tracked explicitly)."""
     tokenizer = build_tokenizer(TEXTS, TokenizerConfig(kind="word", ops="core"))
 
     def serve(text):
         ids = tokenizer.encode(text).to_tensor()
         return {"ids": ids, "text": tokenizer.decode(ids)}
 
-    # The way serving/ exports: keras' ExportArchive, tables tracked explicitly.
     archive = keras.export.ExportArchive()
     archive.track(tokenizer)
     archive.add_endpoint(
@@ -250,27 +248,18 @@ def test_core_tokenizer_serves_under_session_loader_without_tensorflow_text(tmp_
         serve,
         input_signature=[tf.TensorSpec([None], tf.string, name="text")],
     )
-    export_dir = str(tmp_path / "saved")
     archive.write_out(export_dir, verbose=False)
-    script = textwrap.dedent(
-        f"""
-        import sys
-        import tensorflow as tf
-        tf.compat.v1.disable_eager_execution()
-        with tf.compat.v1.Session(graph=tf.Graph()) as session:
-            loader = tf.compat.v1.saved_model.loader
-            meta = loader.load(session, ["serve"], {export_dir!r})
-            signature = meta.signature_def["serving_default"]
-            out = session.run(
-                signature.outputs["text"].name,
-                {{signature.inputs["text"].name: ["Hello, World!", "hello moon"]}},
-            )
-        assert "tensorflow_text" not in sys.modules
-        print(out.tolist())
-        """
-    )
-    result = _run_in_a_fresh_process(script)
-    assert "[b'hello, world!', b'hello <unk>']" in result.stdout
+
+
+@pytest.mark.slow
+def test_core_tokenizer_serves_under_session_loader_without_tensorflow_text(
+    served_in_a_fresh_process,
+):
+    """A core tokenizer's SavedModel loads where tensorflow_text is not imported
+    (the fresh process asserts it is not, before it imports it for the
+    SentencePiece models)."""
+    report = served_in_a_fresh_process["report"]
+    assert report["core"] == ["hello, world!", "hello <unk>"]
 
 
 def test_subword_tokenizer_survives_saved_model(tmp_path, tokenizers):
@@ -449,23 +438,13 @@ def test_sentencepiece_runs_in_tf_data_and_tf_function(german_sentencepiece):
     assert _strings(decode(padded)) == GERMAN
 
 
-@pytest.mark.slow
-def test_sentencepiece_tokenizers_serve_under_both_loaders(
-    tmp_path, german_sentencepiece
-):
-    """The models travel inside the SavedModel; two of them stay two models.
-
-    tensorflow-text 2.21 names each model's resource op after the tokenizer's
-    name; two SentencepieceTokenizers of one name came back from loading sharing
-    one model (a source and a target model: the target decoded with the source's
-    pieces). Each Tokenizer names its model after the model's digest.
-    """
-    target = german_sentencepiece
+def _export_sentencepiece_tokenizers(export_dir, target):
+    """A SavedModel with two SentencePiece tokenizers (a source and ``target``);
+    returns what its signature must give for PROBE."""
     source = build_tokenizer(
         [f"zug {n} fährt ab." for n in range(100)],
         TokenizerConfig(kind="sentencepiece", max_vocab_size=40),
     )
-    probe = GERMAN[:3]
 
     def serve(text):
         ids = target.encode(text).to_tensor()
@@ -483,41 +462,79 @@ def test_sentencepiece_tokenizers_serve_under_both_loaders(
         serve,
         input_signature=[tf.TensorSpec([None], tf.string, name="text")],
     )
-    export_dir = str(tmp_path / "saved")
     archive.write_out(export_dir, verbose=False)
-    expected = {
-        "text": probe,
-        "source_ids": source.encode(tf.constant(probe)).to_tensor().numpy().tolist(),
-        "target_ids": target.encode(tf.constant(probe)).to_tensor().numpy().tolist(),
+    return {
+        "text": PROBE,
+        "source_ids": source.encode(tf.constant(PROBE)).to_tensor().numpy().tolist(),
+        "target_ids": target.encode(tf.constant(PROBE)).to_tensor().numpy().tolist(),
     }
-    assert expected["source_ids"] != expected["target_ids"]
-    script = textwrap.dedent(
-        f"""
-        import json
-        import tensorflow as tf
-        import tensorflow_text  # noqa: F401  (registers the SentencePiece ops)
 
-        def plain(outputs):
-            return {{
-                k: [t.decode("utf-8") for t in v.tolist()]
-                if k == "text"
-                else v.tolist()
-                for k, v in outputs.items()
-            }}
 
-        loaded = tf.saved_model.load({export_dir!r})
-        tf2 = loaded.signatures["serving_default"](text=tf.constant({probe!r}))
-        tf2 = plain({{k: v.numpy() for k, v in tf2.items()}})
-        with tf.compat.v1.Session(graph=tf.Graph()) as session:
-            loader = tf.compat.v1.saved_model.loader
-            meta = loader.load(session, ["serve"], {export_dir!r})
-            signature = meta.signature_def["serving_default"]
-            fetch = {{k: v.name for k, v in signature.outputs.items()}}
-            out = session.run(fetch, {{signature.inputs["text"].name: {probe!r}}})
-        print(json.dumps({{"tf2": tf2, "session": plain(out)}}))
-        """
-    )
+PROBE = GERMAN[:3]
+# One fresh process loads both SavedModels: the core tokenizer's first, under
+# the session loader, before anything imports tensorflow_text; then, with it
+# imported (it registers the SentencePiece ops), the SentencePiece one under
+# the TF2 loader and the session loader.
+SERVE_SCRIPT = """
+import json
+import sys
+import tensorflow as tf
+
+def session_run(export_dir, fetch, texts):
+    with tf.compat.v1.Session(graph=tf.Graph()) as session:
+        loader = tf.compat.v1.saved_model.loader
+        meta = loader.load(session, ["serve"], export_dir)
+        signature = meta.signature_def["serving_default"]
+        names = {{
+            k: v.name for k, v in signature.outputs.items() if fetch in (None, k)
+        }}
+        return session.run(names, {{signature.inputs["text"].name: texts}})
+
+def plain(outputs):
+    return {{
+        k: [t.decode("utf-8") for t in v.tolist()] if k == "text" else v.tolist()
+        for k, v in outputs.items()
+    }}
+
+core = session_run({core!r}, "text", ["Hello, World!", "hello moon"])
+assert "tensorflow_text" not in sys.modules
+import tensorflow_text  # noqa: F401  (registers the SentencePiece ops)
+
+loaded = tf.saved_model.load({sentencepiece!r})
+tf2 = loaded.signatures["serving_default"](text=tf.constant({probe!r}))
+tf2 = plain({{k: v.numpy() for k, v in tf2.items()}})
+out = session_run({sentencepiece!r}, None, {probe!r})  # every output
+report = {{"core": plain(core)["text"], "tf2": tf2, "session": plain(out)}}
+print(json.dumps(report))
+"""
+
+
+@pytest.fixture(scope="module")
+def served_in_a_fresh_process(tmp_path_factory, german_sentencepiece):
+    """The two SavedModels (`_export_core_tokenizer`,
+    `_export_sentencepiece_tokenizers`) loaded by SERVE_SCRIPT in one fresh
+    process: its ``report`` and the SentencePiece ``expected`` outputs."""
+    root = tmp_path_factory.mktemp("served")
+    core, sentencepiece = str(root / "core"), str(root / "sentencepiece")
+    _export_core_tokenizer(core)
+    expected = _export_sentencepiece_tokenizers(sentencepiece, german_sentencepiece)
+    script = SERVE_SCRIPT.format(core=core, sentencepiece=sentencepiece, probe=PROBE)
     result = _run_in_a_fresh_process(script)
     report = json.loads(result.stdout.strip().splitlines()[-1])
+    return {"report": report, "expected": expected}
+
+
+@pytest.mark.slow
+def test_sentencepiece_tokenizers_serve_under_both_loaders(served_in_a_fresh_process):
+    """The models travel inside the SavedModel; two of them stay two models.
+
+    tensorflow-text 2.21 names each model's resource op after the tokenizer's
+    name; two SentencepieceTokenizers of one name came back from loading sharing
+    one model (a source and a target model: the target decoded with the source's
+    pieces). Each Tokenizer names its model after the model's digest.
+    """
+    expected = served_in_a_fresh_process["expected"]
+    assert expected["source_ids"] != expected["target_ids"]
+    report = served_in_a_fresh_process["report"]
     assert report["tf2"] == expected
     assert report["session"] == expected

@@ -1,14 +1,16 @@
 """The finished runs tests share, each trained once per test run (one worker
 trains it, the others read it) and never changed by a test: the 12-step tiny
 run that tests/training/test_train.py and test_continuation.py compare against,
-and the command line's tiny run that tests/test_cli.py reads and
-test_continuation.py continues a copy of."""
+the command line's tiny run that tests/test_cli.py reads and
+test_continuation.py continues a copy of, and the tiny run without figures that
+tests/test_no_figures.py and tests/training/test_concurrent_trains.py read."""
 
 import os
 import pathlib
 import shutil
 import subprocess
 import sys
+import time
 import types
 import warnings
 
@@ -129,3 +131,71 @@ def command_line_run(tmp_path_factory):
 
     shared = once_per_test_run(tmp_path_factory, "command_line_run", produce)
     return types.SimpleNamespace(**{**shared, "root": pathlib.Path(shared["root"])})
+
+
+# Runs ``keras-selfattn ARGS`` as the console script does and says on stderr
+# whether matplotlib was imported (tests/serving/test_command_imports.py's probe).
+IMPORTS_PROBE = REPO / "tests" / "serving" / "imports_probe.py"
+
+
+def no_figures_run(tmp_path_factory):
+    """``keras-selfattn train --epochs 1`` with TINY_RUN_ARGS (``--no-figures``) on
+    the 300 bundled pairs, in a fresh process that reports whether it imported
+    matplotlib; while it holds the run directory, the same command is started in
+    this process (it must be refused). Trained once per test run. Returns
+    ``root`` (its data ``pairs.tsv`` and the run ``run``), the first command's
+    ``status``, ``stdout``, ``stderr``, ``pid`` and ``imported`` (the probe's
+    line),
+    and the second's ``second`` (status, stdout, stderr), a namespace."""
+    from tests.bad_input_cases import TINY_RUN_ARGS, run_in_process
+
+    def produce(directory):
+        data = text.write_pairs(
+            directory / "pairs.tsv", text.load_bundled_dates()[:300]
+        )
+        run = directory / "run"
+        argv = ["train", "--data", str(data), "--out", str(run)]
+        argv += ["--epochs", "1", *TINY_RUN_ARGS]
+        env = dict(os.environ, PYTHONPATH=str(REPO))
+        env.pop("MPLCONFIGDIR", None)
+        first = subprocess.Popen(
+            [sys.executable, str(IMPORTS_PROBE), *argv],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        try:
+            _wait_until_started(first, run)
+            second = run_in_process(argv)
+            stdout, stderr = first.communicate(timeout=600)
+        finally:
+            if first.poll() is None:
+                first.kill()
+        return {
+            "root": str(directory),
+            "status": first.returncode,
+            "stdout": stdout,
+            "stderr": stderr,
+            "pid": first.pid,
+            # "matplotlib imported: True|False", the probe's last line
+            "imported": (stderr.strip().splitlines() or [""])[-1],
+            "second": [second.status, second.stdout, second.stderr],
+        }
+
+    shared = once_per_test_run(tmp_path_factory, "no_figures_run", produce)
+    return types.SimpleNamespace(**{**shared, "root": pathlib.Path(shared["root"])})
+
+
+def _wait_until_started(process, run):
+    """Until ``process`` holds ``run``'s lock (or, on a tree without one, has
+    started writing the run)."""
+    lock_file, started = run / "train.lock", run / "config.json"
+    deadline = time.monotonic() + 300
+    while not (lock_file.exists() and lock_file.stat().st_size) and not (
+        started.exists()
+    ):
+        if process.poll() is not None:
+            raise AssertionError(process.communicate()[1][-3000:])
+        assert time.monotonic() < deadline, "the first train never started"
+        time.sleep(0.05)

@@ -1,11 +1,6 @@
 """The validation watch: scores of translations, and the health check catching a
 collapsed encoder provoked on purpose."""
 
-import os
-import pathlib
-import subprocess
-import sys
-
 import numpy as np
 import pytest
 from keras import ops
@@ -37,7 +32,6 @@ TINY = {
     "dropout": 0.0,
 }
 PAIRS = text.load_bundled_dates()[:40]
-REPO = pathlib.Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -321,34 +315,5 @@ def test_inverse_square_root_schedule_follows_its_formula():
     assert float(clone(1234)) == float(schedule(1234))
 
 
-@pytest.mark.slow
-def test_a_compiled_model_with_the_schedule_loads_in_a_fresh_process(
-    tokenizer, tmp_path
-):
-    """The documented contract: ``import keras, keras_selfattn`` before load_model."""
-    import keras
-
-    from keras_selfattn.models import masked_loss
-
-    model = tiny_model(tokenizer)
-    model.compile(
-        optimizer=keras.optimizers.Adam(InverseSquareRootSchedule(1e-3, 10)),
-        loss=masked_loss(label_smoothing=0.1),
-    )
-    path = tmp_path / "model.keras"
-    model.save(path)
-    script = (
-        "import sys, keras, keras_selfattn\n"
-        "m = keras.saving.load_model(sys.argv[1])\n"
-        'print(m.optimizer.get_config()["learning_rate"]["class_name"])\n'
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", script, str(path)],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.strip().endswith("InverseSquareRootSchedule")
+# (A compiled model with the schedule, loaded in a fresh process under every
+# import order: tests/test_registrations.py.)
