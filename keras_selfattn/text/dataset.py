@@ -13,6 +13,7 @@ once; the ids are cached), so the same `PairTokenizer` code serves at export tim
 
 import functools
 import os
+import weakref
 from collections.abc import Sequence
 
 import tensorflow as tf
@@ -84,6 +85,25 @@ def _encode_strings(sources, targets, tokenizer, encode_batch_size=1024):
     return _encode(pairs, tokenizer, encode_batch_size)
 
 
+# Each side's encode traced once per tokenizer, for every pipeline that maps it
+# (a run's training, validation and counting stages): traced inline, each map
+# built the tokenizer's ops again. Kept here, not on the tokenizer, which is
+# saved (a `tf.Module` would carry the functions into its SavedModel).
+_ENCODERS = weakref.WeakKeyDictionary()
+
+
+def _traced_encode(tokenizer):
+    """``(source encode, target encode)`` of ``tokenizer`` as `tf.function`s
+    of a (N,) string batch, traced once."""
+    if tokenizer not in _ENCODERS:
+        strings = [tf.TensorSpec([None], tf.string)]
+        _ENCODERS[tokenizer] = tuple(
+            tf.function(side.encode, input_signature=strings, autograph=False)
+            for side in (tokenizer.source, tokenizer.target)
+        )
+    return _ENCODERS[tokenizer]
+
+
 def _encode(pairs, tokenizer, encode_batch_size, select=None):
     """The tokenization stage: string pairs -> unbatched id vectors, input order.
 
@@ -94,9 +114,11 @@ def _encode(pairs, tokenizer, encode_batch_size, select=None):
     # The functions tf.data traces in this module are plain graph code, no Python
     # control flow on tensors: AutoGraph's conversion would only cost time (about
     # 2 CPU-s of each run's start, over its stages).
+    encode_source, encode_target = _traced_encode(tokenizer)
+
     @tf.autograph.experimental.do_not_convert
     def encode(sources, targets):
-        ids = tokenizer.source.encode(sources), tokenizer.target.encode(targets)
+        ids = encode_source(sources), encode_target(targets)
         return ids if select is None else select(*ids)
 
     return (
