@@ -51,9 +51,9 @@ batch by batch (each batch goes to every export in turn, the order rotating:
 `_bench.interleaved_items`), so a slow spell of a shared machine falls on all
 of them; each export's sentences/s, its speed against float32's (median of the
 per-round ratios), the texts that differ from float32's, and greedy BLEU/chrF
-against the references (sacrebleu). ``--quick`` trains a tiny run for one epoch
-on the bundled dates and measures float32 against bfloat16 with a shortlist and
-a length ratio.
+against the references (sacrebleu). ``--quick`` serves a tiny run
+(`_bench.quick_run`, trained here unless ``--run`` gives one) and measures float32
+against bfloat16 with a shortlist and a length ratio.
 """
 
 import argparse
@@ -258,24 +258,6 @@ def _export_label(text):
     return text
 
 
-def _quick_run(directory):
-    """A tiny run trained one epoch on the bundled dates (what --quick measures)."""
-    from keras_selfattn import text
-    from keras_selfattn.training import TrainConfig, train
-
-    config = TrainConfig(
-        epochs=1,
-        batch_size=32,
-        jit_compile=False,
-        tokenizer_ops="core",
-        validation_translations=0,
-        best_by="loss",
-    )
-    pairs = text.load_bundled_dates()[:300]
-    model = _bench.tiny_model_config(max_source_len=12, max_target_len=12)
-    return train(pairs, directory, model, config, verbose=0).run_dir
-
-
 def _served_exports(run_dir, base, labels, frequent, threads):
     """``{label: served_translator.Served}``: each variant exported and loaded
     in a session of its own, ``threads`` intra-op threads."""
@@ -348,7 +330,9 @@ def end_to_end(args, directory):
 
     from keras_selfattn.text import read_pairs
 
-    run_dir = pathlib.Path(args.run) if args.run else _quick_run(directory / "run")
+    if not args.run:  # --quick
+        args.run, args.test = _bench.quick_run(directory)
+    run_dir = pathlib.Path(args.run)
     test = args.test or run_dir / "splits" / "test.tsv"
     pairs = read_pairs(test)[: args.limit]
     labels = args.exports or list(SERVED_EXPORTS)

@@ -9,12 +9,12 @@ crash is a failed test, not a dead pytest.
 """
 
 import json
-import os
 import pathlib
-import subprocess
 import sys
 
 import pytest
+
+from tests.serving.test_export import run_fresh_process
 
 # One xdist worker runs every serving test, so the session fixtures train once.
 pytestmark = pytest.mark.slow
@@ -26,14 +26,8 @@ def malformed_outcomes(runs):
     """`SCRIPT` on each ``(SavedModel directory, loader)`` of ``runs``, one after
     the other in one fresh process: per run, ``{case: its line}``. A process that
     dies fails here, naming the last requests answered."""
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": ""}
-    done = subprocess.run(
-        [sys.executable, "-I", str(SCRIPT), *(str(a) for run in runs for a in run)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=env,
-        check=False,
+    done = run_fresh_process(
+        [sys.executable, "-I", str(SCRIPT), *(str(a) for run in runs for a in run)]
     )
     lines = [json.loads(line) for line in done.stdout.splitlines() if line]
     answered = [(runs[line["run"]][1], line["case"]) for line in lines]
