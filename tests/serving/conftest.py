@@ -209,3 +209,31 @@ def text_export_served(fresh_process_reports):
     loaders: the reference that the tests comparing another export, or
     `translate`, with the default export read."""
     return fresh_process_reports["default"]
+
+
+@pytest.fixture(scope="session")
+def learned_shortlist_export(text_run_dir, tmp_path_factory):
+    """BASE/1 of the tensorflow-text run in bfloat16 with int8 weights and a
+    shortlist of 3 pieces, learned from the run's training split (the table is
+    written into the run directory)."""
+    base = tmp_path_factory.mktemp("learned_shortlist_exports") / "translator"
+    return serving.export_run(
+        text_run_dir, base, precision="bfloat16", quantize="int8", shortlist=3
+    )
+
+
+@pytest.fixture(scope="session")
+def malformed_reports(text_export, xla_export, learned_shortlist_export):
+    """``{(SavedModel directory, loader): {case: its line}}``: the malformed
+    requests (`test_malformed_requests.malformed_outcomes`) of the default export
+    under both loaders, and of the XLA and the `learned_shortlist_export` under
+    the session loader, answered in turn by one fresh process."""
+    from tests.serving.test_malformed_requests import malformed_outcomes
+
+    runs = [
+        (text_export, "session"),
+        (text_export, "tf2"),
+        (xla_export, "session"),
+        (learned_shortlist_export, "session"),
+    ]
+    return dict(zip(runs, malformed_outcomes(runs), strict=True))

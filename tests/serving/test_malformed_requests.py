@@ -41,11 +41,14 @@ def malformed_outcomes(runs):
     return outcomes
 
 
-def test_malformed_requests_get_invalid_argument(text_export, xla_export):
+def test_malformed_requests_get_invalid_argument(
+    text_export, xla_export, malformed_reports
+):
     """Every malformed request answers InvalidArgument, under both loaders; the
     XLA export too (its checks run before the compiled search)."""
     runs = [(text_export, "session"), (text_export, "tf2"), (xla_export, "session")]
-    for run, outcomes in zip(runs, malformed_outcomes(runs), strict=True):
+    for run in runs:
+        outcomes = dict(malformed_reports[run])
         assert not outcomes.pop("modules")["leaked"], "the SavedModel must load alone"
         good = {"good_after_bad", "good_ids_after_bad"}
         for case, line in outcomes.items():

@@ -15,7 +15,6 @@ from keras_selfattn.reserved_ids import END_ID
 from keras_selfattn.serving import audit, export_report, signatures
 from keras_selfattn.text.shortlist import DEFAULT_FREQUENT, ShortlistTable
 from tests.serving.test_export import export_through_the_cli
-from tests.serving.test_malformed_requests import malformed_outcomes
 
 
 def covering_run(run_dir, texts, tmp_path):
@@ -133,18 +132,12 @@ def _variables_bytes(version_dir):
 
 @pytest.mark.slow
 def test_bfloat16_shortlist_int8_export_answers_malformed_requests(
-    text_run_dir, tmp_path
+    learned_shortlist_export, malformed_reports
 ):
     """Malformed requests still answer InvalidArgument (the in-graph checks come
     before the shortlist, the int8 weights and the searches)."""
-    exported = serving.export_run(
-        text_run_dir,
-        tmp_path / "export",
-        precision="bfloat16",
-        quantize="int8",
-        shortlist=3,
-    )
-    (outcomes,) = malformed_outcomes([(exported, "session")])
+    exported = learned_shortlist_export
+    outcomes = dict(malformed_reports[(exported, "session")])
     outcomes.pop("modules")
     for case, line in outcomes.items():
         if case in {"good_after_bad", "good_ids_after_bad"}:
