@@ -134,6 +134,33 @@ def tiny_model_config(max_source_len=8, max_target_len=8):
     )
 
 
+def quick_run(scratch):
+    """``(run directory, test TSV)``: `TINY_MODEL` trained one short epoch on 288
+    of the bundled dates (word source, character target, digits split), and a test
+    TSV of the next 32 pairs. What the ``--quick`` modes that serve a trained run
+    measure; a test run makes it once and passes it to them with ``--run``."""
+    from keras_selfattn import text
+    from keras_selfattn.training import TrainConfig, train
+
+    pairs = text.load_bundled_dates()[:320]
+    config = TrainConfig(
+        epochs=1,
+        batch_size=32,
+        jit_compile=False,
+        source_tokenizer="word",
+        target_tokenizer="char",
+        split_digits=True,
+        validation_translations=0,
+        best_by="loss",
+    )
+    model = tiny_model_config(max_source_len=12, max_target_len=12)
+    run = train(pairs[:288], os.path.join(scratch, "run"), model, config, verbose=0)
+    test = os.path.join(scratch, "test.tsv")
+    with open(test, "w", encoding="utf-8") as out:
+        out.writelines(f"{source}\t{target}\n" for source, target in pairs[288:])
+    return str(run.run_dir), test
+
+
 def compiled_seq2seq(
     source_vocab, target_vocab, config, policy, jit_compile, learning_rate, clipnorm=1.0
 ):

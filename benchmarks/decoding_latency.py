@@ -95,7 +95,8 @@ def search_table(model, batches, rounds, quick):
             )["ids"].numpy(),
         }
         calls = 1 if quick else _bench.calls_for(fns["greedy"], 0.1)
-        samples = _bench.interleaved(fns, rounds, calls)
+        # --quick: one untimed call each (the trace), not two
+        samples = _bench.interleaved(fns, rounds, calls, warmup=1 if quick else 2)
         greedy_ratio = _bench.paired_ratio(samples, "greedy", "forward")
         rows.append(
             [

@@ -55,9 +55,9 @@ against the references (sacrebleu). ``--same-source`` makes each batch one
 source repeated ``--batch`` times (the first of each batch of the test set): rows
 of equal length, none ending before the others, so every step computes every
 row, the case a batch of mixed lengths leaves after its first sentences end.
-``--quick`` trains a tiny run for one epoch
-on the bundled dates and measures float32 against bfloat16 with a shortlist and
-a length ratio.
+``--quick`` serves a tiny run (`_bench.quick_run`, trained here unless ``--run``
+gives one) and measures float32 against bfloat16 with a shortlist and a length
+ratio.
 """
 
 import argparse
@@ -262,24 +262,6 @@ def _export_label(text):
     return text
 
 
-def _quick_run(directory):
-    """A tiny run trained one epoch on the bundled dates (what --quick measures)."""
-    from keras_selfattn import text
-    from keras_selfattn.training import TrainConfig, train
-
-    config = TrainConfig(
-        epochs=1,
-        batch_size=32,
-        jit_compile=False,
-        tokenizer_ops="core",
-        validation_translations=0,
-        best_by="loss",
-    )
-    pairs = text.load_bundled_dates()[:300]
-    model = _bench.tiny_model_config(max_source_len=12, max_target_len=12)
-    return train(pairs, directory, model, config, verbose=0).run_dir
-
-
 def _served_exports(run_dir, base, labels, frequent, threads):
     """``{label: served_translator.Served}``: each variant exported and loaded
     in a session of its own, ``threads`` intra-op threads."""
@@ -358,7 +340,9 @@ def end_to_end(args, directory):
 
     from keras_selfattn.text import read_pairs
 
-    run_dir = pathlib.Path(args.run) if args.run else _quick_run(directory / "run")
+    if not args.run:  # --quick
+        args.run, args.test = _bench.quick_run(directory)
+    run_dir = pathlib.Path(args.run)
     test = args.test or run_dir / "splits" / "test.tsv"
     pairs = read_pairs(test)[: args.limit]
     if args.same_source:

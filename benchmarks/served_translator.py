@@ -4,7 +4,7 @@ texts compared, and where the time goes (a profile per op category).
 Run: .venv/bin/python benchmarks/served_translator.py --run RUN --test TSV
          [--baseline SAVED_MODEL] [--export-option NAME=VALUE ...] [--batch 32]
          [--rounds 3] [--limit N] [--profile] [--no-beam]
-     .venv/bin/python benchmarks/served_translator.py --quick
+     .venv/bin/python benchmarks/served_translator.py --quick [--run RUN --test TSV]
 
 The run is exported with this tree's code (`keras_selfattn.serving.export_run`,
 with the given export options) and loaded as TF Serving loads it
@@ -171,33 +171,6 @@ def matmul_flops_per_second(rounds=5, n=1024):
     return 2 * n**3 / _bench.median(samples["m"]), 2 * n**3 / min(samples["m"])
 
 
-def quick_run(scratch):
-    """A run of a tiny model trained one short epoch on the bundled dates, and a
-    test TSV of 32 of its pairs (``--quick``: the script end to end in seconds)."""
-    from keras_selfattn import text
-    from keras_selfattn.models import ModelConfig
-    from keras_selfattn.training import TrainConfig, train
-
-    pairs = text.load_bundled_dates()[:320]
-    sizes = {"num_hiddens": 16, "num_heads": 2, "num_layers": 1, "ffn_hiddens": 32}
-    model = ModelConfig(**sizes, decoder_units=16, embedding_dim=8)
-    config = TrainConfig(
-        epochs=1,
-        batch_size=32,
-        jit_compile=False,
-        source_tokenizer="word",
-        target_tokenizer="char",
-        split_digits=True,
-        validation_translations=0,
-        best_by="loss",
-    )
-    run = train(pairs[:288], os.path.join(scratch, "run"), model, config, 0)
-    test = os.path.join(scratch, "test.tsv")
-    with open(test, "w", encoding="utf-8") as out:
-        out.writelines(f"{source}\t{target}\n" for source, target in pairs[288:])
-    return str(run.run_dir), test
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--run", help="a trained run directory")
@@ -205,7 +178,10 @@ def main(argv=None):
     parser.add_argument(
         "--quick",
         action="store_true",
-        help="a tiny run trained here, compared with its own export, one round",
+        help=(
+            "a tiny run (trained here unless --run and --test are given), "
+            "compared with its own export, one round"
+        ),
     )
     parser.add_argument("--baseline", help="a SavedModel of the same run, before")
     parser.add_argument(
@@ -222,9 +198,12 @@ def main(argv=None):
     args = parser.parse_args(argv)
     args.argv = sys.argv[1:] if argv is None else list(argv)
     if args.quick:
+        args.batch, args.rounds, args.limit = 16, 1, 32
+        if args.run and args.test:  # a quick run made already (the tests')
+            report(args)
+            return
         with tempfile.TemporaryDirectory() as scratch:
-            args.run, args.test = quick_run(scratch)
-            args.batch, args.rounds, args.limit = 16, 1, 32
+            args.run, args.test = _bench.quick_run(scratch)
             report(args)
         return
     if not (args.run and args.test):

@@ -58,10 +58,23 @@ def _check_output(out, name, expected):
             assert item.search(out), (item.pattern, out)
 
 
+# The quick modes that serve a trained run: they share one (`_bench.quick_run`),
+# made once for this file; budget_run's quick mode trains its own, end to end.
+ON_THE_QUICK_RUN = {"served_precision", "served_translator"}
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory):
+    """``["--run", RUN, "--test", TSV]`` of `_bench.quick_run`, trained once."""
+    run, test = _load("_bench").quick_run(str(tmp_path_factory.mktemp("quick_run")))
+    return ["--run", run, "--test", test]
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(IN_PROCESS))
-def test_benchmark_runs_in_quick_mode(name, capsys):
-    _load(name).main(["--quick"])
+def test_benchmark_runs_in_quick_mode(name, capsys, request):
+    run = request.getfixturevalue("quick_run") if name in ON_THE_QUICK_RUN else []
+    _load(name).main(["--quick", *run])
     _check_output(capsys.readouterr().out, name, IN_PROCESS[name])
 
 

@@ -127,12 +127,29 @@ def masked_full_width(model):
     return reference
 
 
+SEARCH_MODES = {  # name: (jit_compile, bucketed)
+    "rows_dropped": (False, False),
+    "rows_dropped_bucketed": (False, True),
+    "xla": (True, False),
+    "xla_bucketed": (True, True),
+}
+# Every search mode and beam over the plain model; over the tied model with a deep
+# output (its output kernel the transposed embedding), the two modes that differ
+# in both (the loop dropping rows, exact width; XLA, width padded to a bucket).
+WIDTH_SEARCH_CASES = [
+    pytest.param(model, beam, *SEARCH_MODES[mode], id=f"{model}-{beam}-{mode}")
+    for model, modes in (
+        ("plain", list(SEARCH_MODES)),
+        ("tied_deep_output", ["rows_dropped", "xla_bucketed"]),
+    )
+    for beam in (1, 4)
+    for mode in modes
+]
+
+
 @pytest.mark.parametrize(
-    "jit_compile, bucketed",
-    [(False, False), (False, True), (True, False), (True, True)],
-    ids=["rows_dropped", "rows_dropped_bucketed", "xla", "xla_bucketed"],
+    "model, beam_size, jit_compile, bucketed", WIDTH_SEARCH_CASES, indirect=["model"]
 )
-@pytest.mark.parametrize("beam_size", [1, 4])
 def test_shortlist_width_search_is_the_masked_full_width_search(
     model, masked_full_width, beam_size, jit_compile, bucketed
 ):

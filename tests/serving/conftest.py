@@ -143,29 +143,57 @@ def sentencepiece_export(sentencepiece_run_dir, tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def option_exports(text_run_dir, sample_texts, tmp_path_factory):
+    """``(run, texts covered, N, the left-out id, {label: BASE/1})``: a copy of the
+    tensorflow-text run whose shortlist of N pieces holds every greedy argmax of
+    the texts covered but one piece (`test_served_precision.covering_run`), and
+    its exports with each of `test_served_precision.option_sets`, by
+    `option_label`."""
+    from tests.serving.test_served_precision import (
+        covering_run,
+        option_label,
+        option_sets,
+    )
+
+    directory = tmp_path_factory.mktemp("option_exports")
+    run, covered, size, left_out = covering_run(text_run_dir, sample_texts, directory)
+    exports = {
+        option_label(options): serving.export_run(
+            run, directory / option_label(options), **options
+        )
+        for options in option_sets(size)
+    }
+    return run, covered, size, left_out, exports
+
+
+@pytest.fixture(scope="session")
 def fresh_process_reports(
     text_export,
     xla_export,
     one_group_export,
     bfloat16_run_exports,
     sentencepiece_export,
+    option_exports,
     sample_texts,
     tmp_path_factory,
 ):
     """What a fresh process serves from the tensorflow-text exports (the default,
     the XLA, the one-group, the bfloat16 run's float32 one) for `sample_texts`,
-    and from the SentencePiece export for its own texts, under both loaders
+    from the SentencePiece export for its own texts and from the `option_exports`
+    (by their labels) for the texts they cover, under both loaders
     (`load_in_fresh_process`'s report, by name): one TensorFlow start-up loads
     them in turn, each into a graph of its own."""
     from tests.serving.test_export import load_each_in_fresh_process
 
     _, version_dir, texts = sentencepiece_export
+    _, covered, _, _, options = option_exports
     exports = {
         "default": text_export,
         "xla": xla_export,
         "one_group": one_group_export,
         "bfloat16_run_as_float32": bfloat16_run_exports[2],
         "sentencepiece": (version_dir, texts),
+        **{label: (exported, covered) for label, exported in options.items()},
     }
     reports = load_each_in_fresh_process(
         list(exports.values()),
@@ -181,3 +209,31 @@ def text_export_served(fresh_process_reports):
     loaders: the reference that the tests comparing another export, or
     `translate`, with the default export read."""
     return fresh_process_reports["default"]
+
+
+@pytest.fixture(scope="session")
+def learned_shortlist_export(text_run_dir, tmp_path_factory):
+    """BASE/1 of the tensorflow-text run in bfloat16 with int8 weights and a
+    shortlist of 3 pieces, learned from the run's training split (the table is
+    written into the run directory)."""
+    base = tmp_path_factory.mktemp("learned_shortlist_exports") / "translator"
+    return serving.export_run(
+        text_run_dir, base, precision="bfloat16", quantize="int8", shortlist=3
+    )
+
+
+@pytest.fixture(scope="session")
+def malformed_reports(text_export, xla_export, learned_shortlist_export):
+    """``{(SavedModel directory, loader): {case: its line}}``: the malformed
+    requests (`test_malformed_requests.malformed_outcomes`) of the default export
+    under both loaders, and of the XLA and the `learned_shortlist_export` under
+    the session loader, answered in turn by one fresh process."""
+    from tests.serving.test_malformed_requests import malformed_outcomes
+
+    runs = [
+        (text_export, "session"),
+        (text_export, "tf2"),
+        (xla_export, "session"),
+        (learned_shortlist_export, "session"),
+    ]
+    return dict(zip(runs, malformed_outcomes(runs), strict=True))

@@ -9,12 +9,12 @@ crash is a failed test, not a dead pytest.
 """
 
 import json
-import os
 import pathlib
-import subprocess
 import sys
 
 import pytest
+
+from tests.serving.test_export import run_fresh_process
 
 # One xdist worker runs every serving test, so the session fixtures train once.
 pytestmark = pytest.mark.slow
@@ -26,14 +26,8 @@ def malformed_outcomes(runs):
     """`SCRIPT` on each ``(SavedModel directory, loader)`` of ``runs``, one after
     the other in one fresh process: per run, ``{case: its line}``. A process that
     dies fails here, naming the last requests answered."""
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": ""}
-    done = subprocess.run(
-        [sys.executable, "-I", str(SCRIPT), *(str(a) for run in runs for a in run)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=env,
-        check=False,
+    done = run_fresh_process(
+        [sys.executable, "-I", str(SCRIPT), *(str(a) for run in runs for a in run)]
     )
     lines = [json.loads(line) for line in done.stdout.splitlines() if line]
     answered = [(runs[line["run"]][1], line["case"]) for line in lines]
@@ -47,11 +41,14 @@ def malformed_outcomes(runs):
     return outcomes
 
 
-def test_malformed_requests_get_invalid_argument(text_export, xla_export):
+def test_malformed_requests_get_invalid_argument(
+    text_export, xla_export, malformed_reports
+):
     """Every malformed request answers InvalidArgument, under both loaders; the
     XLA export too (its checks run before the compiled search)."""
     runs = [(text_export, "session"), (text_export, "tf2"), (xla_export, "session")]
-    for run, outcomes in zip(runs, malformed_outcomes(runs), strict=True):
+    for run in runs:
+        outcomes = dict(malformed_reports[run])
         assert not outcomes.pop("modules")["leaked"], "the SavedModel must load alone"
         good = {"good_after_bad", "good_ids_after_bad"}
         for case, line in outcomes.items():

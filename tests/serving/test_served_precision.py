@@ -14,11 +14,7 @@ from keras_selfattn.inference import Translator
 from keras_selfattn.reserved_ids import END_ID
 from keras_selfattn.serving import audit, export_report, signatures
 from keras_selfattn.text.shortlist import DEFAULT_FREQUENT, ShortlistTable
-from tests.serving.test_export import (
-    export_through_the_cli,
-    load_each_in_fresh_process,
-)
-from tests.serving.test_malformed_requests import malformed_outcomes
+from tests.serving.test_export import export_through_the_cli
 
 
 def covering_run(run_dir, texts, tmp_path):
@@ -56,9 +52,24 @@ def covering_run(run_dir, texts, tmp_path):
     return copy, covered, int(kept.size), left_out
 
 
+def option_sets(size):
+    """The export options `option_exports` exports with (``size``: the covering
+    shortlist's)."""
+    return (
+        {"shortlist": size, "xla": True},
+        {"precision": "bfloat16", "max_length_ratio": 0.5},
+        {"precision": "bfloat16", "quantize": "int8", "shortlist": size},
+    )
+
+
+def option_label(options):
+    """The name of an `option_sets` export (its folder, its fresh-process report)."""
+    return "_".join(f"{k}{v}" for k, v in options.items())
+
+
 @pytest.mark.slow
 def test_option_exports_serve_the_float32_texts_under_the_session_loader(
-    text_run_dir, text_export, text_export_served, sample_texts, tmp_path
+    text_export, text_export_served, sample_texts, option_exports, fresh_process_reports
 ):
     """A shortlist that holds every greedy argmax gives float32's texts alone,
     also in an XLA export (its width padded to a bucket, the padding masked);
@@ -66,26 +77,17 @@ def test_option_exports_serve_the_float32_texts_under_the_session_loader(
     `Translator` translates with the same options. Each passes the audit and
     reports itself. (bfloat16 with the shortlist runs inside the int8 export,
     which adds only the dequantization before the loop; the shortlist without
-    XLA runs inside it too.)"""
-    run, covered, size, left_out = covering_run(text_run_dir, sample_texts, tmp_path)
+    XLA runs inside it too.) The fresh process that serves them is the one of
+    the other exports (`fresh_process_reports`)."""
+    run, covered, size, left_out, exports = option_exports
     assert covered, "some texts must translate without the left-out piece"
     table = ShortlistTable.load(run)
     served = text_export_served["session"]["serving_default"]["translation"]
     expected = [t for t, s in zip(served, sample_texts, strict=True) if s in covered]
-    option_sets = (
-        {"shortlist": size, "xla": True},
-        {"precision": "bfloat16", "max_length_ratio": 0.5},
-        {"precision": "bfloat16", "quantize": "int8", "shortlist": size},
-    )
-    exports = []
-    for options in option_sets:
-        name = "_".join(f"{k}{v}" for k, v in options.items())
-        exported = serving.export_run(run, tmp_path / name, **options)
+    for options in option_sets(size):
+        exported = exports[option_label(options)]
         assert audit.audit_saved_model(exported).ok, options
-        exports.append(exported)
-    # One fresh process loads the three in turn: one TensorFlow start-up, not three.
-    loaded = load_each_in_fresh_process(exports, covered, tmp_path)
-    for options, exported, served in zip(option_sets, exports, loaded, strict=True):
+        served = fresh_process_reports[option_label(options)]
         texts = served["session"]["serving_default"]["translation"]
         translator = Translator.load(
             run,
@@ -130,18 +132,12 @@ def _variables_bytes(version_dir):
 
 @pytest.mark.slow
 def test_bfloat16_shortlist_int8_export_answers_malformed_requests(
-    text_run_dir, tmp_path
+    learned_shortlist_export, malformed_reports
 ):
     """Malformed requests still answer InvalidArgument (the in-graph checks come
     before the shortlist, the int8 weights and the searches)."""
-    exported = serving.export_run(
-        text_run_dir,
-        tmp_path / "export",
-        precision="bfloat16",
-        quantize="int8",
-        shortlist=3,
-    )
-    (outcomes,) = malformed_outcomes([(exported, "session")])
+    exported = learned_shortlist_export
+    outcomes = dict(malformed_reports[(exported, "session")])
     outcomes.pop("modules")
     for case, line in outcomes.items():
         if case in {"good_after_bad", "good_ids_after_bad"}:
