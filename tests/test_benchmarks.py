@@ -104,6 +104,15 @@ def test_distributed_throughput_runs_in_quick_mode():
     _check_output(done.stdout, "distributed_throughput", ["mirrored", RATIO])
 
 
+def test_same_source_batches_repeat_one_pair_a_batch():
+    """``--same-source``: the first pair of each batch, as many times as a batch
+    holds, so each served batch has rows of one length; a short last batch
+    still gives a whole batch."""
+    pairs = [(f"s{i}", f"t{i}") for i in range(7)]
+    batches = _load("served_precision").same_source_batches(pairs, 3)
+    assert batches == [pairs[0]] * 3 + [pairs[3]] * 3 + [pairs[6]] * 3
+
+
 def test_make_big_corpus_writes_the_pairs_asked(tmp_path):
     out = tmp_path / "pairs.tsv"
     command = [sys.executable, str(BENCHMARKS / "make_big_corpus.py")]
