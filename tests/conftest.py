@@ -10,28 +10,21 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
 def _fast_xla_compiling():
-    """XLA's CPU compiler set to compile fast, for this process and the
-    processes its tests start (they inherit ``XLA_FLAGS``): the suite compiles
-    many small programs once each (a tiny run's train step, the searches under
-    XLA), where compiling costs more than running. The flags change how fast
-    XLA compiles, not what a program computes. XLA reads them at its first
-    compile, after this; it aborts on a flag it does not know, so the fusion
-    emitters' flag is given only where TensorFlow's XLA is known to have it
-    (2.21; older versions get the first flag alone).
-    Under JAX, whose XLA is jaxlib's, the flags are left as they are
-    (tests/test_jax_backend.py gives its process its own)."""
+    """XLA's CPU compiler set to compile fast (`tests.xla_flags`), for this
+    process and the processes its tests start (they inherit ``XLA_FLAGS``). XLA
+    reads the flags at its first compile, after this. Under JAX, whose XLA is
+    jaxlib's, they are left as they are (tests/test_jax_backend.py gives its
+    process its own)."""
     from importlib import metadata
+
+    from tests.xla_flags import for_tensorflow
 
     if os.environ.get("KERAS_BACKEND", "tensorflow") != "tensorflow":
         return
-
     try:
-        major, minor = (int(p) for p in metadata.version("tensorflow").split(".")[:2])
+        flags = for_tensorflow(metadata.version("tensorflow"))
     except (metadata.PackageNotFoundError, ValueError):
         return
-    flags = ["--xla_backend_optimization_level=0"]
-    if (major, minor) >= (2, 21):
-        flags.append("--xla_cpu_use_fusion_emitters=false")
     os.environ["XLA_FLAGS"] = " ".join(
         [os.environ.get("XLA_FLAGS", ""), *flags]
     ).strip()

@@ -15,6 +15,8 @@ import sys
 
 import pytest
 
+from tests.xla_flags import FAST_COMPILE_FLAGS
+
 REPO = pathlib.Path(__file__).resolve().parents[1]
 LAYER_TEST_FILES = sorted((REPO / "tests" / "layers").glob("test_*.py"))
 DECODING_TEST_FILES = [
@@ -54,17 +56,6 @@ RERUN_ONCE_ON_JAX = (
         for case in ("False-kwargs1", "True-kwargs0")
     ),
 )  # fmt: skip
-
-# Most of the run is XLA compiling small programs (every eager op on a new shape
-# is one). These CPU compiler options change how fast it compiles, not what the
-# layers compute; measured on this suite (jaxlib 0.10.2, 2 cores):
-FAST_COMPILE_FLAGS = (
-    # Without the backend's optimization passes: about 0.7x the time.
-    "--xla_backend_optimization_level=0",
-    # The elemental emitters instead of the newer fusion emitters: about 0.6x the
-    # time again (128 CPU-s instead of 210 with the flag above alone).
-    "--xla_cpu_use_fusion_emitters=false",
-)
 
 
 def fast_compile_flags(env):

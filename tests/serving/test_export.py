@@ -29,7 +29,6 @@ from keras_selfattn.serving import (
 )
 from keras_selfattn.serving.export import XLA_WARMUP_BATCH_SIZES
 from tests.serving.tiny_runs import BEAM_SIZE
-from tests.test_jax_backend import FAST_COMPILE_FLAGS
 
 # One xdist worker runs every serving test, so the session fixtures train once.
 
@@ -102,19 +101,14 @@ def test_signatures(text_export):
 
 
 def run_fresh_process(command):
-    """``subprocess.run`` of a TensorFlow ``command`` (text captured) with XLA's
-    faster compiling (`FAST_COMPILE_FLAGS`: the XLA exports' searches compile in
-    about half the time; they change how fast XLA compiles, not what it computes).
-    A TensorFlow whose XLA aborts on one of them runs it again with the first."""
+    """``subprocess.run`` of a TensorFlow ``command`` (text captured), quiet and
+    on the CPU; it inherits the test process's fast XLA compiling
+    (tests/conftest.py), so the XLA exports' searches compile in about half the
+    time."""
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": ""}
-    for flags in (FAST_COMPILE_FLAGS, FAST_COMPILE_FLAGS[:1]):
-        env["XLA_FLAGS"] = " ".join([os.environ.get("XLA_FLAGS", ""), *flags])
-        done = subprocess.run(
-            command, capture_output=True, text=True, timeout=600, env=env, check=False
-        )
-        if "Unknown flags in XLA_FLAGS" not in done.stderr:
-            break
-    return done
+    return subprocess.run(
+        command, capture_output=True, text=True, timeout=600, env=env, check=False
+    )
 
 
 def load_in_fresh_process(saved_model_dir, texts, tmp_path, tensorflow_text=True):
