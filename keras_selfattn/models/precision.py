@@ -196,9 +196,10 @@ def _read_back(inputs):
     """``inputs`` (bfloat16), or the bfloat16 tensor it was read back from.
 
     A bfloat16 product's float32 output that the next product reads again in
-    bfloat16 (the feed-forward network's and the deep output's two products;
-    Keras casts a ``"mixed_bfloat16"`` layer's inputs) is ``bfloat16 -> float32
-    -> bfloat16``: the same values, two casts. In a graph the second product
+    bfloat16 (the feed-forward network's and the deep output's two products; the
+    attention's query of the bridge's or the attentional output's result; Keras
+    casts a ``"mixed_bfloat16"`` layer's inputs) is ``bfloat16 -> float32 ->
+    bfloat16``: the same values, two casts. In a graph the second product
     takes the first one's bfloat16 result instead. Exact: every bfloat16 value
     is a float32 value.
     """
