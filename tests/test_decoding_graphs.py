@@ -164,6 +164,24 @@ def _ops_in_loops(function, op):
     return sum(node.op == op for f in _loop_functions(function) for node in f.node_def)
 
 
+def test_the_dropping_loop_steps_in_an_inner_loop_without_a_cond_a_step():
+    """TensorFlow's loop that drops ended sentences runs its steps in an inner
+    loop, left when it is time to drop (`tensorflow_loops.loop_dropping_finished`):
+    the loops hold a nested loop and no ``tf.cond`` (a cond a step costs a
+    switch and a merge for every loop variable), greedy and beam."""
+    model = tiny_model()
+    searches = (
+        tf.function(lambda s: greedy_decode(model, s, 6)),
+        tf.function(lambda s: beam_search_decode(model, s, 3, 6)),
+    )
+    for function in searches:
+        conds = _ops_in_loops(function, "If") + _ops_in_loops(function, "StatelessIf")
+        nested = _ops_in_loops(function, "While") + _ops_in_loops(
+            function, "StatelessWhile"
+        )
+        assert (conds, nested) == (0, 1)
+
+
 @pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
 def test_tied_output_kernel_is_transposed_once_before_the_loop(monkeypatch, policy):
     """With tied embeddings a step multiplies by ``E^T``; the searches transpose

@@ -100,9 +100,13 @@ def loop_dropping_finished(
     tensors (all batch-major) and the strategy's tensors hold those sentences
     alone. The strategy's ``step`` is the static loop's: an ended sentence stays
     as it is there (``drops_finished_rows``), so dropping it changes nothing.
-    Once the ended sentences are `DROP_WHEN_ENDED` of those in the loop (or
-    all), a ``tf.cond`` writes their tensors into the batch's results and
-    gathers the others; the rest are written after the loop. Not under XLA,
+    The steps run in an inner loop that stops once the ended sentences are
+    `DROP_WHEN_ENDED` of those in it (or all); the outer loop's turn then
+    writes their tensors into the batch's results and gathers the others, and
+    the rest are written after the loop. The outer loop's ``sentences`` and
+    results are no loop variables of the steps, and no ``tf.cond`` runs at
+    each step (benchmarks/RESULTS.md, "Served precision and shortlist": loop
+    control flow was over a third of a greedy step's ops). Not under XLA,
     which needs static shapes. With ``max_length_ratio`` the sentences' caps
     are a memory tensor (`loop.LENGTH_CAPS`), gathered and written with the
     rest, so each keeps its own.
@@ -114,22 +118,19 @@ def loop_dropping_finished(
     state = loop.start(model, source_ids, strategy, max_len, max_length_ratio)
     step = loop.stepper(model, strategy, bound)
 
+    def until_time_to_drop(state):
+        ended = _sentence_ended(state.finished)
+        return tf.logical_and(state.t < max_len, tf.logical_not(_time_to_drop(ended)))
+
     def body(state, sentences, results):
-        t, tokens, states, finished, memory = step(state)
-        ended = _sentence_ended(finished)
-
-        def drop_ended():
-            left = _written(results, sentences, memory, ended)
-            keep = _positions(tf.logical_not(ended))
-            return (*_gathered(keep, tokens, states, finished, memory, sentences), left)
-
-        def same():
-            return tokens, states, finished, memory, sentences, results
-
-        tokens, states, finished, memory, sentences, results = tf.cond(
-            _time_to_drop(ended), drop_ended, same
+        state = loop.iterate(until_time_to_drop, step, state)
+        ended = _sentence_ended(state.finished)
+        left = _written(results, sentences, state.memory, ended)
+        keep = _positions(tf.logical_not(ended))
+        tokens, states, finished, memory, sentences = _gathered(
+            keep, *state[1:], sentences
         )
-        return LoopState(t, tokens, list(states), finished, memory), sentences, results
+        return LoopState(state.t, tokens, states, finished, memory), sentences, left
 
     def cond(state, sentences, results):
         return tf.logical_and(state.t < max_len, tf.size(sentences) > 0)
