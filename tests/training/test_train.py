@@ -134,19 +134,10 @@ def test_a_finished_run_or_foreign_directory_is_refused(tmp_path, uninterrupted,
 
 
 class Crash(keras.callbacks.Callback):
-    """Simulates a crash after the backup of period ``period`` (or at fit's end)."""
-
-    def __init__(self, period=None):
-        super().__init__()
-        self.period = period
-
-    def on_epoch_end(self, epoch, logs=None):
-        if epoch == self.period:
-            raise RuntimeError("simulated crash")
+    """Simulates a crash once fit is over, before the run is marked finished."""
 
     def on_train_end(self, logs=None):
-        if self.period is None:
-            raise RuntimeError("simulated crash after fit")
+        raise RuntimeError("simulated crash after fit")
 
 
 def _interrupt(result):
