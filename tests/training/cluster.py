@@ -53,6 +53,9 @@ TINY_CLI_ARGS = [
     "--target-tokenizer",
     "char",
     "--no-jit-compile",
+    # No plots (matplotlib's import and drawing): these runs' tests never look at
+    # RUN_DIR/plots.
+    "--no-figures",
 ]
 
 

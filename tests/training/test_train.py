@@ -13,6 +13,8 @@ import numpy as np
 import pytest
 
 from keras_selfattn import text
+from keras_selfattn.cli import build_parser
+from keras_selfattn.cli.flags import config_from_args
 from keras_selfattn.inference import Translator, evaluate
 from keras_selfattn.models import ModelConfig
 from keras_selfattn.training import TrainConfig, load_run_config, train
@@ -20,7 +22,7 @@ from keras_selfattn.training.callbacks.best_model import save_model_atomically
 from keras_selfattn.training.fit.train import TrainInterrupted
 from keras_selfattn.training.run.backup import backed_up_epochs
 from keras_selfattn.training.run.run_dir import claim_run_dir
-from tests.training import reference_run, train_worker
+from tests.training import reference_run
 from tests.training.cluster import REPO, subprocess_env
 from tests.training.reference_run import TINY_MODEL, tiny_train_config
 
@@ -49,6 +51,7 @@ TINY_ARGS = [
         "--no-jit-compile",
     ],
     *["--train-steps", "12", "--eval-every", "4", "--shuffle-buffer", "64"],
+    *["--log-every", "3", "--validation-translations", "16"],  # tiny_train_config's
 ]
 WORKER = REPO / "tests" / "training" / "train_worker.py"
 
@@ -131,38 +134,55 @@ def test_a_finished_run_or_foreign_directory_is_refused(tmp_path, uninterrupted,
 
 
 class Crash(keras.callbacks.Callback):
-    """Simulates a crash after the backup of period ``period`` (or at fit's end)."""
-
-    def __init__(self, period=None):
-        super().__init__()
-        self.period = period
-
-    def on_epoch_end(self, epoch, logs=None):
-        if epoch == self.period:
-            raise RuntimeError("simulated crash")
+    """Simulates a crash once fit is over, before the run is marked finished."""
 
     def on_train_end(self, logs=None):
-        if self.period is None:
-            raise RuntimeError("simulated crash after fit")
+        raise RuntimeError("simulated crash after fit")
 
 
 def _interrupt(result):
     raise KeyboardInterrupt
 
 
-def test_an_interrupted_run_resumes_exactly(tmp_path, data, uninterrupted):
-    """A crash after the first backup, then one once fit is over but before the
-    run is marked finished, then Ctrl-C in the final work (``on_finished``, where
-    the command line writes the test metrics and the plots): each rerun trains
-    only what was lost, and the call that finishes the run writes the
-    ``training.json``, summary and weights of the unbroken run (its health,
-    steps and counts, not those of the finishing call that trained nothing)."""
+def _killed_after_its_first_backup(tmp_path, data, run):
+    """Runs the `train` of TINY_ARGS in a process and SIGKILLs it once its first
+    backup (step 4) is written."""
+    args = [sys.executable, str(WORKER), "--data", str(data), "--out", str(run)]
+    log = open(tmp_path / "killed.log", "wb")  # noqa: SIM115 (closed below)
+    process = subprocess.Popen(
+        [*args, *TINY_ARGS], env=subprocess_env(), stdout=log, stderr=subprocess.STDOUT
+    )
+    first_backup = run / "backup" / "worker-0" / "epoch-00001.json"
+    deadline = time.monotonic() + 300
+    while not first_backup.exists() and process.poll() is None:
+        assert time.monotonic() < deadline, (tmp_path / "killed.log").read_text()[
+            -3000:
+        ]
+        time.sleep(0.05)
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+    log.close()
+    assert first_backup.exists(), (tmp_path / "killed.log").read_text()[-3000:]
+    assert not (run / "training.json").exists(), "finished before it could be killed"
+
+
+def test_a_killed_then_interrupted_run_resumes_exactly(tmp_path, data, uninterrupted):
+    """SIGKILL of a process after its first backup; then, in this process, a crash
+    once fit is over but before the run is marked finished, then Ctrl-C in the
+    final work (``on_finished``, where the command line writes the test metrics
+    and the plots): each rerun trains only what was lost, and the call that
+    finishes the run writes the ``training.json``, summary and weights of the
+    unbroken run (its health, steps and counts, not those of the finishing call
+    that trained nothing). The reruns run here: what they read is what the killed
+    process left (a process's own start-up is not what this test is about)."""
     reference, _ = uninterrupted
     run = tmp_path / "run"
     config = tiny_train_config()
-    with pytest.raises(RuntimeError, match="simulated crash"):
-        train(str(data), run, TINY_MODEL, config, verbose=0, callbacks=[Crash(0)])
-    assert (run / "backup" / "worker-0" / "epoch-00001.json").exists()
+    # The killed process's command line asks for the configuration used here.
+    args = build_parser().parse_args(["train", "--data", "d", "--out", "o", *TINY_ARGS])
+    assert config_from_args(ModelConfig, args) == TINY_MODEL
+    assert config_from_args(TrainConfig, args) == config
+    _killed_after_its_first_backup(tmp_path, data, run)
     # Other data or another configuration: refused, naming what changed.
     other = text.write_pairs(tmp_path / "other.tsv", text.load_bundled_dates()[:310])
     with pytest.raises(
@@ -171,7 +191,7 @@ def test_an_interrupted_run_resumes_exactly(tmp_path, data, uninterrupted):
         train(str(other), run, TINY_MODEL, config, verbose=0)
     with pytest.raises(ValueError, match="different configuration"):
         train(str(data), run, TINY_MODEL, tiny_train_config(train_steps=16), verbose=0)
-    # Resumed, then killed once fit is over but before the run is marked finished.
+    # Resumed, then crashed once fit is over but before the run is marked finished.
     with pytest.raises(RuntimeError, match="after fit"):
         train(str(data), run, TINY_MODEL, config, verbose=0, callbacks=[Crash()])
     # Ctrl-C in the final work: the steps are done, the run is not finished.
@@ -211,44 +231,6 @@ def test_an_early_stopped_run_interrupted_in_its_final_work_is_finished_there(
     assert history_steps(run) == history_steps(reference.run_dir)
     for got, expected in zip(weights(run), weights(reference.run_dir), strict=True):
         np.testing.assert_array_equal(got, expected)
-
-
-def test_a_run_killed_mid_training_resumes_by_step(tmp_path, data, uninterrupted):
-    """SIGKILL of a process after its first backup; the rerun (the same command's
-    `train`, here) equals an unbroken run."""
-    reference, _ = uninterrupted
-    run = tmp_path / "run"
-    args = [
-        sys.executable,
-        str(WORKER),
-        "--data",
-        str(data),
-        "--out",
-        str(run),
-        *TINY_ARGS,
-    ]
-    env = subprocess_env()
-    log = open(tmp_path / "killed.log", "wb")  # noqa: SIM115 (closed below)
-    process = subprocess.Popen(args, env=env, stdout=log, stderr=subprocess.STDOUT)
-    first_backup = run / "backup" / "worker-0" / "epoch-00001.json"
-    deadline = time.monotonic() + 300
-    while not first_backup.exists() and process.poll() is None:
-        assert time.monotonic() < deadline, (tmp_path / "killed.log").read_text()[
-            -3000:
-        ]
-        time.sleep(0.05)
-    os.kill(process.pid, signal.SIGKILL)
-    process.wait()
-    log.close()
-    assert not (run / "training.json").exists(), "finished before it could be killed"
-    # The rerun in this process: what it reads is what the killed process left
-    # (a process's own start-up is not what this test is about).
-    assert train_worker.main(args[2:]) == 0
-    assert json.loads((run / "training.json").read_text())["steps"] == 12
-    history = history_steps(run)
-    assert history == ["step", "4", "8", "12"]
-    for got, expected in zip(weights(run), weights(reference.run_dir), strict=True):
-        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
 
 
 def test_bad_input_leaves_no_run_directory(tmp_path, data):
