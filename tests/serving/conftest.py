@@ -180,20 +180,26 @@ def fresh_process_reports(
     """What a fresh process serves from the tensorflow-text exports (the default,
     the XLA, the one-group, the bfloat16 run's float32 one) for `sample_texts`,
     from the SentencePiece export for its own texts and from the `option_exports`
-    (by their labels) for the texts they cover, under both loaders
-    (`load_in_fresh_process`'s report, by name): one TensorFlow start-up loads
-    them in turn, each into a graph of its own."""
-    from tests.serving.test_export import load_each_in_fresh_process
+    (by their labels) for the texts they cover (`load_in_fresh_process`'s report,
+    by name): one TensorFlow start-up loads them in turn, each into a graph of
+    its own. Both loaders serve both signatures, but of the bfloat16 run's and
+    the option exports, whose tests read only the session loader's greedy texts:
+    only that is served."""
+    from tests.serving.test_export import Served, load_each_in_fresh_process
 
     _, version_dir, texts = sentencepiece_export
     _, covered, _, _, options = option_exports
+    session_greedy = {"loaders": ("session",), "signatures": ("serving_default",)}
     exports = {
         "default": text_export,
         "xla": xla_export,
         "one_group": one_group_export,
-        "bfloat16_run_as_float32": bfloat16_run_exports[2],
-        "sentencepiece": (version_dir, texts),
-        **{label: (exported, covered) for label, exported in options.items()},
+        "bfloat16_run_as_float32": Served(bfloat16_run_exports[2], **session_greedy),
+        "sentencepiece": Served(version_dir, texts),
+        **{
+            label: Served(exported, covered, **session_greedy)
+            for label, exported in options.items()
+        },
     }
     reports = load_each_in_fresh_process(
         list(exports.values()),

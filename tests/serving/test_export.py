@@ -2,6 +2,7 @@
 versions, atomicity."""
 
 import collections
+import dataclasses
 import json
 import os
 import pathlib
@@ -128,18 +129,39 @@ def load_in_fresh_process(saved_model_dir, texts, tmp_path, tensorflow_text=True
     return json.loads(done.stdout)
 
 
+@dataclasses.dataclass(frozen=True)
+class Served:
+    """What `load_each_in_fresh_process` serves from one SavedModel ``directory``:
+    ``texts`` (None: the texts shared by the others) under ``loaders``, by
+    ``signatures`` (a report holds only these)."""
+
+    directory: pathlib.Path
+    texts: list | None = None
+    loaders: tuple = ("tf2", "session")
+    signatures: tuple = ("serving_default", "translate_nbest")
+
+
 def load_each_in_fresh_process(saved_model_dirs, texts, tmp_path):
     """`load_in_fresh_process` of each directory, in one fresh process (the
     session loader gives each a graph of its own): the list of their reports.
-    An item ``(directory, its texts)`` is loaded with texts of its own."""
+    A `Served` item is loaded with its own texts, loaders and signatures."""
     texts_path = tmp_path / "texts.json"
     texts_path.write_text(json.dumps(texts), encoding="utf-8")
     each = []
     for index, item in enumerate(saved_model_dirs):
-        if isinstance(item, tuple):  # (directory, its own texts)
-            own_texts = tmp_path / f"texts_{index}.json"
-            own_texts.write_text(json.dumps(item[1]), encoding="utf-8")
-            each.append([str(item[0]), str(own_texts)])
+        if isinstance(item, Served):
+            own_texts = None
+            if item.texts is not None:
+                own_texts = tmp_path / f"texts_{index}.json"
+                own_texts.write_text(json.dumps(item.texts), encoding="utf-8")
+            each.append(
+                [
+                    str(item.directory),
+                    own_texts and str(own_texts),
+                    list(item.loaders),
+                    list(item.signatures),
+                ]
+            )
         else:
             each.append(str(item))
     command = [sys.executable, "-I", str(HERE / "fresh_process_load.py"), "--each"]
