@@ -3,6 +3,7 @@ each exported once, for every test module of tests/serving (session scope: the
 2-core machine trains each model once, about 20 s), a SentencePiece and a
 bfloat16 run's exports, and what one fresh process serves from them."""
 
+import collections
 import contextlib
 import dataclasses
 import io
@@ -11,7 +12,8 @@ import pathlib
 import pytest
 
 from keras_selfattn import cli, serving, text
-from tests.serving.tiny_runs import TINY_MODEL, train_tiny
+from keras_selfattn.serving import signatures
+from tests.serving.tiny_runs import TINY_MODEL, mixed_bfloat16_copy, train_tiny
 
 
 @pytest.fixture(scope="session")
@@ -45,10 +47,37 @@ def sentencepiece_run_dir(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def text_export(text_run_dir, tmp_path_factory):
-    """BASE/1 of the tensorflow-text run."""
+def text_export_traces(text_run_dir, tmp_path_factory):
+    """``(BASE/1 of the tensorflow-text run, {signature: times traced})``: the
+    export counts each trace of the serving functions (a Python call of one runs
+    only when it is traced, never when its graph runs)."""
+    traces = collections.Counter()
+    serving_functions = signatures.serving_functions
+
+    def counted(name, function):
+        def traced(*tensors):
+            traces[name] += 1
+            return function(*tensors)
+
+        return traced
+
+    def counting_serving_functions(*args, **kwargs):
+        return {
+            name: (counted(name, function), spec)
+            for name, (function, spec) in serving_functions(*args, **kwargs).items()
+        }
+
     base = tmp_path_factory.mktemp("exports") / "translator"
-    return serving.export_run(text_run_dir, base)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(signatures, "serving_functions", counting_serving_functions)
+        version_dir = serving.export_run(text_run_dir, base)
+    return version_dir, dict(traces)
+
+
+@pytest.fixture(scope="session")
+def text_export(text_export_traces):
+    """BASE/1 of the tensorflow-text run."""
+    return text_export_traces[0]
 
 
 XLA_CLI_VERSION = 5  # an explicit version, not the first one the base would get
@@ -112,13 +141,11 @@ def sample_texts(text_run_dir):
 
 
 @pytest.fixture(scope="session")
-def bfloat16_run_exports(tmp_path_factory):
-    """A mixed_bfloat16 run (one epoch: what it translates does not matter) and two
-    exports of it: ``(run, as trained, with dtype="float32")``."""
+def bfloat16_run_exports(text_run_dir, tmp_path_factory):
+    """A mixed_bfloat16 run (the tensorflow-text run's `mixed_bfloat16_copy`) and
+    two exports of it: ``(run, as trained, with dtype="float32")``."""
     directory = tmp_path_factory.mktemp("bfloat16_run")
-    run_dir = train_tiny(
-        directory / "run", "tensorflow_text", mixed_precision="mixed_bfloat16", epochs=1
-    )
+    run_dir = mixed_bfloat16_copy(text_run_dir, directory / "run")
     trained = serving.export_run(run_dir, directory / "as_trained")
     float32 = serving.export_run(run_dir, directory / "float32", dtype="float32")
     return run_dir, trained, float32

@@ -452,41 +452,18 @@ def test_failed_export_leaves_no_version(text_run_dir, tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
-def test_write_out_traces_each_signature_once(text_run_dir, tmp_path, monkeypatch):
+def test_write_out_traces_each_signature_once(text_export_traces):
     """`build_export_archive`'s ``write_out`` lists the variables and saves from one
     trace of each signature (Keras alone traces twice: before the save, and again
-    in its save context); the SavedModel still translates."""
-    traces = collections.Counter()
-    serving_functions = signatures.serving_functions
-
-    def counted(name, function):
-        def traced(*tensors):
-            traces[name] += 1  # runs once a trace, never when the graph runs
-            return function(*tensors)
-
-        return traced
-
-    def counting_serving_functions(*args, **kwargs):
-        return {
-            name: (counted(name, function), spec)
-            for name, (function, spec) in serving_functions(*args, **kwargs).items()
-        }
-
-    monkeypatch.setattr(signatures, "serving_functions", counting_serving_functions)
-    translator = Translator.load(text_run_dir)
-    archive = signatures.build_export_archive(translator)
-    archive.write_out(str(tmp_path / "saved_model"), verbose=False)
+    in its save context). The export counted is `text_export`, which
+    `test_fresh_process_both_loaders_equal_translate` serves: it still
+    translates."""
+    _, traces = text_export_traces
     assert traces == {
         signatures.SERVING_SIGNATURE: 1,
         signatures.NBEST_SIGNATURE: 1,
         signatures.TOKEN_IDS_SIGNATURE: 1,
     }
-    loaded = tf.saved_model.load(str(tmp_path / "saved_model"))
-    sources = ["lundi 3 mars 2003"]
-    served = loaded.signatures[signatures.SERVING_SIGNATURE](text=tf.constant(sources))
-    assert [t.decode() for t in served["translation"].numpy()] == [
-        t.text for t in translator.translate(sources)
-    ]
 
 
 def test_publish_is_a_rename_that_never_overwrites(tmp_path):
