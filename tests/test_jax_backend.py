@@ -15,6 +15,7 @@ import sys
 
 import pytest
 
+from tests.training.cluster import once_per_test_run
 from tests.xla_flags import FAST_COMPILE_FLAGS
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -48,6 +49,15 @@ RERUN_ONCE_ON_JAX = (
         for case in ("False-relative8", "True-relative8", "True-relative2",
                      "False-rotary")
     ),
+    # Length ratios: greedy with attention is the static loop on TensorFlow, and
+    # on JAX the jitted loop that greedy's and the beam's cases run there.
+    *(
+        f"tests/test_decoding.py::{test}[greedy with attention]"
+        for test in (
+            "test_a_length_ratio_ends_each_sentence_as_max_len_at_its_cap_would",
+            "test_no_length_ratio_or_one_that_never_binds_gives_today_s_results",
+        )
+    ),
     # The unrolled decoder against the loop: a GRU at inference and two LSTM
     # layers in training.
     *(
@@ -58,21 +68,29 @@ RERUN_ONCE_ON_JAX = (
 )  # fmt: skip
 
 
-def fast_compile_flags(env):
+def fast_compile_flags(env, tmp_path_factory):
     """`FAST_COMPILE_FLAGS` where this jaxlib's XLA knows them all, else the first
-    (XLA aborts at start on a flag it does not know, and newer ones drop flags)."""
-    probe = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            "import jax; jax.numpy.ones(2).sum().block_until_ready()",
-        ],
-        env={**env, "XLA_FLAGS": " ".join(FAST_COMPILE_FLAGS)},
-        capture_output=True,
-        check=False,
-        timeout=300,
-    )
-    return FAST_COMPILE_FLAGS if probe.returncode == 0 else FAST_COMPILE_FLAGS[:1]
+    (XLA aborts at start on a flag it does not know, and newer ones drop flags).
+    Probed in a process of its own once per test run (a start of JAX, seconds):
+    the JAX tests of every xdist worker read the answer."""
+
+    def probe(_directory):
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                "import jax; jax.numpy.ones(2).sum().block_until_ready()",
+            ],
+            env={**env, "XLA_FLAGS": " ".join(FAST_COMPILE_FLAGS)},
+            capture_output=True,
+            check=False,
+            timeout=300,
+        )
+        return list(
+            FAST_COMPILE_FLAGS if done.returncode == 0 else FAST_COMPILE_FLAGS[:1]
+        )
+
+    return once_per_test_run(tmp_path_factory, "jax_fast_compile_flags", probe)
 
 
 @pytest.mark.slow
@@ -80,7 +98,7 @@ def fast_compile_flags(env):
 @pytest.mark.skipif(
     importlib.util.find_spec("jax") is None, reason="jax is not installed"
 )
-def test_layer_and_decoding_tests_pass_under_jax():
+def test_layer_and_decoding_tests_pass_under_jax(tmp_path_factory):
     """Every layer test file and the decoding tests, in one process (one start of JAX
     and TensorFlow, not one a file), less `RERUN_ONCE_ON_JAX`."""
     env = dict(
@@ -90,7 +108,9 @@ def test_layer_and_decoding_tests_pass_under_jax():
         TF_CPP_MIN_LOG_LEVEL="3",
         JAX_PLATFORMS="cpu",
     )
-    env["XLA_FLAGS"] = " ".join([env.get("XLA_FLAGS", ""), *fast_compile_flags(env)])
+    env["XLA_FLAGS"] = " ".join(
+        [env.get("XLA_FLAGS", ""), *fast_compile_flags(env, tmp_path_factory)]
+    )
     result = subprocess.run(
         [
             sys.executable,

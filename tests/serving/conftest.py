@@ -3,6 +3,7 @@ each exported once, for every test module of tests/serving (session scope: the
 2-core machine trains each model once, about 20 s), a SentencePiece and a
 bfloat16 run's exports, and what one fresh process serves from them."""
 
+import collections
 import contextlib
 import dataclasses
 import io
@@ -11,7 +12,8 @@ import pathlib
 import pytest
 
 from keras_selfattn import cli, serving, text
-from tests.serving.tiny_runs import TINY_MODEL, train_tiny
+from keras_selfattn.serving import signatures
+from tests.serving.tiny_runs import TINY_MODEL, mixed_bfloat16_copy, train_tiny
 
 
 @pytest.fixture(scope="session")
@@ -45,10 +47,37 @@ def sentencepiece_run_dir(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def text_export(text_run_dir, tmp_path_factory):
-    """BASE/1 of the tensorflow-text run."""
+def text_export_traces(text_run_dir, tmp_path_factory):
+    """``(BASE/1 of the tensorflow-text run, {signature: times traced})``: the
+    export counts each trace of the serving functions (a Python call of one runs
+    only when it is traced, never when its graph runs)."""
+    traces = collections.Counter()
+    serving_functions = signatures.serving_functions
+
+    def counted(name, function):
+        def traced(*tensors):
+            traces[name] += 1
+            return function(*tensors)
+
+        return traced
+
+    def counting_serving_functions(*args, **kwargs):
+        return {
+            name: (counted(name, function), spec)
+            for name, (function, spec) in serving_functions(*args, **kwargs).items()
+        }
+
     base = tmp_path_factory.mktemp("exports") / "translator"
-    return serving.export_run(text_run_dir, base)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(signatures, "serving_functions", counting_serving_functions)
+        version_dir = serving.export_run(text_run_dir, base)
+    return version_dir, dict(traces)
+
+
+@pytest.fixture(scope="session")
+def text_export(text_export_traces):
+    """BASE/1 of the tensorflow-text run."""
+    return text_export_traces[0]
 
 
 XLA_CLI_VERSION = 5  # an explicit version, not the first one the base would get
@@ -112,13 +141,11 @@ def sample_texts(text_run_dir):
 
 
 @pytest.fixture(scope="session")
-def bfloat16_run_exports(tmp_path_factory):
-    """A mixed_bfloat16 run (one epoch: what it translates does not matter) and two
-    exports of it: ``(run, as trained, with dtype="float32")``."""
+def bfloat16_run_exports(text_run_dir, tmp_path_factory):
+    """A mixed_bfloat16 run (the tensorflow-text run's `mixed_bfloat16_copy`) and
+    two exports of it: ``(run, as trained, with dtype="float32")``."""
     directory = tmp_path_factory.mktemp("bfloat16_run")
-    run_dir = train_tiny(
-        directory / "run", "tensorflow_text", mixed_precision="mixed_bfloat16", epochs=1
-    )
+    run_dir = mixed_bfloat16_copy(text_run_dir, directory / "run")
     trained = serving.export_run(run_dir, directory / "as_trained")
     float32 = serving.export_run(run_dir, directory / "float32", dtype="float32")
     return run_dir, trained, float32
@@ -180,20 +207,26 @@ def fresh_process_reports(
     """What a fresh process serves from the tensorflow-text exports (the default,
     the XLA, the one-group, the bfloat16 run's float32 one) for `sample_texts`,
     from the SentencePiece export for its own texts and from the `option_exports`
-    (by their labels) for the texts they cover, under both loaders
-    (`load_in_fresh_process`'s report, by name): one TensorFlow start-up loads
-    them in turn, each into a graph of its own."""
-    from tests.serving.test_export import load_each_in_fresh_process
+    (by their labels) for the texts they cover (`load_in_fresh_process`'s report,
+    by name): one TensorFlow start-up loads them in turn, each into a graph of
+    its own. Both loaders serve both signatures, but of the bfloat16 run's and
+    the option exports, whose tests read only the session loader's greedy texts:
+    only that is served."""
+    from tests.serving.test_export import Served, load_each_in_fresh_process
 
     _, version_dir, texts = sentencepiece_export
     _, covered, _, _, options = option_exports
+    session_greedy = {"loaders": ("session",), "signatures": ("serving_default",)}
     exports = {
         "default": text_export,
         "xla": xla_export,
         "one_group": one_group_export,
-        "bfloat16_run_as_float32": bfloat16_run_exports[2],
-        "sentencepiece": (version_dir, texts),
-        **{label: (exported, covered) for label, exported in options.items()},
+        "bfloat16_run_as_float32": Served(bfloat16_run_exports[2], **session_greedy),
+        "sentencepiece": Served(version_dir, texts),
+        **{
+            label: Served(exported, covered, **session_greedy)
+            for label, exported in options.items()
+        },
     }
     reports = load_each_in_fresh_process(
         list(exports.values()),

@@ -9,11 +9,12 @@ signature, the outputs for the texts given; plus the modules that were imported.
     python -I fresh_process_load.py SAVED_MODEL_DIR TEXTS.json [--no-tensorflow-text]
 
 With ``--each JSON`` in place of SAVED_MODEL_DIR (a list of SavedModel
-directories, or of ``[directory, TEXTS.json]`` pairs for texts of its own) it
-loads each in turn in this one process and prints a list of those reports, one
-a directory (the modules: what was imported up to it). The session loader reads
-each into a graph of its own, so one export's functions never stand in for
-another's.
+directories, or of ``[directory, TEXTS.json or null, loaders, signatures]``
+items for texts of its own, or only some loaders and signatures: a loader
+left out costs its load and its first runs, seconds an export) it loads each in
+turn in this one process and prints a list of those reports, one a directory
+(the modules: what was imported up to it). The session loader reads each into
+a graph of its own, so one export's functions never stand in for another's.
 """
 
 import json
@@ -42,7 +43,9 @@ def main():
         reports = [
             _report(tf, each, texts)
             if isinstance(each, str)
-            else _report(tf, each[0], _read_texts(each[1]))
+            else _report(
+                tf, each[0], _read_texts(each[1]) if each[1] else texts, *each[2:]
+            )
             for each in paths
         ]
         json.dump(reports, sys.stdout)
@@ -55,36 +58,46 @@ def _read_texts(texts_path):
         return [t.encode("utf-8") for t in json.load(handle)]
 
 
-def _report(tf, path, texts):
-    """Both loaders' outputs of the SavedModel at ``path`` for ``texts``."""
-    signatures = ("serving_default", "translate_nbest")
+SIGNATURES = ("serving_default", "translate_nbest")
+LOADERS = ("tf2", "session")
+
+
+def _report(tf, path, texts, loaders=LOADERS, signatures=SIGNATURES):
+    """The outputs of the SavedModel at ``path`` for ``texts``, by loader (of
+    ``loaders``) and signature (of ``signatures``)."""
     report = {}
-
-    loaded = tf.saved_model.load(path)
-    report["tf2"] = {
-        name: {
-            k: _jsonable(v.numpy().tolist())
-            for k, v in loaded.signatures[name](
-                text=tf.constant(texts, tf.string)
-            ).items()
+    if "tf2" in loaders:
+        loaded = tf.saved_model.load(path)
+        report["tf2"] = {
+            name: {
+                k: _jsonable(v.numpy().tolist())
+                for k, v in loaded.signatures[name](
+                    text=tf.constant(texts, tf.string)
+                ).items()
+            }
+            for name in signatures
         }
-        for name in signatures
-    }
-
-    with tf.compat.v1.Session(graph=tf.Graph()) as session:
-        meta_graph = tf.compat.v1.saved_model.loader.load(session, ["serve"], path)
-        report["session"] = {}
-        for name in signatures:
-            signature = meta_graph.signature_def[name]
-            fetch = {k: v.name for k, v in signature.outputs.items()}
-            out = session.run(fetch, {signature.inputs["text"].name: texts})
-            report["session"][name] = {k: _jsonable(v.tolist()) for k, v in out.items()}
+    if "session" in loaders:
+        report["session"] = _session_report(tf, path, texts, signatures)
 
     report["modules"] = sorted(
         m
         for m in sys.modules
         if m.split(".")[0] in ("keras_selfattn", "keras", "tensorflow_text")
     )
+    return report
+
+
+def _session_report(tf, path, texts, signatures):
+    """The session loader's outputs, each signature's, in a graph of its own."""
+    report = {}
+    with tf.compat.v1.Session(graph=tf.Graph()) as session:
+        meta_graph = tf.compat.v1.saved_model.loader.load(session, ["serve"], path)
+        for name in signatures:
+            signature = meta_graph.signature_def[name]
+            fetch = {k: v.name for k, v in signature.outputs.items()}
+            out = session.run(fetch, {signature.inputs["text"].name: texts})
+            report[name] = {k: _jsonable(v.tolist()) for k, v in out.items()}
     return report
 
 

@@ -2,6 +2,7 @@
 versions, atomicity."""
 
 import collections
+import dataclasses
 import json
 import os
 import pathlib
@@ -128,18 +129,39 @@ def load_in_fresh_process(saved_model_dir, texts, tmp_path, tensorflow_text=True
     return json.loads(done.stdout)
 
 
+@dataclasses.dataclass(frozen=True)
+class Served:
+    """What `load_each_in_fresh_process` serves from one SavedModel ``directory``:
+    ``texts`` (None: the texts shared by the others) under ``loaders``, by
+    ``signatures`` (a report holds only these)."""
+
+    directory: pathlib.Path
+    texts: list | None = None
+    loaders: tuple = ("tf2", "session")
+    signatures: tuple = ("serving_default", "translate_nbest")
+
+
 def load_each_in_fresh_process(saved_model_dirs, texts, tmp_path):
     """`load_in_fresh_process` of each directory, in one fresh process (the
     session loader gives each a graph of its own): the list of their reports.
-    An item ``(directory, its texts)`` is loaded with texts of its own."""
+    A `Served` item is loaded with its own texts, loaders and signatures."""
     texts_path = tmp_path / "texts.json"
     texts_path.write_text(json.dumps(texts), encoding="utf-8")
     each = []
     for index, item in enumerate(saved_model_dirs):
-        if isinstance(item, tuple):  # (directory, its own texts)
-            own_texts = tmp_path / f"texts_{index}.json"
-            own_texts.write_text(json.dumps(item[1]), encoding="utf-8")
-            each.append([str(item[0]), str(own_texts)])
+        if isinstance(item, Served):
+            own_texts = None
+            if item.texts is not None:
+                own_texts = tmp_path / f"texts_{index}.json"
+                own_texts.write_text(json.dumps(item.texts), encoding="utf-8")
+            each.append(
+                [
+                    str(item.directory),
+                    own_texts and str(own_texts),
+                    list(item.loaders),
+                    list(item.signatures),
+                ]
+            )
         else:
             each.append(str(item))
     command = [sys.executable, "-I", str(HERE / "fresh_process_load.py"), "--each"]
@@ -430,41 +452,18 @@ def test_failed_export_leaves_no_version(text_run_dir, tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
-def test_write_out_traces_each_signature_once(text_run_dir, tmp_path, monkeypatch):
+def test_write_out_traces_each_signature_once(text_export_traces):
     """`build_export_archive`'s ``write_out`` lists the variables and saves from one
     trace of each signature (Keras alone traces twice: before the save, and again
-    in its save context); the SavedModel still translates."""
-    traces = collections.Counter()
-    serving_functions = signatures.serving_functions
-
-    def counted(name, function):
-        def traced(*tensors):
-            traces[name] += 1  # runs once a trace, never when the graph runs
-            return function(*tensors)
-
-        return traced
-
-    def counting_serving_functions(*args, **kwargs):
-        return {
-            name: (counted(name, function), spec)
-            for name, (function, spec) in serving_functions(*args, **kwargs).items()
-        }
-
-    monkeypatch.setattr(signatures, "serving_functions", counting_serving_functions)
-    translator = Translator.load(text_run_dir)
-    archive = signatures.build_export_archive(translator)
-    archive.write_out(str(tmp_path / "saved_model"), verbose=False)
+    in its save context). The export counted is `text_export`, which
+    `test_fresh_process_both_loaders_equal_translate` serves: it still
+    translates."""
+    _, traces = text_export_traces
     assert traces == {
         signatures.SERVING_SIGNATURE: 1,
         signatures.NBEST_SIGNATURE: 1,
         signatures.TOKEN_IDS_SIGNATURE: 1,
     }
-    loaded = tf.saved_model.load(str(tmp_path / "saved_model"))
-    sources = ["lundi 3 mars 2003"]
-    served = loaded.signatures[signatures.SERVING_SIGNATURE](text=tf.constant(sources))
-    assert [t.decode() for t in served["translation"].numpy()] == [
-        t.text for t in translator.translate(sources)
-    ]
 
 
 def test_publish_is_a_rename_that_never_overwrites(tmp_path):

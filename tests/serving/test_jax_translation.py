@@ -32,7 +32,7 @@ SCRIPT = pathlib.Path(__file__).with_name("jax_translate_process.py")
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
 
-def under_jax(run_dir, texts, tmp_path):
+def under_jax(run_dir, texts, tmp_path, tmp_path_factory):
     texts_file = tmp_path / "texts.json"
     texts_file.write_text(json.dumps(texts))
     env = dict(
@@ -44,7 +44,9 @@ def under_jax(run_dir, texts, tmp_path):
     )
     # XLA's faster compiling (the jitted searches' compiles are most of the run);
     # the figures compared here agree with the default's within 1e-6.
-    env["XLA_FLAGS"] = " ".join([env.get("XLA_FLAGS", ""), *fast_compile_flags(env)])
+    env["XLA_FLAGS"] = " ".join(
+        [env.get("XLA_FLAGS", ""), *fast_compile_flags(env, tmp_path_factory)]
+    )
     done = subprocess.run(
         [sys.executable, str(SCRIPT), str(run_dir), str(texts_file)],
         capture_output=True,
@@ -58,14 +60,14 @@ def under_jax(run_dir, texts, tmp_path):
 
 
 def test_a_tensorflow_run_translates_the_same_under_jax(
-    text_run_dir, sample_texts, tmp_path
+    text_run_dir, sample_texts, tmp_path, tmp_path_factory
 ):
     translator = Translator.load(text_run_dir)
     greedy = translator.translate(sample_texts, return_attention=True)
     beam = translator.translate(sample_texts, beam_size=4)
     pairs = text.read_pairs(pathlib.Path(text_run_dir) / "splits" / "test.tsv")[:24]
     metrics = evaluate(translator, pairs, beam_size=2)
-    jax_run = under_jax(text_run_dir, sample_texts, tmp_path)
+    jax_run = under_jax(text_run_dir, sample_texts, tmp_path, tmp_path_factory)
 
     assert jax_run["backend"] == "jax"
     assert len({t.text for t in greedy}) > 3  # translations that differ

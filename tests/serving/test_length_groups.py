@@ -75,19 +75,25 @@ def test_groups_give_the_tokens_of_one_search_in_the_input_order(searches, searc
         steps = alone["ids"].shape[-1]
         np.testing.assert_array_equal(whole["ids"][row, ..., :steps], alone["ids"][0])
         assert not whole["ids"][row, ..., steps:].any()
-    # 2 and 3: runs of several rows, even and uneven; 8, more groups than the 7
-    # rows: runs of one row and an empty run (one row a run, what 7 groups would
-    # check, is in it). Each run traces a search (most of this test's time): the
-    # beam, whose outputs have a beam axis more, is put back in order from runs
-    # of several rows once (3).
-    for groups in (2, 3, 8) if search == "greedy" else (3, 8):
-        grouped = searched(groups, SOURCE)
-        assert set(grouped) == set(whole)
-        for key in whole:
-            assert grouped[key].shape == whole[key].shape, (key, groups)
-        np.testing.assert_array_equal(grouped["ids"], whole["ids"])
-        np.testing.assert_array_equal(grouped["lengths"], whole["lengths"])
-        np.testing.assert_allclose(grouped["scores"], whole["scores"], atol=1e-5)
+    # 2 and 3 over the 7 rows: runs of several rows, even and uneven; 4 over the
+    # first 3 rows (lengths 3, 7, 1: sorted, not in the input order), more groups
+    # than rows: an empty run and runs of one row (one row a run, what as many
+    # groups as rows would check, is in it). Each run traces a search (most of
+    # this test's time), hence 4 groups of 3 rows rather than 8 of 7: the beam,
+    # whose outputs have a beam axis more, is put back in order from runs of
+    # several rows once (3).
+    cases = ((2, 7), (3, 7), (4, 3)) if search == "greedy" else ((3, 7), (4, 3))
+    for groups, rows in cases:
+        source = SOURCE[:rows]
+        reference = whole if rows == len(SOURCE) else searched(1, source)
+        grouped = searched(groups, source)
+        assert groups > rows or rows == len(SOURCE)
+        assert set(grouped) == set(reference)
+        for key in reference:
+            assert grouped[key].shape == reference[key].shape, (key, groups)
+        np.testing.assert_array_equal(grouped["ids"], reference["ids"])
+        np.testing.assert_array_equal(grouped["lengths"], reference["lengths"])
+        np.testing.assert_allclose(grouped["scores"], reference["scores"], atol=1e-5)
 
 
 def test_groups_of_an_empty_batch_and_of_one_row(searches):

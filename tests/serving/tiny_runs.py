@@ -1,8 +1,12 @@
 """The tiny trained runs the serving tests export (shared by conftest.py and the
 tests)."""
 
+import json
+import pathlib
+import shutil
+
 from keras_selfattn import serving, text
-from keras_selfattn.models import ModelConfig
+from keras_selfattn.models import ModelConfig, saving
 from keras_selfattn.training import TrainConfig, train
 
 # Small, but trained enough (6 short epochs) that translations differ between
@@ -45,3 +49,19 @@ def train_tiny(
     return train(
         text.load_bundled_dates()[:NUM_PAIRS], run_dir, model, config, verbose=0
     ).run_dir
+
+
+def mixed_bfloat16_copy(run_dir, copy):
+    """``copy``: ``run_dir`` as a mixed_bfloat16 run would be (a training saves the
+    same float32 weights with layers computing in bfloat16, `with_dtype_policy`,
+    and a config saying so), in a second where a training takes ten."""
+    run_dir, copy = pathlib.Path(run_dir), pathlib.Path(copy)
+    shutil.copytree(run_dir, copy, ignore=shutil.ignore_patterns("backup"))
+    model = saving.load_model(
+        run_dir / "model.keras", dtype="mixed_bfloat16", compile=False
+    )
+    model.save(copy / "model.keras")
+    config = json.loads((copy / "config.json").read_text(encoding="utf-8"))
+    config["train"]["mixed_precision"] = "mixed_bfloat16"
+    (copy / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    return copy
