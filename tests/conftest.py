@@ -33,6 +33,26 @@ def _fast_xla_compiling():
 _fast_xla_compiling()
 
 
+def _stop_signals_at_their_defaults():
+    """SIGINT, SIGTERM and SIGHUP as a shell's foreground program receives them.
+
+    The package leaves a stop signal that its process ignores ignored (as a
+    program under ``nohup`` wants: `keras_selfattn.stopping`), so in a suite
+    started with them ignored (``nohup``, a background job of a shell without
+    job control) its signal tests would find no handler to test. The tests'
+    processes and their children get the dispositions a user's command has.
+    """
+    import signal
+
+    defaults = {signal.SIGINT: signal.default_int_handler}
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(signum) is signal.SIG_IGN:
+            signal.signal(signum, defaults.get(signum, signal.SIG_DFL))
+
+
+_stop_signals_at_their_defaults()
+
+
 def _import_keras_quietly():
     """Imports the package (and Keras, TensorFlow) with TensorFlow's native log lines
     dropped from fd 2: absl prints them before any log level applies, and from the
