@@ -105,8 +105,8 @@ def loop_dropping_finished(
     writes their tensors into the batch's results and gathers the others, and
     the rest are written after the loop. The outer loop's ``sentences`` and
     results are no loop variables of the steps, and no ``tf.cond`` runs at
-    each step (benchmarks/RESULTS.md, "Served precision and shortlist": loop
-    control flow was over a third of a greedy step's ops). Not under XLA,
+    each step (fewer ops a step, the same speed: benchmarks/RESULTS.md,
+    "Served precision and shortlist"). Not under XLA,
     which needs static shapes. With ``max_length_ratio`` the sentences' caps
     are a memory tensor (`loop.LENGTH_CAPS`), gathered and written with the
     rest, so each keeps its own.
