@@ -51,7 +51,7 @@ from keras_selfattn.serving import export_report, replay_requests
 from keras_selfattn.serving.audit import audit_saved_model_proto
 from keras_selfattn.serving.op_tables import installed_op_registry
 from keras_selfattn.serving.saved_model_graph import read_saved_model
-from keras_selfattn.stopping import Stopped, signals_stop
+from keras_selfattn.stopping import Stopped, held, signals_stop
 
 __all__ = ["CheckStopped", "ServingCheck", "check_serving"]
 
@@ -404,22 +404,27 @@ def _run_to_the_end(command, env, timeout):
     killed and waited for before this returns or raises, so that it has ended,
     not merely been sent a signal: ``subprocess.run`` waits only a quarter of a
     second after a KeyboardInterrupt, and a loaded machine takes longer to end a
-    TensorFlow process.
+    TensorFlow process. A signal while the child starts waits until ``Popen``
+    has returned it (`stopping.held`): raised inside ``Popen``, after the fork,
+    it would leave a child nobody holds.
     """
-    process = subprocess.Popen(
-        command,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
+    process = None
     try:
+        with held():
+            process = subprocess.Popen(
+                command,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env=env,
+            )
         stdout, stderr = process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         _ended(process)
         return None
     except BaseException:
-        _ended(process)
+        if process is not None:
+            _ended(process)
         raise
     return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
 
