@@ -11,11 +11,13 @@ signal the caller ignores (``nohup``, a shell's background job) stays ignored.
 `held` makes a short piece of work (writing a batch of answers) finish before the
 signal is raised. Python runs signal handlers in the main thread whichever thread
 the signal reached (TensorFlow's threads take them too), so a signal mask cannot do
-this; the handler itself waits. Standard library only.
+this; the handler itself waits. `run_to_the_end` runs a child process that has
+ended, not merely been signalled, whatever stops the wait. Standard library only.
 """
 
 import contextlib
 import signal
+import subprocess
 import threading
 
 STOPPING_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -137,3 +139,41 @@ def held():
     if pending is not None:
         _State.raised = pending
         raise _State.stopped(pending)
+
+
+def run_to_the_end(command, env, timeout):
+    """``command``'s CompletedProcess (output captured), or None past ``timeout``.
+
+    Whatever stops the wait (the timeout, a signal's `Stopped`), the child is
+    killed and waited for before this returns or raises, so that it has ended,
+    not merely been sent a signal: ``subprocess.run`` waits only a quarter of a
+    second after a KeyboardInterrupt, and a loaded machine takes longer to end a
+    TensorFlow process. A signal while the child starts waits until ``Popen``
+    has returned it (`held`): raised inside ``Popen``, after the fork, it would
+    leave a child nobody holds.
+    """
+    process = None
+    try:
+        with held():
+            process = subprocess.Popen(
+                command,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env=env,
+            )
+        stdout, stderr = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _ended(process)
+        return None
+    except BaseException:
+        if process is not None:
+            _ended(process)
+        raise
+    return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
+
+
+def _ended(process):
+    """Kills ``process`` and waits until it has ended (its pipes drained)."""
+    process.kill()
+    process.communicate()

@@ -42,7 +42,6 @@ import os
 import pathlib
 import re
 import signal
-import subprocess
 import sys
 import tempfile
 
@@ -51,7 +50,7 @@ from keras_selfattn.serving import export_report, replay_requests
 from keras_selfattn.serving.audit import audit_saved_model_proto
 from keras_selfattn.serving.op_tables import installed_op_registry
 from keras_selfattn.serving.saved_model_graph import read_saved_model
-from keras_selfattn.stopping import Stopped, held, signals_stop
+from keras_selfattn.stopping import Stopped, run_to_the_end, signals_stop
 
 __all__ = ["CheckStopped", "ServingCheck", "check_serving"]
 
@@ -387,7 +386,7 @@ def _replay(saved_model_dir, requests, needs_text, timeout, python):
         if needs_text:
             command.append("--tensorflow-text")
         env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": ""}
-        done = _run_to_the_end(command, env, timeout)
+        done = run_to_the_end(command, env, timeout)
         if done is None:
             return None, (
                 f"the session-loader replay did not finish within {timeout} s (a hang?)"
@@ -395,41 +394,3 @@ def _replay(saved_model_dir, requests, needs_text, timeout, python):
         if done.returncode != 0 or not results_path.is_file():
             return None, _replay_failure(done)
         return json.loads(results_path.read_text(encoding="utf-8")), None
-
-
-def _run_to_the_end(command, env, timeout):
-    """``command``'s CompletedProcess (output captured), or None past ``timeout``.
-
-    Whatever stops the wait (the timeout, a signal's `Stopped`), the child is
-    killed and waited for before this returns or raises, so that it has ended,
-    not merely been sent a signal: ``subprocess.run`` waits only a quarter of a
-    second after a KeyboardInterrupt, and a loaded machine takes longer to end a
-    TensorFlow process. A signal while the child starts waits until ``Popen``
-    has returned it (`stopping.held`): raised inside ``Popen``, after the fork,
-    it would leave a child nobody holds.
-    """
-    process = None
-    try:
-        with held():
-            process = subprocess.Popen(
-                command,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-                env=env,
-            )
-        stdout, stderr = process.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        _ended(process)
-        return None
-    except BaseException:
-        if process is not None:
-            _ended(process)
-        raise
-    return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
-
-
-def _ended(process):
-    """Kills ``process`` and waits until it has ended (its pipes drained)."""
-    process.kill()
-    process.communicate()

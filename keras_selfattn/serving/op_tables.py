@@ -38,10 +38,11 @@ import dataclasses
 import functools
 import json
 import os
-import subprocess
 import sys
 
 from packaging import version as packaging_version
+
+from keras_selfattn.stopping import run_to_the_end
 
 __all__ = [
     "PYTHON_BOUND_OPS",
@@ -301,14 +302,9 @@ def installed_op_registry(python=None):
         An `OpRegistry`.
     """
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": ""}
-    done = subprocess.run(
-        [python or sys.executable, "-c", _REGISTRY_SCRIPT],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-        check=False,
-    )
+    done = run_to_the_end([python or sys.executable, "-c", _REGISTRY_SCRIPT], env, 300)
+    if done is None:
+        raise RuntimeError("Could not list TensorFlow's op registry within 300 s")
     if done.returncode != 0:
         raise RuntimeError(
             f"Could not list TensorFlow's op registry:\n{done.stderr[-2000:]}"

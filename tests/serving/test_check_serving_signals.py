@@ -105,12 +105,12 @@ def test_stopped_check_serving_leaves_no_child_and_no_files(
     assert list(scratch.iterdir()) == []
 
 
-def test_a_signal_while_the_replay_child_starts_leaves_no_child(monkeypatch):
-    """A signal that arrives while ``Popen`` starts the replay child (after the
-    fork, before ``Popen`` returns) is raised once the child is held, and the
-    child is ended: raised inside ``Popen`` it left a child nobody held."""
-    from keras_selfattn.serving import check
-    from keras_selfattn.stopping import Stopped, signals_stop
+def test_a_signal_while_a_child_starts_leaves_no_child(monkeypatch):
+    """A signal that arrives while ``Popen`` starts a child (check-serving's
+    replay, the op-registry listing: after the fork, before ``Popen`` returns)
+    is raised once the child is held, and the child is ended: raised inside
+    ``Popen`` it left a child nobody held (`stopping.run_to_the_end`)."""
+    from keras_selfattn import stopping
 
     started, popen = [], subprocess.Popen
 
@@ -120,9 +120,9 @@ def test_a_signal_while_the_replay_child_starts_leaves_no_child(monkeypatch):
         os.kill(os.getpid(), signal.SIGTERM)  # as if it came before the return
         return child
 
-    monkeypatch.setattr(check.subprocess, "Popen", popen_then_signal)
+    monkeypatch.setattr(stopping.subprocess, "Popen", popen_then_signal)
     sleeper = [sys.executable, "-c", "import time; time.sleep(60)"]
-    with pytest.raises(Stopped), signals_stop():
-        check._run_to_the_end(sleeper, dict(os.environ), timeout=60)
+    with pytest.raises(stopping.Stopped), stopping.signals_stop():
+        stopping.run_to_the_end(sleeper, dict(os.environ), timeout=60)
     assert len(started) == 1
     assert started[0].poll() is not None, "the child still runs"
