@@ -8,6 +8,11 @@ for the signal (128 + its number: 130, 143, 129). A second signal while the firs
 unwinds is ignored, so the process never dies halfway through its cleanup, and a
 signal the caller ignores (``nohup``, a shell's background job) stays ignored.
 
+Inside TensorFlow's own Python code the raise waits for the first line outside it
+(`_raise_outside_tensorflow`): that code runs between calls into TensorFlow's C++,
+some of which call back into Python and were seen to die by SIGSEGV when an
+exception came back from the callback.
+
 `held` makes a short piece of work (writing a batch of answers) finish before the
 signal is raised. Python runs signal handlers in the main thread whichever thread
 the signal reached (TensorFlow's threads take them too), so a signal mask cannot do
@@ -18,6 +23,7 @@ ended, not merely been signalled, whatever stops the wait. Standard library only
 import contextlib
 import signal
 import subprocess
+import sys
 import threading
 
 STOPPING_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -39,23 +45,78 @@ class Stopped(KeyboardInterrupt):
 
 class _State:
     """The handlers' state: the exception to raise, whether work is held, the
-    signal waiting for it, and whether one was raised already."""
+    signal waiting for it or for a line outside TensorFlow, and whether one was
+    raised already."""
 
     stopped = Stopped
     holding = False
     pending = None
     raised = None  # the signal raised in this block, if any
     raised_signal = None  # the signal raised, until `raise_if_swallowed` sees it
+    deferred = None  # the signal waiting for a line outside TensorFlow
 
     @classmethod
     def stop(cls, signum, frame):
-        if cls.raised is not None:
-            return  # unwinding from the first one
+        if cls.raised is not None or cls.deferred is not None:
+            return  # unwinding from the first one, or about to
         if cls.holding:
             cls.pending = cls.pending or signum
             return
+        if frame is not None and _in_tensorflow(frame):
+            cls.deferred = signum
+            _raise_outside_tensorflow(frame)
+            return
+        cls.raise_now(signum)
+
+    @classmethod
+    def raise_now(cls, signum):
         cls.raised, cls.raised_signal = signum, signum
         raise cls.stopped(signum)
+
+
+# The packages whose C++ calls back into their own Python code: a signal handled
+# there waits. Keras' code is pure Python above them, and raises as usual.
+_DEFERRING_PACKAGES = frozenset({"tensorflow", "tensorflow_text"})
+
+
+def _in_tensorflow(frame):
+    """Whether ``frame``, or the code that called it, is TensorFlow's."""
+    for code in (frame, frame.f_back):
+        if code is not None:
+            package = str(code.f_globals.get("__name__", "")).partition(".")[0]
+            if package in _DEFERRING_PACKAGES:
+                return True
+    return False
+
+
+def _raise_outside_tensorflow(frame):
+    """Raises the deferred signal's `Stopped` at the first line that runs outside
+    TensorFlow (`_in_tensorflow`): in a frame now running, once TensorFlow's calls
+    return to it, or in one called since. A line tracer does it, on those frames
+    and on each one called until then; it is removed when it raises, and the
+    thread's own tracer (a debugger's, coverage's) put back."""
+    previous = sys.gettrace()
+    running = []
+    while frame is not None:
+        running.append(frame)
+        frame = frame.f_back
+
+    def tracer(frame, event, arg):
+        signum = _State.deferred
+        if signum is not None and (event != "line" or _in_tensorflow(frame)):
+            return tracer
+        sys.settrace(previous)
+        for each in running:
+            each.f_trace = None
+        running.clear()
+        if signum is None:  # the block ended
+            return None
+        _State.deferred = None
+        _State.raise_now(signum)
+
+    for each in running:
+        each.f_trace = tracer
+    sys.settrace(tracer)
 
 
 def raise_if_swallowed():
@@ -114,13 +175,15 @@ def signals_stop(signals=STOPPING_SIGNALS, stopped=Stopped):
         None,
         None,
     )
-    _State.raised_signal = None
+    _State.raised_signal = _State.deferred = None
     try:
         yield
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
-        raised = _State.raised
+        # A signal still waiting for a line outside TensorFlow counts as raised.
+        raised = _State.raised or _State.deferred
+        _State.deferred = None
         _State.stopped, _State.holding, _State.pending, _State.raised = saved
         if _State.stop in previous.values():  # inside another block
             _State.raised = _State.raised or raised

@@ -173,13 +173,20 @@ class _Stream:
         self.flushed = True
 
 
+@pytest.mark.parametrize("returned", [False, True], ids=["exited", "returned"])
 @pytest.mark.parametrize("status", [130, 143, 129])
-def test_a_stopped_command_ends_flushed_without_finalizing(monkeypatch, status):
+def test_a_stopped_command_ends_flushed_without_finalizing(
+    monkeypatch, status, returned
+):
     """A signal's status ends the program with ``os._exit`` once stdout and stderr
-    are flushed (a failing flush does not stop it): no interpreter finalization."""
+    are flushed (a failing flush does not stop it): no interpreter finalization,
+    whether `main` exits with the status or returns it (`translate` reports its
+    own stop and returns 130 or 143)."""
     from keras_selfattn.cli import commands
 
     def stopped():
+        if returned:
+            return status
         raise SystemExit(status)
 
     def end(code):

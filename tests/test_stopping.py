@@ -1,7 +1,10 @@
 """A signal stops a command the same way everywhere (keras_selfattn.stopping)."""
 
+import _signal
 import os
 import signal
+import sys
+import types
 
 import pytest
 
@@ -41,6 +44,61 @@ def test_held_work_finishes_before_the_signal_is_raised():
         _raise_pending()
         done.append("written")
     assert done == ["written"] and stopped.value.exit_status == 130
+
+
+def _library_call(steps, callback, signum=None):
+    """Stands for TensorFlow's code (`_tensorflow_like`): runs ``callback`` (a
+    Python callback of TensorFlow's C++) between two steps, and records each step
+    it got through; told to, it handles a signal itself first (the C function
+    ``_signal.pthread_sigmask`` runs the handler in its caller's frame; the
+    ``signal`` module's wrapper would run it in its own)."""
+    steps.append("called")
+    if signum is not None:
+        os.kill(os.getpid(), signum)
+        _signal.pthread_sigmask(signal.SIG_SETMASK, [])
+    callback()
+    steps.append("after the callback")
+    return "result"
+
+
+def _tensorflow_like():
+    """`_library_call` as a function of a module of the tensorflow package."""
+    module_globals = {**globals(), "__name__": "tensorflow.python.stand_in"}
+    return types.FunctionType(_library_call.__code__, module_globals)
+
+
+@pytest.mark.parametrize("where", ["in TensorFlow", "in its callback"])
+def test_a_signal_inside_tensorflow_is_raised_at_the_first_line_outside_it(where):
+    """Handled while TensorFlow's code runs, or a callback it made (whose caller
+    is TensorFlow's), the signal waits: TensorFlow's call runs to its end, and
+    the caller's next line raises it; the line tracer is gone afterwards."""
+    library_call = _tensorflow_like()
+    steps = []
+
+    def callback():
+        if where == "in its callback":
+            os.kill(os.getpid(), signal.SIGTERM)
+            _signal.pthread_sigmask(signal.SIG_SETMASK, [])  # handled here
+        steps.append("callback ended")
+
+    signum = signal.SIGTERM if where == "in TensorFlow" else None
+    before = sys.gettrace()
+    with signals_stop(), pytest.raises(Stopped) as stopped:
+        result = library_call(steps, callback, signum)
+        steps.append(f"caller saw {result}")  # not run: the raise is at this line
+    assert steps == ["called", "callback ended", "after the callback"]
+    assert stopped.value.exit_status == 143
+    assert sys.gettrace() is before
+
+
+def test_a_signal_outside_tensorflow_is_raised_at_once():
+    library_call = _tensorflow_like()
+    steps = []
+    with signals_stop(), pytest.raises(Stopped):
+        os.kill(os.getpid(), signal.SIGINT)
+        _raise_pending()
+        library_call(steps, lambda: None)
+    assert steps == []
 
 
 def test_a_subclass_carries_its_own_line():

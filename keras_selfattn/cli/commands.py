@@ -121,26 +121,36 @@ STOPPED_STATUSES = (130, 143, 129)
 def run_program():
     """`main` as a program runs it (the console script, ``python -m``): a command
     a signal stopped ends at once with its status, its output flushed, without
-    the interpreter's finalization. It has already unwound (its locks, child
-    processes and temporary files released); finalizing Python while
-    TensorFlow's threads still ran was seen to die by SIGSEGV instead of 143.
-    Python callers of `main` get its SystemExit as before.
+    the interpreter's finalization, whether `main` returned the status (a command
+    that reports its own stop, as `translate` does) or exited with it. It has
+    already unwound (its locks, child processes and temporary files released);
+    finalizing Python while TensorFlow's threads still ran was seen to die by
+    SIGSEGV instead of 130 or 143. Python callers of `main` get its status or its
+    SystemExit as before.
 
     Returns:
         `main`'s exit status.
     """
     try:
-        return main()
+        status = main()
     except SystemExit as stopped:
         if stopped.code in STOPPED_STATUSES:
-            for stream in (sys.stdout, sys.stderr):
-                try:
-                    if stream is not None:
-                        stream.flush()
-                except (OSError, ValueError):  # closed, full or a broken pipe
-                    pass
-            os._exit(stopped.code)
+            _end_now(stopped.code)
         raise
+    if status in STOPPED_STATUSES:
+        _end_now(status)
+    return status
+
+
+def _end_now(status):
+    """Flushes stdout and stderr and ends the process with ``status`` at once."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None:
+                stream.flush()
+        except (OSError, ValueError):  # closed, full or a broken pipe
+            pass
+    os._exit(status)
 
 
 def build_parser():
