@@ -175,6 +175,17 @@ def _bf16(array):
     return tf.cast(tf.cast(array, tf.bfloat16), tf.float32).numpy()
 
 
+def _bf16_product(a, b):
+    """``a @ b`` as this host's TensorFlow computes it in bfloat16, as float32.
+
+    With bfloat16 units (avx512_bf16, amx_bf16) oneDNN accumulates in float32
+    and rounds once; without them TensorFlow's emulated product also rounds its
+    partial sums, up to a few bfloat16 steps away. The product is TensorFlow's
+    either way; what the tests check is what the layers do around it."""
+    product = tf.matmul(tf.cast(a, tf.bfloat16), tf.cast(b, tf.bfloat16))
+    return tf.cast(product, tf.float32).numpy()
+
+
 def _sigmoid(x):
     return 1.0 / (1.0 + np.exp(-x))
 
@@ -184,7 +195,8 @@ def test_gru_step_products_in_bfloat16_gates_in_float32(reset_after):
     """A GRU cell's step in a bfloat16 copy against NumPy: the two products of
     bfloat16-rounded inputs, state and kernels, each rounded to bfloat16 and
     its bias (read in bfloat16) added in bfloat16 (run eagerly: a graph fuses
-    the sum into the product and rounds once), the gates in float32."""
+    the sum into the product and rounds once), the gates in float32. The
+    products are TensorFlow's own in bfloat16 (`_bf16_product`)."""
     import keras
 
     cell = keras.layers.GRUCell(8, reset_after=reset_after, seed=4)
@@ -200,17 +212,17 @@ def test_gru_step_products_in_bfloat16_gates_in_float32(reset_after):
     bias = _bf16(cell.bias.numpy())
     xb, hb = _bf16(x), _bf16(h)
     if reset_after:
-        gates_x = _bf16(_bf16(xb @ kernel) + bias[0])
-        gates_h = _bf16(_bf16(hb @ recurrent) + bias[1])
+        gates_x = _bf16(_bf16_product(xb, kernel) + bias[0])
+        gates_h = _bf16(_bf16_product(hb, recurrent) + bias[1])
         z = _sigmoid(gates_x[:, :8] + gates_h[:, :8])
         r = _sigmoid(gates_x[:, 8:16] + gates_h[:, 8:16])
         candidate = np.tanh(gates_x[:, 16:] + r * gates_h[:, 16:])
     else:
-        gates_x = _bf16(_bf16(xb @ kernel) + bias)
-        gates_h = _bf16(hb @ recurrent[:, :16])
+        gates_x = _bf16(_bf16_product(xb, kernel) + bias)
+        gates_h = _bf16_product(hb, recurrent[:, :16])
         z = _sigmoid(gates_x[:, :8] + gates_h[:, :8])
         r = _sigmoid(gates_x[:, 8:16] + gates_h[:, 8:])
-        candidate = np.tanh(gates_x[:, 16:] + _bf16(_bf16(r * hb) @ recurrent[:, 16:]))
+        candidate = np.tanh(gates_x[:, 16:] + _bf16_product(r * hb, recurrent[:, 16:]))
     expected = z * hb + (1 - z) * candidate
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
     full = keras.layers.GRUCell(8, reset_after=reset_after)
