@@ -11,7 +11,9 @@ signal the caller ignores (``nohup``, a shell's background job) stays ignored.
 Inside TensorFlow's own Python code the raise waits for the first line outside it
 (`_raise_outside_tensorflow`): that code runs between calls into TensorFlow's C++,
 some of which call back into Python and were seen to die by SIGSEGV when an
-exception came back from the callback.
+exception came back from the callback. Python code of TensorFlow's that keeps
+running (a loop waiting for a peer) is stopped where it is after
+`DEFERRED_AT_MOST` seconds.
 
 `held` makes a short piece of work (writing a batch of answers) finish before the
 signal is raised. Python runs signal handlers in the main thread whichever thread
@@ -25,8 +27,12 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 
 STOPPING_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+# How long a signal handled in TensorFlow's Python code waits for a line outside
+# it before it is raised in TensorFlow's code after all (`_raise_outside_tensorflow`).
+DEFERRED_AT_MOST = 2.0
 
 
 class Stopped(KeyboardInterrupt):
@@ -94,8 +100,10 @@ def _raise_outside_tensorflow(frame):
     TensorFlow (`_in_tensorflow`): in a frame now running, once TensorFlow's calls
     return to it, or in one called since. A line tracer does it, on those frames
     and on each one called until then; it is removed when it raises, and the
-    thread's own tracer (a debugger's, coverage's) put back."""
+    thread's own tracer (a debugger's, coverage's) put back. A line still inside
+    TensorFlow `DEFERRED_AT_MOST` seconds on raises it there."""
     previous = sys.gettrace()
+    deadline = time.monotonic() + DEFERRED_AT_MOST
     running = []
     while frame is not None:
         running.append(frame)
@@ -103,7 +111,9 @@ def _raise_outside_tensorflow(frame):
 
     def tracer(frame, event, arg):
         signum = _State.deferred
-        if signum is not None and (event != "line" or _in_tensorflow(frame)):
+        if signum is not None and (
+            event != "line" or (_in_tensorflow(frame) and time.monotonic() < deadline)
+        ):
             return tracer
         sys.settrace(previous)
         for each in running:

@@ -4,6 +4,7 @@ import _signal
 import os
 import signal
 import sys
+import time
 import types
 
 import pytest
@@ -88,6 +89,35 @@ def test_a_signal_inside_tensorflow_is_raised_at_the_first_line_outside_it(where
         steps.append(f"caller saw {result}")  # not run: the raise is at this line
     assert steps == ["called", "callback ended", "after the callback"]
     assert stopped.value.exit_status == 143
+    assert sys.gettrace() is before
+
+
+def _tensorflow_loop(steps, seconds):
+    """Stands for TensorFlow's Python code that keeps running (a loop waiting for
+    a peer): handles a signal, then counts lines for ``seconds``."""
+    os.kill(os.getpid(), signal.SIGTERM)
+    _signal.pthread_sigmask(signal.SIG_SETMASK, [])
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        steps.append("waited")
+    steps.append("returned")
+
+
+def test_a_signal_inside_tensorflow_code_that_keeps_running_is_raised_there(
+    monkeypatch,
+):
+    """Deferred at most `DEFERRED_AT_MOST` seconds: then raised in TensorFlow's
+    code, which never returns."""
+    monkeypatch.setattr(stopping, "DEFERRED_AT_MOST", 0.2)
+    module_globals = {**globals(), "__name__": "tensorflow.python.stand_in"}
+    loop = types.FunctionType(_tensorflow_loop.__code__, module_globals)
+    steps = []
+    before = sys.gettrace()
+    start = time.monotonic()
+    with signals_stop(), pytest.raises(Stopped):
+        loop(steps, 60)
+    assert 0.2 <= time.monotonic() - start < 30
+    assert steps and "returned" not in steps
     assert sys.gettrace() is before
 
 
