@@ -62,10 +62,10 @@ def _library_call(steps, callback, signum=None):
     return "result"
 
 
-def _tensorflow_like():
-    """`_library_call` as a function of a module of the tensorflow package."""
+def _tensorflow_like(function=_library_call):
+    """``function`` as a function of a module of the tensorflow package."""
     module_globals = {**globals(), "__name__": "tensorflow.python.stand_in"}
-    return types.FunctionType(_library_call.__code__, module_globals)
+    return types.FunctionType(function.__code__, module_globals)
 
 
 @pytest.mark.parametrize("where", ["in TensorFlow", "in its callback"])
@@ -109,8 +109,7 @@ def test_a_signal_inside_tensorflow_code_that_keeps_running_is_raised_there(
     """Deferred at most `DEFERRED_AT_MOST` seconds: then raised in TensorFlow's
     code, which never returns."""
     monkeypatch.setattr(stopping, "DEFERRED_AT_MOST", 0.2)
-    module_globals = {**globals(), "__name__": "tensorflow.python.stand_in"}
-    loop = types.FunctionType(_tensorflow_loop.__code__, module_globals)
+    loop = _tensorflow_like(_tensorflow_loop)
     steps = []
     before = sys.gettrace()
     start = time.monotonic()
