@@ -195,3 +195,13 @@ def pytest_collection_modifyitems(config, items):
         return listed, item.get_closest_marker("slow") is None, alone
 
     items.sort(key=rank)  # stable: otherwise the order within a file stays
+
+
+def pytest_configure(config):
+    """The census of what the run cost (processes started, models trained) and
+    the fast tier's limit: `tests.suite_census`."""
+    from tests.suite_census import Census
+
+    census = Census()
+    census.install()
+    config.pluginmanager.register(census, "suite_census")

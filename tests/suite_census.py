@@ -1,0 +1,133 @@
+"""What a test run cost, counted as it runs and printed at its end.
+
+A pytest plugin (registered by tests/conftest.py). It counts, in every process
+that runs tests (each xdist worker, summed by the controller):
+
+- the Python processes the tests started (`subprocess.Popen` of this interpreter,
+  of a ``python`` or of the ``keras-selfattn`` console script), and of them the
+  ones that ran a command that trains (``train``, ``demo``);
+- the models trained in the test processes themselves (`keras.Model.fit` calls).
+
+A model trained inside a started process is counted once, as that process's
+command, not as a fit call (its calls happen where this plugin is not loaded).
+The summary line is what docs/development.md's census reads; the slowest tests
+come from ``--durations``.
+
+The fast tier stays fast: a test that is not marked ``slow`` and takes longer
+than `FAST_TIER_SECONDS` fails (its report says its time and the
+limit), so that ``-m "not slow"`` remains the loop one runs while editing.
+"""
+
+import functools
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+# A test that takes longer than this (its call phase, wall time on the 2-core
+# host under ``-n 2``) belongs to the slow tier. Generous: the check is that the
+# tier stays fast, not a timing test of any one case.
+FAST_TIER_SECONDS = float(os.environ.get("KSA_FAST_TIER_SECONDS", "8"))
+TRAINING_COMMANDS = ("train", "demo")
+COUNTS = ("processes", "training_processes", "fits")
+
+
+class Census:
+    def __init__(self):
+        self.counts = dict.fromkeys(COUNTS, 0)
+        self.too_slow = []
+
+    # The counting.
+
+    def started(self, args):
+        argv = [args] if isinstance(args, (str, os.PathLike)) else list(args or [])
+        if not argv or not _is_python(str(argv[0])):
+            return
+        self.counts["processes"] += 1
+        words = {str(word) for word in argv[1:]}
+        if words & set(TRAINING_COMMANDS):
+            self.counts["training_processes"] += 1
+
+    def fitted(self):
+        self.counts["fits"] += 1
+
+    def install(self):
+        census = self
+        popen_init = subprocess.Popen.__init__
+
+        @functools.wraps(popen_init)
+        def counting_init(popen, args, *rest, **kwargs):
+            census.started(args)
+            return popen_init(popen, args, *rest, **kwargs)
+
+        subprocess.Popen.__init__ = counting_init
+        try:
+            import keras
+        except ImportError:  # pragma: no cover - the suite needs Keras
+            return
+        fit = keras.Model.fit
+
+        @functools.wraps(fit)
+        def counting_fit(model, *args, **kwargs):
+            census.fitted()
+            return fit(model, *args, **kwargs)
+
+        keras.Model.fit = counting_fit
+
+    # The pytest hooks.
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item, call):
+        outcome = yield
+        report = outcome.get_result()
+        if report.when != "call" or not report.passed:
+            return
+        if report.duration > FAST_TIER_SECONDS and "slow" not in item.keywords:
+            report.outcome = "failed"
+            report.longrepr = (
+                f"{item.nodeid} took {report.duration:.1f} s, over the fast tier's "
+                f"{FAST_TIER_SECONDS:g} s: make it cheaper or mark it "
+                "@pytest.mark.slow"
+            )
+            self.too_slow.append((item.nodeid, report.duration))
+
+    def pytest_sessionfinish(self, session):
+        workeroutput = getattr(session.config, "workeroutput", None)
+        if workeroutput is not None:  # an xdist worker: hand the counts over
+            workeroutput["census"] = dict(self.counts)
+            workeroutput["too_slow"] = list(self.too_slow)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node, error):
+        output = getattr(node, "workeroutput", {})
+        for name, count in output.get("census", {}).items():
+            self.counts[name] = self.counts.get(name, 0) + count
+        self.too_slow.extend(tuple(item) for item in output.get("too_slow", []))
+
+    def pytest_terminal_summary(self, terminalreporter, exitstatus, config):
+        if hasattr(config, "workeroutput"):
+            return
+        counts = self.counts
+        terminalreporter.write_sep("=", "suite census")
+        terminalreporter.write_line(
+            f"processes started: {counts['processes']} "
+            f"({counts['training_processes']} of them training); "
+            f"models trained in the test processes: {counts['fits']} (Model.fit)"
+        )
+        if self.too_slow:
+            terminalreporter.write_sep("=", "too slow for the fast tier")
+            for nodeid, seconds in sorted(self.too_slow, key=lambda item: -item[1]):
+                terminalreporter.write_line(
+                    f"{seconds:.1f} s > {FAST_TIER_SECONDS:g} s, not marked slow: "
+                    f"{nodeid}"
+                )
+
+def _is_python(program):
+    name = pathlib.PurePath(program).name
+    return (
+        program == sys.executable
+        or name.startswith("python")
+        or name == "keras-selfattn"
+    )
