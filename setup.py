@@ -74,8 +74,9 @@ setup(
         # train writes event files with tf.summary; the viewer reads them (and
         # train writes them only when it is installed: TrainConfig.tensorboard)
         "tensorboard": ["tensorboard>=2.16,<2.22"],
-        # The API reference (mkdocs.yml, docs/api/): built from the docstrings
-        # with `mkdocs build --strict`.
+        # The documentation site (mkdocs.yml: docs/ and the API reference that
+        # mkdocstrings generates from the docstrings): `./run.sh docs` builds it
+        # strict into ./site, `./run.sh lint` strict into a temporary folder.
         "docs": [
             "mkdocs>=1.6,<2",
             "mkdocs-material>=9.5,<10",
@@ -93,12 +94,9 @@ setup(
             "tensorboard>=2.16,<2.22",
             # benchmarks/_bench.paper_bleu (BLEU as the Multi30k papers compute it)
             "sacremoses>=0.1",
-            # tests/test_typing.py: the public API's type hints (pyproject.toml)
+            # `./run.sh lint` type-checks the public API (pyproject.toml's
+            # [tool.mypy]); its docs build takes the "docs" extra
             "mypy>=2.4,<3",
-            # tests/test_api_reference.py builds the API reference: "docs"
-            "mkdocs>=1.6,<2",
-            "mkdocs-material>=9.5,<10",
-            "mkdocstrings-python>=2.0,<3",
         ],
     },
     entry_points={"console_scripts": ["keras-selfattn=keras_selfattn_command:main"]},

@@ -12,23 +12,22 @@ produced them.
 
 - ``small``: a CPU recipe (minutes to an hour on a laptop's cores): a 3-block
   pre-layer-norm encoder, 256 wide, and a one-layer GRU decoder with the
-  attentional output and a deep output 1024 wide (on Multi30k it takes
-  validation chrF at step 2,000 to where the recipe without it is at step 4,000,
-  for 6% more CPU a step; benchmarks/RESULTS.md "KerasHub peer, side by side");
+  attentional output and a deep output 1024 wide (on Multi30k it learns faster
+  for a little more CPU a step: benchmarks/RESULTS.md, "KerasHub peer, side by
+  side" and "Step cost");
   tied target embeddings; WordPiece vocabularies of about 4,000 pieces a side;
   eight geometric length buckets;
   Adam at 2e-3 after 400 warm-up updates, then inverse square root; label
   smoothing 0.1; the weights' moving average (``ema_momentum`` 0.999) is what is
   validated, kept and exported; XLA where the step runs on a GPU, not on CPUs
-  (``jit_compile`` None: on a CPU its compilations take a fifth of a 15-minute
-  budget); ``mixed_bfloat16`` where the device multiplies
-  bfloat16 natively, float32 elsewhere (``mixed_precision`` "auto": on a CPU with
-  ``avx512_bf16`` the step costs 0.81x float32's, with the same loss curve to step
-  1,000). Against 8k untied vocabularies, four even buckets and 1e-3 after 800
-  updates, these choices take Multi30k BLEU after 15 training CPU-minutes from
-  16.3 to 25.1, and the moving average takes greedy BLEU from 30.1 to 32.0
-  (the KerasHub peer 32.3; benchmarks/RESULTS.md "Real language" and "KerasHub
-  peer, side by side").
+  (``jit_compile`` None: on a CPU its compilations cost more of a short budget
+  than its cheaper step gives back); ``mixed_bfloat16`` where the device
+  multiplies bfloat16 natively, float32 elsewhere (``mixed_precision`` "auto": on
+  a CPU with ``avx512_bf16`` the step is cheaper with the same loss curve:
+  benchmarks/RESULTS.md, "Step cost" and "float32 against bfloat16"). What each
+  of these choices gave on Multi30k, against 8k untied vocabularies, four even
+  buckets and 1e-3 after 800 updates, and the recipe beside the KerasHub peer:
+  benchmarks/RESULTS.md, "KerasHub peer, side by side" and "Real language".
 - ``base``: a GPU-day recipe for corpora of 1M-10M pairs: a 6-block encoder 512
   wide, a two-layer residual, layer-normalized LSTM decoder with the attentional
   output, token-budget batches: updates of 8k tokens, accumulated from four

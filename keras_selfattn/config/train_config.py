@@ -90,10 +90,10 @@ class TrainConfig:
             ``False``, or ``None``: XLA where the step runs on a GPU or TPU, not
             on CPUs (what ``--preset small`` sets). On a CPU XLA compiles the
             step once for each length bucket's shape: for the demo's small
-            model that is soon paid back (its step 1.3-1.6x cheaper), for
-            ``--preset small`` it is about 25 CPU-seconds a shape against a step
-            only 5-10% cheaper, more than it gives back within an hour
-            (benchmarks/RESULTS.md, "KerasHub peer, side by side"). With XLA: the
+            model that is soon paid back, for ``--preset small`` it costs more
+            than its cheaper step gives back within an hour (benchmarks/RESULTS.md,
+            "Training throughput", "Step cost" and "KerasHub peer, side by
+            side"). With XLA: the
             whole step on one device, each replica's forward and backward pass
             with several replicas (the all-reduce and the update stay outside
             XLA; Keras' own ``"auto"`` turns XLA off under tf.distribute), and
@@ -107,8 +107,9 @@ class TrainConfig:
             the step's device multiplies bfloat16 natively (a TPU, an Ampere or
             newer GPU, a CPU with ``avx512_bf16`` or ``amx_bf16``), else
             ``float32`` (`keras_selfattn.training.fit.compiled_model.native_bfloat16`).
-            On such a CPU the ``small`` step costs 0.81x float32's with the same
-            loss curve; elsewhere bfloat16 is emulated, 1.87x. A run trained
+            On such a CPU the ``small`` step is cheaper with the same loss curve;
+            elsewhere bfloat16 is emulated and dearer (benchmarks/RESULTS.md,
+            "Step cost" and "float32 against bfloat16"). A run trained
             under ``"auto"`` is loaded after training (translate, evaluate,
             export) in float32 unless asked otherwise (`Translator.load`).
         tpu: with ``strategy="tpu"``: ``"local"`` (a Cloud TPU VM), a TPU name or

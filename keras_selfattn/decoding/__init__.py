@@ -22,7 +22,7 @@ How the loop runs depends on the backend:
   jitted loop. ``max_len`` and the beam size must be Python integers.
 - TensorFlow: called eagerly, a search runs as a ``tf.function`` traced once
   per model and setting and cached beside the model (op by op, the eager loop
-  was 20-50x slower: benchmarks/RESULTS.md, "What the profile found"). A
+  was many times slower: benchmarks/RESULTS.md, "What the profile found"). A
   strategy whose ended sentences stay as they are (``drops_finished_rows``)
   runs a loop that drops those sentences' rows
   (`tensorflow_loops.loop_dropping_finished`), or with ``jit_compile=True`` XLA

@@ -116,12 +116,12 @@ def weights_cast_once(model):
 
     Under a mixed policy (``mixed_bfloat16``, ``mixed_float16``) a layer reads
     its float32 variables cast to its compute dtype at every call, so inside
-    the decoding loop every step would cast every decoder weight again (40% of
-    a bfloat16 export's op time at batch 32, the output layer's embedding the
-    most). Here each such variable is read and cast once; the loop takes the
-    cast tensor as an invariant (inside `weights_as_constants`, a constant of
-    the cast value). The values are those the layers cast, so the results are
-    the same bit for bit (tests/test_decoding_graphs.py; as constants, the tokens:
+    the decoding loop every step would cast every decoder weight again (the
+    output layer's embedding the largest). Here each such variable is read and
+    cast once; the loop takes the cast tensor as an invariant (inside
+    `weights_as_constants`, a constant of the cast value). The values are those
+    the layers cast, so the results are the same bit for bit
+    (tests/test_decoding_graphs.py; as constants, the tokens:
     tests/test_constant_weights.py).
     """
     casts = _compute_dtypes(model) if on_tensorflow() else []

@@ -77,8 +77,8 @@ def top_k_of_rows(values, k, size):
     """``ops.top_k(values, k)`` of (R, size) float32 rows, with int32 indices.
 
     The same values and indices, ties included (the lower index first), but
-    without one top-k over the whole row: TensorFlow's CPU top-k took 8 ms for
-    the (128, 8000) rows of a beam of 4 at batch 32, several times the output
+    without one top-k over the whole row: TensorFlow's CPU top-k over the
+    (128, 8000) rows of a beam of 4 at batch 32 took several times the output
     layer's matmul. The row is cut into blocks; the k blocks with the largest
     maxima (ties: the lower block) hold the row's k largest values (each block
     passed over has k blocks whose maxima beat all of its values), so one

@@ -131,9 +131,9 @@ class TiedEmbedding(keras.layers.Layer):
         A TensorFlow decoding loop enters this before its loop, so the
         transposed matrix is a loop invariant stored as the product wants it.
         Computed inside the loop, the transpose is folded by Grappler into the
-        product (``MatMul(transpose_b=True)``), which oneDNN runs 1.5-3x
-        slower than the same product by the transposed matrix at the 8-32
-        rows of a decoder step (benchmarks/RESULTS.md, "the tied output's `E^T`
+        product (``MatMul(transpose_b=True)``), which oneDNN runs slower than
+        the same product by the transposed matrix at the 8-32 rows of a
+        decoder step (benchmarks/RESULTS.md, "the tied output's `E^T`
         held before the loop"); and the product by ``E^T`` is the largest of a
         step. Held as every value a loop computes once
         (`keras_selfattn.decoding.once.holding`).

@@ -144,8 +144,8 @@ def bucket_shapes(
     sqrt(2) ** (n - 1 - i))``: fine steps among short sentences, coarse ones
     among long ones, so when most pairs are far below the limits (most corpora,
     with limits set for their longest sentences) far less of a batch is padding
-    (on Multi30k with limits of 100 tokens: 1.2x the real target tokens with 8
-    geometric buckets, 1.65x with 4 even ones). Either way the last bucket is
+    (Multi30k with limits of 100 tokens: benchmarks/RESULTS.md, "KerasHub peer,
+    side by side"). Either way the last bucket is
     the limits themselves, and buckets of equal lengths (short limits, many
     buckets) are given once, so there may be fewer than ``num_buckets``.
 

@@ -10,8 +10,7 @@ deflate data) does raise, but as ``DataLossError: inflate() failed with error
 
 `check_compressed_file` therefore decompresses a ``.gz`` file once, before the
 stream is built: `zlib` (gzip framing, CRC and length checked) over
-``tf.io.gfile`` (so ``gs://`` too), in 1 MiB chunks (bounded memory), about
-470 MB of text a second on one core here.
+``tf.io.gfile`` (so ``gs://`` too), in 1 MiB chunks (bounded memory).
 A truncated or corrupt file raises `CompressedFileError` naming the file and how
 far it was read (lines and bytes decompressed, compressed bytes consumed). A
 file checked once in a process (same name, size and modification time) is not

@@ -72,9 +72,8 @@ def native_bfloat16(tpu=False, gpus=None, cpuinfo=None, environ=None):
       use them (``environ``: default ``os.environ``; ``TF_ENABLE_ONEDNN_OPTS=0``
       or an ``ONEDNN_MAX_CPU_ISA`` below bfloat16: no).
 
-    Measured on an AVX-512 CPU with ``avx512_bf16`` (benchmarks/RESULTS.md, "Step
-    cost"): the ``small`` step 0.81x float32's CPU time under ``mixed_bfloat16``;
-    with oneDNN held below bfloat16 it was 1.87x, and 1.03x on Eigen's kernels.
+    Measured on an AVX-512 CPU with ``avx512_bf16``, and with oneDNN held below
+    bfloat16: benchmarks/RESULTS.md, "Step cost".
     """
     if tpu:
         return True
