@@ -19,13 +19,13 @@ one `keras_selfattn.backends.MissingBackendError` (an ImportError) naming it.
 
 from keras_selfattn import backends
 
+backends.choose_command_line_backend()  # keras-selfattn runs on TensorFlow
 backends.check_backend()  # before Keras loads: a missing backend is one clear error
 backends.import_keras()  # the command line without TensorFlow's import lines
 
 from keras_selfattn import layers, models
 from keras_selfattn.models import ModelConfig, build_seq2seq
-
-__version__ = "0.1.0"
+from keras_selfattn.version import __version__
 
 __all__ = [
     "ModelConfig",

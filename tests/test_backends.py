@@ -80,7 +80,7 @@ def test_the_command_line_runs_again_on_tensorflow_and_says_so(how, tmp_path):
 def test_the_command_line_stays_when_keras_runs_on_tensorflow(monkeypatch):
     monkeypatch.setattr(keras.backend, "backend", lambda: "tensorflow")
     monkeypatch.setattr(os, "execv", _no_execv)
-    commands.run_on_tensorflow(cli.build_parser(), None)  # returns, nothing else
+    commands.use_tensorflow(cli.build_parser(), None)  # returns, nothing else
 
 
 def test_the_command_runs_again_through_the_console_script_module(monkeypatch, capsys):
@@ -92,7 +92,7 @@ def test_the_command_runs_again_through_the_console_script_module(monkeypatch, c
     monkeypatch.setattr(os, "environ", dict(os.environ))
     ran = []
     monkeypatch.setattr(os, "execv", lambda path, args: ran.append((path, args)))
-    commands.run_on_tensorflow(cli.build_parser(), None)
+    commands.use_tensorflow(cli.build_parser(), None)
     assert ran == [
         (
             sys.executable,

@@ -184,7 +184,7 @@ def test_a_stopped_command_ends_flushed_without_finalizing(
     own stop and returns 130 or 143)."""
     from keras_selfattn.cli import commands
 
-    def stopped():
+    def stopped(args=None):
         if returned:
             return status
         raise SystemExit(status)
@@ -209,7 +209,7 @@ def test_any_other_end_is_mains_own(monkeypatch, status):
     or SystemExit, with the interpreter's usual exit."""
     from keras_selfattn.cli import commands
 
-    def ends():
+    def ends(args=None):
         if status in (0, 1):
             return status
         raise SystemExit(status)
