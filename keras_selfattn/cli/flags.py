@@ -350,13 +350,15 @@ def add_data_option(parser, help_text):
 
 def add_model_option(parser):
     """--model: the run directory a command loads."""
-    parser.add_argument("--model", required=True, help="run directory")
+    parser.add_argument(
+        "--model", required=True, metavar="RUN_DIR", help="run directory"
+    )
 
 
 def add_beam_option(parser, help_text="beam size", default=1):
     """--beam: a beam size (1, the default, is greedy search)."""
     action = parser.add_argument(
-        "--beam", type=count(1), default=default, help=help_text
+        "--beam", type=count(1), default=default, metavar="K", help=help_text
     )
     if default == 1:
         shows(action, "1, greedy search")

@@ -79,7 +79,7 @@ HELP = {
     "validation_translations": "pairs translated at each validation",
     "log_every": "steps between progress lines in a log",
     "keep_checkpoints": "checkpoints kept for average (0: off)",
-    "ema_momentum": "decay of a weights average (0: off)",
+    "ema_momentum": "a moving average of weights (0: off)",
     "accumulate_steps": "batches per optimizer update",
     "tensorboard": "write RUN_DIR/tensorboard",
     "threads": "threads per TensorFlow pool",

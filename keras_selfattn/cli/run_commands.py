@@ -30,9 +30,11 @@ def add_demo(subparsers):
         _demo,
         help="the main job: train on the bundled dates corpus, evaluate, plot",
     )
-    parser.add_argument("--out", default="runs/demo", help="run directory")
+    parser.add_argument(
+        "--out", default="runs/demo", metavar="DIR", help="run directory"
+    )
     epochs = parser.add_argument(
-        "--epochs", type=count(1), help="override the demo's epoch count"
+        "--epochs", type=count(1), metavar="N", help="override the demo's epoch count"
     )
     shows(epochs, "the demo's 4")
     parser.add_argument(
@@ -48,7 +50,7 @@ def _add_figures_option(parser):
         "--no-figures",
         dest="figures",
         action="store_false",
-        help="no RUN_DIR/plots, no matplotlib needed",
+        help="metrics only: no RUN_DIR/plots, no matplotlib",
     )
 
 
@@ -86,9 +88,12 @@ def add_build_vocab(subparsers):
         _build_vocab,
         help="learn the vocabularies from pair files, in bounded memory",
     )
-    add_data_option(parser, "pair file or glob pattern (.gz read); repeat for more")
+    add_data_option(parser, "pair file or glob (*.tsv.gz); repeatable")
     parser.add_argument(
-        "--out", required=True, help="directory for the vocabularies + tokenizer.json"
+        "--out",
+        required=True,
+        metavar="DIR",
+        help="directory for the vocabularies and tokenizer.json",
     )
     parser.add_argument(
         "--overwrite", action="store_true", help="replace vocabularies in --out"
@@ -212,10 +217,12 @@ def add_average(subparsers):
     )
     add_model_option(parser)
     last = parser.add_argument(
-        "--last", type=count(2), help="average the newest LAST checkpoints"
+        "--last", type=count(2), metavar="N", help="average the newest N checkpoints"
     )
     shows(last, "all kept")
-    out = parser.add_argument("--out", help="write the average to this .keras file")
+    out = parser.add_argument(
+        "--out", metavar="FILE", help="write the average to this .keras file"
+    )
     shows(out, "RUN_DIR/model.keras, the model it replaces kept beside it")
 
 
