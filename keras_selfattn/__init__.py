@@ -14,7 +14,9 @@ Backends: the layers and the model run on any Keras backend; decoding,
 ``Translator`` and ``evaluate`` on TensorFlow and JAX; the command line, training
 data, distribution, export and serving on TensorFlow (`keras_selfattn.backends`).
 When the Keras backend asked for is not installed, importing the package raises
-one `keras_selfattn.backends.MissingBackendError` (an ImportError) naming it.
+one `keras_selfattn.backends.MissingBackendError` (an ImportError) naming it; in
+a ``keras-selfattn`` process (``python -m keras_selfattn``) the command line's
+TensorFlow is chosen instead, in one line (`backends.choose_command_line_backend`).
 """
 
 from keras_selfattn import backends
