@@ -253,8 +253,10 @@ sys.exit(main())
             ["train", "--data", "x.tsv", "--out", "r", "--epoch", "2"],
             2,
             "stderr",
-            "keras-selfattn train: error: unrecognized arguments: --epoch 2; did "
-            "you mean --epochs?",
+            (
+                "keras-selfattn train: error: unrecognized arguments: --epoch 2; "
+                "did you mean --epochs?"
+            ),
         ),
     ],
     ids=["help", "train-help", "version", "usage-error"],
