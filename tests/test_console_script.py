@@ -301,8 +301,9 @@ def test_a_backend_that_is_not_installed_is_one_line_then_tensorflow(tmp_path):
         check=False,
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stderr.splitlines() == [
+    (line,) = done.stderr.splitlines()
+    assert line == (
         "keras-selfattn: the command line runs on TensorFlow, not 'torch' "
         "(KERAS_BACKEND=torch is set): using TensorFlow"
-    ]
+    )
     assert (tmp_path / "vocab" / "tokenizer.json").is_file()
