@@ -41,9 +41,10 @@ def _runner(arguments, tree):
     env = dict(os.environ, PYTHONPATH=str(tree))
 
     def run():
-        subprocess.run(
+        subprocess.run(  # in the tree: ``-m`` puts the working directory first
             [sys.executable, *arguments],
             env=env,
+            cwd=tree,
             capture_output=True,
             check=False,
             timeout=300,
