@@ -9,7 +9,7 @@ from setuptools import find_packages, setup
 HERE = pathlib.Path(__file__).parent
 VERSION = re.search(
     r'^__version__ = "([^"]+)"',
-    (HERE / "keras_selfattn" / "__init__.py").read_text(),
+    (HERE / "keras_selfattn" / "version.py").read_text(),
     re.MULTILINE,
 ).group(1)
 

@@ -1,10 +1,12 @@
 """How fast ``keras-selfattn --help`` answers in a fresh process.
 
-Each sample starts a new interpreter, as a user typing the command does. The
-peers, timed interleaved in the same run: ``python -c pass`` (the interpreter
-alone) and ``python -c "import tensorflow"`` (the package imports Keras, so
-every command pays at least that); with ``--before TREE`` also the same commands
-run from another checkout (e.g. ``git archive REV keras_selfattn | tar -x -C TREE``).
+Each sample starts a new interpreter running the console script's module
+(``python -m keras_selfattn_command``, what the installed ``keras-selfattn``
+runs), as a user typing the command does. The peers, timed interleaved in the
+same run: ``python -c pass`` (the interpreter alone) and ``python -c "import
+tensorflow"`` (what a command that loaded Keras would pay at least); with
+``--before TREE`` also the same commands run from another checkout (e.g.
+``git archive REV keras_selfattn keras_selfattn_command.py | tar -x -C TREE``).
 
     .venv/bin/python benchmarks/cli_startup.py [--rounds N] [--before TREE]
 """
@@ -18,12 +20,12 @@ import sys
 import _bench
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
+SCRIPT = ["-m", "keras_selfattn_command"]  # the installed keras-selfattn's module
 COMMANDS = {
-    "keras-selfattn --help": ["-m", "keras_selfattn", "--help"],
-    "keras-selfattn train --help": ["-m", "keras_selfattn", "train", "--help"],
+    "keras-selfattn --help": [*SCRIPT, "--help"],
+    "keras-selfattn train --help": [*SCRIPT, "train", "--help"],
     "keras-selfattn train --epochs 0 (usage error)": [
-        "-m",
-        "keras_selfattn",
+        *SCRIPT,
         "train",
         "--data",
         "x.tsv",
@@ -39,9 +41,10 @@ def _runner(arguments, tree):
     env = dict(os.environ, PYTHONPATH=str(tree))
 
     def run():
-        subprocess.run(
+        subprocess.run(  # in the tree: ``-m`` puts the working directory first
             [sys.executable, *arguments],
             env=env,
+            cwd=tree,
             capture_output=True,
             check=False,
             timeout=300,

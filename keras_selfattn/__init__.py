@@ -14,18 +14,20 @@ Backends: the layers and the model run on any Keras backend; decoding,
 ``Translator`` and ``evaluate`` on TensorFlow and JAX; the command line, training
 data, distribution, export and serving on TensorFlow (`keras_selfattn.backends`).
 When the Keras backend asked for is not installed, importing the package raises
-one `keras_selfattn.backends.MissingBackendError` (an ImportError) naming it.
+one `keras_selfattn.backends.MissingBackendError` (an ImportError) naming it; in
+a ``keras-selfattn`` process (``python -m keras_selfattn``) the command line's
+TensorFlow is chosen instead, in one line (`backends.choose_command_line_backend`).
 """
 
 from keras_selfattn import backends
 
+backends.choose_command_line_backend()  # keras-selfattn runs on TensorFlow
 backends.check_backend()  # before Keras loads: a missing backend is one clear error
 backends.import_keras()  # the command line without TensorFlow's import lines
 
 from keras_selfattn import layers, models
 from keras_selfattn.models import ModelConfig, build_seq2seq
-
-__version__ = "0.1.0"
+from keras_selfattn.version import __version__
 
 __all__ = [
     "ModelConfig",

@@ -10,9 +10,9 @@ else TensorFlow. What runs where:
   ``evaluate``: TensorFlow and JAX (the tokenizers are TensorFlow code on every
   backend, so TensorFlow is needed beside JAX);
 - the command line, training with ``tf.data`` and ``tf.distribute``, export and
-  serving: TensorFlow. The command line runs itself again under
-  ``KERAS_BACKEND=tensorflow`` when another backend is loaded
-  (`keras_selfattn.cli.commands`), and says so in one line.
+  serving: TensorFlow. The command line chooses it before Keras loads
+  (`choose_tensorflow`: ``KERAS_BACKEND=tensorflow``), and says so in one line
+  when the user's configuration named another backend, installed or not.
 
 When the chosen backend's package is not installed (``KERAS_BACKEND=torch``
 without torch), Keras fails deep inside its own import with a long traceback;
@@ -40,6 +40,8 @@ __all__ = [
     "WHAT_RUNS_WHERE",
     "MissingBackendError",
     "check_backend",
+    "choose_command_line_backend",
+    "choose_tensorflow",
     "configured_backend",
     "import_keras",
     "native_stderr_filtered",
@@ -133,6 +135,44 @@ def check_backend(backend=None, reason=None):
         package = BACKEND_PACKAGES[backend][0]
         if importlib.util.find_spec(package) is None:
             raise MissingBackendError(backend, reason or f"backend {backend!r}")
+
+
+def choose_tensorflow():
+    """Makes Keras load on TensorFlow (``KERAS_BACKEND=tensorflow``), for the
+    command line, before Keras loads.
+
+    Returns:
+        None, or the one line to print when the user's configuration named
+        another backend (installed or not: ``KERAS_BACKEND=torch`` without torch
+        runs on TensorFlow all the same).
+
+    Raises:
+        MissingBackendError: TensorFlow is not installed.
+    """
+    wanted, reason = configured_backend()
+    check_backend("tensorflow", "the command line runs on TensorFlow")
+    os.environ["KERAS_BACKEND"] = "tensorflow"
+    if wanted == "tensorflow":
+        return None
+    return (
+        f"keras-selfattn: the command line runs on TensorFlow, not {wanted!r} "
+        f"({reason}): using TensorFlow"
+    )
+
+
+def choose_command_line_backend():
+    """In a ``keras-selfattn`` process whose Keras is not loaded yet, TensorFlow
+    (`choose_tensorflow`, its line on stderr); elsewhere nothing.
+
+    The package's ``__init__`` calls it before it checks the backend and imports
+    Keras, for ``python -m keras_selfattn``, which imports the package before its
+    command line runs; the console script chooses before it imports the package.
+    """
+    if "keras" in sys.modules or not _command_line():
+        return
+    note = choose_tensorflow()
+    if note:
+        print(note, file=sys.stderr, flush=True)
 
 
 # TensorFlow's native log lines: absl's ("I0000 00:00:1796071465.895658 10740

@@ -80,7 +80,7 @@ def test_the_command_line_runs_again_on_tensorflow_and_says_so(how, tmp_path):
 def test_the_command_line_stays_when_keras_runs_on_tensorflow(monkeypatch):
     monkeypatch.setattr(keras.backend, "backend", lambda: "tensorflow")
     monkeypatch.setattr(os, "execv", _no_execv)
-    commands.run_on_tensorflow(cli.build_parser(), None)  # returns, nothing else
+    commands.use_tensorflow(cli.build_parser(), None)  # returns, nothing else
 
 
 def test_the_command_runs_again_through_the_console_script_module(monkeypatch, capsys):
@@ -92,7 +92,7 @@ def test_the_command_runs_again_through_the_console_script_module(monkeypatch, c
     monkeypatch.setattr(os, "environ", dict(os.environ))
     ran = []
     monkeypatch.setattr(os, "execv", lambda path, args: ran.append((path, args)))
-    commands.run_on_tensorflow(cli.build_parser(), None)
+    commands.use_tensorflow(cli.build_parser(), None)
     assert ran == [
         (
             sys.executable,
@@ -196,3 +196,19 @@ def test_the_command_line_is_told_apart_from_other_programs(monkeypatch):
         monkeypatch.setattr(sys, "argv", list(argv))
         monkeypatch.setattr(sys, "orig_argv", list(orig_argv))
         assert backends._quiet_command_line() is expected, (argv, orig_argv)
+
+
+def test_before_keras_loads_the_command_line_chooses_tensorflow(monkeypatch, capsys):
+    """The console script chooses before the package loads Keras: one line when
+    the user's configuration named another backend, KERAS_BACKEND=tensorflow."""
+    monkeypatch.delitem(sys.modules, "keras")  # as before Keras loads
+    monkeypatch.setattr(os, "execv", _no_execv)
+    monkeypatch.setenv("KERAS_BACKEND", "torch")
+    commands.use_tensorflow(cli.build_parser(), None)
+    assert os.environ["KERAS_BACKEND"] == "tensorflow"
+    assert capsys.readouterr().err == (
+        "keras-selfattn: the command line runs on TensorFlow, not 'torch' "
+        "(KERAS_BACKEND=torch is set): using TensorFlow\n"
+    )
+    commands.use_tensorflow(cli.build_parser(), None)  # TensorFlow asked: no line
+    assert capsys.readouterr().err == ""

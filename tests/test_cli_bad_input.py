@@ -22,6 +22,7 @@ from keras_selfattn.cli import (
     commands,
     errors,
     flags,
+    option_help,
     quiet,
     run_commands,
     serving_commands,
@@ -80,9 +81,10 @@ def test_every_option_has_a_description_and_its_default():
             )
 
 
-def test_option_help_comes_from_the_config_docstrings():
-    """Every config field is documented (new fields get help for free) and the flag
-    shows it."""
+def test_option_help_is_one_short_line_and_the_docstrings_the_long_one():
+    """Every config field is documented in its class; the flag shows its short line
+    (`cli.option_help`), a field without one its docstring entry in the command
+    line's words."""
     for config in (ModelConfig, TrainConfig):
         docs = flags.field_docs(config)
         assert set(docs) == {f.name for f in dataclasses.fields(config)}, config
@@ -94,12 +96,18 @@ def test_option_help_comes_from_the_config_docstrings():
         action for action in cli.build_parser()._actions if action.dest == "command"
     ).choices["train"]
     helps = {action.dest: action.help for action in train._actions}
-    # in the command line's words: the flag where the docstring names the field
+    assert helps["batch_size"] == option_help.HELP["batch_size"] + " (default: 64)"
+    assert helps["max_pairs"].endswith("(default: all)")
+    assert helps["jit_compile"].endswith("(default: yes)")
+    # the docstring entry, in the command line's words: the flag for the field
     in_flags = docs["batch_size"].replace("(batch_size /", "(--batch-size /")
     assert in_flags != docs["batch_size"]
-    assert helps["batch_size"] == in_flags + " (default: 64)"
-    assert helps["max_pairs"].endswith("(default: none)")
-    assert helps["jit_compile"].endswith("(default: yes)")
+    spelled = flags._help_spelling(docs["batch_size"], TrainConfig, "batch_size", False)
+    assert spelled == in_flags
+    shown = {
+        f.name for cls in (ModelConfig, TrainConfig) for f in dataclasses.fields(cls)
+    }
+    assert shown - {"split"} == set(option_help.HELP)
 
 
 def test_progress_lines(monkeypatch):
@@ -375,9 +383,9 @@ def test_every_command_help_shows_its_defaults_once():
             notes += (action.help or "").count("(required)")
             assert notes <= 1, (name, action.help)
     shown = {
-        "demo": ["--out OUT run directory (default: runs/demo)"],
-        "evaluate": ["--beam BEAM beam size (default: 1, greedy search)"],
-        "translate": ["--model MODEL run directory (required)"],
+        "demo": ["--out DIR run directory (default: runs/demo)"],
+        "evaluate": ["--beam K beam size (default: 1, greedy search)"],
+        "translate": ["--model RUN_DIR run directory (required)"],
         "export": [
             "translate_nbest signature (default: 4)",
             "docker line) (default: translator)",
@@ -386,9 +394,9 @@ def test_every_command_help_shows_its_defaults_once():
         "train": [
             "(default: held out of --data)",
             "the defaults shown below)",
-            "--batch-size BATCH_SIZE",
+            "--batch-size N",
             "(default: 64)",
-            "--jit-compile, --no-jit-compile",
+            "--[no-]jit-compile",
         ],
         "check-serving": ["TF Serving release to audit against (default: all)"],
     }

@@ -5,6 +5,7 @@ signal is sent once its handlers are in place (read from /proc), while Keras and
 TensorFlow are still loading, before the command line's ``main``.
 """
 
+import importlib.util
 import os
 import pathlib
 import signal
@@ -184,7 +185,7 @@ def test_a_stopped_command_ends_flushed_without_finalizing(
     own stop and returns 130 or 143)."""
     from keras_selfattn.cli import commands
 
-    def stopped():
+    def stopped(args=None):
         if returned:
             return status
         raise SystemExit(status)
@@ -209,7 +210,7 @@ def test_any_other_end_is_mains_own(monkeypatch, status):
     or SystemExit, with the interpreter's usual exit."""
     from keras_selfattn.cli import commands
 
-    def ends():
+    def ends(args=None):
         if status in (0, 1):
             return status
         raise SystemExit(status)
@@ -225,3 +226,84 @@ def test_any_other_end_is_mains_own(monkeypatch, status):
         with pytest.raises(SystemExit) as exited:
             commands.run_program()
         assert exited.value.code == status
+
+
+# The console script run as pip's script runs it; at exit, the heavy packages
+# loaded (none is the point).
+_LOADED_AT_EXIT = """
+import atexit, sys
+def _loaded():
+    heavy = {name.split(".")[0] for name in sys.modules}
+    heavy &= {"keras", "tensorflow", "numpy", "jax"}
+    print("loaded:", ",".join(sorted(heavy)), file=sys.__stderr__)
+atexit.register(_loaded)
+sys.argv = ["keras-selfattn", *sys.argv[1:]]
+from keras_selfattn_command import main
+sys.exit(main())
+"""
+
+
+@pytest.mark.parametrize(
+    "argv, status, stream, first",
+    [
+        (["--help"], 0, "stdout", "usage: keras-selfattn [-h]"),
+        (["train", "--help"], 0, "stdout", "usage: keras-selfattn train"),
+        (["--version"], 0, "stdout", "keras-selfattn "),
+        (
+            ["train", "--data", "x.tsv", "--out", "r", "--epoch", "2"],
+            2,
+            "stderr",
+            (
+                "keras-selfattn train: error: unrecognized arguments: --epoch 2; "
+                "did you mean --epochs?"
+            ),
+        ),
+    ],
+    ids=["help", "train-help", "version", "usage-error"],
+)
+def test_help_and_usage_errors_load_no_keras(tmp_path, argv, status, stream, first):
+    """Each a fresh process, as a user typing the command starts: the parser is
+    Keras-free and the package's ``__init__`` (Keras) runs only for a command."""
+    done = subprocess.run(
+        [sys.executable, "-c", _LOADED_AT_EXIT, *argv],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=str(REPO)),
+        cwd=tmp_path,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == status, done.stderr[-2000:]
+    *lines, loaded = done.stderr.splitlines()
+    assert loaded == "loaded: ", done.stderr[-2000:]
+    assert getattr(done, stream).startswith(first), getattr(done, stream)[-2000:]
+    assert len(lines) == (status != 0)  # a usage error: one line
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(importlib.util.find_spec("torch") is not None, reason="has torch")
+def test_a_backend_that_is_not_installed_is_one_line_then_tensorflow(tmp_path):
+    """KERAS_BACKEND=torch without torch: one line, and the command runs on
+    TensorFlow (build-vocab on two pairs), not a MissingBackendError traceback."""
+    (tmp_path / "pairs.tsv").write_text("a b\tc d\ne f\tg h\n")
+    script = tmp_path / "keras-selfattn"
+    script.write_text(
+        "import sys\nfrom keras_selfattn_command import main\nsys.exit(main())\n"
+    )
+    done = subprocess.run(
+        [sys.executable, str(script), "build-vocab", "--data", "pairs.tsv"]
+        + ["--out", "vocab"],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=str(REPO), KERAS_BACKEND="torch"),
+        cwd=tmp_path,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    (line,) = done.stderr.splitlines()
+    assert line == (
+        "keras-selfattn: the command line runs on TensorFlow, not 'torch' "
+        "(KERAS_BACKEND=torch is set): using TensorFlow"
+    )
+    assert (tmp_path / "vocab" / "tokenizer.json").is_file()

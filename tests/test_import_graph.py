@@ -26,6 +26,7 @@ LAYERS = (
         "keras_selfattn.choices",
         "keras_selfattn.reserved_ids",
         "keras_selfattn.stopping",  # signals stop a command the same way everywhere
+        "keras_selfattn.version",  # read by setup.py and --version, before Keras
     ),
     # The Keras-free configurations (and their checks), which the run directory reads.
     ("keras_selfattn.config", "keras_selfattn.config"),

@@ -4,10 +4,16 @@ Every subcommand calls its job's documented function in `keras_selfattn.jobs`,
 the one module holding every job (train, translate, evaluate, average, export,
 check-serving, build-vocab, the demo).
 
-The command line is a TensorFlow application: when Keras was loaded with another
-backend (``KERAS_BACKEND``), it says so in one line and runs itself again under
-TensorFlow (`cli.commands.run_on_tensorflow`). The option help comes from the
-``Attributes:`` sections of `ModelConfig` and `TrainConfig`.
+The command line is a TensorFlow application: it sets ``KERAS_BACKEND=tensorflow``
+before Keras loads and says so in one line when the user's configuration named
+another backend, installed or not (`cli.commands.use_tensorflow`). The option
+help comes from `cli.option_help` and, for the rest, the ``Attributes:``
+sections of `ModelConfig` and `TrainConfig`.
+
+``--help``, ``--version`` and usage errors answer before Keras loads: this
+package and every module the parser reads import no Keras or TensorFlow, and the
+console script (`keras_selfattn_command`) parses before it lets the package's
+``__init__`` load Keras (`cli.parser`).
 
 Never a traceback: bad input (a missing or unreadable file, a malformed TSV or
 ``config.json``, a bad option value) prints one line ``keras-selfattn: error: ...``
@@ -20,8 +26,10 @@ given, whatever ``TF_CPP_MIN_LOG_LEVEL`` says.
 
 The modules:
 
-- `cli.commands`: the parser, `main` and `run_program` (`main` as the console
-  script and ``python -m`` run it). Parses and dispatches, no more.
+- `cli.parser`: the parser, built from Keras-free modules.
+- `cli.commands`: `prepare` (parse, choose TensorFlow, check: no Keras yet),
+  `main` and `run_program` (`main` as the console script and ``python -m`` run
+  it). Parses and dispatches, no more.
 - `cli.run_commands` (demo, build-vocab, train, average), `cli.text_commands`
   (evaluate, translate), `cli.serving_commands` (export, check-serving): one
   function pair per command (``add_<command>`` declares it, ``_<command>`` runs

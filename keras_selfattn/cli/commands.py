@@ -1,52 +1,63 @@
-"""The ``keras-selfattn`` command line: the parser, `main`, the dispatch.
+"""The ``keras-selfattn`` command line: `prepare`, `main`, the dispatch.
 
-Each command is a function pair in the module of its kind (`cli.run_commands`,
-`cli.text_commands`, `cli.serving_commands`; `cli.command` holds what they
-share): ``add_<command>`` declares its options (the shared ones and those
-generated from the config dataclasses come from `cli.flags`) and binds
-``_<command>``, which calls the job's function in `keras_selfattn.jobs` (the one
-place every job lives) and prints what it returns. `main` parses, makes sure it
-runs on TensorFlow (`run_on_tensorflow`), runs the checks of `cli.checks`,
-quiets TensorFlow (`cli.quiet`) and runs the command; `cli.errors` turns what
-fails into one line and an exit status.
+The parser is `cli.parser.build_parser`; each command is a function pair in the
+module of its kind (`cli.run_commands`, `cli.text_commands`,
+`cli.serving_commands`; `cli.command` holds what they share): ``add_<command>``
+declares its options (the shared ones and those generated from the config
+dataclasses come from `cli.flags`) and binds ``_<command>``, which calls the
+job's function in `keras_selfattn.jobs` (the one place every job lives) and
+prints what it returns.
+
+`prepare` parses, chooses TensorFlow (`use_tensorflow`) and runs the checks of
+`cli.checks`, all before Keras loads: ``--help``, ``--version``, a usage error
+and a missing file answer at once. `main` then loads the package (Keras, every
+class registered), quiets TensorFlow (`cli.quiet`) and runs the command;
+`cli.errors` turns what fails into one line and an exit status. Importing this
+module loads no Keras (the console script imports it before Keras loads).
 """
 
+import importlib
 import os
 import sys
 
-import keras
-
 from keras_selfattn import backends, stopping
-from keras_selfattn.cli import (
-    errors,
-    run_commands,
-    serving_commands,
-    text_commands,
-)
+from keras_selfattn.cli import errors
 from keras_selfattn.cli.checks import check_arguments
-from keras_selfattn.cli.flags import (
-    add_output_options,
-    append_defaults,
-)
+from keras_selfattn.cli.parser import build_parser
 from keras_selfattn.cli.quiet import quiet_tensorflow
 from keras_selfattn.stopping import signals_stop
 
+__all__ = ["build_parser", "main", "prepare", "run_program", "use_tensorflow"]
 
-def run_on_tensorflow(parser, argv):
-    """Runs the command again under ``KERAS_BACKEND=tensorflow`` when Keras was
-    loaded with another backend: the command line is a TensorFlow application.
 
-    Says so in one line on stderr, then replaces this process (``os.execv`` of
-    ``python -m keras_selfattn_command`` with the same arguments: the console
-    script's module, which honours a stopping signal from its start, also in
-    this second start-up). Called from Python
-    (``argv`` given), the caller's process is not replaced: one usage error.
-    TensorFlow not installed: one usage error (exit 2) naming the package.
+def _loaded_backend():
+    """The backend of the Keras loaded in this process, or None before it loads."""
+    keras = sys.modules.get("keras")
+    backend = getattr(keras, "backend", None)
+    return None if backend is None else backend.backend()
+
+
+def use_tensorflow(parser, argv):
+    """Makes the command run on TensorFlow: the command line is a TensorFlow
+    application.
+
+    Before Keras loads (the console script), ``KERAS_BACKEND=tensorflow``
+    (`backends.choose_tensorflow`), with one line on stderr when the user's
+    configuration named another backend, installed or not. When Keras is loaded
+    already with another backend: called from Python (``argv`` given), one
+    usage error (the caller's process is not replaced); as a program, the line
+    and the command again in a new process (`run_on_tensorflow`). TensorFlow
+    not installed: one usage error (exit 2) naming the package.
     """
-    backend = keras.backend.backend()
+    backend = _loaded_backend()
     if backend == "tensorflow":
         return
     try:
+        if backend is None:
+            note = backends.choose_tensorflow()
+            if note:
+                print(note, file=sys.stderr, flush=True)
+            return
         backends.check_backend("tensorflow", "the command line runs on TensorFlow")
     except backends.MissingBackendError as error:
         parser.exit(errors.USAGE_ERROR, f"keras-selfattn: error: {error}\n")
@@ -57,6 +68,16 @@ def run_on_tensorflow(parser, argv):
             f"is loaded with the {backend!r} backend in this process; set "
             "KERAS_BACKEND=tensorflow\n",
         )
+    run_on_tensorflow(backend)
+
+
+def run_on_tensorflow(backend):
+    """Says so in one line on stderr, then replaces this process (``os.execv``
+    of ``python -m keras_selfattn_command`` with the same arguments, under
+    ``KERAS_BACKEND=tensorflow``: the console script's module, which honours a
+    stopping signal from its start, also in this second start-up). Only a
+    program that loaded Keras with ``backend`` before the command line ran
+    comes here."""
     print(
         f"keras-selfattn: the command line runs on TensorFlow, not {backend!r}: "
         "running it again with KERAS_BACKEND=tensorflow",
@@ -69,8 +90,39 @@ def run_on_tensorflow(parser, argv):
     os.execv(sys.executable, command)
 
 
-def main(argv=None):
-    """Runs the command line.
+def prepare(argv=None):
+    """Parses ``argv`` (None: ``sys.argv[1:]``) and readies the command, without
+    loading Keras: TensorFlow chosen (`use_tensorflow`), the arguments checked
+    (`cli.checks`).
+
+    Returns:
+        The parsed arguments, for `main`.
+
+    Exits (SystemExit) after ``--help`` or ``--version`` (0), on a usage error
+    or bad input (one line, 2) or an internal error (one line, 70); ``--debug``
+    raises the error instead, with its traceback.
+    """
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    use_tensorflow(parser, argv)
+    try:
+        check_arguments(args)
+    except Exception as error:  # bad input, or a bug: one line, as in `main`
+        if args.debug:
+            raise
+        status, message = errors.failure(error)
+        print(f"keras-selfattn: {message}", file=sys.stderr)
+        sys.exit(status)
+    return args
+
+
+def main(argv=None, *, args=None):
+    """Runs the command line: `prepare`, then the command.
+
+    Args:
+        argv: the arguments (None: ``sys.argv[1:]``).
+        args: what `prepare` returned, when it ran already (the console script
+            prepares before it loads Keras); ``argv`` is not read then.
 
     Returns 0 when done, 1 when ``check-serving`` found problems, 3 when
     ``train`` ended with a model that does not translate (after an error line).
@@ -80,18 +132,16 @@ def main(argv=None):
     interrupted (143 by SIGTERM, 129 by SIGHUP, in any command); 141, quietly,
     when the reader of stdout went away (``| head``).
     The command line runs on TensorFlow whatever ``KERAS_BACKEND`` says
-    (`run_on_tensorflow`).
+    (`use_tensorflow`).
     """
     # A stopping signal, from the first line to the last, unwinds the command
     # (`stopping.signals_stop`): its locks, child processes and temporary files
     # are released, and it ends with one line and 130, 143 or 129.
     with signals_stop():
-        args = None
         try:
-            parser = build_parser()
-            args = parser.parse_args(argv)
-            run_on_tensorflow(parser, argv)
-            check_arguments(args)
+            if args is None:
+                args = prepare(argv)
+            importlib.import_module("keras_selfattn")  # Keras, classes registered
             if not (args.verbose or args.debug):
                 quiet_tensorflow()
             with errors.guarded_output():
@@ -118,7 +168,7 @@ def main(argv=None):
 STOPPED_STATUSES = (130, 143, 129)
 
 
-def run_program():
+def run_program(args=None):
     """`main` as a program runs it (the console script, ``python -m``): a command
     a signal stopped ends at once with its status, its output flushed, without
     the interpreter's finalization, whether `main` returned the status (a command
@@ -128,11 +178,14 @@ def run_program():
     SIGSEGV instead of 130 or 143. Python callers of `main` get its status or its
     SystemExit as before.
 
+    Args:
+        args: what `prepare` returned, or None (`main` parses ``sys.argv``).
+
     Returns:
         `main`'s exit status.
     """
     try:
-        status = main()
+        status = main(args=args)
     except SystemExit as stopped:
         if stopped.code in STOPPED_STATUSES:
             _end_now(stopped.code)
@@ -151,30 +204,6 @@ def _end_now(status):
         except (OSError, ValueError):  # closed, full or a broken pipe
             pass
     os._exit(status)
-
-
-def build_parser():
-    """The ``keras-selfattn`` argument parser (imports no Keras or TensorFlow)."""
-    parser = errors.Parser(
-        prog="keras-selfattn",
-        description="Attention seq2seq with Keras 3: train, evaluate, translate, "
-        "export for TF Serving.",
-    )
-    add_output_options(parser, default=False)
-    subparsers = parser.add_subparsers(dest="command", required=True)
-    for add in (
-        run_commands.add_demo,
-        run_commands.add_build_vocab,
-        run_commands.add_train,
-        text_commands.add_evaluate,
-        text_commands.add_translate,
-        run_commands.add_average,
-        serving_commands.add_export,
-        serving_commands.add_check_serving,
-    ):
-        add(subparsers)
-    append_defaults(parser)
-    return parser
 
 
 def _run(args):

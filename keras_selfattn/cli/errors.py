@@ -27,12 +27,14 @@ fails is an `OutputError`: a full device or a closed stdout is one line and exit
 
 import argparse
 import contextlib
+import difflib
 import errno
 import os
 import re
 import sys
 import zipfile
 
+from keras_selfattn.cli.flags import HelpFormatter
 from keras_selfattn.run_directory.consistency import check_run_parts
 from keras_selfattn.run_directory.damaged import RunFileDamaged
 from keras_selfattn.run_directory.layout import MODEL_FILE
@@ -55,10 +57,17 @@ class Parser(argparse.ArgumentParser):
     """argparse, with usage errors on one line (exit status 2) and exact option
     names only: a prefix (``--epoch`` for ``--epochs``) is a usage error, not
     taken for the option it starts (so that a typo is not read as another
-    option). Its commands' parsers are Parsers too."""
+    option). Its commands' parsers are Parsers too.
+
+    A mistyped option, command or choice gets the closest one
+    (`difflib.get_close_matches`: "did you mean --epochs?"), and the line points
+    to the help of the command it was typed for (``keras-selfattn train
+    --help``), also for an option argparse leaves unrecognized to the main
+    parser."""
 
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("allow_abbrev", False)
+        kwargs.setdefault("formatter_class", HelpFormatter)
         super().__init__(*args, **kwargs)
 
     def error(self, message):
@@ -66,6 +75,48 @@ class Parser(argparse.ArgumentParser):
             USAGE_ERROR,
             f"{self.prog}: error: {message} (see {self.prog} --help)\n",
         )
+
+    def parse_args(self, args=None, namespace=None):
+        parsed, unrecognized = self.parse_known_args(args, namespace)
+        if unrecognized:
+            self._command(parsed).refuse(unrecognized)
+        return parsed
+
+    def _command(self, parsed):
+        """The parser of the command ``parsed`` holds, else this one."""
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                name = getattr(parsed, action.dest, None)
+                return action.choices.get(name, self)
+        return self
+
+    def refuse(self, unrecognized):
+        """The usage error for arguments no option of this parser takes, with
+        the option closest to the first mistyped one."""
+        message = f"unrecognized arguments: {' '.join(unrecognized)}"
+        for argument in unrecognized:
+            if argument.startswith("-"):
+                typed = argument.split("=", 1)[0]
+                message += _did_you_mean(typed, self._option_string_actions)
+                break
+        self.error(message)
+
+    def _check_value(self, action, value):
+        try:
+            super()._check_value(action, value)
+        except argparse.ArgumentError as error:
+            choices = [str(choice) for choice in action.choices]
+            hint = _did_you_mean(str(value), choices)
+            if not hint:
+                raise
+            raise argparse.ArgumentError(action, error.message + hint) from None
+
+
+def _did_you_mean(typed, names):
+    """ "; did you mean NAME?" for the name of ``names`` closest to ``typed``, or
+    "" when none is close."""
+    close = difflib.get_close_matches(typed, list(names), n=1)
+    return f"; did you mean {close[0]}?" if close else ""
 
 
 class OutputError(OSError):

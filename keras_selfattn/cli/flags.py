@@ -17,6 +17,22 @@ import inspect
 import re
 import typing
 
+from keras_selfattn.cli.option_help import HELP, METAVARS, SHOWN_DEFAULTS
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """argparse's help layout, with the options' descriptions in a column wide
+    enough for most of them to start on the option's own line, and a switch
+    written once: ``--[no-]tensorboard``."""
+
+    def __init__(self, prog, indent_increment=2, max_help_position=26, width=None):
+        super().__init__(prog, indent_increment, max_help_position, width)
+
+    def _format_action_invocation(self, action):
+        if isinstance(action, argparse.BooleanOptionalAction):
+            return "--[no-]" + action.option_strings[0].removeprefix("--")
+        return super()._format_action_invocation(action)
+
 
 def field_docs(cls):
     """``{field: description}`` from the ``Attributes:`` section of ``cls``'s
@@ -158,7 +174,8 @@ def _config_argument_kind(cls, field, default):
     choices = cls.CHOICES.get(field.name)
     if choices:
         return {"type": kind, "choices": choices}
-    return {"type": kind, "metavar": field.name.upper()}
+    metavar = METAVARS.get(field.name, "N" if kind is int else field.name.upper())
+    return {"type": kind, "metavar": metavar}
 
 
 def _add_field(group, cls, field, docs):
@@ -167,14 +184,16 @@ def _add_field(group, cls, field, docs):
     default = getattr(cls(), field.name)
     kind = _config_argument_kind(cls, field, default)
     switch = kind.get("action") is argparse.BooleanOptionalAction
-    help_text = _help_spelling(docs.get(field.name, ""), cls, field.name, switch)
+    help_text = HELP.get(field.name) or _help_spelling(
+        docs.get(field.name, ""), cls, field.name, switch
+    )
     action = group.add_argument(
         flag_name(field.name),
         default=None,
         help=help_text.replace("%", "%%"),
         **kind,
     )
-    shows(action, default)
+    shows(action, SHOWN_DEFAULTS.get(field.name, default))
 
 
 def add_config_arguments(parser, cls, title, *, only=None, skip=()):
@@ -196,12 +215,13 @@ def add_config_arguments(parser, cls, title, *, only=None, skip=()):
 
 
 # train's option groups, in the order --help shows them (the ones every run
-# sets first): each one's title, what it holds, and the config fields in it
-# (`add_grouped_config_arguments`); the command adds its own options to them.
+# sets first): each one's title and the config fields in it
+# (`add_grouped_config_arguments`; None: every field of the model's config); the
+# command adds its own options to them. docs/command-line.md says what each
+# group holds.
 TRAIN_GROUPS = (
     (
         "data",
-        "the pair files, and how they are read and tokenized",
         ("max_pairs", "max_test_pairs", "skip_malformed", "strict_columns")
         + ("source_tokenizer", "target_tokenizer", "source_vocab_size")
         + ("target_vocab_size", "source_sentencepiece_model")
@@ -210,12 +230,10 @@ TRAIN_GROUPS = (
     ),
     (
         "run directory",
-        "where the run is written; an interrupted run resumes from its backup",
         ("save_every", "keep_checkpoints", "log_every", "tensorboard"),
     ),
     (
         "training",
-        "how long and how the model learns",
         ("epochs", "train_steps", "batch_size", "learning_rate", "lr_schedule")
         + ("warmup_steps", "label_smoothing", "clipnorm", "adam_beta_2")
         + ("adam_epsilon", "ema_momentum", "accumulate_steps", "batch_tokens")
@@ -223,14 +241,12 @@ TRAIN_GROUPS = (
     ),
     (
         "validation",
-        "held-out pairs scored during training: the best model, the early stop",
         ("eval_every", "best_by", "patience", "validation_translations")
         + ("max_validation_pairs",),
     ),
-    ("model", "the network's shape (fixed once a run starts)", None),
+    ("model", None),
     (
         "speed",
-        "how each step runs: compilation, precision, devices, batching by length",
         ("jit_compile", "mixed_precision", "length_buckets", "bucket_spacing")
         + ("threads", "strategy", "tpu", "worker_timeout"),
     ),
@@ -239,10 +255,7 @@ TRAIN_GROUPS = (
 
 def train_groups(parser):
     """train's argument groups (`TRAIN_GROUPS`), made in order: ``{title: group}``."""
-    return {
-        title: parser.add_argument_group(title, description)
-        for title, description, _ in TRAIN_GROUPS
-    }
+    return {title: parser.add_argument_group(title) for title, _ in TRAIN_GROUPS}
 
 
 def add_grouped_config_arguments(groups, model_cls, train_cls, *, skip=()):
@@ -252,7 +265,7 @@ def add_grouped_config_arguments(groups, model_cls, train_cls, *, skip=()):
     fields = {field.name: field for field in dataclasses.fields(train_cls)}
     docs = field_docs(train_cls)
     placed = set(skip)
-    for title, _, names in TRAIN_GROUPS:
+    for title, names in TRAIN_GROUPS:
         if names is None:
             for field in dataclasses.fields(model_cls):
                 _add_field(groups[title], model_cls, field, field_docs(model_cls))
@@ -316,9 +329,9 @@ def count(minimum):
 
 
 _OUTPUT_OPTIONS = (
-    ("--quiet", "train, demo: no progress while training (other commands: no effect)"),
-    ("--verbose", "show TensorFlow's own log lines (hidden by default)"),
-    ("--debug", "like --verbose, and show the traceback of an error"),
+    ("--quiet", "no training progress (other commands: no effect)"),
+    ("--verbose", "show TensorFlow's own log lines"),
+    ("--debug", "--verbose, and an error's traceback"),
 )
 
 
@@ -330,18 +343,22 @@ def add_output_options(parser, default):
 
 def add_data_option(parser, help_text):
     """--data, required and repeatable: the pair files a command reads."""
-    parser.add_argument("--data", action="append", required=True, help=help_text)
+    parser.add_argument(
+        "--data", action="append", required=True, metavar="FILE", help=help_text
+    )
 
 
 def add_model_option(parser):
     """--model: the run directory a command loads."""
-    parser.add_argument("--model", required=True, help="run directory")
+    parser.add_argument(
+        "--model", required=True, metavar="RUN_DIR", help="run directory"
+    )
 
 
 def add_beam_option(parser, help_text="beam size", default=1):
     """--beam: a beam size (1, the default, is greedy search)."""
     action = parser.add_argument(
-        "--beam", type=count(1), default=default, help=help_text
+        "--beam", type=count(1), default=default, metavar="K", help=help_text
     )
     if default == 1:
         shows(action, "1, greedy search")

@@ -2,7 +2,6 @@
 
 import functools
 
-from keras_selfattn import plotting
 from keras_selfattn.cli import errors
 from keras_selfattn.cli.command import add_command, progress
 from keras_selfattn.cli.flags import (
@@ -31,9 +30,11 @@ def add_demo(subparsers):
         _demo,
         help="the main job: train on the bundled dates corpus, evaluate, plot",
     )
-    parser.add_argument("--out", default="runs/demo", help="run directory")
+    parser.add_argument(
+        "--out", default="runs/demo", metavar="DIR", help="run directory"
+    )
     epochs = parser.add_argument(
-        "--epochs", type=count(1), help="override the demo's epoch count"
+        "--epochs", type=count(1), metavar="N", help="override the demo's epoch count"
     )
     shows(epochs, "the demo's 4")
     parser.add_argument(
@@ -49,14 +50,15 @@ def _add_figures_option(parser):
         "--no-figures",
         dest="figures",
         action="store_false",
-        help="write the test metrics but no figures (RUN_DIR/plots): matplotlib "
-        "is not needed",
+        help="metrics only: no RUN_DIR/plots, no matplotlib",
     )
 
 
 def _check_figures(args):
     """A run that draws figures needs matplotlib: refused before it trains, as a
     run of hours would otherwise fail in its final report."""
+    from keras_selfattn import plotting  # numpy: only for a run's figures
+
     if args.figures and not plotting.matplotlib_installed():
         raise ValueError(
             "the run's figures (RUN_DIR/plots) need matplotlib, which is not "
@@ -86,9 +88,12 @@ def add_build_vocab(subparsers):
         _build_vocab,
         help="learn the vocabularies from pair files, in bounded memory",
     )
-    add_data_option(parser, "pair file or glob pattern (.gz read); repeat for more")
+    add_data_option(parser, "pair file or glob (*.tsv.gz); repeatable")
     parser.add_argument(
-        "--out", required=True, help="directory for the vocabularies + tokenizer.json"
+        "--out",
+        required=True,
+        metavar="DIR",
+        help="directory for the vocabularies and tokenizer.json",
     )
     parser.add_argument(
         "--overwrite", action="store_true", help="replace vocabularies in --out"
@@ -112,23 +117,19 @@ def add_train(subparsers):
         "train",
         _train,
         help="train on source<TAB>target pair files",
-        usage="%(prog)s --data DATA --out OUT [--epochs EPOCHS] [--preset NAME] "
-        "[options]",
+        usage="%(prog)s --data FILE --out DIR [--epochs N] [--preset NAME] [options]",
     )
     groups = train_groups(parser)
-    add_data_option(
-        groups["data"],
-        "pair file or glob pattern (shards/*.tsv.gz), streamed; repeat for more",
-    )
+    add_data_option(groups["data"], "pair file or glob (*.tsv.gz); repeatable")
     for flag, split in (("--valid-data", "validation"), ("--test-data", "test")):
         held_out = groups["data"].add_argument(
-            flag, action="append", help=f"{split} pair file(s)"
+            flag, action="append", metavar="FILE", help=f"{split} pairs"
         )
         shows(held_out, "held out of --data")
     vocab = groups["data"].add_argument(
         "--vocab",
-        help="vocabularies from build-vocab, or a run directory; the tokenizer "
-        "settings it was built with are used (a tokenizer flag given must agree)",
+        metavar="DIR",
+        help="build-vocab's output or a run",
     )
     shows(vocab, "learned")
     _add_run_directory_options(groups["run directory"])
@@ -136,11 +137,9 @@ def add_train(subparsers):
     preset = groups["training"].add_argument(
         "--preset",
         choices=sorted(PRESETS),
-        help="start from a named recipe for real text (every setting in "
-        "keras_selfattn.config.presets; README: Training on real text); the "
-        "flags given override it",
+        help="a recipe for real text; the flags given override it",
     )
-    shows(preset, "none, the defaults shown below")
+    shows(preset, "no preset, the defaults shown below")
     add_grouped_config_arguments(groups, ModelConfig, TrainConfig, skip=("split",))
     parser.set_defaults(configure=_configure_train)
 
@@ -148,14 +147,12 @@ def add_train(subparsers):
 def _add_run_directory_options(group):
     """train's --out and --overwrite."""
     group.add_argument(
-        "--out",
-        required=True,
-        help="run directory to write (an interrupted run resumes)",
+        "--out", required=True, metavar="DIR", help="the run directory to write"
     )
     group.add_argument(
         "--overwrite",
         action="store_true",
-        help="replace a finished run or a directory holding other files",
+        help="replace a finished run, or other files in --out",
     )
 
 
@@ -220,10 +217,12 @@ def add_average(subparsers):
     )
     add_model_option(parser)
     last = parser.add_argument(
-        "--last", type=count(2), help="average the newest LAST checkpoints"
+        "--last", type=count(2), metavar="N", help="average the newest N checkpoints"
     )
     shows(last, "all kept")
-    out = parser.add_argument("--out", help="write the average to this .keras file")
+    out = parser.add_argument(
+        "--out", metavar="FILE", help="write the average to this .keras file"
+    )
     shows(out, "RUN_DIR/model.keras, the model it replaces kept beside it")
 
 

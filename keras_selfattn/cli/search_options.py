@@ -83,15 +83,16 @@ def add_search_options(parser):
             "or amx_bf16 (sums, softmaxes and scores stay float32)"
         ),
     )
-    parser.add_argument(
+    quantize = parser.add_argument(
         "--quantize",
         type=_quantize,
         metavar="int8",
         help=(
-            "int8 weights with per-channel scales (half bfloat16's size), "
+            "weights in int8 with per-channel scales (half bfloat16's size), "
             "dequantized once per request before the search"
         ),
     )
+    shows(quantize, "off")
     shortlist = parser.add_argument(
         "--shortlist",
         type=_shortlist_size,

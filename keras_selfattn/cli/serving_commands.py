@@ -24,9 +24,12 @@ def add_export(subparsers):
     parser.add_argument(
         "--export-dir",
         required=True,
+        metavar="DIR",
         help="the model's base folder (holds the version folders)",
     )
-    version = parser.add_argument("--version", type=count(0), help="version number")
+    version = parser.add_argument(
+        "--version", type=count(0), metavar="N", help="version number"
+    )
     shows(version, "highest + 1")
     add_beam_option(
         parser, "hypotheses of the translate_nbest signature", default=DEFAULT_BEAM_SIZE
@@ -34,20 +37,19 @@ def add_export(subparsers):
     parser.add_argument(
         "--model-name",
         default=DEFAULT_MODEL_NAME,
+        metavar="NAME",
         help="served model name (warmup requests, docker line)",
     )
     parser.add_argument(
         "--xla",
         action="store_true",
-        help=(
-            "compile the searches with XLA; a CPU "
-            "tensorflow_model_server must then run with "
-            f"{XLA_SERVER_FLAG} (default: off, no server flag)"
-        ),
+        help="compile the searches with XLA; a CPU tensorflow_model_server must "
+        f"then run with {XLA_SERVER_FLAG} (default: off, no server flag)",
     )
     parser.add_argument(
         "--groups",
         type=count(1),
+        metavar="N",
         default=DEFAULT_GROUPS,
         help=(
             "each request's sentences are sorted by length and searched as this "
@@ -110,7 +112,9 @@ def add_check_serving(subparsers):
     )
     parser.add_argument("path", help="an exported version folder, e.g. EXPORT_DIR/1")
     serving_version = parser.add_argument(
-        "--serving-version", help="TF Serving release to audit against"
+        "--serving-version",
+        metavar="RELEASE",
+        help="TF Serving release to audit against",
     )
     shows(serving_version, "all")
 

@@ -20,7 +20,9 @@ def add_evaluate(subparsers):
         "references as written",
     )
     add_model_option(parser)
-    data = parser.add_argument("--data", help="TSV file of pairs to score, all of it")
+    data = parser.add_argument(
+        "--data", metavar="FILE", help="TSV file of pairs to score, all of it"
+    )
     shows(data, "the run's test split, RUN_DIR/splits/test.tsv")
     add_beam_option(parser)
     search_options.add_search_options(parser)
