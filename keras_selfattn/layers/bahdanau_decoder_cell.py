@@ -28,6 +28,7 @@ from keras_selfattn.layers.bahdanau_decoder_states import (
     DecoderCellStates,
     check_memory_shape,
     initial_states,
+    keys_projected_by_steps,
     pack_states,
     state_size,
     states_shape,
@@ -275,10 +276,13 @@ class BahdanauDecoderCell(keras.layers.Layer):
         sequence's (B, S, units) against the memory, its projected keys and its
         mask, all from the unpacked states ``parts`` (`DecoderCellStates`).
         """
+        projected_keys = parts.projected_keys
+        if keys_projected_by_steps(parts):
+            projected_keys = None  # the attention projects the memory itself
         return self.attention(
             queries,
             parts.memory,
-            projected_keys=parts.projected_keys,
+            projected_keys=projected_keys,
             keys_mask=ops.cast(parts.memory_mask, "bool"),
             training=training,
         )
@@ -343,6 +347,20 @@ class BahdanauDecoderCell(keras.layers.Layer):
         if self.output_projection is not None:
             self.output_projection.build((batch, self.units + memory_dim))
         self.dropout_layer.build((batch, self.units))
+
+    def get_build_config(self) -> dict[str, Any] | None:
+        # Inside keras.layers.RNN the cell is built with the step input's shape
+        # alone (the memory's came from get_initial_state_for_memory): the
+        # memory size is saved beside it, so that a loaded cell builds too.
+        config = super().get_build_config()
+        if config is not None and self._memory_dim is not None:
+            config = {**config, "memory_dim": self._memory_dim}
+        return config
+
+    def build_from_config(self, config: dict[str, Any]) -> None:
+        if config and config.get("memory_dim") is not None:
+            self._build_attention((None, None, config["memory_dim"]))
+        super().build_from_config(config)
 
     # ----------------------------------------------------------------- states
     def get_initial_state_for_memory(
