@@ -23,7 +23,6 @@ from keras_selfattn.layers.arguments import (
     clone_initializer,
 )
 from keras_selfattn.layers.bahdanau_attention import BahdanauAttention
-from keras_selfattn.layers.bahdanau_decoder_options import options_config
 from keras_selfattn.layers.bahdanau_decoder_states import (
     DecoderCellStates,
     check_memory_shape,
@@ -211,10 +210,6 @@ class BahdanauDecoderCell(keras.layers.Layer):
         )
 
     # ----------------------------------------------------------------- layout
-    def options_config(self) -> dict[str, Any]:
-        """The constructor arguments (`CELL_OPTIONS`), serialized for get_config."""
-        return options_config(self)
-
     @property
     def states_per_layer(self) -> int:
         """Recurrent states of one layer: ``h`` (GRU, 1) or ``h, c`` (LSTM, 2)."""
@@ -505,5 +500,24 @@ class BahdanauDecoderCell(keras.layers.Layer):
 
     def get_config(self) -> dict[str, Any]:
         config = super().get_config()
-        config.update(self.options_config())
+        config.update(
+            {
+                "units": self.units,
+                "rnn_type": self.rnn_type,
+                "num_layers": self.num_layers,
+                "dropout": self.dropout,
+                "attention_score": self.attention_score,
+                "attention_heads": self.attention_heads,
+                "kernel_initializer": keras.initializers.serialize(
+                    self.kernel_initializer
+                ),
+                "recurrent_initializer": keras.initializers.serialize(
+                    self.recurrent_initializer
+                ),
+                "seed": self.seed,
+                "attentional_output": self.attentional_output,
+                "residual": self.residual,
+                "layer_norm": self.layer_norm,
+            }
+        )
         return config
