@@ -247,7 +247,9 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             self.max_relative_position,
         )
         self.supports_masking = True
+        self._create_sublayers()
 
+    def _create_sublayers(self) -> None:
         def dense_kwargs() -> dict[str, Any]:
             # A fresh initializer object per sublayer: a Keras initializer without
             # an explicit seed draws its seed once, so sharing one instance would
