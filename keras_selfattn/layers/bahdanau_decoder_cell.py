@@ -368,6 +368,12 @@ class BahdanauDecoderCell(keras.layers.Layer):
     ) -> list[Any]:
         """Builds the full states list for a memory, projecting its keys once.
 
+        On ``keras.Input`` tensors (a functional model that runs the cell with
+        ``keras.layers.RNN(cell)(inputs, initial_state=states)``) the batch
+        and lengths may be unknown; the states then leave the key projection
+        to every step, so that the model saves and loads (see
+        `keras_selfattn.layers.bahdanau_decoder_states.initial_states`).
+
         Args:
             memory: (B, T, Dm) encoder outputs.
             memory_mask: optional bool (B, T), True keeps a memory position.
