@@ -26,6 +26,14 @@ setup(
     license="Apache-2.0",
     python_requires=">=3.10,<3.13",
     packages=find_packages(include=["keras_selfattn", "keras_selfattn.*"]),
+    # The packages' root, spelled out (it is the default): with it, setuptools'
+    # editable install (`pip install -e .`) puts this folder on sys.path
+    # through a plain path line in a .pth file, which type checkers (mypy,
+    # pyright) read, instead of an import hook, which they cannot follow: the
+    # package's type hints then reach a user's checker from an editable install
+    # as from a wheel. (The cost: the checkout's other top-level folders are
+    # importable in that environment too, as with `setup.py develop`.)
+    package_dir={"": "."},
     # The console script's entry point, beside the package: importing it loads the
     # standard library only, so a signal while Keras loads stops it in one line.
     py_modules=["keras_selfattn_command"],
@@ -95,8 +103,11 @@ setup(
             # benchmarks/_bench.paper_bleu (BLEU as the Multi30k papers compute it)
             "sacremoses>=0.1",
             # `./run.sh lint` type-checks the public API (pyproject.toml's
-            # [tool.mypy]); its docs build takes the "docs" extra
+            # [tool.mypy]); its docs build takes the "docs" extra.
+            # tests/test_installed_types.py: the hints reach a user's mypy and
+            # pyright (pyright's wheel carries its JavaScript and runs on Node.js)
             "mypy>=2.4,<3",
+            "pyright>=1.1.400,<2",
         ],
     },
     entry_points={"console_scripts": ["keras-selfattn=keras_selfattn_command:main"]},

@@ -19,6 +19,11 @@
    the policy, and the outputs have the compute dtype and stay within the stated
    tolerance of float32.
 
+``run_composition_test`` is the short form of steps 3-5 (in-process load, one
+plain fit step) for a composition the test writes itself: every public layer in
+a user's functional model in the fast tier, and compositions that are not one
+layer call (``BahdanauDecoderCell`` inside ``keras.layers.RNN``).
+
 Inputs are given as an ordered dict: the first entry is the positional input, the
 rest are keyword tensor arguments (``memory``, ``valid_lens`` ...). A value may also be
 a list of arrays (an RNN cell's ``states``): the model then gets one input per
@@ -331,6 +336,59 @@ def run_layer_test(
     return eager
 
 
+def run_composition_test(compose, inputs, tmp_path, check_rows=True):
+    """A public layer in a user's functional model, built on ``keras.Input``s.
+
+    The short check of steps 3-5 above, for the fast tier and for compositions
+    that are not one layer call (a cell inside ``keras.layers.RNN``):
+
+    1. ``compose`` is called on one ``keras.Input`` per array of ``inputs``
+       (a dict of arrays), with unknown batch, and unknown lengths: every
+       dimension but the float inputs' features is None. It returns the
+       outputs (nested allowed); ``keras.Model(inputs, outputs)`` is built.
+    2. ``predict`` gives finite outputs; with ``check_rows``, predicting on the
+       first example alone gives the first row (the batch is really unknown).
+    3. One ``fit`` step on the first output (MSE to zeros, SGD) changes the
+       model's weights.
+    4. ``model.save(.keras)`` then ``keras.saving.load_model(safe_mode=True)``
+       gives a model with the same number of weights and the same outputs.
+
+    Returns:
+        ``(model, outputs)``: the trained model and its outputs (numpy, flat).
+    """
+    arrays = {k: np.asarray(v) for k, v in inputs.items()}
+    symbolic = {k: _symbolic_input(k, v) for k, v in arrays.items()}
+    for tensor in symbolic.values():
+        assert all(d is None for d in tensor.shape[: len(tensor.shape) - 1]), (
+            tensor.shape
+        )
+    outputs = compose(symbolic)
+    model = keras.Model(symbolic, outputs)
+
+    before = _to_numpy(model.predict(arrays, verbose=0))
+    for o in before:
+        assert np.all(np.isfinite(o)), "non-finite output"
+    if check_rows:
+        first = _to_numpy(model.predict({k: v[:1] for k, v in arrays.items()}))
+        for f, b in zip(first, before):
+            np.testing.assert_allclose(f, b[:1], rtol=1e-5, atol=1e-5)
+
+    train_model = keras.Model(symbolic, _flatten(outputs)[0])
+    assert train_model.trainable_weights, "nothing to fit: compose a Dense in"
+    _check_fit_steps(model, train_model, arrays, np.zeros_like(before[0]), (False,))
+
+    trained = _to_numpy(model.predict(arrays, verbose=0))
+    path = pathlib.Path(tmp_path) / "composed.keras"
+    model.save(path)
+    loaded = keras.saving.load_model(path, safe_mode=True)
+    assert len(loaded.weights) == len(model.weights)
+    reloaded = _to_numpy(loaded.predict(arrays, verbose=0))
+    assert len(reloaded) == len(trained)
+    for r, t in zip(reloaded, trained):
+        np.testing.assert_allclose(r, t, rtol=1e-6, atol=1e-6)
+    return model, trained
+
+
 def _check_same_and_finite(eager, again):
     """A second inference call gives the same outputs, all finite."""
     for a, b in zip(eager, again):
@@ -355,11 +413,12 @@ def _flat_arrays(inputs):
     return arrays, groups
 
 
-def _check_fit_steps(layer, train_model, arrays, target):
-    """One plain and one XLA fit step each move ``layer``'s weights, loss finite."""
+def _check_fit_steps(layer, train_model, arrays, target, jit_modes=(False, True)):
+    """A fit step under each of ``jit_modes`` (plain and XLA by default) moves
+    ``layer``'s weights (any layer or model), loss finite."""
     # On JAX a step is always compiled in practice; its uncompiled path is slow
     # and unused.
-    for jit in (True,) if keras.backend.backend() == "jax" else (False, True):
+    for jit in (True,) if keras.backend.backend() == "jax" else jit_modes:
         before = [
             w.numpy().copy() if hasattr(w, "numpy") else np.array(w)
             for w in layer.trainable_weights

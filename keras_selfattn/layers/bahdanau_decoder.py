@@ -10,6 +10,14 @@ from typing import Any
 import keras
 from keras import ops
 
+from keras_selfattn.choices import RNN_TYPES, SCORES
+from keras_selfattn.layers.arguments import (
+    check_bool,
+    check_choice,
+    check_positive_int,
+    check_rate,
+    check_seed,
+)
 from keras_selfattn.layers.bahdanau_decoder_cell import BahdanauDecoderCell
 from keras_selfattn.layers.bahdanau_decoder_states import check_memory_shape
 
@@ -135,25 +143,37 @@ class BahdanauDecoder(keras.layers.Layer):
             raise ValueError(
                 f"unroll must be 'auto', True or False. Received: unroll={unroll!r}"
             )
+        # The options, checked here as the cell checks them, and handed to the
+        # cell (as keras.layers.GRU hands its options to its GRUCell).
+        self.units = check_positive_int("units", units)
+        self.rnn_type = check_choice("rnn_type", rnn_type, RNN_TYPES)
+        self.num_layers = check_positive_int("num_layers", num_layers)
+        self.dropout = check_rate("dropout", dropout)
+        self.attention_score = check_choice("attention_score", attention_score, SCORES)
+        self.attention_heads = check_positive_int("attention_heads", attention_heads)
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.recurrent_initializer = keras.initializers.get(recurrent_initializer)
+        self.seed = check_seed(seed)
+        self.attentional_output = check_bool("attentional_output", attentional_output)
+        self.residual = check_bool("residual", residual)
+        self.layer_norm = check_bool("layer_norm", layer_norm)
         self.unroll = unroll
         self.supports_masking = True
         # The cell exists from here on, as keras.layers.GRU's does (for
-        # step-by-step decoding); it checks and keeps the options, which this
-        # layer reads back from it (the properties under ``options``).
-        # build() builds it.
+        # step-by-step decoding). build() builds it.
         self.cell = BahdanauDecoderCell(
-            units,
-            rnn_type=rnn_type,
-            num_layers=num_layers,
-            dropout=dropout,
-            attention_score=attention_score,
-            kernel_initializer=kernel_initializer,
-            recurrent_initializer=recurrent_initializer,
-            seed=seed,
-            attentional_output=attentional_output,
-            residual=residual,
-            layer_norm=layer_norm,
-            attention_heads=attention_heads,
+            self.units,
+            rnn_type=self.rnn_type,
+            num_layers=self.num_layers,
+            dropout=self.dropout,
+            attention_score=self.attention_score,
+            kernel_initializer=self.kernel_initializer,
+            recurrent_initializer=self.recurrent_initializer,
+            seed=self.seed,
+            attentional_output=self.attentional_output,
+            residual=self.residual,
+            layer_norm=self.layer_norm,
+            attention_heads=self.attention_heads,
             dtype=self.dtype_policy,
             name="cell",
         )
@@ -272,71 +292,27 @@ class BahdanauDecoder(keras.layers.Layer):
             )
         return results[0] if len(results) == 1 else tuple(results)
 
-    # ---------------------------------------------------------------- options
-    # The cell's options, read back from it as keras.layers.GRU reads its
-    # GRUCell's (the cell checks and keeps them; `CELL_OPTIONS` lists them).
-
-    @property
-    def units(self) -> int:
-        """Size of every hidden state and of the attention (positive int)."""
-        return self.cell.units
-
-    @property
-    def rnn_type(self) -> str:
-        """The recurrent cell type, ``"gru"`` or ``"lstm"``."""
-        return self.cell.rnn_type
-
-    @property
-    def num_layers(self) -> int:
-        """Number of stacked recurrent layers (positive int)."""
-        return self.cell.num_layers
-
-    @property
-    def dropout(self) -> float:
-        """Dropout rate between stacked layers, in [0, 1)."""
-        return self.cell.dropout
-
-    @property
-    def attention_score(self) -> str:
-        """The attention score: additive, dot, general or scaled_dot."""
-        return self.cell.attention_score
-
-    @property
-    def attention_heads(self) -> int:
-        """Heads of the additive attention (positive int)."""
-        return self.cell.attention_heads
-
-    @property
-    def kernel_initializer(self) -> Any:
-        """The initializer of the input kernels and the attention."""
-        return self.cell.kernel_initializer
-
-    @property
-    def recurrent_initializer(self) -> Any:
-        """The initializer of the recurrent kernels."""
-        return self.cell.recurrent_initializer
-
-    @property
-    def seed(self) -> int | None:
-        """The seed of the dropout (optional int)."""
-        return self.cell.seed
-
-    @property
-    def attentional_output(self) -> bool:
-        """Whether the output is ``tanh(W_c [h_t; c_t])``, not ``h_t``."""
-        return self.cell.attentional_output
-
-    @property
-    def residual(self) -> bool:
-        """Whether stacked layers have residual connections."""
-        return self.cell.residual
-
-    @property
-    def layer_norm(self) -> bool:
-        """Whether the inputs of stacked layers are layer-normalized."""
-        return self.cell.layer_norm
-
     def get_config(self) -> dict[str, Any]:
         config = super().get_config()
-        config.update(self.cell.options_config(), unroll=self.unroll)
+        config.update(
+            {
+                "units": self.units,
+                "rnn_type": self.rnn_type,
+                "num_layers": self.num_layers,
+                "dropout": self.dropout,
+                "attention_score": self.attention_score,
+                "attention_heads": self.attention_heads,
+                "kernel_initializer": keras.initializers.serialize(
+                    self.kernel_initializer
+                ),
+                "recurrent_initializer": keras.initializers.serialize(
+                    self.recurrent_initializer
+                ),
+                "seed": self.seed,
+                "attentional_output": self.attentional_output,
+                "residual": self.residual,
+                "layer_norm": self.layer_norm,
+                "unroll": self.unroll,
+            }
+        )
         return config

@@ -23,11 +23,11 @@ from keras_selfattn.layers.arguments import (
     clone_initializer,
 )
 from keras_selfattn.layers.bahdanau_attention import BahdanauAttention
-from keras_selfattn.layers.bahdanau_decoder_options import options_config
 from keras_selfattn.layers.bahdanau_decoder_states import (
     DecoderCellStates,
     check_memory_shape,
     initial_states,
+    keys_projected_by_steps,
     pack_states,
     state_size,
     states_shape,
@@ -210,10 +210,6 @@ class BahdanauDecoderCell(keras.layers.Layer):
         )
 
     # ----------------------------------------------------------------- layout
-    def options_config(self) -> dict[str, Any]:
-        """The constructor arguments (`CELL_OPTIONS`), serialized for get_config."""
-        return options_config(self)
-
     @property
     def states_per_layer(self) -> int:
         """Recurrent states of one layer: ``h`` (GRU, 1) or ``h, c`` (LSTM, 2)."""
@@ -275,10 +271,13 @@ class BahdanauDecoderCell(keras.layers.Layer):
         sequence's (B, S, units) against the memory, its projected keys and its
         mask, all from the unpacked states ``parts`` (`DecoderCellStates`).
         """
+        projected_keys = parts.projected_keys
+        if keys_projected_by_steps(parts):
+            projected_keys = None  # the attention projects the memory itself
         return self.attention(
             queries,
             parts.memory,
-            projected_keys=parts.projected_keys,
+            projected_keys=projected_keys,
             keys_mask=ops.cast(parts.memory_mask, "bool"),
             training=training,
         )
@@ -344,6 +343,20 @@ class BahdanauDecoderCell(keras.layers.Layer):
             self.output_projection.build((batch, self.units + memory_dim))
         self.dropout_layer.build((batch, self.units))
 
+    def get_build_config(self) -> dict[str, Any] | None:
+        # Inside keras.layers.RNN the cell is built with the step input's shape
+        # alone (the memory's came from get_initial_state_for_memory): the
+        # memory size is saved beside it, so that a loaded cell builds too.
+        config = super().get_build_config()
+        if config is not None and self._memory_dim is not None:
+            config = {**config, "memory_dim": self._memory_dim}
+        return config
+
+    def build_from_config(self, config: dict[str, Any]) -> None:
+        if config and config.get("memory_dim") is not None:
+            self._build_attention((None, None, config["memory_dim"]))
+        super().build_from_config(config)
+
     # ----------------------------------------------------------------- states
     def get_initial_state_for_memory(
         self,
@@ -354,6 +367,12 @@ class BahdanauDecoderCell(keras.layers.Layer):
         training: bool | None = None,
     ) -> list[Any]:
         """Builds the full states list for a memory, projecting its keys once.
+
+        On ``keras.Input`` tensors (a functional model that runs the cell with
+        ``keras.layers.RNN(cell)(inputs, initial_state=states)``) the batch
+        and lengths may be unknown; the states then leave the key projection
+        to every step, so that the model saves and loads (see
+        `keras_selfattn.layers.bahdanau_decoder_states.initial_states`).
 
         Args:
             memory: (B, T, Dm) encoder outputs.
@@ -487,5 +506,24 @@ class BahdanauDecoderCell(keras.layers.Layer):
 
     def get_config(self) -> dict[str, Any]:
         config = super().get_config()
-        config.update(self.options_config())
+        config.update(
+            {
+                "units": self.units,
+                "rnn_type": self.rnn_type,
+                "num_layers": self.num_layers,
+                "dropout": self.dropout,
+                "attention_score": self.attention_score,
+                "attention_heads": self.attention_heads,
+                "kernel_initializer": keras.initializers.serialize(
+                    self.kernel_initializer
+                ),
+                "recurrent_initializer": keras.initializers.serialize(
+                    self.recurrent_initializer
+                ),
+                "seed": self.seed,
+                "attentional_output": self.attentional_output,
+                "residual": self.residual,
+                "layer_norm": self.layer_norm,
+            }
+        )
         return config

@@ -24,12 +24,14 @@ not (B, T, size): read only the recurrent states from an RNN's returned states.)
 
 import collections
 
+import keras
 from keras import ops
 
+from keras_selfattn.layers.dropout import HashDropout
 from keras_selfattn.layers.masking import (
     check_valid_lens,
     combine_masks,
-    valid_lens_to_mask,
+    valid_lens_to_mask_for_keys,
 )
 
 DecoderCellStates = collections.namedtuple(
@@ -48,7 +50,9 @@ Attributes:
         a step changes, and the only ones that differ between the hypotheses
         of one sentence in a beam search.
     memory: (B, T, Dm) the encoder outputs.
-    projected_keys: (B, T, Dp) ``attention.project_keys(memory)``.
+    projected_keys: (B, T, Dp) ``attention.project_keys(memory)``; or
+        (B, T, 0) in states made from ``keras.Input`` tensors, where every
+        step projects the memory itself (see `initial_states`).
     memory_mask: (B, T) 0/1 floats, 1 where a memory position may be attended.
     dropout_masks: list of ``num_dropout_masks`` tensors (B, units).
 """
@@ -103,30 +107,52 @@ def initial_states(
 
     What `BahdanauDecoderCell.get_initial_state_for_memory` returns (its
     arguments are documented there); ``cell`` is built for the memory already.
+
+    Every tensor made here takes its batch and length from ``memory`` through
+    ``*_like`` ops, never from a shape tuple: the memory may be a
+    ``keras.Input`` whose batch and length are None (a functional model that
+    hands these states to ``keras.layers.RNN(cell, initial_state=...)``), where
+    ``ops.zeros((None, units))`` cannot be made.
+
+    Made from symbolic tensors (``keras.Input``), the states call no layer of
+    the cell: a functional model would hold that layer twice, at its top and
+    inside ``keras.layers.RNN``'s cell, and ``.keras`` saving keeps a layer's
+    weights under one of those places only, so the model would not load. The
+    key projection is then left to the steps (see `keys_projected_by_steps`),
+    and the dropout masks are drawn by a dropout layer of the model's own
+    with the cell's rate and seed.
     """
     dtype = cell.compute_dtype
     memory = ops.cast(memory, dtype)
-    batch, length = ops.shape(memory)[0], ops.shape(memory)[1]
+    batch = ops.shape(memory)[0]
+    symbolic = _any_symbolic(memory, memory_mask, memory_valid_lens, initial_state)
 
     length_mask = None
     if memory_valid_lens is not None:
         memory_valid_lens = check_valid_lens(
             memory_valid_lens, batch, name="memory_valid_lens"
         )
-        length_mask = valid_lens_to_mask(memory_valid_lens, length)
+        length_mask = valid_lens_to_mask_for_keys(memory_valid_lens, memory)
     mask = combine_masks(length_mask, memory_mask)
-    mask = (
-        ops.ones((batch, length), dtype=dtype)
-        if mask is None
-        else ops.cast(mask, dtype)
-    )
+    # (B, T) ones: one feature of the memory, every value replaced by 1.
+    mask = ops.ones_like(memory[:, :, 0]) if mask is None else ops.cast(mask, dtype)
 
-    projected_keys = ops.cast(cell.attention.project_keys(memory), dtype)
-    recurrent = initial_recurrent_states(cell, initial_state, batch, dtype)
-    dropout_masks = [
-        cell.dropout_layer(
-            ops.ones((batch, cell.units), dtype=dtype), training=training
+    if symbolic:
+        projected_keys = memory[:, :, :0]  # (B, T, 0): the steps project them
+        dropout_layer = HashDropout(
+            cell.dropout, seed=cell.seed, dtype=cell.dtype_policy
         )
+    else:
+        projected_keys = ops.cast(cell.attention.project_keys(memory), dtype)
+        dropout_layer = cell.dropout_layer
+    # (B, units) zeros: a (B, 1) zero column (from the mask, so that an empty
+    # memory, T = 0, has one too) broadcast against a (1, units) row.
+    zeros = ops.zeros_like(ops.sum(mask, axis=1, keepdims=True)) + ops.zeros(
+        (1, cell.units), dtype=dtype
+    )
+    recurrent = initial_recurrent_states(cell, initial_state, zeros, dtype)
+    dropout_masks = [
+        dropout_layer(ops.ones_like(zeros), training=training)
         for _ in range(cell.num_dropout_masks)
     ]
     return pack_states(
@@ -134,11 +160,25 @@ def initial_states(
     )
 
 
-def initial_recurrent_states(cell, initial_state, batch, dtype):
-    """The recurrent states to start from: zeros, or ``initial_state`` checked."""
+def keys_projected_by_steps(parts):
+    """Whether the states ``parts`` (`DecoderCellStates`) leave the key
+    projection to every step: their ``projected_keys`` are (B, T, 0), as
+    `initial_states` makes them from symbolic tensors. Known when the step is
+    traced (a static size)."""
+    return parts.projected_keys.shape[-1] == 0
+
+
+def _any_symbolic(*values):
+    """Whether any tensor in ``values`` (nested) is a ``keras.KerasTensor``."""
+    return any(isinstance(v, keras.KerasTensor) for v in keras.tree.flatten(values))
+
+
+def initial_recurrent_states(cell, initial_state, zeros, dtype):
+    """The recurrent states to start from: ``zeros`` (B, units) in every slot,
+    or ``initial_state`` checked."""
     count = cell.num_recurrent_states
     if initial_state is None:
-        return [ops.zeros((batch, cell.units), dtype=dtype) for _ in range(count)]
+        return [zeros for _ in range(count)]
     if not isinstance(initial_state, (list, tuple)):
         initial_state = [initial_state]
     if len(initial_state) != count:

@@ -23,6 +23,7 @@ __all__ = [
     "keeps_a_key",
     "masked_softmax",
     "valid_lens_to_mask",
+    "valid_lens_to_mask_for_keys",
 ]
 
 # The fill of hidden logits. The softmax runs in float32, whose minimum is finite:
@@ -56,11 +57,55 @@ def valid_lens_to_mask(valid_lens, num_keys, num_queries=None):
     >>> np.asarray(valid_lens_to_mask(np.array([1, 3]), 3)).tolist()
     [[True, False, False], [True, True, True]]
     """
+    valid_lens = _checked_lengths(valid_lens, ranks=(1, 2))
+    positions = ops.arange(num_keys, dtype="int32")
+    mask = _below(positions, valid_lens)  # (B, Tk) or (B, Tq, Tk)
+    if len(valid_lens.shape) == 1 and num_queries is not None:
+        mask = ops.broadcast_to(
+            ops.expand_dims(mask, 1),
+            (ops.shape(mask)[0], num_queries, ops.shape(mask)[-1]),
+        )
+    return mask
+
+
+def valid_lens_to_mask_for_keys(valid_lens, keys):
+    """`valid_lens_to_mask` of (B,) lengths for the keys (B, Tk, ...) of ``keys``.
+
+    The positions are counted along the keys of the tensor itself, not made
+    from its length: on a ``keras.Input`` whose length is None (a functional
+    model built outside any layer, e.g. the states that
+    `BahdanauDecoderCell.get_initial_state_for_memory` makes for
+    ``keras.layers.RNN``) there is no length to make them from, on any backend.
+
+    Args:
+        valid_lens: int or float tensor of shape (B,); compared as in
+            `valid_lens_to_mask`.
+        keys: tensor of shape (B, Tk, ...).
+
+    Returns:
+        bool tensor (B, Tk), True where the position is below the length.
+
+    Example:
+
+    >>> import numpy as np
+    >>> from keras_selfattn.layers.masking import valid_lens_to_mask_for_keys
+    >>> keys = np.zeros((2, 3, 4), "float32")
+    >>> np.asarray(valid_lens_to_mask_for_keys(np.array([1, 3]), keys)).tolist()
+    [[True, False, False], [True, True, True]]
+    """
+    valid_lens = _checked_lengths(valid_lens, ranks=(1,))
+    ones = ops.ones_like(keys[:, :, 0], dtype="int32")  # (B, Tk)
+    positions = ops.cumsum(ones, axis=1) - ones  # 0 .. Tk - 1 in every row
+    return _below(positions, valid_lens)
+
+
+def _checked_lengths(valid_lens, ranks):
+    """``valid_lens`` as a tensor of one of ``ranks``, integer or float32."""
     valid_lens = ops.convert_to_tensor(valid_lens)
-    rank = len(valid_lens.shape)
-    if rank not in (1, 2):
+    if len(valid_lens.shape) not in ranks:
+        allowed = "(batch,)" if ranks == (1,) else "(batch,) or (batch, num_queries)"
         raise ValueError(
-            "valid_lens must have shape (batch,) or (batch, num_queries). "
+            f"valid_lens must have shape {allowed}. "
             f"Received: valid_lens.shape={tuple(valid_lens.shape)}"
         )
     dtype = keras.backend.standardize_dtype(valid_lens.dtype)
@@ -70,15 +115,14 @@ def valid_lens_to_mask(valid_lens, num_keys, num_queries=None):
         )
     if "float" in dtype:
         valid_lens = ops.cast(valid_lens, "float32")
-        dtype = "float32"
-    positions = ops.cast(ops.arange(num_keys, dtype="int32"), dtype)
-    mask = positions < ops.expand_dims(valid_lens, -1)  # (B, Tk) or (B, Tq, Tk)
-    if rank == 1 and num_queries is not None:
-        mask = ops.broadcast_to(
-            ops.expand_dims(mask, 1),
-            (ops.shape(mask)[0], num_queries, ops.shape(mask)[-1]),
-        )
-    return mask
+    return valid_lens
+
+
+def _below(positions, valid_lens):
+    """``positions < valid_lens`` over a new last axis of the lengths, compared in
+    the lengths' dtype (int positions cast to it, never the lengths cast)."""
+    positions = ops.cast(positions, valid_lens.dtype)
+    return positions < ops.expand_dims(valid_lens, -1)
 
 
 def check_valid_lens(valid_lens, batch_size, num_queries=None, name="valid_lens"):

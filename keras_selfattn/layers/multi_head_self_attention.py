@@ -33,49 +33,19 @@ from keras_selfattn.layers.relative_positions import (
 # `MultiHeadSelfAttention._fused_attention_applies`).
 _FUSED_ATTENTION_BACKENDS = frozenset({"jax", "torch"})
 
-_OPTION_NAMES = (
-    "num_hiddens",
-    "num_heads",
-    "dropout",
-    "use_bias",
-    "kernel_initializer",
-    "bias_initializer",
-    "seed",
-    "max_relative_position",
-    "relative_initializer",
-    "use_rotary",
-    "rotary_max_wavelength",
-)
 
-
-def _read_only(name: str) -> Any:
-    """A property that returns the option ``name`` (assignment: see `__setattr__`).
-
-    Typed ``Any`` for a type checker: each option's type is its ``__init__``
-    argument's.
-    """
-
-    def read(self: Any) -> Any:
-        return getattr(self, f"_{name}")
-
-    return property(read, doc=f"The ``{name}`` argument (read-only).")
-
-
-def _checked_options(**options: Any) -> dict[str, Any]:
-    """The constructor's options checked (Keras' error form) and normalized."""
-    num_hiddens = check_positive_int("num_hiddens", options["num_hiddens"])
-    num_heads = check_positive_int("num_heads", options["num_heads"])
+def _check_head_options(
+    num_hiddens: int,
+    num_heads: int,
+    use_rotary: bool,
+    max_relative_position: int | None,
+) -> None:
+    """The options that must agree with each other (Keras' error form)."""
     if num_hiddens % num_heads:
         raise ValueError(
             "num_hiddens must be divisible by num_heads. "
             f"Received: num_hiddens={num_hiddens}, num_heads={num_heads}"
         )
-    dropout = check_rate("dropout", options["dropout"])
-    seed = check_seed(options["seed"])
-    max_relative_position = check_positive_int(
-        "max_relative_position", options["max_relative_position"], allow_none=True
-    )
-    use_rotary = options["use_rotary"]
     if use_rotary and (num_hiddens // num_heads) % 2:
         raise ValueError(
             "use_rotary=True needs an even head size (num_hiddens // num_heads). "
@@ -87,22 +57,6 @@ def _checked_options(**options: Any) -> dict[str, Any]:
             f"Received: use_rotary={use_rotary}, "
             f"max_relative_position={max_relative_position}"
         )
-    rotary_max_wavelength = check_positive_number(
-        "rotary_max_wavelength", options["rotary_max_wavelength"]
-    )
-    return {
-        "num_hiddens": num_hiddens,
-        "num_heads": num_heads,
-        "dropout": dropout,
-        "use_bias": options["use_bias"],
-        "kernel_initializer": keras.initializers.get(options["kernel_initializer"]),
-        "bias_initializer": keras.initializers.get(options["bias_initializer"]),
-        "seed": seed,
-        "max_relative_position": max_relative_position,
-        "relative_initializer": keras.initializers.get(options["relative_initializer"]),
-        "use_rotary": bool(use_rotary),
-        "rotary_max_wavelength": rotary_max_wavelength,
-    }
 
 
 def _checked_attention_mask(attention_mask: Any, batch: Any, length: Any) -> Any:
@@ -214,10 +168,10 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         ``(B, T, num_hiddens)`` in the compute dtype, and with
         ``return_attention_scores=True`` also the weights ``(B, num_heads, T, T)``.
 
-    Options are read-only after construction (``layer.num_heads = 3`` raises
-    AttributeError): the sublayers, weights and ``head_size`` are made from
-    them. ``get_config`` holds them all; change one through
-    ``from_config({**layer.get_config(), "num_heads": 3})``.
+    The options are plain attributes under their argument names, as in
+    ``keras.layers.MultiHeadAttention``, and ``get_config`` lists them all. The
+    sublayers and weights are made from them at construction, so to change one
+    make a new layer: ``from_config({**layer.get_config(), "num_heads": 3})``.
 
     Subclassing: `call` is `project_query_key_value` -> `compute_attention_mask`
     -> `compute_attention` (`attention_logits` -> `attention_weights` ->
@@ -271,23 +225,31 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        options = _checked_options(
-            num_hiddens=num_hiddens,
-            num_heads=num_heads,
-            dropout=dropout,
-            use_bias=use_bias,
-            kernel_initializer=kernel_initializer,
-            bias_initializer=bias_initializer,
-            seed=seed,
-            max_relative_position=max_relative_position,
-            relative_initializer=relative_initializer,
-            use_rotary=use_rotary,
-            rotary_max_wavelength=rotary_max_wavelength,
+        self.num_hiddens = check_positive_int("num_hiddens", num_hiddens)
+        self.num_heads = check_positive_int("num_heads", num_heads)
+        self.dropout = check_rate("dropout", dropout)
+        self.use_bias = use_bias
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.bias_initializer = keras.initializers.get(bias_initializer)
+        self.seed = check_seed(seed)
+        self.max_relative_position = check_positive_int(
+            "max_relative_position", max_relative_position, allow_none=True
         )
-        for name, value in options.items():
-            setattr(self, f"_{name}", value)  # read back through the properties
+        self.relative_initializer = keras.initializers.get(relative_initializer)
+        self.use_rotary = bool(use_rotary)
+        self.rotary_max_wavelength = check_positive_number(
+            "rotary_max_wavelength", rotary_max_wavelength
+        )
+        _check_head_options(
+            self.num_hiddens,
+            self.num_heads,
+            self.use_rotary,
+            self.max_relative_position,
+        )
         self.supports_masking = True
+        self._create_sublayers()
 
+    def _create_sublayers(self) -> None:
         def dense_kwargs() -> dict[str, Any]:
             # A fresh initializer object per sublayer: a Keras initializer without
             # an explicit seed draws its seed once, so sharing one instance would
@@ -312,37 +274,10 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             name="attention_dropout",
         )
 
-    # The options, read-only: the sublayers, the weights and `head_size` are made
-    # from them at construction, so a later assignment would leave them behind.
-    num_hiddens = _read_only("num_hiddens")
-    num_heads = _read_only("num_heads")
-    dropout = _read_only("dropout")
-    use_bias = _read_only("use_bias")
-    kernel_initializer = _read_only("kernel_initializer")
-    bias_initializer = _read_only("bias_initializer")
-    seed = _read_only("seed")
-    max_relative_position = _read_only("max_relative_position")
-    relative_initializer = _read_only("relative_initializer")
-    use_rotary = _read_only("use_rotary")
-    rotary_max_wavelength = _read_only("rotary_max_wavelength")
-
     @property
     def head_size(self) -> int:
-        """Width of one head, ``num_hiddens // num_heads`` (read-only)."""
+        """Width of one head, ``num_hiddens // num_heads``."""
         return self.num_hiddens // self.num_heads
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        # Checked here, not by the properties alone: TensorFlow's AutoTrackable
-        # skips an assignment of the object already there (``layer.num_heads =
-        # 3`` on a 3-head layer) before a property could refuse it.
-        if name in _OPTION_NAMES or name == "head_size":
-            raise AttributeError(
-                f"{type(self).__name__}.{name} is fixed at construction (the "
-                "sublayers, weights and head_size follow from it). Make a new layer "
-                f"instead: {type(self).__name__}.from_config({{**layer.get_config(), "
-                f"{name!r}: {value!r}}})"
-            )
-        super().__setattr__(name, value)
 
     def build(self, inputs_shape: Sequence[int | None]) -> None:
         if len(inputs_shape) != 3:
@@ -562,9 +497,9 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         mask only with both lengths spelled out, and refuses the
         ``(B, 1, 1, Tk)`` key mask of a padded batch ("Bias must have same seq
         length as QKV"), after which keras runs XLA's unfused attention and
-        logs the refusal at every trace. Measured on an H200 in bfloat16
-        (benchmarks/RESULTS.md, "The attention on a GPU"): 1.3-3x keras' MHA's
-        time with the key mask, 0.9-1.0x spelled out.
+        logs the refusal at every trace: spelled out, the mask keeps the fused
+        kernel (benchmarks/RESULTS.md, "The attention on a GPU (H200), JAX and
+        torch", has the measurement).
 
         Args:
             query: ``(B, T, num_heads, head_size)``.
@@ -676,7 +611,23 @@ class MultiHeadSelfAttention(keras.layers.Layer):
 
     def get_config(self) -> dict[str, Any]:
         config = super().get_config()
-        config.update({name: getattr(self, name) for name in _OPTION_NAMES})
-        for name in ("kernel_initializer", "bias_initializer", "relative_initializer"):
-            config[name] = keras.initializers.serialize(config[name])
+        config.update(
+            {
+                "num_hiddens": self.num_hiddens,
+                "num_heads": self.num_heads,
+                "dropout": self.dropout,
+                "use_bias": self.use_bias,
+                "kernel_initializer": keras.initializers.serialize(
+                    self.kernel_initializer
+                ),
+                "bias_initializer": keras.initializers.serialize(self.bias_initializer),
+                "seed": self.seed,
+                "max_relative_position": self.max_relative_position,
+                "relative_initializer": keras.initializers.serialize(
+                    self.relative_initializer
+                ),
+                "use_rotary": self.use_rotary,
+                "rotary_max_wavelength": self.rotary_max_wavelength,
+            }
+        )
         return config

@@ -4,6 +4,8 @@ The central check: a Python loop calling the cell step by step gives the same
 hidden states, attention weights and final states as the full-sequence decoder.
 """
 
+import inspect
+
 import keras
 import numpy as np
 import pytest
@@ -14,7 +16,6 @@ from keras_selfattn.layers import (
     BahdanauDecoder,
     BahdanauDecoderCell,
 )
-from keras_selfattn.layers.bahdanau_decoder_options import CELL_OPTIONS
 from tests.harness import check_docstring, run_layer_test
 from tests.layers.test_bahdanau_attention import numpy_attention, run_docstring_example
 
@@ -209,26 +210,49 @@ def test_rnmt_options_are_checked_and_serialized():
     assert BahdanauDecoderCell(UNITS, layer_norm=True).layer_norms == []
 
 
-def test_the_cell_is_the_one_home_of_the_options():
-    """The decoder hands every option to its cell and reads it back (keras' GRU)."""
+# The options the decoder shares with its cell: the cell's constructor arguments.
+CELL_OPTIONS = [
+    name
+    for name in inspect.signature(BahdanauDecoderCell.__init__).parameters
+    if name not in ("self", "kwargs")
+]
+
+
+def test_the_decoder_keeps_its_options_and_hands_them_to_its_cell():
+    """As keras.layers.MultiHeadAttention keeps its options: plain attributes
+    of the instance, normalized, listed by get_config; the cell gets the same."""
     decoder = BahdanauDecoder(
-        UNITS, rnn_type="lstm", num_layers=2, attention_heads=2, residual=True
+        np.int64(UNITS),
+        rnn_type="lstm",
+        num_layers=2,
+        attention_heads=2,
+        residual=True,
+        seed=np.int32(5),
+        kernel_initializer="he_normal",
+        unroll=False,
     )
     assert decoder.attention_heads == 2 and decoder.cell.attention.heads == 2
     assert decoder.rnn_type == "lstm" and decoder.cell.states_per_layer == 2
-    config = decoder.get_config()
-    assert {k: config[k] for k in CELL_OPTIONS} == decoder.cell.options_config()
-    with pytest.raises(AttributeError):
-        decoder.units = 3  # read-only: a changed copy would disagree with the cell
-    # Every option is a written-out, documented property reading the cell's value.
-    for name in CELL_OPTIONS:
-        option = vars(BahdanauDecoder)[name]
-        assert isinstance(option, property) and option.__doc__, name
-        assert getattr(decoder, name) is getattr(decoder.cell, name), name
+    config, cell_config = decoder.get_config(), decoder.cell.get_config()
+    assert set(CELL_OPTIONS) < set(inspect.signature(BahdanauDecoder).parameters)
+    for name in [*CELL_OPTIONS, "unroll"]:
+        assert name in vars(decoder), name  # not a property reading the cell
+        value = getattr(decoder, name)
+        if name.endswith("_initializer"):
+            assert isinstance(value, keras.initializers.Initializer), name
+            value = keras.initializers.serialize(value)
+        assert config[name] == value, name
+        assert name == "unroll" or cell_config[name] == value, name
+    assert type(decoder.units) is int and type(decoder.seed) is int
+    assert config["kernel_initializer"]["class_name"] == "HeNormal"
+    clone = BahdanauDecoder.from_config(config)
+    assert clone.get_config() == config
     with pytest.raises(ValueError, match=r"units must be divisible by heads"):
         BahdanauDecoder(UNITS, attention_heads=3)
     with pytest.raises(ValueError, match=r"Received: attention_heads=0"):
-        BahdanauDecoderCell(UNITS, attention_heads=0)
+        BahdanauDecoder(UNITS, attention_heads=0)
+    with pytest.raises(ValueError, match=r"Received: units=8\.0"):
+        BahdanauDecoder(8.0)
 
 
 @pytest.mark.parametrize("cls", [BahdanauDecoder, BahdanauDecoderCell])
