@@ -498,6 +498,7 @@ def test_a_killed_then_terminated_process_resumes_to_the_same_file(
             if process.poll() is None:
                 process.kill()
         stops.append((signum, process.returncode, _pairs_done(out)))
+        assert signum != signal.SIGKILL or process.returncode == -signal.SIGKILL
         assert process.returncode in (-signal.SIGKILL, 143, 0), (seed, stderr[-2000:])
     finished = subprocess.run(
         command, env=env, capture_output=True, timeout=300, check=False
