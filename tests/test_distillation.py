@@ -391,6 +391,7 @@ def test_other_data_on_an_existing_output_is_refused(
         (lambda t, d: {"out": _written(t / "o.tsv", b"a\tb\n")}, "no progress record"),
         (lambda t, d: {"shard": "3/2"}, "Received: shard='3/2'"),
         (lambda t, d: {"shard": (-1, 2)}, "Received: shard=(-1, 2)"),
+        (lambda t, d: {"shard": "-1/2"}, "Received: shard='-1/2'"),
         (lambda t, d: {"shard": "a/b"}, "Received: shard='a/b'"),
         (lambda t, d: {"shard": (0, 0)}, "Received: shard=(0, 0)"),
         (lambda t, d: {"shard": (0, 2, 1)}, "Received: shard=(0, 2, 1)"),

@@ -135,11 +135,11 @@ def translate_pairs(
     settings.update(skip_malformed=bool(skip_malformed))
     settings.update(strict_columns=bool(strict_columns))
     record = _started_record(out, settings, teacher, files)
+    if record.complete:
+        Progress(out, record.pairs_done, None, log_seconds, verbose).finished(record)
+        return _result(out, record, record.pairs_done)
     total = _shard_total(count_lines(files), shard) if verbose else None
     progress = Progress(out, record.pairs_done, total, log_seconds, verbose)
-    if record.complete:
-        progress.finished(record)
-        return _result(out, record, record.pairs_done)
     with signals_stop():
         if translator is None:
             translator = load_translator(
