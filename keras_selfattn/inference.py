@@ -12,6 +12,9 @@ This is the public name of the two modules below training that hold the code:
 during training translates and scores with them, and no module imports one above
 it (import direction follows the data: text -> model -> training -> inference ->
 serving -> command line).
+
+`load_translator` is a run's `Translator` with the served options, as the
+command line's ``translate`` and ``evaluate`` and the distillation jobs load it.
 """
 
 from keras_selfattn.scoring import evaluate, format_metrics
@@ -28,5 +31,27 @@ __all__ = [
     "Translator",
     "evaluate",
     "format_metrics",
+    "load_translator",
     "source_ids_for_model",
 ]
+
+
+def load_translator(
+    run_dir, precision="float32", quantize=None, shortlist=None, max_length_ratio=None
+):
+    """The `Translator` of a trained run directory; ``precision``,
+    ``quantize``, ``shortlist`` (N, the most frequent target pieces kept: the
+    run's table, learned when missing) and ``max_length_ratio`` as
+    `serving.export_run` takes them."""
+    table = None
+    if shortlist is not None:
+        from keras_selfattn.training.data.run_shortlist import run_shortlist
+
+        table = run_shortlist(run_dir, frequent=shortlist)
+    return Translator.load(
+        run_dir,
+        precision=precision,
+        quantize=quantize,
+        shortlist=table,
+        max_length_ratio=max_length_ratio,
+    )

@@ -9,6 +9,9 @@ calls the library module the work lives in:
   its test metrics and figures, written before the run is marked finished;
 - `load_translator` and `translate_stream`: translations of a run's model
   (``inference.Translator``), a batch of lines at a time, each batch written at once;
+- `translate_pairs` and `merge_shards`: a teacher run's translations of pair
+  files' sources as a new pair file, resumable and shardable, the data of
+  sequence-level knowledge distillation (``distillation``);
 - `evaluate_run` and `print_metrics`: chrF, BLEU and exact match of a run
   (``inference.evaluate``);
 - `average`: a run's kept checkpoints averaged (``training.fit.averaging``);
@@ -23,7 +26,7 @@ import json
 import pathlib
 import tempfile
 
-from keras_selfattn import plotting, serving
+from keras_selfattn import distillation, inference, plotting, serving
 from keras_selfattn.inference import Translator, evaluate, format_metrics
 from keras_selfattn.models import ModelConfig
 from keras_selfattn.run_directory.history import history_columns, read_history
@@ -355,21 +358,10 @@ def _stoppable(pairs):
 def load_translator(
     run_dir, precision="float32", quantize=None, shortlist=None, max_length_ratio=None
 ):
-    """The `inference.Translator` of a trained run directory; ``precision``,
-    ``quantize``, ``shortlist`` (N, the most frequent target pieces kept: the
-    run's table, learned when missing) and ``max_length_ratio`` as
-    `serving.export_run` takes them."""
-    table = None
-    if shortlist is not None:
-        from keras_selfattn.training.data.run_shortlist import run_shortlist
-
-        table = run_shortlist(run_dir, frequent=shortlist)
-    return Translator.load(
-        run_dir,
-        precision=precision,
-        quantize=quantize,
-        shortlist=table,
-        max_length_ratio=max_length_ratio,
+    """The `inference.Translator` of a trained run directory with the served
+    options (`inference.load_translator`)."""
+    return inference.load_translator(
+        run_dir, precision, quantize, shortlist, max_length_ratio
     )
 
 
@@ -414,6 +406,27 @@ def _answer(translation, scores):
     if scores:
         return f"{translation.text}\t{translation.score:.4f}"
     return translation.text
+
+
+def translate_pairs(teacher_run, data, out, **options):
+    """A new pair file ``source<TAB>teacher's translation`` of the sources of
+    ``data``, resumable and shardable (`distillation.translate_pairs`, whose
+    keyword ``options`` it takes).
+
+    Returns:
+        The `distillation.DistilledPairs` of ``out``.
+    """
+    return distillation.translate_pairs(teacher_run, data, out, **options)
+
+
+def merge_shards(shard_outputs, out, verbose=True):
+    """The shards of `translate_pairs` back in input order, in ``out``
+    (`distillation.merge_shards`).
+
+    Returns:
+        The `distillation.DistilledPairs` of ``out``.
+    """
+    return distillation.merge_shards(shard_outputs, out, verbose=verbose)
 
 
 def average(run_dir, last=None, out=None):

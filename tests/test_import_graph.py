@@ -40,6 +40,8 @@ LAYERS = (
     ("keras_selfattn.training",),
     ("keras_selfattn.inference",),
     ("keras_selfattn.serving", "keras_selfattn.plotting"),
+    # A job's work that reads a run and writes data (the teacher's translations).
+    ("keras_selfattn.distillation",),
     ("keras_selfattn.jobs",),
     ("keras_selfattn.cli", "keras_selfattn.__main__"),
 )

@@ -23,6 +23,7 @@ __all__ = [
     "ProgressLog",
     "TrainingSpeed",
     "ValidationLog",
+    "clock",
     "fit_verbosity",
     "target_tokens",
 ]
@@ -95,7 +96,8 @@ class TrainingSpeed(keras.callbacks.Callback):
         return (tokens - mark[1]) / (seconds - mark[0])
 
 
-def _clock(seconds):
+def clock(seconds):
+    """``seconds`` as ``h:mm:ss`` (an ETA)."""
     seconds = int(seconds)
     return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
 
@@ -201,7 +203,7 @@ class ProgressLog(keras.callbacks.Callback):
                 for period in range(self._epoch + 1, self.plan.periods + 1)
             )
             seconds += self.seconds_per_validation * left
-        return _clock(seconds)
+        return clock(seconds)
 
     def _average(self):
         """Folds the steps timed since the last line into `seconds_per_step`."""
