@@ -1,5 +1,6 @@
 """The commands that write a run: demo, build-vocab, train, average."""
 
+import dataclasses
 import functools
 
 from keras_selfattn.cli import errors
@@ -16,7 +17,12 @@ from keras_selfattn.cli.flags import (
 )
 from keras_selfattn.config import ModelConfig, TrainConfig
 from keras_selfattn.config.presets import PRESETS, preset_configs
-from keras_selfattn.run_directory.layout import checkpoint_step
+from keras_selfattn.run_directory.layout import (
+    CONFIG_FILE,
+    DATA_FILE,
+    checkpoint_step,
+)
+from keras_selfattn.run_directory.rerun import rerun_configs, stored_run
 from keras_selfattn.run_directory.vocabulary_settings import (
     VOCABULARY_SETTINGS,
     train_config_with_vocabulary,
@@ -117,10 +123,15 @@ def add_train(subparsers):
         "train",
         _train,
         help="train on source<TAB>target pair files",
-        usage="%(prog)s --data FILE --out DIR [--epochs N] [--preset NAME] [options]",
+        usage="%(prog)s --data FILE --out DIR [--epochs N] [--preset NAME] [options]"
+        "\n       %(prog)s --out RUN_DIR [--train-steps N | --epochs N] (resume or "
+        "continue the run there, with its settings)",
     )
     groups = train_groups(parser)
-    add_data_option(groups["data"], "pair file or glob (*.tsv.gz); repeatable")
+    data = add_data_option(
+        groups["data"], "pair file or glob (*.tsv.gz); repeatable", required=False
+    )
+    shows(data, "required for a new run; a run in --out remembers its own")
     for flag, split in (("--valid-data", "validation"), ("--test-data", "test")):
         held_out = groups["data"].add_argument(
             flag, action="append", metavar="FILE", help=f"{split} pairs"
@@ -159,9 +170,20 @@ def _add_run_directory_options(group):
 def _configure_train(args):
     """``args.model_config`` and ``args.train_config``: the preset, then the flags;
     with ``--vocab``, the vocabulary's tokenizer settings (a flag typed that
-    contradicts one is refused, naming both). Figures without matplotlib are
-    refused first (`_check_figures`)."""
+    contradicts one is refused, naming both). A run in ``--out`` (without
+    ``--overwrite``) gives its own settings and data instead of the defaults
+    (`_configure_rerun`). Figures without matplotlib are refused first
+    (`_check_figures`)."""
     _check_figures(args)
+    stored = None if args.overwrite else stored_run(args.out)
+    if stored is not None:
+        _configure_rerun(args, stored)
+        return
+    if args.data is None:
+        raise ValueError(
+            f"--data is required: --out {args.out} holds no run to resume or "
+            "continue. Received: no --data"
+        )
     bases = preset_configs(args.preset) if args.preset else (None, None)
     args.model_config = config_from_args(ModelConfig, args, bases[0])
     args.train_config = config_from_args(TrainConfig, args, bases[1])
@@ -169,6 +191,68 @@ def _configure_train(args):
         args.train_config = train_config_with_vocabulary(
             args.train_config, args.vocab, given=_typed_flags(args, VOCABULARY_SETTINGS)
         )
+
+
+def _configure_rerun(args, stored):
+    """A rerun on the run ``stored`` (`run_directory.rerun.StoredRun`): its
+    settings and data, with the settings typed (flags, ``--preset``, ``--vocab``)
+    applied where they may change and refused, in one line, where they may not
+    (`rerun_configs`). Says so in one line."""
+    given = {}
+    for cls, base in zip(
+        (ModelConfig, TrainConfig),
+        preset_configs(args.preset) if args.preset else (None, None),
+        strict=True,
+    ):
+        names = [field.name for field in dataclasses.fields(cls)]
+        given[cls] = _preset_settings(args.preset, base, names)
+        typed = _typed_flags(args, names)
+        given[cls].update({name: (typed[name], getattr(args, name)) for name in typed})
+    if args.vocab is not None:
+        given[TrainConfig].update(_vocabulary_given(args, stored, given[TrainConfig]))
+    args.model_config, args.train_config, changes = rerun_configs(
+        stored, given[ModelConfig], given[TrainConfig]
+    )
+    for name in ("data", "valid_data", "test_data"):
+        if getattr(args, name) is None:
+            setattr(args, name, getattr(stored, name))
+    changed = f"; changed: {', '.join(changes)}" if changes else ""
+    print(
+        f"{stored.run_dir} holds {_ARTICLE[stored.state]} {stored.state} run: using "
+        f"the settings and data it recorded ({CONFIG_FILE}, {DATA_FILE}){changed}",
+        flush=True,
+    )
+
+
+_ARTICLE = {"interrupted": "an", "finished": "a"}
+
+
+def _preset_settings(preset, base, names):
+    """The settings a typed ``--preset`` gives (name -> ``(how, value)``): those
+    where its configuration ``base`` differs from the defaults."""
+    if base is None:
+        return {}
+    default = type(base)()
+    return {
+        name: (f"--preset {preset}", getattr(base, name))
+        for name in names
+        if getattr(base, name) != getattr(default, name)
+    }
+
+
+def _vocabulary_given(args, stored, given):
+    """The tokenizer settings ``--vocab`` gives a rerun (name -> ``(how,
+    value)``), a typed flag that contradicts the vocabulary refused."""
+    values = {name: value for name, (_, value) in given.items()}
+    asked = dataclasses.replace(stored.train_config, **values)
+    with_vocabulary = train_config_with_vocabulary(
+        asked, args.vocab, given=_typed_flags(args, VOCABULARY_SETTINGS)
+    )
+    return {
+        name: (f"--vocab {args.vocab}", getattr(with_vocabulary, name))
+        for name in VOCABULARY_SETTINGS
+        if name not in given
+    }
 
 
 def _typed_flags(args, names):
