@@ -1,7 +1,6 @@
 """The commands that write a run: demo, build-vocab, train, average."""
 
 import dataclasses
-import functools
 
 from keras_selfattn.cli import errors
 from keras_selfattn.cli.command import add_command, progress
@@ -20,6 +19,7 @@ from keras_selfattn.config.presets import PRESETS, preset_configs
 from keras_selfattn.run_directory.layout import (
     CONFIG_FILE,
     DATA_FILE,
+    METRICS_FILE,
     checkpoint_step,
 )
 from keras_selfattn.run_directory.rerun import rerun_configs, stored_run
@@ -76,15 +76,30 @@ def _check_figures(args):
 def _demo(args):
     from keras_selfattn import jobs
 
-    result, _ = jobs.run_demo(
+    result, metrics = jobs.run_demo(
         args.out,
         epochs=args.epochs,
         overwrite=args.overwrite,
         verbose=progress(args),
         figures=args.figures,
+        check_details=args.verbose or args.debug,
     )
-    print(f"run directory: {result.run_dir}")
+    _print_result(result.run_dir, metrics)
     return 0
+
+
+def _print_result(run_dir, metrics):
+    """The result last: the run's test scores in one line (``metrics``, as
+    `jobs.report` returns them; none without a test split) and where the run is."""
+    test = metrics.get("test")
+    if test:
+        search = "greedy" if test["beam_size"] == 1 else f"beam {test['beam_size']}"
+        print(
+            f"test split: chrF {test['chrf']:.2f}  BLEU {test['bleu']:.2f}  "
+            f"exact match {100 * test['exact_match']:.2f}%  ({test['count']} pairs, "
+            f"{search}; {run_dir}/{METRICS_FILE})"
+        )
+    print(f"run directory: {run_dir}")
 
 
 def add_build_vocab(subparsers):
@@ -271,6 +286,11 @@ def _typed_flags(args, names):
 def _train(args):
     from keras_selfattn import jobs
 
+    metrics = {}
+
+    def report(result):  # the chief, before the run is marked finished
+        metrics.update(jobs.report(result, figures=args.figures))
+
     result = jobs.train(
         args.data,
         args.out,
@@ -281,14 +301,14 @@ def _train(args):
         vocab=args.vocab,
         overwrite=args.overwrite,
         verbose=progress(args),
-        # the chief, before the run is marked finished
-        on_finished=functools.partial(jobs.report, figures=args.figures),
+        on_finished=report,
     )
     if not result.is_chief:  # the chief evaluates and writes the run directory
         jobs.print_worker_summary(result)
         return 0
-    print(f"run directory: {result.run_dir}")
-    return errors.health_status(result)
+    status = errors.health_status(result)
+    _print_result(result.run_dir, metrics)
+    return status
 
 
 def add_average(subparsers):

@@ -237,8 +237,10 @@ def test_the_run_remembers_its_settings_and_data(tmp_path, twelve_steps):
     assert longer.status == 0, longer.stderr[-3000:]
     remembered = [line for line in longer.stdout.splitlines() if "recorded" in line]
     assert remembered == [
-        f"{run} holds a finished run: using the settings and data it recorded "
-        "(config.json, data.json); changed: train_steps 12 -> 16"
+        (
+            f"{run} holds a finished run: using the settings and data it recorded "
+            "(config.json, data.json); changed: train_steps 12 -> 16"
+        )
     ]
     assert load_run_config(run / "config.json")[1] == tiny_train_config(train_steps=16)
     rows = _rows(run)
@@ -248,7 +250,8 @@ def test_the_run_remembers_its_settings_and_data(tmp_path, twelve_steps):
     assert 2e6 < float(last["wall_seconds"]) < 2e6 + 600
     # The test scores, then where the run is: the last lines.
     tail = longer.stdout.splitlines()[-2:]
-    assert tail[0].startswith("test ") and tail[1] == f"run directory: {run}", tail
+    assert tail[0].startswith("test split: chrF "), tail
+    assert tail[1] == f"run directory: {run}", tail
 
 
 def test_an_interrupted_run_resumes_with_its_settings(tmp_path, twelve_steps):
