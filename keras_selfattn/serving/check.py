@@ -107,11 +107,12 @@ class ServingCheck:
             else "serve it with the TF Serving release of its TensorFlow, or newer"
         )
         answered = sum(1 for result in self.results if _passed(result))
-        lines = [
+        line = (
             f"check-serving: OK: {self.path}: {len(audit.op_types)} op types "
             f"({ops}), {release}; {answered} of {len(self.results)} requests "
             "answered as expected (check-serving --verbose lists them)"
-        ]
+        )
+        lines = [line]
         if audit.needs_xla_flag:
             lines.append(
                 f"XLA: on CPU run tensorflow_model_server with {XLA_SERVER_FLAG}"
