@@ -100,6 +100,8 @@ def stored_run(run_dir):
         ValueError: ``config.json`` or ``data.json`` is damaged (one line naming it).
     """
     run_dir = pathlib.Path(run_dir)
+    if not run_dir.is_dir():  # new, or a file (`train` refuses it by name)
+        return None
     state = run_dir_state(run_dir)
     if state not in ("interrupted", "finished") or not (run_dir / DATA_FILE).exists():
         return None
