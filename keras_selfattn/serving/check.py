@@ -294,8 +294,6 @@ def _stops_cleanly(function):
     return stopping_cleanly
 
 
-# Long: mostly its docstring; the checks in order, each a function.
-@_stops_cleanly
 def _passed(result):
     """Whether a replayed request got what it should: an answer, or (a malformed
     request, ``expect``) the error it must get."""
@@ -305,6 +303,8 @@ def _passed(result):
     return bool(result["ok"])
 
 
+# Long: mostly its docstring; the checks in order, each a function.
+@_stops_cleanly
 def check_serving(
     saved_model_dir, serving_version=None, run=True, timeout=600, python=None
 ):

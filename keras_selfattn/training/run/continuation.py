@@ -116,14 +116,9 @@ def reopen_finished_run(
     summary = read_run_json(run_dir / FINISHED_FILE)
     done = summary["steps"]
     new_plan = _longer_plan(train_config, record, done, refuse)
-    _check_backup_continues(
-        backup_dir,
-        last_backup,
-        summary,
-        (saved_train, train_config),
-        (new_plan, record),
-        refuse,
-    )
+    configs = (saved_train, train_config)
+    plan = (new_plan, record)
+    _check_backup_continues(backup_dir, last_backup, summary, configs, plan, refuse)
     _key_history_by_step(run_dir, saved_train, record)
     _mark_interrupted(run_dir, model_config, train_config)
     line = (
