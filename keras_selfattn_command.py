@@ -20,8 +20,9 @@ that importing it loads the standard library only. `main`:
    Keras and TensorFlow load, every class is registered, and the package is
    from then on exactly what ``import keras_selfattn`` gives;
 4. gives the signals back to the handlers they had (a signal the caller ignores
-   stays ignored) and runs the command; from there each command stops as
-   `keras_selfattn.stopping` says.
+   stays ignored) and runs the command (`keras_selfattn.cli.run_program`); from
+   there each command stops as `keras_selfattn.stopping` says, and a signal once
+   its work is done still ends it with its line.
 
 ``python -m keras_selfattn_command`` runs the same, and is what the command runs
 when it starts again on TensorFlow (`keras_selfattn.cli.commands.run_on_tensorflow`).
@@ -97,8 +98,9 @@ def main():
     """Runs ``keras-selfattn``: parses before Keras loads; a stopping signal while
     it starts ends it in one line.
 
-    Returns:
-        `keras_selfattn.cli.run_program`'s exit status.
+    Once the command ran, `keras_selfattn.cli.run_program` ends the process with
+    its exit status (``os._exit``: no finalization, where a signal would end it
+    with no line); only ``--help``, ``--version`` and usage errors exit here.
     """
     stderr = _duplicate_stderr()
     stop = functools.partial(_stop_while_starting, stderr)

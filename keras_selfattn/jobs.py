@@ -471,7 +471,12 @@ def check_serving(path, serving_version=None):
 
 
 def run_demo(
-    out_dir="runs/demo", epochs=None, verbose=1, overwrite=False, figures=True
+    out_dir="runs/demo",
+    epochs=None,
+    verbose=1,
+    overwrite=False,
+    figures=True,
+    check_details=True,
 ):
     """The main job: trains on the bundled dates corpus, evaluates, writes figures,
     exports a TF Serving SavedModel, checks it and prints the docker run / curl lines.
@@ -482,6 +487,9 @@ def run_demo(
         verbose: what training prints (`training.train`'s ``verbose``).
         overwrite: replace a finished run in ``out_dir``.
         figures: draw the run's figures (`report`'s ``figures``).
+        check_details: print check-serving's op list and each request
+            (``ServingCheck.summary``); False, its one-line verdict
+            (``summary_line``: the command line without ``--verbose``).
 
     Returns:
         (TrainResult, metrics dict).
@@ -502,7 +510,7 @@ def run_demo(
     export_base = pathlib.Path(result.run_dir) / EXPORT_DIR / serving.DEFAULT_MODEL_NAME
     version_dir = serving.export_run(result.run_dir, export_base)
     check = check_serving(version_dir)
-    print(check.summary())
+    print(check.summary() if check_details else check.summary_line())
     if not check.ok:
         raise RuntimeError(
             f"The exported SavedModel {version_dir} fails check-serving (see above)"

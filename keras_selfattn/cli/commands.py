@@ -16,8 +16,10 @@ class registered), quiets TensorFlow (`cli.quiet`) and runs the command;
 module loads no Keras (the console script imports it before Keras loads).
 """
 
+import functools
 import importlib
 import os
+import signal
 import sys
 
 from keras_selfattn import backends, stopping
@@ -164,44 +166,85 @@ def main(argv=None, *, args=None):
     sys.exit(status)
 
 
-# The statuses of a command a signal stopped: 128 + SIGINT, SIGTERM, SIGHUP.
-STOPPED_STATUSES = (130, 143, 129)
-
-
 def run_program(args=None):
-    """`main` as a program runs it (the console script, ``python -m``): a command
-    a signal stopped ends at once with its status, its output flushed, without
-    the interpreter's finalization, whether `main` returned the status (a command
-    that reports its own stop, as `translate` does) or exited with it. It has
-    already unwound (its locks, child processes and temporary files released);
-    finalizing Python while TensorFlow's threads still ran was seen to die by
-    SIGSEGV instead of 130 or 143. Python callers of `main` get its status or its
-    SystemExit as before.
+    """`main` as a program runs it (the console script, ``python -m``): the
+    process ends at once with `main`'s status, its output flushed, without the
+    interpreter's finalization (``os._exit``). The command has already unwound
+    (its locks, child processes and temporary files released); finalizing Python
+    while TensorFlow's threads still ran was seen to die by SIGSEGV instead of
+    130 or 143, and a signal during that finalization (Python has given the
+    signals back to the system by then) ended the process by the signal itself,
+    with no line. From its start to that end a stopping signal that `main`'s own
+    handling does not take (before it, or once its work is done) ends the
+    process with the command's line and 128 + the signal's number
+    (`errors.interrupted_as_it_ended`); a signal the caller ignores stays
+    ignored. Python callers of `main` get its status or its SystemExit as before.
 
     Args:
         args: what `prepare` returned, or None (`main` parses ``sys.argv``).
 
     Returns:
-        `main`'s exit status.
+        Nothing: the process ends here, with `main`'s exit status.
     """
+    stop = functools.partial(_stop_as_it_ends, args)
+    previous = {}
+    for signum in stopping.STOPPING_SIGNALS:
+        if signal.getsignal(signum) is not signal.SIG_IGN:
+            previous[signum] = signal.signal(signum, stop)
     try:
-        status = main(args=args)
-    except SystemExit as stopped:
-        if stopped.code in STOPPED_STATUSES:
-            _end_now(stopped.code)
-        raise
-    if status in STOPPED_STATUSES:
-        _end_now(status)
-    return status
+        _end_now(_run_to_its_status(args))
+    finally:  # reached only where ``os._exit`` returns (a test's stand-in)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
-def _end_now(status):
-    """Flushes stdout and stderr and ends the process with ``status`` at once."""
+def _run_to_its_status(args):
+    """`main`'s exit status, returned or exited with; a stop raised as `main`'s
+    handlers are undone (its work done) gets its line here."""
+    try:
+        return main(args=args)
+    except SystemExit as exited:
+        return _exit_status(exited)
+    except KeyboardInterrupt as stopped:
+        status = getattr(stopped, "exit_status", errors.INTERRUPTED)
+        name = getattr(stopped, "signal_name", "SIGINT")
+        _, message = errors.interrupted_as_it_ended(args, name, status)
+        print(f"keras-selfattn: {message}", file=sys.stderr)
+        return status
+
+
+def _exit_status(exited):
+    """The exit status a SystemExit gives, as Python's own exit gives it: None
+    is 0, a number itself, anything else printed on stderr and 1."""
+    if exited.code is None or isinstance(exited.code, int):
+        return exited.code or 0
+    print(exited.code, file=sys.stderr)
+    return 1
+
+
+def _stop_as_it_ends(args, signum, frame):
+    """`run_program`'s handler: the command's line, then the process ends with
+    128 + ``signum`` at once."""
+    status, message = errors.interrupted_as_it_ended(
+        args, signal.Signals(signum).name, 128 + signum
+    )
+    _end_now(status, f"keras-selfattn: {message}\n")
+
+
+def _end_now(status, line=None):
+    """Flushes stdout and stderr, writes ``line`` to stderr's descriptor (a
+    signal handler's: stderr's buffer may be in the middle of a write), and ends
+    the process with ``status`` at once."""
     for stream in (sys.stdout, sys.stderr):
         try:
             if stream is not None:
                 stream.flush()
-        except (OSError, ValueError):  # closed, full or a broken pipe
+        except (OSError, ValueError, RuntimeError):  # closed, full, a broken pipe
+            pass
+    if line is not None:
+        try:
+            os.write(2, line.encode())
+        except OSError:  # a closed or full stderr: the status says it all
             pass
     os._exit(status)
 

@@ -300,6 +300,23 @@ def interrupted(command, error=None):
     return status, f"interrupted{by}{resume}"
 
 
+def interrupted_as_it_ended(args, signal_name, status):
+    """``(exit status, message)`` for a stop that came once the command's work was
+    done, while its process ends (``status``: 128 + the signal's number): a
+    `train` or `demo` says where its run is (finished and complete, or what the
+    rerun does), any other command that its work was done."""
+    by = "" if signal_name == "SIGINT" else f" by {signal_name}"
+    command = getattr(args, "command", None)
+    done = "its work was done"
+    if command in ("train", "demo"):
+        from keras_selfattn.run_directory.rerun import run_dir_state
+
+        done = "rerun the same command to finish the run"
+        if run_dir_state(args.out) == "finished":
+            done = f"the run in {args.out} is finished and complete"
+    return status, f"interrupted{by} as it ended; {done}"
+
+
 # A run is expected to translate once it has made this many optimizer updates
 # and is past its learning-rate warm-up; a shorter one (a first trial of a few
 # steps, or one epoch) that does not is warned about, not failed.

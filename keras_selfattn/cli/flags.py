@@ -341,10 +341,11 @@ def add_output_options(parser, default):
         parser.add_argument(flag, action="store_true", default=default, help=help_text)
 
 
-def add_data_option(parser, help_text):
-    """--data, required and repeatable: the pair files a command reads."""
-    parser.add_argument(
-        "--data", action="append", required=True, metavar="FILE", help=help_text
+def add_data_option(parser, help_text, required=True):
+    """--data, repeatable (and required, unless ``required`` is False): the pair
+    files a command reads. Returns the action."""
+    return parser.add_argument(
+        "--data", action="append", required=required, metavar="FILE", help=help_text
     )
 
 

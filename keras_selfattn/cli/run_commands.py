@@ -1,6 +1,6 @@
 """The commands that write a run: demo, build-vocab, train, average."""
 
-import functools
+import dataclasses
 
 from keras_selfattn.cli import errors
 from keras_selfattn.cli.command import add_command, progress
@@ -16,7 +16,13 @@ from keras_selfattn.cli.flags import (
 )
 from keras_selfattn.config import ModelConfig, TrainConfig
 from keras_selfattn.config.presets import PRESETS, preset_configs
-from keras_selfattn.run_directory.layout import checkpoint_step
+from keras_selfattn.run_directory.layout import (
+    CONFIG_FILE,
+    DATA_FILE,
+    METRICS_FILE,
+    checkpoint_step,
+)
+from keras_selfattn.run_directory.rerun import rerun_configs, stored_run
 from keras_selfattn.run_directory.vocabulary_settings import (
     VOCABULARY_SETTINGS,
     train_config_with_vocabulary,
@@ -70,15 +76,30 @@ def _check_figures(args):
 def _demo(args):
     from keras_selfattn import jobs
 
-    result, _ = jobs.run_demo(
+    result, metrics = jobs.run_demo(
         args.out,
         epochs=args.epochs,
         overwrite=args.overwrite,
         verbose=progress(args),
         figures=args.figures,
+        check_details=args.verbose or args.debug,
     )
-    print(f"run directory: {result.run_dir}")
+    _print_result(result.run_dir, metrics)
     return 0
+
+
+def _print_result(run_dir, metrics):
+    """The result last: the run's test scores in one line (``metrics``, as
+    `jobs.report` returns them; none without a test split) and where the run is."""
+    test = metrics.get("test")
+    if test:
+        search = "greedy" if test["beam_size"] == 1 else f"beam {test['beam_size']}"
+        print(
+            f"test split: chrF {test['chrf']:.2f}  BLEU {test['bleu']:.2f}  "
+            f"exact match {100 * test['exact_match']:.2f}%  ({test['count']} pairs, "
+            f"{search}; {run_dir}/{METRICS_FILE})"
+        )
+    print(f"run directory: {run_dir}")
 
 
 def add_build_vocab(subparsers):
@@ -117,10 +138,15 @@ def add_train(subparsers):
         "train",
         _train,
         help="train on source<TAB>target pair files",
-        usage="%(prog)s --data FILE --out DIR [--epochs N] [--preset NAME] [options]",
+        usage="%(prog)s --data FILE --out DIR [--epochs N] [--preset NAME] [options]"
+        "\n       %(prog)s --out RUN_DIR [--train-steps N | --epochs N] (resume or "
+        "continue the run there, with its settings)",
     )
     groups = train_groups(parser)
-    add_data_option(groups["data"], "pair file or glob (*.tsv.gz); repeatable")
+    data = add_data_option(
+        groups["data"], "pair file or glob (*.tsv.gz); repeatable", required=False
+    )
+    shows(data, "required for a new run; a run in --out remembers its own")
     for flag, split in (("--valid-data", "validation"), ("--test-data", "test")):
         held_out = groups["data"].add_argument(
             flag, action="append", metavar="FILE", help=f"{split} pairs"
@@ -159,9 +185,20 @@ def _add_run_directory_options(group):
 def _configure_train(args):
     """``args.model_config`` and ``args.train_config``: the preset, then the flags;
     with ``--vocab``, the vocabulary's tokenizer settings (a flag typed that
-    contradicts one is refused, naming both). Figures without matplotlib are
-    refused first (`_check_figures`)."""
+    contradicts one is refused, naming both). A run in ``--out`` (without
+    ``--overwrite``) gives its own settings and data instead of the defaults
+    (`_configure_rerun`). Figures without matplotlib are refused first
+    (`_check_figures`)."""
     _check_figures(args)
+    stored = None if args.overwrite else stored_run(args.out)
+    if stored is not None:
+        _configure_rerun(args, stored)
+        return
+    if args.data is None:
+        raise ValueError(
+            f"--data is required: --out {args.out} holds no run to resume or "
+            "continue. Received: no --data"
+        )
     bases = preset_configs(args.preset) if args.preset else (None, None)
     args.model_config = config_from_args(ModelConfig, args, bases[0])
     args.train_config = config_from_args(TrainConfig, args, bases[1])
@@ -169,6 +206,68 @@ def _configure_train(args):
         args.train_config = train_config_with_vocabulary(
             args.train_config, args.vocab, given=_typed_flags(args, VOCABULARY_SETTINGS)
         )
+
+
+def _configure_rerun(args, stored):
+    """A rerun on the run ``stored`` (`run_directory.rerun.StoredRun`): its
+    settings and data, with the settings typed (flags, ``--preset``, ``--vocab``)
+    applied where they may change and refused, in one line, where they may not
+    (`rerun_configs`). Says so in one line."""
+    given = {}
+    for cls, base in zip(
+        (ModelConfig, TrainConfig),
+        preset_configs(args.preset) if args.preset else (None, None),
+        strict=True,
+    ):
+        names = [field.name for field in dataclasses.fields(cls)]
+        given[cls] = _preset_settings(args.preset, base, names)
+        typed = _typed_flags(args, names)
+        given[cls].update({name: (typed[name], getattr(args, name)) for name in typed})
+    if args.vocab is not None:
+        given[TrainConfig].update(_vocabulary_given(args, stored, given[TrainConfig]))
+    args.model_config, args.train_config, changes = rerun_configs(
+        stored, given[ModelConfig], given[TrainConfig]
+    )
+    for name in ("data", "valid_data", "test_data"):
+        if getattr(args, name) is None:
+            setattr(args, name, getattr(stored, name))
+    changed = f"; changed: {', '.join(changes)}" if changes else ""
+    print(
+        f"{stored.run_dir} holds {_ARTICLE[stored.state]} {stored.state} run: using "
+        f"the settings and data it recorded ({CONFIG_FILE}, {DATA_FILE}){changed}",
+        flush=True,
+    )
+
+
+_ARTICLE = {"interrupted": "an", "finished": "a"}
+
+
+def _preset_settings(preset, base, names):
+    """The settings a typed ``--preset`` gives (name -> ``(how, value)``): those
+    where its configuration ``base`` differs from the defaults."""
+    if base is None:
+        return {}
+    default = type(base)()
+    return {
+        name: (f"--preset {preset}", getattr(base, name))
+        for name in names
+        if getattr(base, name) != getattr(default, name)
+    }
+
+
+def _vocabulary_given(args, stored, given):
+    """The tokenizer settings ``--vocab`` gives a rerun (name -> ``(how,
+    value)``), a typed flag that contradicts the vocabulary refused."""
+    values = {name: value for name, (_, value) in given.items()}
+    asked = dataclasses.replace(stored.train_config, **values)
+    with_vocabulary = train_config_with_vocabulary(
+        asked, args.vocab, given=_typed_flags(args, VOCABULARY_SETTINGS)
+    )
+    return {
+        name: (f"--vocab {args.vocab}", getattr(with_vocabulary, name))
+        for name in VOCABULARY_SETTINGS
+        if name not in given
+    }
 
 
 def _typed_flags(args, names):
@@ -187,6 +286,11 @@ def _typed_flags(args, names):
 def _train(args):
     from keras_selfattn import jobs
 
+    metrics = {}
+
+    def report(result):  # the chief, before the run is marked finished
+        metrics.update(jobs.report(result, figures=args.figures))
+
     result = jobs.train(
         args.data,
         args.out,
@@ -197,14 +301,14 @@ def _train(args):
         vocab=args.vocab,
         overwrite=args.overwrite,
         verbose=progress(args),
-        # the chief, before the run is marked finished
-        on_finished=functools.partial(jobs.report, figures=args.figures),
+        on_finished=report,
     )
     if not result.is_chief:  # the chief evaluates and writes the run directory
         jobs.print_worker_summary(result)
         return 0
-    print(f"run directory: {result.run_dir}")
-    return errors.health_status(result)
+    status = errors.health_status(result)
+    _print_result(result.run_dir, metrics)
+    return status
 
 
 def add_average(subparsers):

@@ -129,5 +129,6 @@ def _check_serving(args):
     except CheckStopped as stopped:
         print(f"keras-selfattn: {stopped}", file=sys.stderr)
         return stopped.exit_status
-    print(check.summary())
+    # The op list and each request with --verbose; otherwise the verdict's line.
+    print(check.summary() if args.verbose or args.debug else check.summary_line())
     return 0 if check.ok else 1

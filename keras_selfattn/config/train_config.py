@@ -202,7 +202,7 @@ class TrainConfig:
     target_vocab_size: int | None = _field(None, VOCAB)
     split_digits: bool = _field(True, VOCAB)
     tokenizer_ops: str = _field("tensorflow_text", VOCAB)
-    patience: int = 4
+    patience: int = _field(4, CONTINUATION)
     jit_compile: bool | None = True
     strategy: str = _field("auto", PLACEMENT)
     mixed_precision: str = "float32"

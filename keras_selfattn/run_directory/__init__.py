@@ -4,6 +4,7 @@
 - `settings`: ``config.json`` (the model and training settings);
 - `metrics`: ``metrics.json``; `history`: ``history.csv``;
 - `vocabulary_settings`: the tokenizer settings a vocabulary was built with;
+- `rerun`: the run's state, and what a rerun of `train` on it takes from it;
 - `consistency`: whether the parts belong together;
 - `damaged`: one line naming a damaged file and what to do;
 - `atomic`: writing a file atomically.

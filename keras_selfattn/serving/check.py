@@ -45,6 +45,7 @@ import signal
 import sys
 import tempfile
 
+from keras_selfattn.choices import XLA_SERVER_FLAG
 from keras_selfattn.serving import audit as audit_lib
 from keras_selfattn.serving import export_report, replay_requests
 from keras_selfattn.serving.audit import audit_saved_model_proto
@@ -88,6 +89,37 @@ class ServingCheck:
     def ok(self):
         return not self.problems
 
+    def summary_line(self):
+        """A passed check in one line (what ``check-serving`` prints without
+        ``--verbose``): the op count, the oldest TF Serving release that loads
+        it, the requests answered as expected; then each warning (and the XLA
+        server flag, when needed) on a line of its own. A failed check is its
+        whole `summary`: the op list and each request."""
+        if not self.ok:
+            return self.summary()
+        audit = self.audit
+        ops = "core TensorFlow ops only"
+        if audit.tensorflow_text:
+            ops = f"{len(audit.tensorflow_text)} of them tensorflow-text ops"
+        release = (
+            f"loads on TF Serving {audit.oldest_serving} or newer"
+            if audit.oldest_serving
+            else "serve it with the TF Serving release of its TensorFlow, or newer"
+        )
+        answered = sum(1 for result in self.results if _passed(result))
+        line = (
+            f"check-serving: OK: {self.path}: {len(audit.op_types)} op types "
+            f"({ops}), {release}; {answered} of {len(self.results)} requests "
+            "answered as expected (check-serving --verbose lists them)"
+        )
+        lines = [line]
+        if audit.needs_xla_flag:
+            lines.append(
+                f"XLA: on CPU run tensorflow_model_server with {XLA_SERVER_FLAG}"
+            )
+        lines += [f"WARNING: {w}" for w in self.warnings]
+        return "\n".join(lines)
+
     def summary(self):
         """Human-readable lines: the audit, each request, the verdict."""
         lines = [f"SavedModel: {self.path}", self.audit.summary()]
@@ -101,7 +133,6 @@ class ServingCheck:
                 )
             )
         for result in self.results:
-            status = "ok " if result["ok"] else "ERR"
             seconds = result.get("seconds")
             timing = f"{seconds * 1000:.0f} ms" if seconds is not None else ""
             shapes = ", ".join(
@@ -109,10 +140,9 @@ class ServingCheck:
                 for k, v in sorted(result.get("outputs", {}).items())
             )
             expected = result.get("expect")
-            if expected:
-                rejected = not result["ok"] and result["error"].startswith(expected)
-                status = "ok " if rejected else "ERR"
-                shapes = f"rejected: {expected}" if rejected else shapes
+            status = "ok " if _passed(result) else "ERR"
+            if expected and status == "ok ":
+                shapes = f"rejected: {expected}"
             lines.append(
                 f"  {status} {result['signature']:<16} {result['name']:<14} "
                 f"{timing:>8}  {shapes}"
@@ -262,6 +292,15 @@ def _stops_cleanly(function):
             return function(*args, **kwargs)
 
     return stopping_cleanly
+
+
+def _passed(result):
+    """Whether a replayed request got what it should: an answer, or (a malformed
+    request, ``expect``) the error it must get."""
+    expected = result.get("expect")
+    if expected:
+        return not result["ok"] and result["error"].startswith(expected)
+    return bool(result["ok"])
 
 
 # Long: mostly its docstring; the checks in order, each a function.

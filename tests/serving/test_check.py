@@ -114,12 +114,17 @@ def test_core_export_serves_without_tensorflow_text(core_check_through_the_cli):
 
 
 def test_cli_check_serving(core_check_through_the_cli):
-    status, out, _ = core_check_through_the_cli
+    """Without --verbose, a passed check is one line: no op list, no request."""
+    status, out, check = core_check_through_the_cli
     assert status == 0, out
-    assert "core TensorFlow ops only: no tensorflow-text op needed" in out
+    (line,) = out.splitlines()
+    assert line.startswith(f"check-serving: OK: {check.path}: "), line
+    assert "(core TensorFlow ops only)" in line, line
     assert "serves on any TF Serving build" not in out
-    assert f"loads on TF Serving {TF_RELEASE} or newer" in out
-    assert "check-serving: OK" in out
+    assert f"loads on TF Serving {TF_RELEASE} or newer" in line, line
+    assert "op types (" + str(len(check.audit.op_types)) + "):" not in out
+    assert "  ok " not in out
+    assert "core TensorFlow ops only: no tensorflow-text op needed" in check.summary()
 
 
 def test_cli_check_serving_compares_the_serving_version(core_export, capsys):

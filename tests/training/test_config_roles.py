@@ -40,6 +40,7 @@ def test_the_role_lists_are_the_ones_runs_were_saved_with():
     )
     assert config_lib.CONTINUATION_FIELDS == (
         "epochs",
+        "patience",  # a larger one continues a run that stopped early
         "train_steps",
         "eval_every",
         "save_every",

@@ -199,3 +199,77 @@ def test_a_backup_of_an_older_input_graph_continues_by_replaying(
     assert result.summary["pairs_read"] == reference.summary["pairs_read"]
     backup = run / "backup" / "worker-0"
     assert read_backup(backup, 3)["input_pipeline"] == INPUT_PIPELINE
+
+
+def _history_with_clock(run, cpu_seconds, wall_seconds):
+    """The run's history.csv with its last row's clock columns set (as a long
+    run's would read)."""
+    rows = _rows(run)
+    header = rows[0]
+    if "wall_seconds" not in header:  # a run written before the column
+        header.append("wall_seconds")
+        for row in rows[1:]:
+            row.append("")
+    rows[-1][header.index("cpu_seconds")] = str(cpu_seconds)
+    rows[-1][header.index("wall_seconds")] = str(wall_seconds)
+    with open(run / "history.csv", "w", newline="", encoding="utf-8") as handle:
+        csv.writer(handle, lineterminator="\n").writerows(rows)
+
+
+def test_the_run_remembers_its_settings_and_data(tmp_path, twelve_steps):
+    """``train --out RUN`` alone takes the run's settings and data: a flag that
+    contradicts one is refused in one line, one that may change is applied, and
+    the CPU and wall seconds go on counting from the run's history."""
+    run = _copy(twelve_steps.run_dir, tmp_path)
+    out = ["train", "--out", str(run)]
+
+    contradiction = run_in_process([*out, "--num-hiddens", "32"])
+    assert contradiction.status == 2, contradiction
+    (line,) = contradiction.stderr.splitlines()
+    assert "--num-hiddens 32" in line and "num_hiddens=16" in line, line
+    assert "received 32" in line, line
+
+    same = run_in_process(out)  # a finished run: nothing more to train
+    assert same.status == 2 and "asks for 12" in same.stderr, same
+
+    _history_with_clock(run, cpu_seconds=1e6, wall_seconds=2e6)
+    longer = run_in_process([*out, "--train-steps", "16", "--quiet", "--no-figures"])
+    assert longer.status == 0, longer.stderr[-3000:]
+    remembered = [line for line in longer.stdout.splitlines() if "recorded" in line]
+    assert remembered == [
+        (
+            f"{run} holds a finished run: using the settings and data it recorded "
+            "(config.json, data.json); changed: train_steps 12 -> 16"
+        )
+    ]
+    assert load_run_config(run / "config.json")[1] == tiny_train_config(train_steps=16)
+    rows = _rows(run)
+    assert [row[0] for row in rows] == ["step", "4", "8", "12", "16"]
+    last = dict(zip(rows[0], rows[-1], strict=True))
+    assert 1e6 < float(last["cpu_seconds"]) < 1e6 + 600
+    assert 2e6 < float(last["wall_seconds"]) < 2e6 + 600
+    # The test scores, then where the run is: the last lines.
+    tail = longer.stdout.splitlines()[-2:]
+    assert tail[0].startswith("test split: chrF "), tail
+    assert tail[1] == f"run directory: {run}", tail
+
+
+def test_an_interrupted_run_resumes_with_its_settings(tmp_path, twelve_steps):
+    """An interrupted run (its steps done, not yet marked finished) resumes from
+    ``--out`` alone; its length is refused until it has finished."""
+    run = _copy(twelve_steps.run_dir, tmp_path)
+    (run / "training.json").unlink()  # as a kill before the end leaves it
+    out = ["train", "--out", str(run), "--quiet", "--no-figures"]
+    longer = run_in_process([*out, "--train-steps", "16"])
+    assert longer.status == 2, longer
+    (line,) = longer.stderr.splitlines()
+    assert "--train-steps 16 contradicts the interrupted run" in line, line
+    assert "train_steps=12" in line and "resume it first" in line, line
+
+    resumed = run_in_process([*out, "--log-every", "1"])  # output only: applied
+    assert resumed.status == 0, resumed.stderr[-3000:]
+    assert (
+        f"{run} holds an interrupted run: using the settings and data it recorded "
+        "(config.json, data.json); changed: log_every 3 -> 1"
+    ) in resumed.stdout
+    assert json.loads((run / "training.json").read_text())["steps"] == 12

@@ -5,12 +5,21 @@ finished by the rerun."""
 
 import csv
 import json
+import os
 import signal
+import subprocess
+import sys
 
 import pytest
 
 from keras_selfattn import text
-from tests.bad_input_cases import TINY_RUN_WITH_FIGURES, run_in_process, signalled_at
+from tests.bad_input_cases import (
+    TINY_RUN_ARGS,
+    TINY_RUN_WITH_FIGURES,
+    run_in_process,
+    signalled_at,
+)
+from tests.training.cluster import REPO
 
 pytestmark = pytest.mark.slow
 
@@ -75,3 +84,47 @@ def test_sigterm_mid_training_then_ctrl_c_in_the_final_work_then_finished(tmp_pa
     assert (run / "plots" / "history.png").exists()
     assert _history_steps(run) == ["step", "4", "8", "12"]
     assert not (run / "train.lock").exists()
+
+
+# The console script, its command's `main` followed by a Ctrl-C of its own: the
+# signal in the last instant of a command that is done.
+_CTRL_C_AS_IT_ENDS = """
+import os, signal, sys
+import keras_selfattn_command
+from keras_selfattn.cli import commands
+
+done = commands.main
+
+def main(argv=None, *, args=None):
+    status = done(argv, args=args)
+    os.kill(os.getpid(), signal.SIGINT)
+    return status
+
+commands.main = main
+sys.argv = ["keras-selfattn", *sys.argv[1:]]
+sys.exit(keras_selfattn_command.main())
+"""
+
+
+def test_ctrl_c_as_a_finished_train_ends_gives_its_line_and_status(tmp_path):
+    """A Ctrl-C once the run is marked finished, as the process ends: the
+    command's own line and 130, not a death by the signal with no line."""
+    data = text.write_pairs(tmp_path / "pairs.tsv", text.load_bundled_dates()[:300])
+    run = tmp_path / "run"
+    argv = ["train", "--data", str(data), "--out", str(run), "--train-steps", "2"]
+    argv += ["--eval-every", "2", "--quiet", *TINY_RUN_ARGS]
+    done = subprocess.run(
+        [sys.executable, "-c", _CTRL_C_AS_IT_ENDS, *argv],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=str(REPO)),
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 130, (done.returncode, done.stderr[-3000:])
+    assert _last_line(done) == (
+        f"keras-selfattn: interrupted as it ended; the run in {run} is finished "
+        "and complete"
+    )
+    assert done.stdout.splitlines()[-1] == f"run directory: {run}"
+    assert json.loads((run / "training.json").read_text())["steps"] == 2

@@ -5,11 +5,12 @@
 (the text a user would get), scores it with sacrebleu against the references as
 written (chrF, BLEU), keeps three examples beside their references and runs the
 health check (`health.Health`). The figures go into Keras' logs (``val_*``,
-``cpu_seconds``: ``history.csv``'s columns); the examples (text, which Keras
-would average) and the `Health` stay on the callback.
+``cpu_seconds``, ``wall_seconds``: ``history.csv``'s columns); the examples
+(text, which Keras would average) and the `Health` stay on the callback.
 """
 
 import os
+import time
 
 import keras
 import numpy as np
@@ -22,35 +23,64 @@ from keras_selfattn.training.callbacks.health import (
     top_share,
 )
 
-__all__ = ["Validation", "ValidationWatch"]
+__all__ = ["RunClock", "Validation", "ValidationWatch"]
 
 _DEPENDENCE_PAIRS = 64  # teacher-forced pairs of the source-dependence check
+
+
+def clock_reading():
+    """``(CPU seconds of this process, a monotonic wall clock)`` now."""
+    times = os.times()
+    return (times.user + times.system, time.monotonic())
+
+
+class RunClock:
+    """The CPU seconds (this process') and wall seconds a run has taken, across
+    resumes: those since ``started`` plus what the run had counted before
+    (``history.csv``'s last row, for a resumed or continued run).
+
+    Args:
+        before: ``(cpu_seconds, wall_seconds)`` counted before this call.
+        started: the `clock_reading` it counts from (default: now).
+    """
+
+    def __init__(self, before=(0.0, 0.0), started=None):
+        self.before = before
+        self.started = started or clock_reading()
+
+    def read(self):
+        """``(cpu_seconds, wall_seconds)`` of the run so far."""
+        now = clock_reading()
+        return tuple(b + n - s for b, n, s in zip(self.before, now, self.started))
 
 
 class Validation(keras.callbacks.Callback):
     """Validates on the plan's cadence and always at the last step.
 
-    Writes into ``logs`` the validation loss and metrics (``val_*``), the
-    process' CPU seconds so far (``cpu_seconds``) and the watch's scores; an
-    epoch without validation gets those columns empty (NaN). The callbacks after
-    it read them: the best model, early stopping, the log lines, the health
-    alarm, TensorBoard, ``history.csv``.
+    Writes into ``logs`` the validation loss and metrics (``val_*``), the CPU
+    and wall seconds of the run so far (``cpu_seconds``, ``wall_seconds``, by
+    ``clock``: a resumed run goes on counting) and the watch's scores; an epoch
+    without validation gets those columns empty (NaN). The callbacks after it
+    read them: the best model, early stopping, the log lines, the health alarm,
+    TensorBoard, ``history.csv``.
 
     Args:
         plan: the run's `StepPlan`.
         validation: the validation dataset (known cardinality).
         watch: a `ValidationWatch`, or None (loss only).
+        clock: a `RunClock` (default: counting from this callback's creation).
 
     Attributes:
         examples: the last validation's examples (``history.csv`` columns).
         health: the last validation's `health.Health`, or None.
     """
 
-    def __init__(self, plan, validation, watch=None):
+    def __init__(self, plan, validation, watch=None, clock=None):
         super().__init__()
         self.plan = plan
         self.validation = validation
         self.watch = watch
+        self.clock = clock or RunClock()
         self.health = None
         self.examples = {}
 
@@ -62,15 +92,14 @@ class Validation(keras.callbacks.Callback):
         results = self.model.evaluate(self.validation, verbose=0, return_dict=True)
         for name, value in results.items():
             logs["val_" + name] = value
-        times = os.times()
-        logs["cpu_seconds"] = times.user + times.system  # this process, so far
+        logs["cpu_seconds"], logs["wall_seconds"] = self.clock.read()
         if self.watch is not None:
             scores, self.examples, self.health = self.watch(self.model)
             logs.update(scores)
 
     def _no_validation(self, logs):
         """An epoch without validation: its columns of ``history.csv`` empty."""
-        logs["val_loss"] = logs["cpu_seconds"] = float("nan")
+        logs["val_loss"] = logs["cpu_seconds"] = logs["wall_seconds"] = float("nan")
         for key in self.watch.log_keys() if self.watch else ():
             logs[key] = float("nan")
         self.examples = (

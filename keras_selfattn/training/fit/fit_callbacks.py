@@ -2,9 +2,11 @@
 runs them (`fit_callbacks`), and those read once ``fit`` returns."""
 
 import dataclasses
+import math
 
 import keras
 
+from keras_selfattn.run_directory.history import read_history
 from keras_selfattn.run_directory.layout import (
     CHECKPOINTS_DIR,
     HISTORY_FILE,
@@ -28,7 +30,11 @@ from keras_selfattn.training.callbacks.tensorboard import (
     TensorBoardLog,
     tensorboard_installed,
 )
-from keras_selfattn.training.callbacks.validation import Validation, ValidationWatch
+from keras_selfattn.training.callbacks.validation import (
+    RunClock,
+    Validation,
+    ValidationWatch,
+)
 from keras_selfattn.training.run.backup import WorkerBackup
 
 
@@ -58,7 +64,8 @@ def fit_callbacks(call, place, data, batches, restored, initial_epoch):
     watch = validation_watch(call, place, data)
     best_by = best_by_for(config.best_by, translations=watch is not None)
     best = restored.get("best")
-    validation = Validation(plan, batches.validation, watch)
+    clock = run_clock(call, place, initial_epoch)
+    validation = Validation(plan, batches.validation, watch, clock)
     best_model = BestModel(plan, place.work_dir / MODEL_FILE, best_by, best=best)
     early_stopping = EarlyStopping(
         plan, config.patience, best_by, best=best, wait=restored.get("wait", 0)
@@ -91,6 +98,31 @@ def fit_callbacks(call, place, data, batches, restored, initial_epoch):
         *call.callbacks,
     ]
     return FitCallbacks(callbacks, stopper, validation, best_model)
+
+
+def run_clock(call, place, initial_epoch):
+    """The `RunClock` of the call, counting from its start (``call.started``) on
+    from what ``history.csv``'s last row counted, for a resumed or continued run
+    (``initial_epoch`` > 0: its rows past the restart point are dropped already)."""
+    rows = read_history(place.work_dir / HISTORY_FILE) if initial_epoch else []
+    before = tuple(
+        max([_seconds(row.get(name)) for row in rows], default=0.0)
+        for name in CLOCK_COLUMNS
+    )
+    return RunClock(before, call.started)
+
+
+# The history.csv columns of `RunClock`'s figures.
+CLOCK_COLUMNS = ("cpu_seconds", "wall_seconds")
+
+
+def _seconds(cell):
+    """A history cell as seconds: 0 where empty or not a finite number."""
+    try:
+        value = float(cell)
+    except (TypeError, ValueError):
+        return 0.0
+    return value if math.isfinite(value) else 0.0
 
 
 def validation_watch(call, place, data):

@@ -21,7 +21,7 @@ from keras_selfattn.models import ModelConfig, saving
 from keras_selfattn.run_directory.layout import CONFIG_FILE, HISTORY_FILE, MODEL_FILE
 from keras_selfattn.run_directory.settings import load_run_config, save_run_config
 from keras_selfattn.training.callbacks.best_model import BestModel
-from keras_selfattn.training.callbacks.validation import Validation
+from keras_selfattn.training.callbacks.validation import Validation, clock_reading
 from keras_selfattn.training.data import run_batches
 from keras_selfattn.training.data import run_data as run_data_lib
 from keras_selfattn.training.data.run_tokenizer import load_or_learn_tokenizer
@@ -42,7 +42,9 @@ from keras_selfattn.training.run.run_dir import prune_backups
 
 @dataclasses.dataclass(frozen=True)
 class TrainCall:
-    """What one `train` call was given (``verbose`` already a level: 0, 1 or 2)."""
+    """What one `train` call was given (``verbose`` already a level: 0, 1 or 2),
+    and when it started (`validation.clock_reading`: the run's CPU and wall
+    seconds count from there)."""
 
     run_dir: pathlib.Path
     model_config: ModelConfig
@@ -53,6 +55,7 @@ class TrainCall:
     vocab: object
     verbose: int
     callbacks: tuple
+    started: tuple = dataclasses.field(default_factory=clock_reading)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -8,18 +8,20 @@ into an interrupted one, which `train` resumes as it resumes any other: from
 that backup, keeping ``model.keras`` (the best model so far, replaced only by a
 better one) and ``history.csv`` (new rows appended).
 
-What may differ: ``train_steps`` and ``epochs`` (the new total must be larger
-than the steps trained), ``eval_every`` and ``save_every`` as long as the new
-plan's period still ends where the backup was taken, and where the run trains
-(`config.PLACEMENT_FIELDS`). Anything else (a model setting, another data
-file, another seed...) is refused, naming it. The optimizer's step count
-continues (no second warm-up); ``lr_schedule="inverse_sqrt"`` does not depend
-on the run's length, ``"cosine"`` stretches its decay to the new end from the
-step reached (as OpenNMT-tf does when ``max_step`` grows).
+What may differ (`config.CONTINUATION_FIELDS`): ``train_steps`` and ``epochs``
+(the new total must be larger than the steps trained), ``eval_every`` and
+``save_every`` as long as the new plan's period still ends where the backup was
+taken, ``patience`` (a larger one continues a run that stopped early), and
+where the run trains (`config.PLACEMENT_FIELDS`). Anything else (a model
+setting, another data file, another seed...) is refused, naming it. The
+optimizer's step count continues (no second warm-up);
+``lr_schedule="inverse_sqrt"`` does not depend on the run's length, ``"cosine"``
+stretches its decay to the new end from the step reached (as OpenNMT-tf does
+when ``max_step`` grows).
 
 A run that stopped early (no better validation score, by its ``best_by``:
-chrF by default, for ``patience`` validations) is not continued: it would stop
-again at its next validation.
+chrF by default, for ``patience`` validations) is not continued under that
+``patience``: it would stop again at its next validation.
 """
 
 import dataclasses
@@ -114,9 +116,9 @@ def reopen_finished_run(
     summary = read_run_json(run_dir / FINISHED_FILE)
     done = summary["steps"]
     new_plan = _longer_plan(train_config, record, done, refuse)
-    _check_backup_continues(
-        backup_dir, last_backup, summary, saved_train, new_plan, record, refuse
-    )
+    configs = (saved_train, train_config)
+    plan = (new_plan, record)
+    _check_backup_continues(backup_dir, last_backup, summary, configs, plan, refuse)
     _key_history_by_step(run_dir, saved_train, record)
     _mark_interrupted(run_dir, model_config, train_config)
     line = (
@@ -190,15 +192,18 @@ def _longer_plan(train_config, record, done, refuse):
 _SCORE_NAMES = {"chrf": "chrF", "bleu": "BLEU", "loss": "loss"}
 
 
-def _check_backup_continues(
-    backup_dir, epoch, summary, saved_train, new_plan, record, refuse
-):
+def _check_backup_continues(backup_dir, epoch, summary, configs, plan, refuse):
     """The last backup (``epoch``) ends the run and a period of the new plan, and
     it is whole (`backup.check_backup`: a damaged file refused before any change).
 
     ``summary``: ``training.json``, the steps the run trained and the score it
     followed (``best_by``: "loss" where it had no translations to score).
+    ``configs``: the saved `TrainConfig` and the new call's (a run that stopped
+    early continues under a larger ``patience``, the new call's); ``plan``: the
+    new call's `StepPlan` and ``data.json``'s record.
     """
+    saved_train, train_config = configs
+    new_plan, record = plan
     from keras_selfattn.training.fit.step_plan import plan_steps
 
     done = summary["steps"]
@@ -207,12 +212,13 @@ def _check_backup_continues(
     # The last step is always backed up: a run that went on past its last
     # backup, or whose backup counts `patience` validations without progress,
     # stopped early.
-    if state.get("step") != done or stopped_early(state, saved_train.patience):
+    patience = train_config.patience
+    if state.get("step") != done or stopped_early(state, patience):
         raise ValueError(
             f"{refuse}: it stopped early, after {done} steps, with no better "
             f"validation {_SCORE_NAMES.get(best_by, best_by)} (--best-by "
-            f"{best_by}) for {saved_train.patience} validations; training longer "
-            "would stop again"
+            f"{best_by}) for {patience} validations; training longer with that "
+            "--patience would stop again"
         )
     if new_plan.step_after(epoch) != done:
         old_plan = plan_steps(saved_train, record["train_pairs"])

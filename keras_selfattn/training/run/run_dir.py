@@ -14,12 +14,8 @@ import pathlib
 import shutil
 
 from keras_selfattn.run_directory.atomic import write_text_atomically
-from keras_selfattn.run_directory.layout import (
-    BACKUP_DIR,
-    CONFIG_FILE,
-    FINISHED_FILE,
-    LOCK_FILE,
-)
+from keras_selfattn.run_directory.layout import FINISHED_FILE, LOCK_FILE
+from keras_selfattn.run_directory.rerun import run_dir_state
 from keras_selfattn.training.distribute.distributed import all_workers_values
 from keras_selfattn.training.run.backup import backed_up_epochs, remove_backup
 
@@ -32,20 +28,6 @@ __all__ = [
     "prune_backups",
     "run_dir_state",
 ]
-
-
-def run_dir_state(run_dir) -> str:
-    """``"new"``, ``"interrupted"``, ``"finished"`` or ``"foreign"``."""
-    run_dir = pathlib.Path(run_dir)
-    if not run_dir.exists() or not any(
-        child.name != LOCK_FILE for child in run_dir.iterdir()
-    ):
-        return "new"
-    if (run_dir / FINISHED_FILE).exists():
-        return "finished"
-    if (run_dir / CONFIG_FILE).exists() and (run_dir / BACKUP_DIR).is_dir():
-        return "interrupted"
-    return "foreign"
 
 
 def claim_run_dir(run_dir, *, overwrite=False):
