@@ -15,6 +15,7 @@ serving -> command line).
 """
 
 from keras_selfattn.scoring import evaluate, format_metrics
+from keras_selfattn.search_settings import SearchSettings
 from keras_selfattn.translation import (
     ModelFileError,
     Translation,
@@ -24,6 +25,7 @@ from keras_selfattn.translation import (
 
 __all__ = [
     "ModelFileError",
+    "SearchSettings",
     "Translation",
     "Translator",
     "evaluate",

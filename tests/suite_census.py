@@ -124,6 +124,7 @@ class Census:
                     f"{nodeid}"
                 )
 
+
 def _is_python(program):
     name = pathlib.PurePath(program).name
     return (
