@@ -83,7 +83,6 @@ def test_option_exports_serve_the_float32_texts_under_the_session_loader(
     the other exports (`fresh_process_reports`)."""
     run, covered, size, left_out, exports = option_exports
     assert covered, "some texts must translate without the left-out piece"
-    table = ShortlistTable.load(run)
     served = text_export_served["session"]["serving_default"]["translation"]
     expected = [t for t, s in zip(served, sample_texts, strict=True) if s in covered]
     for options in option_sets(size):
