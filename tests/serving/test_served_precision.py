@@ -358,7 +358,7 @@ def test_cli_translate_and_evaluate_take_the_options(text_run_dir, capsys):
     what `Translator.load` gives with the same options (the table training
     wrote into the run)."""
     texts = ["14 juillet 1989", "mardi 3 mars 2015"]
-    flags = ["--precision", "bfloat16", "--shortlist"]
+    flags = ["--precision", "bfloat16", "--shortlist", str(DEFAULT_FREQUENT)]
     assert cli.main(["translate", "--model", str(text_run_dir), *flags, *texts]) == 0
     printed = capsys.readouterr().out.splitlines()
     translator = Translator.load(
