@@ -33,6 +33,12 @@ DEFAULT_MODEL_NAME = "translator"
 XLA_SERVER_FLAG = "--xla_cpu_compilation_enabled=true"
 DEFAULT_PER_SOURCE = 50
 DEFAULT_LENGTH_PENALTY = 0.6  # GNMT's alpha (Wu et al. 2016)
+# SearchSettings.search: the searches a translator and an export run.
+SEARCHES = ("greedy", "beam")
+# SearchSettings.precision (--precision): the searches' products.
+SEARCH_PRECISIONS = ("float32", "bfloat16")
+# SearchSettings.quantize (--quantize): the products' kernels held as int8.
+QUANTIZATIONS = ("int8",)
 # Steps a sentence is searched for beyond ``max_length_ratio`` times its
 # source's tokens (`keras_selfattn.decoding.loop.length_caps`,
 # --max-length-ratio): a short source needs room that a ratio alone does not
@@ -60,8 +66,11 @@ __all__ = [
     "DEFAULT_PER_SOURCE",
     "LENGTH_CAP_MARGIN",
     "LR_SCHEDULES",
+    "QUANTIZATIONS",
     "RNN_TYPES",
     "SCORES",
+    "SEARCHES",
+    "SEARCH_PRECISIONS",
     "STRATEGIES",
     "TOKENIZER_KINDS",
     "TOKENIZER_OPS",

@@ -18,6 +18,7 @@ command line's ``translate`` and ``evaluate`` and the distillation jobs load it.
 """
 
 from keras_selfattn.scoring import evaluate, format_metrics
+from keras_selfattn.search_settings import SearchSettings
 from keras_selfattn.translation import (
     ModelFileError,
     Translation,
@@ -27,6 +28,7 @@ from keras_selfattn.translation import (
 
 __all__ = [
     "ModelFileError",
+    "SearchSettings",
     "Translation",
     "Translator",
     "evaluate",
@@ -40,18 +42,13 @@ def load_translator(
     run_dir, precision="float32", quantize=None, shortlist=None, max_length_ratio=None
 ):
     """The `Translator` of a trained run directory; ``precision``,
-    ``quantize``, ``shortlist`` (N, the most frequent target pieces kept: the
-    run's table, learned when missing) and ``max_length_ratio`` as
-    `serving.export_run` takes them."""
-    table = None
-    if shortlist is not None:
-        from keras_selfattn.training.data.run_shortlist import run_shortlist
-
-        table = run_shortlist(run_dir, frequent=shortlist)
+    ``quantize``, ``shortlist`` (N: the run's table of the N most frequent
+    target pieces, ``RUN_DIR/shortlist.npz``) and ``max_length_ratio`` as
+    `SearchSettings` takes them."""
     return Translator.load(
         run_dir,
         precision=precision,
         quantize=quantize,
-        shortlist=table,
+        shortlist=shortlist,
         max_length_ratio=max_length_ratio,
     )

@@ -1,24 +1,24 @@
-"""Every job the command line runs, as one documented function each.
+"""The jobs the command line runs that are more than one library call.
 
-The ``keras-selfattn`` commands call these and nothing else for their work; each
-calls the library module the work lives in:
+Each calls the library modules its work lives in; where a command's work is
+one library function, the command calls that function itself
+(``training.train``, ``inference.Translator.from_run``,
+``training.fit.averaging.average_run``, ``serving.export_run``,
+``serving.check_serving``, ``training.data.run_shortlist.learn_run_shortlist``):
 
 - `build_vocab`: the vocabularies of a corpus (``text.learn_vocab``);
-- `train` with ``on_finished=report`` (the chief; `print_worker_summary` on
-  another worker): a run directory with a trained model (``training.train``),
-  its test metrics and figures, written before the run is marked finished;
-- `load_translator` and `translate_stream`: translations of a run's model
-  (``inference.Translator``), a batch of lines at a time, each batch written at once;
-- `translate_pairs` and `merge_shards`: a teacher run's translations of pair
-  files' sources as a new pair file, resumable and shardable, the data of
-  sequence-level knowledge distillation (``distillation``);
+- `report` (``training.train``'s ``on_finished`` on the chief;
+  `print_worker_summary` on another worker): a trained run's test metrics and
+  figures, written before the run is marked finished;
+- `translate_stream`: translations of a run's model (``inference.Translator``),
+  a batch of lines at a time, each batch written at once;
 - `evaluate_run` and `print_metrics`: chrF, BLEU and exact match of a run
   (``inference.evaluate``);
-- `average`: a run's kept checkpoints averaged (``training.fit.averaging``);
-- `export` and `serving_lines`: a TF Serving SavedModel (``serving.export_run``)
-  and the lines that serve it;
-- `check_serving`: the op audit and the replayed requests (``serving.check``);
+- `serving_lines`: the lines that serve an export;
 - `run_demo`: all of the above on the bundled dates corpus.
+
+The distillation jobs (a teacher's translations of a corpus, resumable and
+sharded) live in `keras_selfattn.distillation`: `translate_pairs`, `merge_shards`.
 """
 
 import contextlib
@@ -26,7 +26,7 @@ import json
 import pathlib
 import tempfile
 
-from keras_selfattn import distillation, inference, plotting, serving
+from keras_selfattn import plotting, serving, training
 from keras_selfattn.inference import Translator, evaluate, format_metrics
 from keras_selfattn.models import ModelConfig
 from keras_selfattn.run_directory.history import history_columns, read_history
@@ -44,7 +44,6 @@ from keras_selfattn.stopping import raise_if_swallowed
 from keras_selfattn.text.corpus import iter_pairs
 from keras_selfattn.text.tokenizers import JOINER
 from keras_selfattn.training import TrainConfig
-from keras_selfattn.training import train as train_model
 
 DEMO_MODEL_CONFIG = ModelConfig(
     num_hiddens=64,
@@ -205,43 +204,6 @@ def _print_sample_counts(pairs, train_config):
         print(stream.extra_columns_report(counts["extra_columns"]))
 
 
-def train(
-    data,
-    run_dir,
-    model_config=None,
-    train_config=None,
-    *,
-    valid_data=None,
-    test_data=None,
-    vocab=None,
-    overwrite=False,
-    verbose="auto",
-    on_finished=None,
-):
-    """Trains a model on pair files into ``run_dir``: `training.train`.
-
-    An interrupted run resumes; see `training.train` for every argument.
-    ``on_finished=report`` writes the test metrics and the figures before the
-    run is marked finished (what ``keras-selfattn train`` does): interrupted
-    there, the same call does them again.
-
-    Returns:
-        The `training.TrainResult` (`report` evaluates it and writes the figures).
-    """
-    return train_model(
-        data,
-        run_dir,
-        model_config,
-        train_config,
-        verbose=verbose,
-        valid_data=valid_data,
-        test_data=test_data,
-        vocab=vocab,
-        overwrite=overwrite,
-        on_finished=on_finished,
-    )
-
-
 def report(result, num_heatmaps=4, beam_size=1, verbose=True, figures=True):
     """Evaluates a `TrainResult` on its test split; writes metrics.json and the figures.
 
@@ -321,7 +283,7 @@ def print_worker_summary(result):
     print(f"worker {worker} done; history: {json.dumps(result.history)}")
 
 
-def evaluate_run(run_dir, data=None, beam_size=1, translator=None):
+def evaluate_run(run_dir, data=None, settings=None, translator=None):
     """Scores a trained run: `inference.evaluate` of its translations of ``data``,
     read a batch at a time (`text.corpus.iter_pairs`: memory bounded by a batch).
 
@@ -329,22 +291,23 @@ def evaluate_run(run_dir, data=None, beam_size=1, translator=None):
         run_dir: the run directory.
         data: a TSV file of pairs, all of it scored; default: the run's test split,
             ``RUN_DIR/splits/test.tsv``.
-        beam_size: 1 for greedy search.
+        settings: the searches' `inference.SearchSettings` (default: greedy).
         translator: the run's `Translator` when already loaded (default:
-            ``Translator.load(run_dir)``).
+            ``Translator.from_run(run_dir, settings)``); it searches with its
+            own settings.
 
     Returns:
         `inference.evaluate`'s metrics dict; its ``data`` names the file read.
     """
     if translator is None:
-        translator = Translator.load(run_dir)
+        translator = Translator.from_run(run_dir, settings)
     if data:
         label = data
     else:
         data = RunLayout(run_dir).test_split
         label = f"the run's test split ({data})"
     pairs = _stoppable(iter_pairs(data))
-    return evaluate(translator, pairs, beam_size=beam_size, data=label)
+    return evaluate(translator, pairs, data=label)
 
 
 def _stoppable(pairs):
@@ -355,19 +318,7 @@ def _stoppable(pairs):
         yield pair
 
 
-def load_translator(
-    run_dir, precision="float32", quantize=None, shortlist=None, max_length_ratio=None
-):
-    """The `inference.Translator` of a trained run directory with the served
-    options (`inference.load_translator`)."""
-    return inference.load_translator(
-        run_dir, precision, quantize, shortlist, max_length_ratio
-    )
-
-
-def translate_stream(
-    translator, batches, sink, beam_size=1, scores=False, on_truncated=None
-):
+def translate_stream(translator, batches, sink, scores=False, on_truncated=None):
     """Translates each batch of lines as it comes and writes its answers at once.
 
     A filter's loop: memory is bounded by a batch, and every batch is written
@@ -375,13 +326,13 @@ def translate_stream(
     open pipe is answered without waiting for the end of the input.
 
     Args:
-        translator: a run's `inference.Translator` (`load_translator`).
+        translator: a run's `inference.Translator`
+            (`inference.Translator.from_run`), searching with its settings.
         batches: lists of source lines (`cli.line_batches.LineBatches`, or any
             iterable of lists of str).
         sink: what writes a batch of answers (`cli.line_batches.CompleteLines`:
             ``write(lines)``); its ``written`` says how many are out when the loop
             is stopped.
-        beam_size: 1 for greedy search.
         scores: each translation's score after a tab.
         on_truncated: called with each `Translation` whose source was cut at the
             model's maximum length.
@@ -391,7 +342,7 @@ def translate_stream(
     """
     count = 0
     for batch in batches:
-        translations = translator.translate(batch, beam_size=beam_size)
+        translations = translator.translate(batch)
         if on_truncated is not None:
             for translation in translations:
                 if translation.truncated:
@@ -408,48 +359,6 @@ def _answer(translation, scores):
     return translation.text
 
 
-def translate_pairs(teacher_run, data, out, **options):
-    """A new pair file ``source<TAB>teacher's translation`` of the sources of
-    ``data``, resumable and shardable (`distillation.translate_pairs`, whose
-    keyword ``options`` it takes).
-
-    Returns:
-        The `distillation.DistilledPairs` of ``out``.
-    """
-    return distillation.translate_pairs(teacher_run, data, out, **options)
-
-
-def merge_shards(shard_outputs, out, verbose=True):
-    """The shards of `translate_pairs` back in input order, in ``out``
-    (`distillation.merge_shards`).
-
-    Returns:
-        The `distillation.DistilledPairs` of ``out``.
-    """
-    return distillation.merge_shards(shard_outputs, out, verbose=verbose)
-
-
-def average(run_dir, last=None, out=None):
-    """A run's kept checkpoints averaged into its model (`averaging.average_run`).
-
-    Returns:
-        ``(path written, the checkpoints averaged)``.
-    """
-    from keras_selfattn.training.fit.averaging import average_run
-
-    return average_run(run_dir, last=last, out=out)
-
-
-def export(run_dir, export_dir, version=None, **options):
-    """A TF Serving SavedModel of a run, ``export_dir/VERSION/``
-    (`serving.export_run`, whose keyword ``options`` it takes).
-
-    Returns:
-        The version folder written.
-    """
-    return serving.export_run(run_dir, export_dir, version, **options)
-
-
 def serving_lines(run_dir, export_dir, model_name, xla=False):
     """The ``docker run`` and ``curl`` lines serving an export of ``run_dir``,
     the request holding one of the run's own sources (`serving.serving_instructions`).
@@ -458,16 +367,6 @@ def serving_lines(run_dir, export_dir, model_name, xla=False):
     return serving.serving_instructions(
         export_dir, model_name, sample_text=sample, xla=xla
     )
-
-
-def check_serving(path, serving_version=None):
-    """Audits an exported version's ops, then runs it under the session loader
-    (`serving.check_serving`; check only models you trust).
-
-    Returns:
-        The `serving.ServingCheck` (``summary()``, ``ok``).
-    """
-    return serving.check_serving(path, serving_version=serving_version)
 
 
 def run_demo(
@@ -498,7 +397,7 @@ def run_demo(
     if epochs is not None:
         train_config = TrainConfig(**{**vars(train_config), "epochs": epochs})
     metrics = {}
-    result = train(
+    result = training.train(
         None,
         out_dir,
         DEMO_MODEL_CONFIG,
@@ -509,7 +408,7 @@ def run_demo(
     )
     export_base = pathlib.Path(result.run_dir) / EXPORT_DIR / serving.DEFAULT_MODEL_NAME
     version_dir = serving.export_run(result.run_dir, export_base)
-    check = check_serving(version_dir)
+    check = serving.check_serving(version_dir)
     print(check.summary() if check_details else check.summary_line())
     if not check.ok:
         raise RuntimeError(

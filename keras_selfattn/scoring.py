@@ -32,7 +32,7 @@ EXAMPLES = 10
 def evaluate(
     translator: "Translator",
     pairs: Iterable[tuple[str, str]],
-    beam_size: int = 1,
+    beam_size: int | None = None,
     data: str | os.PathLike[str] | None = None,
     batch_size: int = EVALUATE_BATCH,
 ) -> dict[str, Any]:
@@ -60,7 +60,8 @@ def evaluate(
         translator: a `Translator`.
         pairs: (source, reference) pairs, any iterable (a list, a generator
             reading a file).
-        beam_size: 1 for greedy search.
+        beam_size: None: the translator's search (its `SearchSettings`); 1
+            for greedy search, more for a beam of that width.
         data: what the pairs are, for the report (e.g. the file's path); kept as
             ``metrics["data"]``.
         batch_size: the pairs translated together (a positive int).
@@ -74,6 +75,7 @@ def evaluate(
         per metric) and ``examples`` (the first few source / reference /
         translation).
     """
+    settings = translator.settings_for(beam_size)
     scores, examples = _scored(translator, pairs, beam_size, batch_size)
     if not scores.count:
         raise ValueError("evaluate needs at least one pair. Received: 0 pairs")
@@ -82,7 +84,7 @@ def evaluate(
         "count": scores.count,
         "distinct_translations": scores.distinct_translations,
         "data": None if data is None else str(data),
-        "beam_size": beam_size,
+        "beam_size": 1 if settings.search == "greedy" else settings.beam_size,
         "examples": examples,
     }
 
@@ -90,7 +92,7 @@ def evaluate(
 def _scored(
     translator: "Translator",
     pairs: Iterable[tuple[str, str]],
-    beam_size: int,
+    beam_size: int | None,
     batch_size: int,
 ) -> tuple["CorpusScores", list[dict[str, str]]]:
     """`evaluate`'s loop: the `CorpusScores` of ``pairs`` translated a batch at a

@@ -31,17 +31,14 @@ import numpy as np
 import tensorflow as tf
 
 from keras_selfattn import text
-from keras_selfattn.decoding import (
-    DEFAULT_LENGTH_PENALTY,
-    beam_search_decode,
-    greedy_decode,
-)
-from keras_selfattn.decoding.loop import check_max_length_ratio
+from keras_selfattn.decoding import search_with
 from keras_selfattn.models import output_layer, saving
 from keras_selfattn.models.precision import Int8Weights, lower_precision_model
 from keras_selfattn.run_directory.consistency import check_run_parts
 from keras_selfattn.run_directory.layout import CONFIG_FILE, MODEL_FILE
 from keras_selfattn.run_directory.settings import load_run_config
+from keras_selfattn.search_settings import SearchSettings
+from keras_selfattn.text.shortlist import ShortlistTable, read_run_shortlist
 
 __all__ = [
     "ModelFileError",
@@ -79,6 +76,45 @@ def _load_model(path: str | os.PathLike[str], dtype: str | None = None) -> Any:
         return saving.load_model(path, dtype=dtype)
     except Exception as error:
         raise ModelFileError(path, error) from error
+
+
+def _finished_run(run_dir: str | os.PathLike[str]) -> pathlib.Path:
+    """``run_dir`` as a path, refused in one line when it is not a directory
+    holding a model and its ``config.json``."""
+    run_dir = pathlib.Path(run_dir)
+    if not run_dir.is_dir():
+        raise FileNotFoundError(f"Run directory not found: {run_dir}")
+    missing = [
+        name for name in (MODEL_FILE, CONFIG_FILE) if not (run_dir / name).exists()
+    ]
+    if missing:
+        raise FileNotFoundError(
+            f"{run_dir} is not a finished run directory: missing "
+            f"{', '.join(missing)} (train a model into it with "
+            "`keras-selfattn train`)"
+        )
+    return run_dir
+
+
+def _check_loaded_parts(
+    settings: SearchSettings,
+    shortlist_table: ShortlistTable | None,
+    int8_weights: Int8Weights | None,
+) -> None:
+    """The shortlist's table and the int8 weights are given exactly when the
+    settings ask for them; else a one-line ValueError naming both."""
+    if (settings.shortlist is None) != (shortlist_table is None):
+        raise ValueError(
+            "shortlist_table is given exactly when settings.shortlist is. Received: "
+            f"settings.shortlist={settings.shortlist!r}, shortlist_table="
+            f"{'None' if shortlist_table is None else 'a table'}"
+        )
+    if (settings.quantize is None) != (int8_weights is None):
+        raise ValueError(
+            "int8_weights are given exactly when settings.quantize is. Received: "
+            f"settings.quantize={settings.quantize!r}, int8_weights="
+            f"{'None' if int8_weights is None else 'Int8Weights'}"
+        )
 
 
 @dataclasses.dataclass
@@ -139,14 +175,15 @@ class Translator:
         tokenizer: the run's `text.PairTokenizer`.
         max_source_len: longer sources are truncated to this many tokens.
         max_target_len: the most target tokens produced (the end token excluded).
-        precision: the searches' products, ``"float32"`` or ``"bfloat16"``
-            (see `load`).
-        shortlist: None, or the vocabulary shortlist's table (see `load`).
-        int8_weights: None, or the product kernels held as int8 (see `load`).
-        max_length_ratio: None (default: off), or a finite float R > 0: every
-            search caps each sentence's steps relative to its source, with
-            ``max_target_len + 1`` as ``max_len``
-            (`keras_selfattn.decoding.decode`'s ``max_length_ratio``).
+        settings: the searches' `SearchSettings` (default: greedy, float32, the
+            whole vocabulary, no length cap); ``translate``'s ``beam_size`` and
+            ``alpha`` override its search for one call.
+        shortlist_table: the vocabulary shortlist's table
+            (`text.shortlist.ShortlistTable`), given exactly when
+            ``settings.shortlist`` is (`from_run` reads the run's).
+        int8_weights: the product kernels held as int8
+            (`models.precision.Int8Weights`), given exactly when
+            ``settings.quantize`` is ``"int8"`` (`from_run` makes them).
 
     Example:
 
@@ -160,17 +197,14 @@ class Translator:
         tokenizer: text.PairTokenizer,
         max_source_len: int,
         max_target_len: int,
-        precision: str = "float32",
-        shortlist: Any = None,
+        settings: SearchSettings | None = None,
+        *,
+        shortlist_table: ShortlistTable | None = None,
         int8_weights: Int8Weights | None = None,
-        max_length_ratio: float | None = None,
     ) -> None:
-        output_layer.check_search_options(precision)
-        max_length_ratio = check_max_length_ratio(max_length_ratio)
-        own_output = (
-            precision != "float32" or shortlist is not None or int8_weights is not None
-        )
-        if own_output and keras.config.backend() != "tensorflow":
+        settings = SearchSettings() if settings is None else settings
+        _check_loaded_parts(settings, shortlist_table, int8_weights)
+        if settings.own_output and keras.config.backend() != "tensorflow":
             raise ValueError(
                 "precision and shortlist run on the TensorFlow backend only. "
                 f"Received: backend={keras.config.backend()!r}"
@@ -179,33 +213,36 @@ class Translator:
         self.tokenizer = tokenizer
         self.max_source_len = max_source_len
         self.max_target_len = max_target_len
-        # The search's output layer: its product's precision and the table of
-        # the vocabulary shortlist (`keras_selfattn.models.output_layer`).
-        self.precision = precision
-        self.shortlist = shortlist
+        self.settings = settings
+        # The table of the vocabulary shortlist (`keras_selfattn.models.output_layer`).
+        self.shortlist_table = shortlist_table
         # The model's product kernels held as int8, read dequantized by each
         # search (`keras_selfattn.models.precision.Int8Weights`), or None.
         self.int8_weights = int8_weights
-        # Each sentence's cap of steps relative to its source, or None.
-        self.max_length_ratio = max_length_ratio
-        self._searches: dict[tuple[int, float, bool, float | None], Any] = {}
+        self._searches: dict[tuple[SearchSettings, bool], Any] = {}
 
-    # Long: mostly its docstring (what each option loads).
     @classmethod
-    def load(
+    def from_run(
         cls,
         run_dir: str | os.PathLike[str],
+        settings: SearchSettings | None = None,
+        *,
         dtype: str | None = None,
-        precision: str = "float32",
-        quantize: str | None = None,
-        shortlist: Any = None,
-        max_length_ratio: float | None = None,
     ) -> "Translator":
-        """Loads ``model.keras``, the vocabularies and ``config.json`` of a run
-        directory.
+        """The translator of a run directory: its ``model.keras``, vocabularies
+        and ``config.json``, searching with ``settings``.
 
         Args:
             run_dir: the run directory ``keras-selfattn train`` wrote.
+            settings: a `SearchSettings` (default: greedy, float32). A
+                ``"bfloat16"`` precision runs every product in bfloat16 (the
+                model's product layers, `models.precision.lower_precision_model`;
+                the output layer's in the search), element-wise work, softmaxes
+                and scores float32; ``quantize="int8"`` holds the products'
+                kernels as int8 with per-channel scales, dequantized once per
+                search (`models.precision.Int8Weights`); a ``shortlist`` reads
+                the run's table, ``RUN_DIR/shortlist.npz`` (training writes it;
+                ``keras-selfattn shortlist`` makes it for a run without one).
             dtype: None (default): the model computes under the policy it was
                 trained with, except a run trained with
                 ``mixed_precision="auto"``: float32 (the training machine chose
@@ -220,67 +257,48 @@ class Translator:
             A `Translator` of the run's model and tokenizers.
 
         Raises:
-            FileNotFoundError: not a run directory, or one without its files.
+            FileNotFoundError: not a run directory, or one without its files
+                (the shortlist's table included, when asked for).
             ModelFileError: Keras could not load ``model.keras``.
-            ValueError: a ``config.json`` or tokenizer file that is not valid.
+            ValueError: a ``config.json``, tokenizer or shortlist file that is
+                not valid, or a table of another size than ``settings.shortlist``.
             RunPartsMismatch: the vocabularies are not the model's.
-
-        ``precision``: ``"bfloat16"``: every product in bfloat16 (the model's
-        product layers, `models.precision.lower_precision_model`; the output
-        layer's in the search), element-wise work, softmaxes and scores float32;
-        what ``keras-selfattn export --precision bfloat16`` serves. ``quantize``:
-        None, or ``"int8"``: the products' kernels held as int8 with
-        per-channel scales and dequantized once per search, before its loop
-        (`models.precision.Int8Weights`; what ``--quantize int8`` exports).
-        ``shortlist``: a
-        `text.shortlist.ShortlistTable` (``training.data.run_shortlist``): each
-        batch searches over its sources' candidate target pieces only.
-        ``max_length_ratio``: None, or each search's cap of steps relative to
-        a sentence's source (see `Translator`; ``--max-length-ratio``).
         """
-        precision, quantize = output_layer.check_search_options(precision, quantize)
-        max_length_ratio = check_max_length_ratio(max_length_ratio)
-        run_dir = pathlib.Path(run_dir)
-        if not run_dir.is_dir():
-            raise FileNotFoundError(f"Run directory not found: {run_dir}")
-        missing = [
-            name for name in (MODEL_FILE, CONFIG_FILE) if not (run_dir / name).exists()
-        ]
-        if missing:
-            raise FileNotFoundError(
-                f"{run_dir} is not a finished run directory: missing "
-                f"{', '.join(missing)} (train a model into it with "
-                "`keras-selfattn train`)"
-            )
+        settings = SearchSettings() if settings is None else settings
+        run_dir = _finished_run(run_dir)
         model_config, train_config = load_run_config(run_dir / CONFIG_FILE)
         check_run_parts(run_dir)  # the vocabularies are the model's
+        table = None
+        if settings.shortlist is not None:
+            table = read_run_shortlist(run_dir, settings.shortlist)
         if dtype is None and train_config.mixed_precision == "auto":
             dtype = "float32"
         model = _load_model(run_dir / MODEL_FILE, dtype)
-        tokenizer = text.PairTokenizer.load(run_dir)
-        if precision == "bfloat16":
+        if settings.precision == "bfloat16":
             model = lower_precision_model(model, output_layer.LOWER_PRECISION_PRODUCTS)
         int8_weights = None
-        if quantize == "int8":
+        if settings.quantize == "int8":
             int8_weights = Int8Weights(model, output_layer.INT8_PRODUCTS)
         return cls(
             model,
-            tokenizer,
+            text.PairTokenizer.load(run_dir),
             model_config.max_source_len,
             model_config.max_target_len,
-            precision=precision,
-            shortlist=shortlist,
+            settings,
+            shortlist_table=table,
             int8_weights=int8_weights,
-            max_length_ratio=max_length_ratio,
         )
 
-    @property
-    def _searches_own_output(self) -> bool:
-        return (
-            self.precision != "float32"
-            or self.shortlist is not None
-            or self.int8_weights is not None
-        )
+    @classmethod
+    def load(
+        cls,
+        run_dir: str | os.PathLike[str],
+        dtype: str | None = None,
+        **settings: Any,
+    ) -> "Translator":
+        """`from_run` with the `SearchSettings` given as keywords, e.g.
+        ``Translator.load(run_dir, precision="bfloat16", shortlist=50)``."""
+        return cls.from_run(run_dir, SearchSettings(**settings), dtype=dtype)
 
     def weights_held(self) -> Any:
         """A context in which the model reads its int8 weights dequantized
@@ -289,58 +307,51 @@ class Translator:
             return contextlib.nullcontext()
         return self.int8_weights.held()
 
+    def search_output(self, bucketed: bool = False) -> Any:
+        """The searches' output layer spec (`output_layer.search_output`: the
+        shortlist's table and the precision), None for the model's own;
+        ``bucketed``: a shortlist's width padded for XLA."""
+        table = self.shortlist_table
+        shortlist = None if table is None else (table.candidates, table.always)
+        return output_layer.search_output(
+            shortlist, self.settings.precision, bucketed=bucketed
+        )
+
     def search(
         self,
         source_ids: Any,
-        beam_size: int = 1,
-        alpha: float = DEFAULT_LENGTH_PENALTY,
+        settings: SearchSettings | None = None,
         return_attention: bool = False,
+        jit_compile: bool = False,
     ) -> dict[str, Any]:
-        """The greedy (``beam_size`` 1) or beam search's result for ``source_ids``
-        (int32 (B, T)), in this translator's output layer (its precision and
-        shortlist: `keras_selfattn.models.output_layer.OutputLayer`) and its
-        ``max_length_ratio``, with each step's attention weights under
-        ``return_attention`` (greedy only).
+        """The search ``settings`` names (default: this translator's) of
+        ``source_ids`` (int32 (B, T)), in this translator's output layer (its
+        shortlist and precision, `search_output`) and int8 weights, with each
+        step's attention weights under ``return_attention`` (greedy only).
 
         Graph code, for a served signature or a `tf.function`: built inside, the
         shortlist is computed from the request's ``source_ids``.
         """
-        shortlist = None
-        if self.shortlist is not None:
-            shortlist = (self.shortlist.candidates, self.shortlist.always)
-        max_len = self.max_target_len + 1
-        output = output_layer.search_output(shortlist, self.precision)
-        ratio = self.max_length_ratio
+        settings = self.settings if settings is None else settings
         with self.weights_held():
-            if beam_size == 1:
-                return greedy_decode(
-                    self.model,
-                    source_ids,
-                    max_len,
-                    return_attention=return_attention,
-                    output=output,
-                    max_length_ratio=ratio,
-                )
-            return beam_search_decode(
+            return search_with(
                 self.model,
                 source_ids,
-                beam_size,
-                max_len,
-                alpha=alpha,
-                output=output,
-                max_length_ratio=ratio,
+                settings,
+                self.max_target_len + 1,
+                output=self.search_output(bucketed=jit_compile),
+                jit_compile=jit_compile,
+                return_attention=return_attention,
             )
 
     def _own_output_search(
-        self, ids: Any, beam_size: int, alpha: float, return_attention: bool
+        self, ids: Any, settings: SearchSettings, return_attention: bool
     ) -> Any:
-        """`search` as one `tf.function` per beam size, alpha, attention and
-        length ratio."""
-        settings = (int(beam_size), float(alpha), bool(return_attention))
-        key = (*settings, self.max_length_ratio)
+        """`search` as one `tf.function` per settings and attention."""
+        key = (settings, bool(return_attention))
         if key not in self._searches:
             self._searches[key] = tf.function(
-                lambda source_ids: self.search(source_ids, *settings),
+                lambda source_ids: self.search(source_ids, *key),
                 input_signature=[tf.TensorSpec([None, None], tf.int32)],
                 autograph=False,
             )
@@ -374,9 +385,9 @@ class Translator:
     def translate(
         self,
         texts: Iterable[str],
-        beam_size: int = 1,
+        beam_size: int | None = None,
         return_attention: bool = False,
-        alpha: float = DEFAULT_LENGTH_PENALTY,
+        alpha: float | None = None,
         batch_size: int = 256,
     ) -> list[Translation]:
         """Translates a list of strings.
@@ -385,9 +396,11 @@ class Translator:
             texts: list of str. An empty string (or one with no tokens) translates
                 to "" with score 0; a text longer than the model's maximum is
                 truncated (``Translation.truncated``).
-            beam_size: 1 for greedy search, more for beam search.
+            beam_size: None: the settings' search; 1 for greedy search, more
+                for beam search (`SearchSettings.with_beam`).
             return_attention: keep each sentence's attention weights (greedy only).
-            alpha: beam search length-normalization strength.
+            alpha: None: the settings' ``length_penalty``; else beam search's
+                length-normalization strength.
             batch_size: sentences decoded together.
 
         Returns:
@@ -397,11 +410,8 @@ class Translator:
             raise TypeError(
                 "translate expects a list of strings. Received: a single str"
             )
-        if beam_size < 1:
-            raise ValueError(
-                f"beam_size must be at least 1. Received: beam_size={beam_size}"
-            )
-        if return_attention and beam_size > 1:
+        settings = self.settings_for(beam_size, alpha)
+        if return_attention and settings.search != "greedy":
             raise ValueError(
                 "return_attention is available with greedy search (beam_size=1) only"
             )
@@ -410,46 +420,39 @@ class Translator:
         for start in range(0, len(texts), batch_size):
             results.extend(
                 self._translate_batch(
-                    texts[start : start + batch_size],
-                    beam_size,
-                    return_attention,
-                    alpha,
+                    texts[start : start + batch_size], settings, return_attention
                 )
             )
         return results
 
+    def settings_for(
+        self, beam_size: int | None = None, alpha: float | None = None
+    ) -> SearchSettings:
+        """This translator's settings, with ``beam_size`` (`with_beam`) and
+        ``alpha`` (``length_penalty``) where given."""
+        settings = self.settings
+        if beam_size is not None:
+            settings = settings.with_beam(beam_size)
+        if alpha is not None:
+            settings = settings.replace(length_penalty=alpha)
+        return settings
+
     def _search_batch(
-        self, ids: Any, beam_size: int, return_attention: bool, alpha: float
+        self, ids: Any, settings: SearchSettings, return_attention: bool
     ) -> Any:
-        """The search's result for a batch's ids (greedy or beam)."""
-        if self._searches_own_output:
-            return self._own_output_search(ids, beam_size, alpha, return_attention)
-        max_len = self.max_target_len + 1
-        ratio = self.max_length_ratio
-        if beam_size == 1:
-            return greedy_decode(
-                self.model,
-                ids,
-                max_len,
-                return_attention=return_attention,
-                max_length_ratio=ratio,
-            )
-        return beam_search_decode(
-            self.model, ids, beam_size, max_len, alpha=alpha, max_length_ratio=ratio
-        )
+        """The search's result for a batch's ids."""
+        if settings.own_output:
+            return self._own_output_search(ids, settings, return_attention)
+        return self.search(ids, settings, return_attention)
 
     def _translate_batch(
-        self,
-        texts: list[str],
-        beam_size: int,
-        return_attention: bool,
-        alpha: float,
+        self, texts: list[str], settings: SearchSettings, return_attention: bool
     ) -> list[Translation]:
         ids, source_tokens, truncated = self.encode_sources(texts)
         if keras.config.backend() != "tensorflow":
             ids = ids.numpy()  # TensorFlow's ids to the search's backend
-        out = self._search_batch(ids, beam_size, return_attention, alpha)
-        if beam_size == 1:
+        out = self._search_batch(ids, settings, return_attention)
+        if settings.search == "greedy":
             best, scores, lengths = out["ids"], out["scores"], out["lengths"]
         else:
             best, scores, lengths = (

@@ -326,6 +326,7 @@ def test_every_command_runs_its_own_function():
         "evaluate",
         "translate",
         "average",
+        "shortlist",
         "export",
         "check-serving",
     }

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from keras_selfattn import jobs
+from keras_selfattn import jobs, training
 from keras_selfattn.cli import build_parser
 from tests.bad_input_cases import (
     CLEAR,
@@ -64,7 +64,7 @@ def no_matplotlib(monkeypatch):
 
 @pytest.fixture
 def stub_training(monkeypatch):
-    """`jobs.train` that trains nothing: it calls ``on_finished`` with a stand-in
+    """`training.train` that trains nothing: it calls ``on_finished`` with a stand-in
     result (`jobs.report` records its keywords) and fails with a marker error."""
     reports = []
 
@@ -76,7 +76,7 @@ def stub_training(monkeypatch):
         reports.append((result, options))
         return {}
 
-    monkeypatch.setattr(jobs, "train", train)
+    monkeypatch.setattr(training, "train", train)
     monkeypatch.setattr(jobs, "report", report)
     return reports
 

@@ -15,6 +15,7 @@ import pytest
 import sacrebleu
 
 from keras_selfattn.scoring import CorpusScores, evaluate, score_translations
+from keras_selfattn.search_settings import SearchSettings
 from keras_selfattn.text.corpus import iter_pairs, write_pairs
 
 WORDS = ["le", "la", "un", "chat", "chien", "3", "4", "2", "Paris", "!", ".", ","]
@@ -31,7 +32,14 @@ class FakeTranslator:
         self.copies = copies
         self.batches = []
 
-    def translate(self, texts, beam_size=1):
+    settings = SearchSettings()
+
+    def settings_for(self, beam_size=None):
+        return (
+            self.settings if beam_size is None else self.settings.with_beam(beam_size)
+        )
+
+    def translate(self, texts, beam_size=None):
         self.batches.append(len(texts))
         return [types.SimpleNamespace(text=self.text_of(t)) for t in texts]
 
@@ -105,7 +113,7 @@ def test_the_pairs_are_read_a_batch_at_a_time():
             yield pair
 
     class Checking(FakeTranslator):
-        def translate(self, texts, beam_size=1):
+        def translate(self, texts, beam_size=None):
             assert len(read) <= sum(self.batches) + len(texts) + 1
             return super().translate(texts, beam_size)
 

@@ -9,7 +9,7 @@ that calls the job in `keras_selfattn.jobs` and returns the exit status.
 
 import argparse
 
-from keras_selfattn.cli import errors, search_options
+from keras_selfattn.cli import errors
 from keras_selfattn.cli.flags import add_output_options
 
 
@@ -37,8 +37,9 @@ def progress(args):
 
 
 def load_translator(args):
-    """The `inference.Translator` of the run directory ``--model``."""
-    from keras_selfattn import jobs
+    """The `inference.Translator` of the run directory ``--model``, searching
+    with the command's settings (``args.settings``, `cli.search_options`)."""
+    from keras_selfattn.inference import Translator
 
     with errors.opening_run(args.model):
-        return jobs.load_translator(args.model, **search_options.search_options(args))
+        return Translator.from_run(args.model, args.settings)

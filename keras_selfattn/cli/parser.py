@@ -33,6 +33,7 @@ COMMANDS = (
     text_commands.add_evaluate,
     text_commands.add_translate,
     run_commands.add_average,
+    run_commands.add_shortlist,
     serving_commands.add_export,
     serving_commands.add_check_serving,
 )

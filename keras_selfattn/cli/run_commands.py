@@ -1,7 +1,8 @@
-"""The commands that write a run: demo, build-vocab, train, average."""
+"""The commands that write a run: demo, build-vocab, train, average, shortlist."""
 
 import dataclasses
 
+from keras_selfattn.choices import DEFAULT_FREQUENT, DEFAULT_PER_SOURCE
 from keras_selfattn.cli import errors
 from keras_selfattn.cli.command import add_command, progress
 from keras_selfattn.cli.flags import (
@@ -284,14 +285,14 @@ def _typed_flags(args, names):
 
 
 def _train(args):
-    from keras_selfattn import jobs
+    from keras_selfattn import jobs, training
 
     metrics = {}
 
     def report(result):  # the chief, before the run is marked finished
         metrics.update(jobs.report(result, figures=args.figures))
 
-    result = jobs.train(
+    result = training.train(
         args.data,
         args.out,
         args.model_config,
@@ -331,10 +332,51 @@ def add_average(subparsers):
 
 
 def _average(args):
-    from keras_selfattn import jobs
+    from keras_selfattn.training.fit.averaging import average_run
 
     errors.check_run_directory(args.model)
-    path, averaged = jobs.average(args.model, last=args.last, out=args.out)
+    path, averaged = average_run(args.model, last=args.last, out=args.out)
     steps = ", ".join(str(checkpoint_step(p)) for p in averaged)
     print(f"{path}: the average of {len(averaged)} checkpoints (steps {steps})")
+    return 0
+
+
+def add_shortlist(subparsers):
+    parser = add_command(
+        subparsers,
+        "shortlist",
+        _shortlist,
+        help="learn a run's vocabulary shortlist (RUN_DIR/shortlist.npz) from its "
+        "recorded training split, for a run trained without one or another size",
+    )
+    add_model_option(parser)
+    parser.add_argument(
+        "--frequent",
+        type=count(1),
+        default=DEFAULT_FREQUENT,
+        metavar="N",
+        help="the most frequent target pieces kept for every batch (--shortlist N)",
+    )
+    parser.add_argument(
+        "--per-source",
+        type=count(1),
+        default=DEFAULT_PER_SOURCE,
+        metavar="N",
+        help="target pieces kept per source piece",
+    )
+
+
+def _shortlist(args):
+    from keras_selfattn.training.data.run_shortlist import learn_run_shortlist
+
+    with errors.reading("the run directory", args.model):
+        table = learn_run_shortlist(
+            args.model, per_source=args.per_source, frequent=args.frequent
+        )
+    record = table.record
+    print(
+        f"{args.model}: shortlist of {record['per_source']} pieces per source piece "
+        f"+ {record['frequent']} most frequent, from {record['pairs_counted']} "
+        "training pairs"
+    )
     return 0

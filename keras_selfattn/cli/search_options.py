@@ -1,29 +1,32 @@
 """--precision, --quantize, --shortlist [N], --max-length-ratio R: the searches'
-options.
+options, and the one `SearchSettings` a command builds of them and --beam.
 
 The first three choose the searches' output layer
 (`keras_selfattn.models.output_layer`); --max-length-ratio caps each sentence's
 output relative to its source (`keras_selfattn.decoding.decode`'s
 ``max_length_ratio``). ``translate``, ``evaluate`` and ``export`` take the same
 four, so a user measures BLEU with what the export will serve. Training takes
-none: they change the searches of a trained model only.
+none: they change the searches of a trained model only. `search_settings`
+builds the command's `SearchSettings` once, before Keras loads (the parser's
+``configure``), as ``args.settings``.
 """
 
 import argparse
 import math
 import pathlib
 
-from keras_selfattn.choices import DEFAULT_FREQUENT, LENGTH_CAP_MARGIN
+from keras_selfattn.choices import (
+    DEFAULT_FREQUENT,
+    LENGTH_CAP_MARGIN,
+    SEARCH_PRECISIONS,
+)
 from keras_selfattn.cli.flags import shows
-
-# `keras_selfattn.models.output_layer.SEARCH_PRECISIONS` (whose module imports
-# TensorFlow: loaded when a command runs, not to parse its flags).
-PRECISIONS = ("float32", "bfloat16")
+from keras_selfattn.search_settings import SearchSettings
 
 __all__ = [
     "add_search_options",
     "print_export_report",
-    "search_options",
+    "search_settings",
 ]
 
 
@@ -76,7 +79,7 @@ def add_search_options(parser):
     a command's parser."""
     parser.add_argument(
         "--precision",
-        choices=PRECISIONS,
+        choices=SEARCH_PRECISIONS,
         default="float32",
         help=(
             "the searches' products: bfloat16 is faster on CPUs with avx512_bf16 "
@@ -102,7 +105,7 @@ def add_search_options(parser):
         help=(
             "search each batch over its sources' likely target pieces plus the N "
             f"most frequent (N: {DEFAULT_FREQUENT}); the table is RUN/shortlist.npz, "
-            "learned from the run's training split when missing"
+            "which training writes (keras-selfattn shortlist makes it)"
         ),
     )
     shows(shortlist, "off: the whole vocabulary")
@@ -118,18 +121,24 @@ def add_search_options(parser):
         ),
     )
     shows(ratio, "off: up to the model's maximum target length")
+    parser.set_defaults(configure=_configure_search)
 
 
-def search_options(args):
-    """``{precision, quantize, shortlist, max_length_ratio}`` of parsed ``args``
-    (defaults where a command has none of them), as `serving.export_run` takes
-    them."""
-    return {
-        "precision": getattr(args, "precision", "float32"),
-        "quantize": getattr(args, "quantize", None),
-        "shortlist": getattr(args, "shortlist", None),
-        "max_length_ratio": getattr(args, "max_length_ratio", None),
-    }
+def _configure_search(args):
+    """``args.settings``: the command's `SearchSettings` (`search_settings`)."""
+    args.settings = search_settings(args)
+
+
+def search_settings(args):
+    """The `SearchSettings` of parsed ``args``: ``--beam K`` (greedy for 1)
+    and the options `add_search_options` adds."""
+    return SearchSettings.for_beam(
+        args.beam,
+        precision=args.precision,
+        quantize=args.quantize,
+        shortlist=args.shortlist,
+        max_length_ratio=args.max_length_ratio,
+    )
 
 
 def print_export_report(version_dir):

@@ -74,20 +74,19 @@ def add_export(subparsers):
 
 
 def _export(args):
-    from keras_selfattn import jobs
+    from keras_selfattn import jobs, serving
 
     # export loads, then writes: only what loading raises names the run
     with errors.opening_run(args.model, only_loading=True):
-        version_dir = jobs.export(
+        version_dir = serving.export_run(
             args.model,
             args.export_dir,
             args.version,
+            args.settings,
             model_name=args.model_name,
-            beam_size=args.beam,
             xla=args.xla,
             dtype=args.dtype,
             groups=args.groups,
-            **search_options.search_options(args),
         )
     print(f"exported: {version_dir}")
     search_options.print_export_report(version_dir)
@@ -120,12 +119,14 @@ def add_check_serving(subparsers):
 
 
 def _check_serving(args):
-    from keras_selfattn import jobs
+    from keras_selfattn import serving
     from keras_selfattn.serving.check import CheckStopped
 
     try:
         with errors.reading("the SavedModel in", args.path):
-            check = jobs.check_serving(args.path, serving_version=args.serving_version)
+            check = serving.check_serving(
+                args.path, serving_version=args.serving_version
+            )
     except CheckStopped as stopped:
         print(f"keras-selfattn: {stopped}", file=sys.stderr)
         return stopped.exit_status

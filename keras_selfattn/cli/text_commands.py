@@ -40,9 +40,7 @@ def _evaluate(args):
 
     with signals_stop():
         translator = load_translator(args)
-        metrics = jobs.evaluate_run(
-            args.model, args.data, beam_size=args.beam, translator=translator
-        )
+        metrics = jobs.evaluate_run(args.model, args.data, translator=translator)
     if args.json:
         scores = {key: value for key, value in metrics.items() if key != "examples"}
         print(json.dumps(scores, sort_keys=True))
@@ -91,7 +89,6 @@ def _translate(args):
                 translator,
                 lines.batches,
                 lines.sink,
-                beam_size=args.beam,
                 scores=args.scores,
                 on_truncated=functools.partial(_truncated, translator),
             )

@@ -10,7 +10,9 @@ OpenNMT-tf's ``dynamic_decode`` takes a ``DecodingStrategy``): how the loop
 starts, which tokens a step keeps, and what the search returns. `GreedySearch`
 keeps the most likely token, `BeamSearch` the best ``beam_size`` hypotheses;
 sampling would be one more strategy, not another loop. `greedy_decode` and
-`beam_search_decode` are the two searches by name; `decode` runs any strategy.
+`beam_search_decode` are the two searches by name; `decode` runs any strategy;
+`search_with` runs the one a `keras_selfattn.search_settings.SearchSettings`
+names (the translator's and the export's).
 
 How the loop runs depends on the backend:
 
@@ -43,6 +45,7 @@ from keras_selfattn.choices import (
     LENGTH_CAP_MARGIN,
 )
 from keras_selfattn.decoding.beam import BeamSearch, beam_search_decode, length_penalty
+from keras_selfattn.decoding.by_settings import search_with
 from keras_selfattn.decoding.greedy import GreedySearch, greedy_decode
 from keras_selfattn.decoding.loop import LoopState
 from keras_selfattn.decoding.search import decode
@@ -64,4 +67,5 @@ __all__ = [
     "decode",
     "greedy_decode",
     "length_penalty",
+    "search_with",
 ]

@@ -9,8 +9,6 @@ and body (`tensorflow_loops`), so a sentence's length cap (`length_caps`) holds
 in every loop.
 """
 
-import math
-import numbers
 import typing
 
 from keras import ops
@@ -44,24 +42,6 @@ class LoopState(typing.NamedTuple):
     states: list
     finished: typing.Any
     memory: dict
-
-
-def check_max_length_ratio(max_length_ratio):
-    """None, or ``max_length_ratio`` as a finite Python float > 0 (it keys the
-    cached graphs); else a one-line ValueError naming it."""
-    value = max_length_ratio
-    if value is None:
-        return None
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, numbers.Real)
-        or not (math.isfinite(value) and value > 0)
-    ):
-        raise ValueError(
-            "max_length_ratio must be None or a finite number > 0. "
-            f"Received: max_length_ratio={value!r}"
-        )
-    return float(value)
 
 
 def length_caps(source_ids, max_len, max_length_ratio):

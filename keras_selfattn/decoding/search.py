@@ -12,6 +12,7 @@ from keras import ops
 
 from keras_selfattn.decoding import loop
 from keras_selfattn.decoding.tensors import executing_eagerly, on_tensorflow
+from keras_selfattn.search_settings import check_max_length_ratio
 
 _GRAPHS = weakref.WeakKeyDictionary()  # model -> {graph_key: compiled search}
 
@@ -65,7 +66,7 @@ def decode(
         tensors of the Keras backend.
     """
     source_ids = ops.convert_to_tensor(source_ids, "int32")
-    ratio = loop.check_max_length_ratio(max_length_ratio)
+    ratio = check_max_length_ratio(max_length_ratio)
     key = _graph_key(strategy, max_len, output, ratio)
     cache = executing_eagerly() and key is not None
     settings = {"max_len": max_len, "output": output, "max_length_ratio": ratio}

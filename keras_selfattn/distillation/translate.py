@@ -215,10 +215,10 @@ def _check_search(beam_size, alpha, precision, quantize, shortlist, ratio):
 def _check_translator(translator, precision, quantize, shortlist, ratio):
     """A given translator must search as the recorded settings say."""
     loaded = {
-        "precision": translator.precision,
-        "quantize": "int8" if translator.int8_weights is not None else None,
-        "shortlist": translator.shortlist is not None,
-        "max_length_ratio": translator.max_length_ratio,
+        "precision": translator.settings.precision,
+        "quantize": translator.settings.quantize,
+        "shortlist": translator.settings.shortlist is not None,
+        "max_length_ratio": translator.settings.max_length_ratio,
     }
     given = {
         "precision": precision,

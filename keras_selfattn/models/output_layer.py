@@ -18,10 +18,12 @@ from typing import Any
 
 import numpy as np
 
+from keras_selfattn.choices import QUANTIZATIONS, SEARCH_PRECISIONS  # re-exported
 from keras_selfattn.decoding.output import SearchLogits
 from keras_selfattn.models import precision as precision_lib
 from keras_selfattn.models import shortlist_ops
 from keras_selfattn.reserved_ids import PAD_ID
+from keras_selfattn.search_settings import check_precision
 
 __all__ = [
     "INT8_PRODUCTS",
@@ -29,13 +31,9 @@ __all__ = [
     "QUANTIZATIONS",
     "SEARCH_PRECISIONS",
     "OutputLayer",
-    "check_search_options",
     "search_output",
 ]
 
-SEARCH_PRECISIONS = ("float32", "bfloat16")
-# Weights a search may hold in fewer bits (`precision.Int8Weights`).
-QUANTIZATIONS = ("int8",)
 # The product groups (`precision.PRODUCTS`) a bfloat16 search computes in
 # bfloat16: all of them (each was faster in bfloat16 on a CPU with avx512_bf16,
 # benchmarks/RESULTS.md "Served precision and shortlist"); the output layer's
@@ -44,27 +42,6 @@ QUANTIZATIONS = ("int8",)
 LOWER_PRECISION_PRODUCTS = ("encoder", "decoder", "deep_output", "output")
 # The product groups whose kernels an int8 search holds as int8: the same.
 INT8_PRODUCTS = LOWER_PRECISION_PRODUCTS
-
-
-def check_search_options(precision="float32", quantize=None):
-    """``(precision, quantize)`` checked; a one-line ValueError naming the bad one.
-
-    ``quantize``: None, or ``"int8"``: the products' kernels held as int8 with
-    per-channel scales (`precision.Int8Weights`), computed in ``precision``.
-    """
-    if not isinstance(precision, str) or precision not in SEARCH_PRECISIONS:
-        raise ValueError(
-            f"precision must be one of {SEARCH_PRECISIONS}. Received: "
-            f"precision={precision!r}"
-        )
-    if quantize is not None and (
-        not isinstance(quantize, str) or quantize not in QUANTIZATIONS
-    ):
-        raise ValueError(
-            f"quantize must be None or one of {QUANTIZATIONS}. Received: "
-            f"quantize={quantize!r}"
-        )
-    return precision, quantize
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -86,7 +63,7 @@ class OutputLayer:
     bucketed: bool = False
 
     def __post_init__(self):
-        check_search_options(self.precision)
+        check_precision(self.precision)
 
     def graph_key(self):
         """None: a graph holding a table is not cached by `decode`."""

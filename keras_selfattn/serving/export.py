@@ -16,16 +16,14 @@ run's own test split).
 import os
 import pathlib
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from keras_selfattn.decoding import DEFAULT_LENGTH_PENALTY
-from keras_selfattn.decoding.loop import check_max_length_ratio
+from keras_selfattn.search_settings import SearchSettings
 from keras_selfattn.serving import export_report, publishing, warmup
 from keras_selfattn.serving.publishing import (  # re-exported
     DEFAULT_MODEL_NAME,
 )
 from keras_selfattn.serving.signatures import (
-    DEFAULT_BEAM_SIZE,
     DEFAULT_GROUPS,
     NBEST_SIGNATURE,
     SERVING_SIGNATURE,
@@ -60,17 +58,16 @@ def export_translator(
     version: int | None = None,
     *,
     model_name: str = DEFAULT_MODEL_NAME,
-    beam_size: int = DEFAULT_BEAM_SIZE,
-    alpha: float = DEFAULT_LENGTH_PENALTY,
     warmup_texts: Sequence[str] | None = None,
     xla: bool = False,
     groups: int = DEFAULT_GROUPS,
 ) -> pathlib.Path:
     """Writes ``export_base/N/`` atomically: a SavedModel with its warmup records.
 
-    The served searches are the translator's: its output layer (precision,
-    int8 weights, shortlist) and its ``max_length_ratio``, which the export's
-    report records (`keras_selfattn.serving.export_report`).
+    The served searches are the translator's: its `SearchSettings` (the beam
+    of ``translate_nbest``, the length penalty and ratio, the shortlist, the
+    precision and int8 weights), which the export's report records
+    (`keras_selfattn.serving.export_report`).
 
     Args:
         translator: a `keras_selfattn.inference.Translator`.
@@ -79,8 +76,6 @@ def export_translator(
         version: the version number N; None: one more than the highest present.
             An existing version is never overwritten.
         model_name: the served name, written into the warmup requests.
-        beam_size: hypotheses returned by ``translate_nbest``.
-        alpha: beam search length normalization.
         warmup_texts: sample sentences for ``assets.extra/tf_serving_warmup_requests``
             (default: a few words of the source vocabulary, see `sample_sources`).
         xla: compile the searches with XLA (opt-in, never the default: a CPU
@@ -107,8 +102,6 @@ def export_translator(
         # The vocabulary files, copied into assets/ by the saver.
         archive = build_export_archive(
             translator,
-            beam_size,
-            alpha,
             asset_dir=staging / "vocabularies",
             xla=xla,
             groups=groups,
@@ -217,32 +210,39 @@ def export_run(
     run_dir: str | os.PathLike[str],
     export_base: str | os.PathLike[str],
     version: int | None = None,
+    settings: SearchSettings | None = None,
     *,
     model_name: str = DEFAULT_MODEL_NAME,
-    beam_size: int = DEFAULT_BEAM_SIZE,
-    alpha: float = DEFAULT_LENGTH_PENALTY,
     warmup_texts: Sequence[str] | None = None,
     xla: bool = False,
     dtype: str | None = None,
     groups: int = DEFAULT_GROUPS,
-    precision: str = "float32",
-    quantize: str | None = None,
-    shortlist: int | None = None,
-    max_length_ratio: float | None = None,
+    **search: Any,
 ) -> pathlib.Path:
     """Exports a run directory as ``export_base/N/`` (``keras-selfattn export``).
 
     Loads ``model.keras``, the vocabularies and ``config.json`` as
-    `keras_selfattn.inference.Translator.load` does (so the SavedModel translates
-    exactly like ``keras-selfattn translate``), then calls `export_translator`.
+    `keras_selfattn.inference.Translator.from_run` does (so the SavedModel
+    translates exactly like ``keras-selfattn translate`` with the same
+    settings), then calls `export_translator`.
 
     Args:
         run_dir: a run directory written by `keras_selfattn.training.train`.
         export_base: the model's base folder; versions go in numbered subfolders.
         version: N; None: one more than the highest present.
+        settings: the served searches' `SearchSettings`, or None: those of
+            the ``search`` keywords (its fields: ``beam_size``, the hypotheses
+            ``translate_nbest`` returns; ``length_penalty``;
+            ``max_length_ratio``: both served searches cap each sentence's
+            steps relative to its source; ``shortlist``: N, each request
+            searches over its sources' candidate target pieces plus the N
+            most frequent, the run's ``shortlist.npz`` held in the graph as
+            constants; ``precision``: ``"bfloat16"`` runs every product of the
+            searches in bfloat16, fast on CPUs with avx512_bf16 or amx_bf16
+            only; ``quantize``: ``"int8"`` stores the products' kernels as
+            int8 with per-channel float32 scales, each request dequantizing
+            them once before its search loop). Checked before anything is read.
         model_name: the served name (warmup requests; the ``docker run`` line).
-        beam_size: hypotheses returned by ``translate_nbest``.
-        alpha: beam search length normalization.
         warmup_texts: sample sentences for the warmup records (default:
             `sample_sources` of the run).
         xla: compile the searches with XLA (see `export_translator`).
@@ -250,29 +250,11 @@ def export_run(
             `export_translator`).
         dtype: None: the served graph computes under the policy the model was
             trained with, except for a run whose ``mixed_precision`` was
-            ``"auto"``: float32 (`Translator.load`'s ``dtype``); ``"float32"``
+            ``"auto"``: float32 (`Translator.from_run`'s ``dtype``); ``"float32"``
             (or another Keras policy name): under that one, the same weights.
             A ``mixed_bfloat16`` run served on CPUs without bfloat16 units
             wants ``"float32"``: they emulate bfloat16 products, slower than
             float32's.
-
-        precision: ``"float32"`` or ``"bfloat16"``: every product of the
-            searches in bfloat16 (sums, softmaxes, scores float32; see
-            `Translator.load`); fast on CPUs with avx512_bf16 or amx_bf16 only.
-        quantize: None, or ``"int8"``: the products' kernels stored as int8
-            with per-channel float32 scales (half bfloat16's bytes), each
-            request dequantizing them once before its search loop, then
-            computing in ``precision`` (`keras_selfattn.models.precision.Int8Weights`).
-        shortlist: None, or N > 0: each request searches over its sources'
-            candidate target pieces plus the N most frequent
-            (`keras_selfattn.training.data.run_shortlist`: the run's
-            ``shortlist.npz``, or learned from its training split), a table
-            held in the graph as constants; `keras_selfattn.text.shortlist`'s
-            ``DEFAULT_FREQUENT`` is the documented N.
-        max_length_ratio: None (default: off), or a finite float R > 0: both
-            served searches (``serving_default`` and ``translate_nbest``) cap
-            each sentence's steps relative to its source, as `Translator`'s
-            ``max_length_ratio`` does (the rule: `keras_selfattn.decoding.decode`).
 
     Returns:
         The version folder, a `pathlib.Path`.
@@ -282,27 +264,17 @@ def export_run(
         version_dir = export_run("runs/demo", "exports/translator")  # .../1
     """
     from keras_selfattn.inference import Translator
-    from keras_selfattn.models.output_layer import check_search_options
 
-    check_search_options(precision, quantize)  # before any loading
-    max_length_ratio = check_max_length_ratio(max_length_ratio)
-    if shortlist is not None:
-        shortlist = _shortlist_size(shortlist)
+    if settings is None:  # checked before any loading
+        settings = SearchSettings(**search)
+    elif search:
+        raise TypeError(
+            "export_run takes settings or their fields as keywords, not both. "
+            f"Received: {sorted(search)}"
+        )
     # A version that exists or is being written is refused before the model loads.
     publishing.resolve_version(export_base, version)
-    table = None
-    if shortlist is not None:
-        from keras_selfattn.training.data.run_shortlist import run_shortlist
-
-        table = run_shortlist(run_dir, frequent=shortlist)
-    translator = Translator.load(
-        run_dir,
-        dtype=dtype,
-        precision=precision,
-        quantize=quantize,
-        shortlist=table,
-        max_length_ratio=max_length_ratio,
-    )
+    translator = Translator.from_run(run_dir, settings, dtype=dtype)
     if warmup_texts is None:
         warmup_texts = sample_sources(run_dir, tokenizer=translator.tokenizer)
     return export_translator(
@@ -310,19 +282,7 @@ def export_run(
         export_base,
         version,
         model_name=model_name,
-        beam_size=beam_size,
-        alpha=alpha,
         warmup_texts=warmup_texts,
         xla=xla,
         groups=groups,
     )
-
-
-def _shortlist_size(shortlist: object) -> int:
-    """``shortlist`` as N > 0; a one-line ValueError naming it."""
-    if not isinstance(shortlist, int) or isinstance(shortlist, bool) or shortlist < 1:
-        raise ValueError(
-            "shortlist must be None or a positive integer (the most frequent target "
-            f"pieces kept). Received: shortlist={shortlist!r}"
-        )
-    return shortlist

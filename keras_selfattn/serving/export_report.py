@@ -50,10 +50,11 @@ _SHORTLIST_KEYS = (
 
 
 def export_report(translator):
-    """The report (a JSON-able dict) of a `Translator`'s served searches."""
-    precision = getattr(translator, "precision", "float32")
-    lowered = LOWER_PRECISION_PRODUCTS if precision == "bfloat16" else ()
-    shortlist = getattr(translator, "shortlist", None)
+    """The report (a JSON-able dict) of a `Translator`'s served searches: its
+    `SearchSettings`, its shortlist's table and its int8 weights."""
+    settings = translator.settings
+    lowered = LOWER_PRECISION_PRODUCTS if settings.precision == "bfloat16" else ()
+    shortlist = translator.shortlist_table
     record = None
     if shortlist is not None:
         record = {
@@ -72,13 +73,13 @@ def export_report(translator):
             else "float32 products: no CPU feature assumed"
         ),
         "shortlist": record,
-        "max_length_ratio": getattr(translator, "max_length_ratio", None),
+        "max_length_ratio": settings.max_length_ratio,
     }
 
 
 def _quantize_record(translator):
     """None, or which product groups and weights the export holds as int8."""
-    int8_weights = getattr(translator, "int8_weights", None)
+    int8_weights = translator.int8_weights
     if int8_weights is None:
         return None
     return {

@@ -37,12 +37,9 @@ import pathlib
 from keras_selfattn.choices import DEFAULT_GROUPS  # re-exported
 from keras_selfattn.decoding import (  # DEFAULT_BEAM_SIZE: re-exported
     DEFAULT_BEAM_SIZE,
-    DEFAULT_LENGTH_PENALTY,
-    beam_search_decode,
-    greedy_decode,
+    search_with,
 )
 from keras_selfattn.decoding.once import weights_as_constants
-from keras_selfattn.models.output_layer import search_output
 
 __all__ = [
     "DEFAULT_BEAM_SIZE",
@@ -73,21 +70,15 @@ def _checked(tensor, shape):
 
 
 # Long: three small signature closures over one translator and its settings.
-def serving_functions(
-    translator,
-    beam_size=DEFAULT_BEAM_SIZE,
-    alpha=DEFAULT_LENGTH_PENALTY,
-    xla=False,
-    groups=DEFAULT_GROUPS,
-):
+def serving_functions(translator, xla=False, groups=DEFAULT_GROUPS):
     """The graph functions the SavedModel serves, with their input signatures.
 
     Args:
         translator: a `keras_selfattn.inference.Translator` (model, tokenizer,
-            limits, and the searches' options: its output layer and its
-            ``max_length_ratio``, which both text signatures' searches use).
-        beam_size: hypotheses returned by ``translate_nbest``.
-        alpha: beam search length-normalization strength (as `Translator.translate`).
+            limits, and its `SearchSettings`: ``serving_default`` searches
+            greedily and ``translate_nbest`` by a beam of its ``beam_size``,
+            both with its length penalty, ``max_length_ratio``, shortlist,
+            precision and int8 weights).
         xla: compile each search (encoder and decoding loop, ids in and out) with
             XLA (``jit_compile=True``; the loop in stages of fewer and fewer rows,
             `keras_selfattn.decoding`; the text ops stay outside). OFF by default:
@@ -107,28 +98,23 @@ def serving_functions(
     """
     import tensorflow as tf
 
-    for name, value in (("beam_size", beam_size), ("groups", groups)):
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise ValueError(
-                f"{name} must be a positive integer. Received: {name}={value!r}"
-            )
+    if not isinstance(groups, int) or isinstance(groups, bool) or groups < 1:
+        raise ValueError(
+            f"groups must be a positive integer. Received: groups={groups!r}"
+        )
     model, tokenizer = translator.model, translator.tokenizer
     max_source_len, max_len = translator.max_source_len, translator.max_target_len + 1
+    settings, beam_size = translator.settings, translator.settings.beam_size
     text_spec = [tf.TensorSpec([None], tf.string, name="text")]
+    output = translator.search_output(bucketed=xla)
 
-    searches = {
-        "jit_compile": xla,
-        "output": _search_output(translator, xla),
-        "max_length_ratio": getattr(translator, "max_length_ratio", None),
-    }
-
-    def greedy(ids):
-        return greedy_decode(model, ids, max_len, **searches)
-
-    def beam(ids):
-        return beam_search_decode(
-            model, ids, beam_size, max_len, alpha=alpha, **searches
+    def searcher(search):
+        chosen = settings.replace(search=search)
+        return lambda ids: search_with(
+            model, ids, chosen, max_len, output=output, jit_compile=xla
         )
+
+    greedy, beam = searcher("greedy"), searcher("beam")
 
     def search(function, ids):
         bucket = functools.partial(_bucketed, max_source_len=max_source_len)
@@ -179,21 +165,8 @@ def serving_functions(
 def _weights_held(translator):
     """The weights as a served graph reads them: int8 ones dequantized per request
     (`Translator.weights_held`), cast ones as constants (`weights_as_constants`)."""
-    held = getattr(translator, "weights_held", None)
-    with contextlib.nullcontext() if held is None else held(), weights_as_constants():
+    with translator.weights_held(), weights_as_constants():
         yield
-
-
-def _search_output(translator, xla):
-    """The output spec of the translator's searches (`output_layer.search_output`:
-    its shortlist and precision), None for the model's own output layer. With
-    ``xla`` a shortlist's width is padded to a few sizes (XLA compiles once per
-    shape)."""
-    shortlist = getattr(translator, "shortlist", None)
-    if shortlist is not None:
-        shortlist = (shortlist.candidates, shortlist.always)
-    precision = getattr(translator, "precision", "float32")
-    return search_output(shortlist, precision, bucketed=xla)
 
 
 # With ``xla``, source ids are padded to a multiple of this many columns (at most
@@ -381,22 +354,14 @@ def _vocabulary_tables(tokenizer, directory):
     return module
 
 
-def build_export_archive(
-    translator,
-    beam_size=DEFAULT_BEAM_SIZE,
-    alpha=DEFAULT_LENGTH_PENALTY,
-    asset_dir=None,
-    xla=False,
-    groups=DEFAULT_GROUPS,
-):
+def build_export_archive(translator, asset_dir=None, xla=False, groups=DEFAULT_GROUPS):
     """A `keras.export.ExportArchive` with the model, its tokenizers and the signatures.
 
     Add your own endpoints with ``archive.add_endpoint`` before ``write_out``.
 
     Args:
-        translator: a `keras_selfattn.inference.Translator`.
-        beam_size: hypotheses returned by ``translate_nbest``.
-        alpha: beam search length normalization.
+        translator: a `keras_selfattn.inference.Translator`; the signatures
+            search with its `SearchSettings` (`serving_functions`).
         asset_dir: a folder for the vocabulary files that become ``assets/``
             (copied at ``write_out``; keep it until then). None: no vocabulary assets.
         xla: compile the searches with XLA (see `serving_functions`; needs
@@ -409,7 +374,7 @@ def build_export_archive(
     import keras
 
     archive = keras.export.ExportArchive()
-    int8_weights = getattr(translator, "int8_weights", None)
+    int8_weights = translator.int8_weights
     if int8_weights is None:
         archive.track(translator.model)
     else:  # the int8 kernels in place of the model's float32 ones; the other
@@ -419,7 +384,7 @@ def build_export_archive(
     if asset_dir is not None:
         archive.track(_vocabulary_tables(translator.tokenizer, asset_dir))
     for name, (function, input_signature) in serving_functions(
-        translator, beam_size, alpha, xla, groups
+        translator, xla, groups
     ).items():
         archive.add_endpoint(name, function, input_signature)
     _trace_endpoints_once(archive)

@@ -16,10 +16,10 @@ from keras_selfattn.decoding.tensorflow_ops import size_bucket
 from keras_selfattn.models import build_seq2seq, shortlist_ops
 from keras_selfattn.models.output_layer import (
     OutputLayer,
-    check_search_options,
     search_output,
 )
 from keras_selfattn.reserved_ids import END_ID, PAD_ID, START_ID
+from keras_selfattn.search_settings import SearchSettings
 
 SOURCE_VOCAB, TARGET_VOCAB, MAX_LEN = 30, 700, 9
 
@@ -268,9 +268,10 @@ def test_search_output_is_none_without_options():
 )
 def test_bad_options_are_refused_in_one_line(options, named):
     with pytest.raises(ValueError, match=named.replace("[", r"\[")) as caught:
-        check_search_options(**options)
+        SearchSettings(**options)
     assert "\n" not in str(caught.value)
     if "precision" in options:
         with pytest.raises(ValueError, match="precision="):
             OutputLayer(None, options["precision"])
-    assert check_search_options("bfloat16", "int8") == ("bfloat16", "int8")
+    settings = SearchSettings(precision="bfloat16", quantize="int8")
+    assert (settings.precision, settings.quantize) == ("bfloat16", "int8")

@@ -13,6 +13,7 @@ import pytest
 
 from keras_selfattn import cli, serving, text
 from keras_selfattn.serving import signatures
+from keras_selfattn.text.shortlist import DEFAULT_FREQUENT
 from tests.serving.tiny_runs import TINY_MODEL, mixed_bfloat16_copy, train_tiny
 
 
@@ -246,12 +247,16 @@ def text_export_served(fresh_process_reports):
 
 @pytest.fixture(scope="session")
 def learned_shortlist_export(text_run_dir, tmp_path_factory):
-    """BASE/1 of the tensorflow-text run in bfloat16 with int8 weights and a
-    shortlist of 3 pieces, learned from the run's training split (the table is
-    written into the run directory)."""
+    """BASE/1 of the tensorflow-text run in bfloat16 with int8 weights and the
+    vocabulary shortlist its training wrote into the run directory (learned
+    from its training split)."""
     base = tmp_path_factory.mktemp("learned_shortlist_exports") / "translator"
     return serving.export_run(
-        text_run_dir, base, precision="bfloat16", quantize="int8", shortlist=3
+        text_run_dir,
+        base,
+        precision="bfloat16",
+        quantize="int8",
+        shortlist=DEFAULT_FREQUENT,
     )
 
 

@@ -88,9 +88,9 @@ def core_check_through_the_cli(core_export):
     """``keras-selfattn check-serving`` of the core-ops export: ``(its exit status,
     what it printed, the check its job returned)``. One replay serves the tests of
     the check and of the command."""
-    from keras_selfattn import jobs
+    from keras_selfattn import serving
 
-    check_serving = jobs.check_serving
+    check_serving = serving.check_serving
     returned = []
 
     def recording(*args, **kwargs):
@@ -99,7 +99,7 @@ def core_check_through_the_cli(core_export):
 
     printed = io.StringIO()
     with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(printed):
-        patch.setattr(jobs, "check_serving", recording)
+        patch.setattr(serving, "check_serving", recording)
         status = cli.main(["check-serving", str(core_export)])
     (check,) = returned
     return status, printed.getvalue(), check

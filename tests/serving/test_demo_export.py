@@ -5,7 +5,7 @@ import shutil
 
 import pytest
 
-from keras_selfattn import jobs, text
+from keras_selfattn import jobs, text, training
 from keras_selfattn.inference import Translator
 from keras_selfattn.training import TrainConfig, TrainResult
 from tests.serving.tiny_runs import TINY_MODEL
@@ -37,7 +37,7 @@ def test_demo_ends_with_a_checked_export_and_the_commands(
             on_finished(result)
         return result
 
-    monkeypatch.setattr(jobs, "train", trained_already)
+    monkeypatch.setattr(training, "train", trained_already)
     jobs.run_demo(str(run_dir), verbose=0, figures=False)
     out = capsys.readouterr().out
     base = (run_dir / jobs.EXPORT_DIR / "translator").resolve()

@@ -486,8 +486,9 @@ def export_through_the_cli(flags, tmp_path, monkeypatch):
     (replaced by a recorder)."""
     received = {}
 
-    def export_run(run_dir, export_base, version, **options):
+    def export_run(run_dir, export_base, version, settings, **options):
         received.update(options)
+        received.update(settings.as_dict())
         return pathlib.Path(export_base) / "1"
 
     monkeypatch.setattr(errors, "check_run_directory", lambda path: None)

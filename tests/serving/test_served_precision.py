@@ -5,6 +5,7 @@ requests, bad options."""
 import json
 import math
 import shutil
+import types
 
 import numpy as np
 import pytest
@@ -12,6 +13,7 @@ import pytest
 from keras_selfattn import cli, serving
 from keras_selfattn.inference import Translator
 from keras_selfattn.reserved_ids import END_ID
+from keras_selfattn.search_settings import SearchSettings
 from keras_selfattn.serving import audit, export_report, signatures
 from keras_selfattn.text.shortlist import DEFAULT_FREQUENT, ShortlistTable
 from tests.serving.test_export import export_through_the_cli
@@ -81,7 +83,6 @@ def test_option_exports_serve_the_float32_texts_under_the_session_loader(
     the other exports (`fresh_process_reports`)."""
     run, covered, size, left_out, exports = option_exports
     assert covered, "some texts must translate without the left-out piece"
-    table = ShortlistTable.load(run)
     served = text_export_served["session"]["serving_default"]["translation"]
     expected = [t for t, s in zip(served, sample_texts, strict=True) if s in covered]
     for options in option_sets(size):
@@ -93,7 +94,7 @@ def test_option_exports_serve_the_float32_texts_under_the_session_loader(
             run,
             precision=options.get("precision", "float32"),
             quantize=options.get("quantize"),
-            shortlist=table if "shortlist" in options else None,
+            shortlist=options.get("shortlist"),
             max_length_ratio=options.get("max_length_ratio"),
         )
         if "xla" in options:
@@ -121,7 +122,7 @@ def test_option_exports_serve_the_float32_texts_under_the_session_loader(
             assert report["quantize"] is None
         assert report["max_length_ratio"] == options.get("max_length_ratio")
     # The left-out piece is never produced with the shortlist, on any text.
-    shortlisted = Translator.load(run, shortlist=table).translate(sample_texts)
+    shortlisted = Translator.load(run, shortlist=size).translate(sample_texts)
     vocabulary = Translator.load(run).tokenizer.target.vocabulary.tokens
     assert all(vocabulary[left_out] not in t.target_tokens for t in shortlisted)
 
@@ -144,10 +145,11 @@ def test_bfloat16_shortlist_int8_export_answers_malformed_requests(
             assert line["outcome"] == "ok", line
         else:
             assert line["outcome"] == "InvalidArgumentError", line
-    # The learned table went into the run directory, recorded in the export.
+    # Training wrote the table into the run directory, recorded in the export.
     report = export_report.read_export_report(exported)
-    assert report["shortlist"]["frequent"] == 3
+    assert report["shortlist"]["frequent"] == DEFAULT_FREQUENT
     assert report["shortlist"]["learned_from"] == "the training split of the run"
+    assert report["shortlist"]["source"].endswith("shortlist.npz")
 
 
 @pytest.mark.parametrize(
@@ -195,12 +197,12 @@ def test_the_served_searches_cap_each_sentence_as_the_translator_does(
     translator's (greedy, and the best of translate_nbest's beam)."""
     import tensorflow as tf
 
-    translator = Translator.load(text_run_dir, max_length_ratio=0.5)
+    translator = Translator.load(text_run_dir, max_length_ratio=0.5, beam_size=2)
     kernel, bias = translator.model.logits_dense.get_weights()
     bias[END_ID] -= 100.0  # never chosen: every search runs to its cap
     translator.model.logits_dense.set_weights([kernel, bias])
     texts = [t for t in sample_texts if t.strip()]
-    greedy = translator.translate(texts)
+    greedy = translator.translate(texts, beam_size=1)
     max_len = translator.max_target_len + 1
     caps = [
         min(max_len, math.ceil(0.5 * len(t.source_tokens)) + 10)
@@ -209,7 +211,7 @@ def test_the_served_searches_cap_each_sentence_as_the_translator_does(
     ]
     assert min(caps) < max_len and max(caps) == max_len, caps
     assert [len(t.target_tokens) for t in greedy if t.source_tokens] == caps
-    served = signatures.serving_functions(translator, beam_size=2, groups=2)
+    served = signatures.serving_functions(translator, groups=2)
     request = tf.constant(texts)
     translations = served["serving_default"][0](request)["translation"].numpy()
     assert [t.decode() for t in translations] == [t.text for t in greedy]
@@ -221,11 +223,8 @@ def test_the_served_searches_cap_each_sentence_as_the_translator_does(
 def test_the_report_records_the_length_ratio():
     """None when off, the ratio otherwise, and a terminal line for each."""
 
-    class Capped:
-        max_length_ratio = 1.5
-
-    capped = export_report.export_report(Capped())
-    off = export_report.export_report(object())
+    capped = export_report.export_report(_translator(max_length_ratio=1.5))
+    off = export_report.export_report(_translator())
     assert capped["max_length_ratio"] == 1.5 and off["max_length_ratio"] is None
     assert export_report.format_report(capped)[-1] == (
         "max length ratio: 1.5 (each sentence at most ceil(1.5 x its source "
@@ -245,16 +244,12 @@ def test_cpu_warnings_name_the_missing_features(tmp_path):
     assert {"avx512f", "avx512_vnni"} <= flags
     assert export_report.host_cpu_flags(tmp_path / "absent") == set()
 
-    class Bfloat16Translator:
-        precision = "bfloat16"
-        shortlist = None
-
-    lowered = export_report.export_report(Bfloat16Translator())
+    lowered = export_report.export_report(_translator(precision="bfloat16"))
     (warning,) = export_report.cpu_warnings(lowered, flags)
     assert "avx512_bf16" in warning and "amx_bf16" in warning and "\n" not in warning
     assert export_report.cpu_warnings(lowered, flags | {"amx_bf16"}) == []
     assert export_report.cpu_warnings(lowered, flags | {"avx512_bf16"}) == []
-    float32 = export_report.export_report(object())
+    float32 = export_report.export_report(_translator())
     assert export_report.cpu_warnings(float32, flags) == []
     assert export_report.cpu_warnings(None, flags) == []
     path = export_report.write_export_report(tmp_path / "1", lowered)
@@ -263,11 +258,24 @@ def test_cpu_warnings_name_the_missing_features(tmp_path):
     assert any("bfloat16" in line for line in export_report.format_report(lowered))
 
 
+def _translator(**settings):
+    """What `export_report` reads of a `Translator`: its settings, its
+    shortlist's table and its int8 weights (none here)."""
+    return types.SimpleNamespace(
+        settings=SearchSettings(**settings), shortlist_table=None, int8_weights=None
+    )
+
+
 def test_cli_precisions_are_the_searches():
-    from keras_selfattn.cli import search_options
     from keras_selfattn.models.output_layer import SEARCH_PRECISIONS
 
-    assert search_options.PRECISIONS == SEARCH_PRECISIONS
+    parser = cli.build_parser()
+    for command in ("translate", "evaluate", "export"):
+        argv = [command, "--model", "run", "--precision", "bfloat16"]
+        if command == "export":
+            argv += ["--export-dir", "b"]
+        assert parser.parse_args(argv).precision in SEARCH_PRECISIONS
+    assert SEARCH_PRECISIONS == ("float32", "bfloat16")
 
 
 @pytest.mark.parametrize("command", ["translate", "evaluate", "export"])
@@ -327,36 +335,34 @@ def test_cli_export_options_reach_export_run(flags, expected, tmp_path, monkeypa
 def test_cli_translate_and_evaluate_pass_the_length_ratio_on(
     command, flags, ratio, tmp_path, monkeypatch
 ):
-    """``--max-length-ratio R`` reaches `Translator.load` (replaced by a
-    recorder); without it, None."""
-    from keras_selfattn import jobs
+    """``--max-length-ratio R`` reaches `Translator.from_run` (replaced by a
+    recorder) in the command's settings; without it, None."""
     from keras_selfattn.cli import command as cli_command
     from keras_selfattn.cli import commands, errors
 
     received = {}
 
-    def load(run_dir, **options):
-        received.update(options)
+    def from_run(run_dir, settings):
+        received["settings"] = settings
 
     monkeypatch.setattr(errors, "check_run_directory", lambda path: None)
-    monkeypatch.setattr(jobs.Translator, "load", load)
+    monkeypatch.setattr(Translator, "from_run", from_run)
     argv = [command, "--model", str(tmp_path), *flags]
-    cli_command.load_translator(commands.build_parser().parse_args(argv))
-    assert received["max_length_ratio"] == ratio
+    cli_command.load_translator(commands.prepare(argv))
+    assert received["settings"].max_length_ratio == ratio
 
 
 @pytest.mark.slow
 def test_cli_translate_and_evaluate_take_the_options(text_run_dir, capsys):
-    """``translate`` and ``evaluate`` with --precision bfloat16 --shortlist 3 give
-    what `Translator.load` gives with the same options."""
-    from keras_selfattn.training.data.run_shortlist import run_shortlist
-
+    """``translate`` and ``evaluate`` with --precision bfloat16 --shortlist give
+    what `Translator.load` gives with the same options (the table training
+    wrote into the run)."""
     texts = ["14 juillet 1989", "mardi 3 mars 2015"]
-    flags = ["--precision", "bfloat16", "--shortlist", "3"]
+    flags = ["--precision", "bfloat16", "--shortlist", str(DEFAULT_FREQUENT)]
     assert cli.main(["translate", "--model", str(text_run_dir), *flags, *texts]) == 0
     printed = capsys.readouterr().out.splitlines()
     translator = Translator.load(
-        text_run_dir, precision="bfloat16", shortlist=run_shortlist(text_run_dir, 3)
+        text_run_dir, precision="bfloat16", shortlist=DEFAULT_FREQUENT
     )
     assert printed == [t.text for t in translator.translate(texts)]
     assert cli.main(["evaluate", "--model", str(text_run_dir), *flags, "--json"]) == 0
@@ -389,8 +395,8 @@ def test_translating_with_attention_searches_with_the_options(
     assert len(allowed) < len(vocabulary) / 2
     assert any(set(r.target_tokens) - allowed for r in full)  # the full search's
     for options in (
-        {"shortlist": table},
-        {"precision": "bfloat16", "shortlist": table},
+        {"shortlist": 2},
+        {"precision": "bfloat16", "shortlist": 2},
     ):
         translator = Translator.load(run, **options)
         plain = translator.translate(sample_texts)

@@ -114,3 +114,33 @@ def test_relative_training_paths_resolve_from_another_directory(tmp_path, monkey
     with pytest.raises(FileNotFoundError, match="is gone") as caught:
         learn_run_shortlist(workdir / "run", per_source=3, frequent=4, save=False)
     assert "\n" not in str(caught.value)
+
+
+def test_training_writes_the_table_the_command_learns(run_dir, tmp_path):
+    """`write_run_shortlist` (what training calls with the pairs it streams)
+    writes the table `learn_run_shortlist` learns from the recorded split; the
+    searches only read it (`read_run_shortlist`), and a run without one, or
+    with one of another size, is refused in one line saying how to make it."""
+    from keras_selfattn.text.shortlist import read_run_shortlist
+    from keras_selfattn.training.data.run_shortlist import write_run_shortlist
+
+    _, config = load_run_config(run_dir / CONFIG_FILE)
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    run_data = run_data_lib.prepare_run_data(
+        str(run_dir / "pairs.tsv"), run_dir, config
+    )
+    tokenizer = text.PairTokenizer.load(run_dir)
+    written = write_run_shortlist(copy, run_data, config, tokenizer)
+    learned = learn_run_shortlist(run_dir, save=False)
+    np.testing.assert_array_equal(written.candidates, learned.candidates)
+    np.testing.assert_array_equal(written.frequent, learned.frequent)
+    read = read_run_shortlist(copy)
+    assert read.record["source"] == str(copy / SHORTLIST_FILE)
+    assert read.record["learned_from"] == "the training split of the run"
+    with pytest.raises(FileNotFoundError, match="keras-selfattn shortlist") as gone:
+        read_run_shortlist(tmp_path)
+    with pytest.raises(ValueError, match="--frequent 7") as other:
+        read_run_shortlist(copy, frequent=7)
+    for caught in (gone, other):
+        assert "\n" not in str(caught.value)

@@ -1,10 +1,14 @@
 """A run's vocabulary shortlist, learned by streaming its training split once.
 
-The training split is the one the run trained on: its files and held-out split
-as ``data.json`` recorded them (refused when the files changed since), read
-with the run's data settings and tokenized with its saved tokenizer, a batch at
-a time; only the vocabulary-sized counts (`text.shortlist.CooccurrenceCounts`)
-are held.
+Training writes it (`write_run_shortlist`, at the end of a run, from the
+training pairs it streamed: `keras_selfattn.training.fit.stages`); for a run
+trained without it, ``keras-selfattn shortlist`` learns it (`learn_run_shortlist`)
+from the training split the run recorded: its files and held-out split as
+``data.json`` recorded them (refused when the files changed since), read with
+the run's data settings. Either way the pairs are tokenized with the run's
+tokenizer a batch at a time, and only the vocabulary-sized counts
+(`text.shortlist.CooccurrenceCounts`) are held. The searches only read the
+table (`text.shortlist.read_run_shortlist`).
 """
 
 import pathlib
@@ -22,7 +26,9 @@ from keras_selfattn.text.shortlist import (
 from keras_selfattn.training.data import run_data as run_data_lib
 from keras_selfattn.training.run.data_fingerprint import file_fingerprint
 
-__all__ = ["count_pairs", "learn_run_shortlist", "run_shortlist"]
+__all__ = ["count_pairs", "learn_run_shortlist", "write_run_shortlist"]
+
+LEARNED_FROM = "the training split of the run"
 
 
 def count_pairs(pairs, tokenizer, batch_size=512):
@@ -139,33 +145,20 @@ def learn_run_shortlist(
     table = count_pairs(pairs, tokenizer).table(per_source, frequent)
     record = read_run_json(run_dir / DATA_FILE)["fingerprint"]
     files = _recorded_files(run_dir, record)["data"]
-    table.record.update(
-        {"learned_from": "the training split of the run", "files": files}
-    )
+    table.record.update({"learned_from": LEARNED_FROM, "files": files})
     if save:
         table.save(run_dir)
     return table
 
 
-def run_shortlist(run_dir, frequent=DEFAULT_FREQUENT):
-    """The run's shortlist with ``frequent`` most frequent pieces: its saved
-    ``shortlist.npz`` when that one keeps as many, else learned
-    (`learn_run_shortlist`, saved when the run has none yet).
-
-    The table's ``record`` says where it came from (``"source"``: the file, or
-    learned now).
-    """
-    from keras_selfattn.run_directory.layout import SHORTLIST_FILE
-    from keras_selfattn.text.shortlist import ShortlistTable
-
-    _, frequent = check_shortlist_sizes(DEFAULT_PER_SOURCE, frequent)
-    run_dir = pathlib.Path(run_dir)
-    path = run_dir / SHORTLIST_FILE
-    if path.exists():
-        table = ShortlistTable.load(path)
-        if table.record.get("frequent") == frequent:
-            table.record["source"] = str(path)
-            return table
-    table = learn_run_shortlist(run_dir, frequent=frequent, save=not path.exists())
-    table.record["source"] = "learned from the run's training split at load"
+def write_run_shortlist(run_dir, run_data, train_config, tokenizer):
+    """Writes ``run_dir/shortlist.npz`` (the default sizes) from the training
+    pairs of ``run_data`` (`run_data.training_pairs`), as training streams
+    them; returns the `text.shortlist.ShortlistTable`."""
+    pairs = run_data_lib.training_pairs(run_data, train_config)
+    table = count_pairs(pairs, tokenizer).table()
+    table.record.update(
+        {"learned_from": LEARNED_FROM, "files": [str(f) for f in run_data.files]}
+    )
+    table.save(run_dir)
     return table

@@ -24,6 +24,7 @@ from keras_selfattn.training.callbacks.best_model import BestModel
 from keras_selfattn.training.callbacks.validation import Validation, clock_reading
 from keras_selfattn.training.data import run_batches
 from keras_selfattn.training.data import run_data as run_data_lib
+from keras_selfattn.training.data.run_shortlist import write_run_shortlist
 from keras_selfattn.training.data.run_tokenizer import load_or_learn_tokenizer
 from keras_selfattn.training.distribute.distributed import WorkerRole
 from keras_selfattn.training.distribute.keras_fix import keras_multi_worker_fix
@@ -329,6 +330,16 @@ def whole_run_figures(batches, restored, outcome):
     if outcome.history.epoch:
         return counts, health
     return restored.get("counts", counts), restored.get("health", health)
+
+
+def write_shortlist(call, place, data):
+    """Writes the run's vocabulary shortlist (the chief): its training pairs
+    counted once more as they stream (`run_shortlist.write_run_shortlist`), so
+    that translate, evaluate and export with ``--shortlist`` read it."""
+    if place.role.is_chief:
+        write_run_shortlist(
+            place.work_dir, data.run_data, call.train_config, data.tokenizer
+        )
 
 
 def mark_finished(place, summary):

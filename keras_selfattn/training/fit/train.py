@@ -211,6 +211,7 @@ def _train(call, place, on_finished=None):
             outcome = stages.fit(call, place, data, batches, built, restart)
             finished = stages.finish(call, place, batches, built, outcome)
         result = _result(call, place, data, outcome, finished)
+        stages.write_shortlist(call, place, data)
         if on_finished is not None and place.role.is_chief:
             on_finished(result)
         stages.mark_finished(place, finished.summary)
