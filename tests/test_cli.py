@@ -1,4 +1,9 @@
-"""The keras-selfattn command end to end, in subprocesses, as a user runs it."""
+"""The keras-selfattn command end to end on one tiny trained run.
+
+The command runs in this process (`tests.bad_input_cases.run_in_process`: `main`
+with its output and status captured) except where only a process shows the
+behaviour: TensorFlow's native log lines, a pipe left open, a stop signal and
+its exit status."""
 
 import json
 import os
@@ -102,11 +107,14 @@ def test_evaluate_and_translate(trained_run):
     root, _ = trained_run
     run = root / "run"
     # --json: stdout is one JSON object and nothing else.
-    scores = json.loads(cli("evaluate", "--model", run, "--beam", "2", "--json").stdout)
+    evaluated = run_in_process(
+        ["evaluate", "--model", str(run), "--beam", "2", "--json"]
+    )
+    assert evaluated.status == 0, evaluated.stderr
+    scores = json.loads(evaluated.stdout)
     assert scores["count"] > 0 and 0 <= scores["exact_match"] <= 1
     assert "examples" not in scores and scores["beam_size"] == 2
-    # Without it, the human summary alone. (This, --data and --scores in this
-    # process: what they print; the start-ups are the other two calls'.)
+    # Without it, the human summary alone.
     result = run_in_process(["evaluate", "--model", str(run), "--beam", "2"])
     assert result.status == 0, result.stderr
     test_split = run / "splits" / "test.tsv"
@@ -133,54 +141,42 @@ def test_evaluate_and_translate(trained_run):
     assert float(score) <= 0.0
     assert lines[1] == "\t0.0000"  # empty input: empty translation
     # Piped: a sentence a line, even an over-long one or one that is not UTF-8.
-    env = dict(os.environ, PYTHONPATH=str(REPO), TF_CPP_MIN_LOG_LEVEL="3")
-    piped = subprocess.run(
-        [sys.executable, "-m", "keras_selfattn", "translate", "--model", str(run)],
-        input=b"14 juillet 1989\n" + b"word " * 200 + b"\n14 juillet \xff\xfe1989\n",
-        check=False,
-        capture_output=True,
-        env=env,
-        timeout=600,
+    piped = run_in_process(
+        ["translate", "--model", str(run)],
+        stdin=b"14 juillet 1989\n" + b"word " * 200 + b"\n14 juillet \xff\xfe1989\n",
     )
-    assert piped.returncode == 0 and b"Traceback" not in piped.stderr
-    assert b"truncated to" in piped.stderr
-    assert len(piped.stdout.decode().strip().split("\n")) == 3
+    assert piped.status == 0 and "Traceback" not in piped.stderr, piped.stderr
+    assert "truncated to" in piped.stderr
+    assert len(piped.stdout.strip().split("\n")) == 3
 
 
 @pytest.mark.parametrize(
-    "args, message, in_process",
+    "args, message",
     [
         (
             ["translate", "--model", "/nonexistent/run", "x"],
-            "Run directory not found: /nonexistent/run",
-            False,
+            "Run directory not found: ",
         ),
-        (["evaluate", "--model", "/nonexistent/run"], "Run directory not found", True),
+        (["evaluate", "--model", "/nonexistent/run"], "Run directory not found"),
     ],
 )
-def test_errors_are_one_line_without_traceback(args, message, in_process):
-    """The first in a real process (its exit status), the other in this one (the
-    same path to the same line, without a TensorFlow start-up)."""
-    if in_process:
-        result = run_in_process(args)
-        status = result.status
-    else:
-        result = cli(*args, check=False)
-        status = result.returncode
-    assert status == 2 and result.stderr.count("\n") == 1, result.stderr
+def test_errors_are_one_line_without_traceback(args, message):
+    """In this process: `main`'s status and lines are the process's (the console
+    script's own start and end: tests/test_console_script.py)."""
+    result = run_in_process(args)
+    assert result.status == 2 and result.stderr.count("\n") == 1, result.stderr
     assert message in result.stderr and "Traceback" not in result.stderr
 
 
 def test_malformed_and_empty_tsv(tmp_path):
-    """The malformed file in a real process (its exit status), the empty one in
-    this process (the same path to the same kind of line)."""
+    """A malformed and an empty pair file: exit 2, one line naming the file."""
     bad = tmp_path / "bad.tsv"
     bad.write_text("un\tone\ndeux sans tabulation\n")
-    result = cli("train", "--data", bad, "--out", tmp_path / "run", check=False)
-    assert (
-        result.returncode == 2 and "bad.tsv" in result.stderr and "2" in result.stderr
+    result = run_in_process(
+        ["train", "--data", str(bad), "--out", str(tmp_path / "run")]
     )
-    assert "Traceback" not in result.stderr
+    assert result.status == 2 and "bad.tsv:2" in result.stderr, result.stderr
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
     empty = tmp_path / "empty.tsv"
     empty.write_text("")
     result = run_in_process(

@@ -1,0 +1,66 @@
+"""The suite's census and its fast tier (tests/suite_census.py), on a suite of
+three tests run in this process (pytester)."""
+
+pytest_plugins = ["pytester"]
+
+SUITE = """
+import subprocess, sys, time
+
+import pytest
+
+
+def _busy(seconds):
+    end = time.process_time() + seconds
+    while time.process_time() < end:
+        pass
+
+
+def test_quick():
+    subprocess.run([sys.executable, "-c", "pass"], check=True)
+
+
+def test_busy_not_marked():
+    _busy(0.6)
+
+
+@pytest.mark.slow
+def test_busy_marked_slow():
+    _busy(0.6)
+    subprocess.run([sys.executable, "-c", "pass"], check=True)
+"""
+
+CONFTEST = """
+def pytest_configure(config):
+    from tests.suite_census import Census
+
+    census = Census()
+    census.install()
+    config.pluginmanager.register(census, "suite_census")
+"""
+
+
+def test_the_census_counts_and_fails_a_busy_test_not_marked_slow(pytester, monkeypatch):
+    """With the fast tier at 0.3 CPU-s: the busy test not marked slow fails with
+    its CPU time, the one marked slow passes; the census counts the two
+    processes started; its wrappers of `subprocess.Popen` and `keras.Model.fit`
+    are taken off when the run ends."""
+    import subprocess
+
+    import keras
+
+    before = subprocess.Popen.__init__, keras.Model.fit
+    monkeypatch.setenv("KSA_FAST_TIER_SECONDS", "0.3")
+    pytester.makeconftest(CONFTEST)
+    pytester.makeini("[pytest]\nmarkers =\n    slow: slow\n")
+    pytester.makepyfile(test_suite=SUITE)
+    run = pytester.runpytest_inprocess("-p", "no:xdist", "-p", "no:cacheprovider")
+
+    run.assert_outcomes(passed=2, failed=1)
+    out = run.stdout.str()
+    assert "test_busy_not_marked took " in out and "CPU-s, over the fast tier" in out
+    assert "not marked slow: test_suite.py::test_busy_not_marked" in out
+    assert "test_busy_marked_slow took" not in out
+    run.stdout.fnmatch_lines(
+        ["processes started: 2 (0 of them training); models trained *"]
+    )
+    assert (subprocess.Popen.__init__, keras.Model.fit) == before
