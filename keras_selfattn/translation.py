@@ -234,24 +234,15 @@ class Translator:
 
         Args:
             run_dir: the run directory ``keras-selfattn train`` wrote.
-            settings: a `SearchSettings` (default: greedy, float32). A
-                ``"bfloat16"`` precision runs every product in bfloat16 (the
-                model's product layers, `models.precision.lower_precision_model`;
-                the output layer's in the search), element-wise work, softmaxes
-                and scores float32; ``quantize="int8"`` holds the products'
-                kernels as int8 with per-channel scales, dequantized once per
-                search (`models.precision.Int8Weights`); a ``shortlist`` reads
-                the run's table, ``RUN_DIR/shortlist.npz`` (training writes it;
-                ``keras-selfattn shortlist`` makes it for a run without one).
-            dtype: None (default): the model computes under the policy it was
-                trained with, except a run trained with
-                ``mixed_precision="auto"``: float32 (the training machine chose
-                bfloat16 for its own speed; this one may lack the units, and
-                served at batch 32 bfloat16 was no faster even where they
-                exist), so that such a run translates alike wherever it is
-                loaded, served or not; a policy name such as ``"float32"``:
-                under that one (`keras_selfattn.models.saving.with_dtype_policy`),
-                e.g. a bfloat16 run on a CPU without bfloat16 units.
+            settings: a `SearchSettings` (default: greedy, float32): its
+                precision, int8 weights and shortlist (the run's table,
+                ``RUN_DIR/shortlist.npz``) as `SearchSettings` describes them.
+            dtype: None (default): the policy the model was trained with, but
+                float32 for a run trained with ``mixed_precision="auto"`` (the
+                training machine's choice; this one may lack bfloat16 units),
+                so that such a run translates alike wherever it is loaded; a
+                policy name such as ``"float32"``: under that one
+                (`keras_selfattn.models.saving.with_dtype_policy`).
 
         Returns:
             A `Translator` of the run's model and tokenizers.

@@ -28,8 +28,9 @@ LAYERS = (
         "keras_selfattn.stopping",  # signals stop a command the same way everywhere
         "keras_selfattn.version",  # read by setup.py and --version, before Keras
     ),
-    # The Keras-free configurations (and their checks), which the run directory reads.
-    ("keras_selfattn.config", "keras_selfattn.config"),
+    # The Keras-free configurations (and their checks), which the run directory reads,
+    # and the served search's settings, which the searches and the parser read.
+    ("keras_selfattn.config", "keras_selfattn.search_settings"),
     ("keras_selfattn.run_directory",),
     ("keras_selfattn.layers", "keras_selfattn.text"),
     ("keras_selfattn.models", "keras_selfattn.decoding"),

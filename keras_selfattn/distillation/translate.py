@@ -8,12 +8,15 @@ import os
 import pathlib
 
 from keras_selfattn.choices import DEFAULT_LENGTH_PENALTY
-from keras_selfattn.decoding.loop import check_max_length_ratio
 from keras_selfattn.distillation import record as records
 from keras_selfattn.distillation.progress import Progress, count_lines
 from keras_selfattn.inference import load_translator
-from keras_selfattn.models.output_layer import check_search_options
 from keras_selfattn.run_directory.layout import CONFIG_FILE, MODEL_FILE
+from keras_selfattn.search_settings import (
+    check_max_length_ratio,
+    check_precision,
+    check_quantize,
+)
 from keras_selfattn.stopping import held, raise_if_swallowed, signals_stop
 
 DEFAULT_BATCH_SIZE = 64
@@ -206,7 +209,8 @@ def _check_search(beam_size, alpha, precision, quantize, shortlist, ratio):
         raise ValueError(
             f"alpha must be a finite number >= 0. Received: alpha={alpha!r}"
         )
-    check_search_options(precision, quantize)
+    check_precision(precision)
+    check_quantize(quantize)
     check_max_length_ratio(ratio)
     if shortlist is not None:
         _check_positive("shortlist", shortlist)

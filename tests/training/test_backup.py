@@ -133,9 +133,8 @@ def test_an_early_stopped_run_says_the_score_it_followed(tmp_path):
                 backup,
                 2,
                 {"steps": 8, "best_by": best_by},
-                TrainConfig(patience=1),
-                plan,
-                {"train_pairs": None},
+                (TrainConfig(patience=1), TrainConfig(patience=1)),
+                (plan, {"train_pairs": None}),
                 "refused",
             )
         assert (
