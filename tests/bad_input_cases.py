@@ -275,6 +275,9 @@ class Case:
     stdout: str | None = None  # "full", "closed" or "broken-pipe": a faulty stdout
     needs_run: bool = False
     slow: bool = False  # seconds even without a run (check-serving starts a process)
+    # The test that asserts this case instead of tests/test_cli_bad_input.py: one
+    # that makes the same run anyway (the table still runs the case).
+    checked_in: str | None = None
 
 
 # A vocabulary's tokenizer.json, as far as train --vocab reads it before loading it.
@@ -365,6 +368,9 @@ TRAIN = ["train", "--epochs", "1"]
 # No translation health check (exit status 3 when a model does not translate,
 # as a tiny run of a few steps does not): these cases are about other things.
 TRAIN_TINY = [*TRAIN, *TINY_RUN_ARGS]
+# The cases that train to their end only to show that the command gets there:
+# two steps do (what costs is the model's building and tracing, not the steps).
+TRAIN_TWO_STEPS = [*TRAIN_TINY, "--train-steps", "2"]
 
 CASES = [
     # --data
@@ -465,7 +471,7 @@ CASES = [
     Case(
         "train --data with a tab inside a target (three columns)",
         lambda w: [
-            *TRAIN_TINY,
+            *TRAIN_TWO_STEPS,
             "--data",
             w.file("cols.tsv", _pair_lines(third_column_at=(7, 366))),
             "--out",
@@ -956,6 +962,13 @@ CASES = [
 # Long enough that a SIGTERM sent once the first backup (step 5) exists, or a
 # Ctrl-C at step 1, lands before the run ends (each stop is seconds ahead of it).
 SMALL_TRAIN = [*TRAIN_TINY, "--train-steps", "20", "--eval-every", "5"]
+# Its one run stops at start-up, at step 1 (Ctrl-C, before the first backup), past
+# the first backup (SIGTERM) and in the final work, each followed by the same
+# command: the signal cases below are asserted there.
+SIGNALS_TEST = (
+    "tests/training/test_train_signals.py::"
+    "test_sigterm_mid_training_then_ctrl_c_in_the_final_work_then_finished"
+)
 
 CASES += [
     # operators: concurrent launches, stale locks, signals, remote paths, a full disk
@@ -973,7 +986,7 @@ CASES += [
     Case(
         "train on a run directory whose train was SIGKILLed (a stale lock)",
         lambda w: [
-            *SMALL_TRAIN,
+            *TRAIN_TWO_STEPS,
             "--data",
             w.file("pairs.tsv", _pair_lines()),
             "--out",
@@ -998,6 +1011,7 @@ CASES += [
         expect=SENSIBLE,
         check=_says("run directory:"),
         slow=True,
+        checked_in=SIGNALS_TEST,
     ),
     Case(
         "train interrupted (Ctrl-C) before its first backup, then the same command",
@@ -1023,6 +1037,7 @@ CASES += [
             and "resuming from step" not in result.stdout
         ),
         slow=True,
+        checked_in=SIGNALS_TEST,
     ),
     Case(
         "train --out gs://bucket/run (a remote run directory)",
@@ -1038,7 +1053,7 @@ CASES += [
     Case(
         "train --out on a disk that fills up (a 64 KiB tmpfs)",
         lambda w: [
-            *TRAIN_TINY,
+            *TRAIN_TWO_STEPS,
             "--data",
             w.file("pairs.tsv", _pair_lines()),
             "--out",

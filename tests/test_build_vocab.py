@@ -214,7 +214,31 @@ def _without(args, flag):
     return args[:index] + args[index + 2 :]
 
 
-def test_train_takes_the_tokenizer_settings_of_its_vocab(tmp_path, capsys):
+class _Recorded(Exception):
+    """Ends a `train` once its data stage has written the run's settings."""
+
+
+def _stop_after_the_data_stage(monkeypatch):
+    """What the data stage of the next `train` wrote to its run directory
+    (config.json's settings, the tokenizer's config), the run stopped there: the
+    settings are recorded before the model is built, and training is not what
+    is checked."""
+    from keras_selfattn.training.fit import stages
+
+    recorded = {}
+    prepare_data = stages.prepare_data
+
+    def prepare_then_stop(call, place):
+        prepare_data(call, place)
+        recorded["settings"] = load_run_config(place.work_dir / "config.json")[1]
+        recorded["tokenizer"] = text.PairTokenizer.load(place.work_dir).config()
+        raise _Recorded
+
+    monkeypatch.setattr(stages, "prepare_data", prepare_then_stop)
+    return recorded
+
+
+def test_train_takes_the_tokenizer_settings_of_its_vocab(tmp_path, capsys, monkeypatch):
     """`train --vocab DIR` reads DIR's tokenizer.json; only a flag the
     user typed that contradicts it is refused, naming the flag, the value and the
     vocabulary's."""
@@ -247,16 +271,15 @@ def test_train_takes_the_tokenizer_settings_of_its_vocab(tmp_path, capsys):
     agreeing = TrainConfig(target_tokenizer="char", split_digits=False)
     given = {"target_tokenizer": "--target-tokenizer char"}
     assert train_config_with_vocabulary(agreeing, vocab, given) == agreeing
-    # None typed: the vocabulary's settings, recorded as the run's.
-    run = tmp_path / "run"
-    trained = run_in_process([*argv, "--out", str(run)])
-    assert trained.status == 0, trained.stderr[-3000:]
-    saved = load_run_config(run / "config.json")[1]
+    # None typed: the vocabulary's settings, recorded as the run's (when its data
+    # stage writes config.json and the tokenizer; the run stops there).
+    recorded = _stop_after_the_data_stage(monkeypatch)
+    stopped = run_in_process([*argv, "--out", str(tmp_path / "run")])
+    assert "_Recorded" in stopped.stderr, stopped.stderr[-3000:]
+    saved = recorded["settings"]
     assert (saved.target_tokenizer, saved.split_digits) == ("char", False)
     assert saved.source_tokenizer == "word"
-    assert text.PairTokenizer.load(run).config() == (
-        text.PairTokenizer.load(vocab).config()
-    )
+    assert recorded["tokenizer"] == text.PairTokenizer.load(vocab).config()
 
 
 def test_the_vocabulary_settings_from_python(tmp_path):

@@ -26,7 +26,7 @@ TINY_MODEL = [
 # The shortest run a failed check fails, lowered in the test's `train` process
 # (errors.HEALTH_EXIT_UPDATES is 1,000 updates: about two minutes of training
 # here). tests/test_health_exit.py checks the rule at its real threshold.
-STEPS = 40
+STEPS = 12
 # The `keras-selfattn` console script (its name quiets TensorFlow as the
 # command's does) with that threshold: the rule is read when the run ends.
 LOWERED_THRESHOLD = (

@@ -144,6 +144,7 @@ def _dataset(batches):
     return tf.data.Dataset.from_tensor_slices((inputs, labels)).batch(4)
 
 
+@pytest.mark.slow  # two models built and trained
 def test_callbacks_after_the_swap_see_the_average_and_training_its_own_weights():
     batches = _batches(6)
     model = _model()
@@ -187,6 +188,7 @@ class _BackupAtFirstPeriodEnd(keras.callbacks.Callback):
             backup_file(self.directory, 1, "state").write_text(json.dumps({"epoch": 1}))
 
 
+@pytest.mark.slow  # two models built and trained
 def test_a_run_resumed_from_a_backup_taken_with_the_average_in_is_exact(tmp_path):
     batches = _batches(6, seed=5)
     uninterrupted = _model()

@@ -105,13 +105,14 @@ def test_the_small_preset_chooses_and_the_default_stays_float32():
         TrainConfig(mixed_precision="automatic")
 
 
+@pytest.mark.slow  # a whole run, however short: seconds of building and tracing
 def test_an_auto_run_keeps_auto_and_its_model_the_chosen_policy(
     monkeypatch, tmp_path, capsys
 ):
     monkeypatch.setattr(compiled_model, "native_bfloat16", lambda tpu=False: True)
     trained_under = "mixed_bfloat16"  # the test holds on any machine
     config = TrainConfig(
-        epochs=1,
+        train_steps=2,  # a run under the chosen policy; its steps are not checked
         batch_size=16,
         warmup_steps=1,
         target_tokenizer="char",

@@ -1,7 +1,14 @@
 """``keras-selfattn train`` stopped by real signals at its phases, then the same
-command: SIGTERM at start-up leaves nothing, SIGTERM mid-training resumes from the
-last backup, Ctrl-C once the steps are done (while the final work is written) is
-finished by the rerun."""
+command: SIGTERM at start-up leaves nothing, Ctrl-C before the first backup makes
+the rerun start over, SIGTERM mid-training resumes from the last backup, Ctrl-C
+once the steps are done (while the final work is written) is finished by the
+rerun.
+
+One run of one command line, stopped four times: this is also where
+tests/bad_input_cases.py's operator cases "train interrupted (Ctrl-C) before its
+first backup, then the same command" and "train SIGTERMed mid-training, then the
+same command" are asserted (their ``Case.checked_in``): each would cost a
+process and a whole tiny run, and this run passes through both."""
 
 import csv
 import json
@@ -36,9 +43,12 @@ def _last_line(result):
 def test_sigterm_mid_training_then_ctrl_c_in_the_final_work_then_finished(tmp_path):
     data = text.write_pairs(tmp_path / "pairs.tsv", text.load_bundled_dates()[:300])
     run = tmp_path / "run"
-    # With its figures: the finished run's plots are looked at.
+    # With its figures: the finished run's plots are looked at. A backup every 8
+    # steps: a Ctrl-C at step 1 and a SIGTERM at step 9 each land 7 steps ahead of
+    # the next backup or the run's end.
     argv = ["train", "--data", str(data), "--out", str(run), *TINY_RUN_WITH_FIGURES]
-    argv += ["--train-steps", "12", "--eval-every", "4", "--log-every", "1"]
+    argv += ["--train-steps", "16", "--eval-every", "4", "--save-every", "8"]
+    argv += ["--log-every", "1"]
 
     # Start-up (the data read, the model not built yet): nothing saved, nothing left.
     early = signalled_at(argv, "data: 1 file(s)", signal.SIGTERM)
@@ -49,22 +59,34 @@ def test_sigterm_mid_training_then_ctrl_c_in_the_final_work_then_finished(tmp_pa
     ), early.stderr
     assert not run.exists()
 
-    # Mid-training, after the first backup (step 4): SIGTERM, as a supervisor stops.
-    stopped = signalled_at(argv, "step 5/12", signal.SIGTERM)
+    # Ctrl-C at the first step, before any backup: nothing saved yet.
+    interrupted = signalled_at(argv, "step 1/16", signal.SIGINT)
+    assert interrupted.status == 130, interrupted
+    assert _last_line(interrupted) == (
+        "keras-selfattn: interrupted; nothing saved yet: the rerun starts from step 0"
+    ), interrupted.stderr
+    assert not (run / "training.json").exists()
+
+    # The same command starts over (nothing to resume from), and past the first
+    # backup (step 8) a SIGTERM, as a supervisor stops.
+    stopped = signalled_at(argv, "step 9/16", signal.SIGTERM)
+    assert "resuming from step" not in stopped.stdout, stopped.stdout
+    assert "step 1/16" in stopped.stdout, stopped.stdout
     assert stopped.status == 143, stopped
     assert _last_line(stopped) == (
         "keras-selfattn: interrupted by SIGTERM; rerun the same command to resume "
-        "from step 4"
+        "from step 8"
     ), stopped.stderr
-    assert "Traceback" not in stopped.stderr
+    assert "Traceback" not in stopped.stderr + interrupted.stderr
     assert not (run / "training.json").exists()
 
     # Resumed; Ctrl-C once the steps are done, while the final work is written.
     resumed = signalled_at(argv, "dropped for length", signal.SIGINT)
-    assert "resuming from step 4\n" in resumed.stdout, resumed.stdout
+    assert "resuming from step 8\n" in resumed.stdout, resumed.stdout
+    assert "step 1/16" not in resumed.stdout
     assert resumed.status == 130, resumed
     assert _last_line(resumed) == (
-        "keras-selfattn: interrupted; its 12 steps are done: rerun the same command "
+        "keras-selfattn: interrupted; its 16 steps are done: rerun the same command "
         "to finish the run (its last validation, test metrics and any figures)"
     ), resumed.stderr
     assert not (run / "training.json").exists()
@@ -74,15 +96,15 @@ def test_sigterm_mid_training_then_ctrl_c_in_the_final_work_then_finished(tmp_pa
     # no signal, and the exit status of a finished command is every test's.)
     finished = run_in_process(argv)
     assert finished.status == 0, finished
-    assert "resuming from step 12 (its steps are done: finishing the run)" in (
+    assert "resuming from step 16 (its steps are done: finishing the run)" in (
         finished.stdout
     )
-    assert "step 1/12" not in finished.stdout
+    assert "step 1/16" not in finished.stdout
     assert f"run directory: {run}" in finished.stdout
-    assert json.loads((run / "training.json").read_text())["steps"] == 12
+    assert json.loads((run / "training.json").read_text())["steps"] == 16
     assert "test" in json.loads((run / "metrics.json").read_text())
     assert (run / "plots" / "history.png").exists()
-    assert _history_steps(run) == ["step", "4", "8", "12"]
+    assert _history_steps(run) == ["step", "4", "8", "12", "16"]
     assert not (run / "train.lock").exists()
 
 
