@@ -328,6 +328,8 @@ def test_every_command_runs_its_own_function():
         "train",
         "evaluate",
         "translate",
+        "distill-data",
+        "merge-shards",
         "average",
         "shortlist",
         "export",
@@ -335,7 +337,7 @@ def test_every_command_runs_its_own_function():
     }
     kinds = {
         run_commands: ("demo", "build-vocab", "train", "average"),
-        text_commands: ("evaluate", "translate"),
+        text_commands: ("evaluate", "translate", "distill-data", "merge-shards"),
         serving_commands: ("export", "check-serving"),
     }
     for module, names in kinds.items():

@@ -529,3 +529,43 @@ def _wait_for(out, before, process, timeout=240):
         assert process.poll() is None, process.communicate()[1][-2000:]
         assert time.monotonic() < deadline, "the process made no progress"
         time.sleep(0.02)
+
+
+def test_the_command_writes_what_the_function_writes(teacher, data, unbroken, tmp_path):
+    """``keras-selfattn distill-data`` in this process: the unbroken call's bytes;
+    then ``--shard`` twice and ``merge-shards`` give them again."""
+    from tests.bad_input_cases import run_in_process
+
+    base = ["distill-data", "--teacher", str(teacher), "--data", str(data)]
+    out = tmp_path / "out.tsv"
+    done = run_in_process([*base, "--out", str(out), "--batch-size", str(BATCH)])
+    assert done.status == 0, done.stderr
+    assert out.read_bytes() == unbroken
+    shards = [tmp_path / f"shard{i}.tsv" for i in range(2)]
+    for i, shard in enumerate(shards):
+        argv = [*base, "--out", str(shard), "--shard", f"{i}/2", "--quiet"]
+        assert run_in_process(argv).status == 0
+    merged = tmp_path / "merged.tsv"
+    done = run_in_process(["merge-shards", "--out", str(merged), *map(str, shards)])
+    assert done.status == 0, done.stderr
+    assert merged.read_bytes() == unbroken
+
+
+@pytest.mark.parametrize(
+    "extra, named",
+    [
+        (["--shard", "3/2"], "shard"),
+        (["--beam", "0"], "--beam"),
+        (["--batch-size", "0"], "batch_size"),
+    ],
+)
+def test_the_command_refuses_bad_input_in_one_line(
+    teacher, data, tmp_path, extra, named
+):
+    from tests.bad_input_cases import run_in_process
+
+    argv = ["distill-data", "--teacher", str(teacher), "--data", str(data)]
+    done = run_in_process([*argv, "--out", str(tmp_path / "out.tsv"), *extra])
+    assert done.status == 2, (done.status, done.stderr)
+    assert done.stderr.count("\n") == 1 and named in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr

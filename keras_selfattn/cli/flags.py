@@ -329,7 +329,10 @@ def count(minimum):
 
 
 _OUTPUT_OPTIONS = (
-    ("--quiet", "no training progress (other commands: no effect)"),
+    (
+        "--quiet",
+        "no progress lines of train and distill-data (other commands: no effect)",
+    ),
     ("--verbose", "show TensorFlow's own log lines"),
     ("--debug", "--verbose, and an error's traceback"),
 )

@@ -32,6 +32,8 @@ COMMANDS = (
     run_commands.add_train,
     text_commands.add_evaluate,
     text_commands.add_translate,
+    text_commands.add_distill_data,
+    text_commands.add_merge_shards,
     run_commands.add_average,
     run_commands.add_shortlist,
     serving_commands.add_export,

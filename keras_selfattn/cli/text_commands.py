@@ -116,3 +116,90 @@ def _say_not_utf8(lines):
     report = None if lines is None else lines.not_utf8_report()
     if report:
         streams.warn(report)
+
+
+def add_distill_data(subparsers):
+    parser = add_command(
+        subparsers,
+        "distill-data",
+        _distill_data,
+        help="a teacher run's translations of pair files' sources as a new pair "
+        "file (a student's training data): resumable, shardable",
+    )
+    parser.add_argument(
+        "--teacher", required=True, metavar="RUN_DIR", help="the teacher's run"
+    )
+    parser.add_argument(
+        "--data",
+        required=True,
+        action="append",
+        metavar="FILE",
+        help="pairs whose sources are translated: a file, a .gz or a glob pattern; "
+        "repeat for more",
+    )
+    parser.add_argument(
+        "--out",
+        required=True,
+        metavar="FILE",
+        help="the new pair file; the same command again resumes it",
+    )
+    add_beam_option(parser)
+    search_options.add_search_options(parser)
+    parser.add_argument(
+        "--batch-size",
+        type=int,
+        default=64,
+        metavar="N",
+        help="sentences translated and written at a time (default: 64)",
+    )
+    shard = parser.add_argument(
+        "--shard",
+        metavar="I/N",
+        help="translate the pairs whose index modulo N is I, into this --out "
+        "(merge the N outputs with merge-shards)",
+    )
+    shows(shard, "all of them")
+
+
+def _distill_data(args):
+    """`distillation.translate_pairs` with the command's search settings; a stop
+    keeps every line written so far, and the same command resumes."""
+    from keras_selfattn import distillation
+
+    settings = args.settings
+    distillation.translate_pairs(
+        args.teacher,
+        args.data,
+        args.out,
+        beam_size=settings.beam_size if settings.search == "beam" else 1,
+        alpha=settings.length_penalty,
+        batch_size=args.batch_size,
+        shard=args.shard,
+        precision=settings.precision,
+        quantize=settings.quantize,
+        shortlist=settings.shortlist,
+        max_length_ratio=settings.max_length_ratio,
+        verbose=not args.quiet,
+    )
+    return 0
+
+
+def add_merge_shards(subparsers):
+    parser = add_command(
+        subparsers,
+        "merge-shards",
+        _merge_shards,
+        help="the --out files of distill-data --shard I/N (I = 0 .. N-1) back in "
+        "input order, as one unsharded distill-data writes it",
+    )
+    parser.add_argument(
+        "--out", required=True, metavar="FILE", help="the merged pair file"
+    )
+    parser.add_argument("shards", nargs="+", metavar="SHARD_OUT", help="the shards")
+
+
+def _merge_shards(args):
+    from keras_selfattn import distillation
+
+    distillation.merge_shards(args.shards, args.out, verbose=not args.quiet)
+    return 0
