@@ -128,7 +128,7 @@ def test_loss_and_accuracy_ignore_padding():
 
 
 def test_one_fit_step_with_xla_lowers_the_loss():
-    model = tiny_model()
+    model = tiny_model(num_layers=1)  # one encoder block: a smaller XLA program
     model.compile(
         optimizer=keras.optimizers.Adam(1e-2),
         loss=masked_loss(),
@@ -137,7 +137,7 @@ def test_one_fit_step_with_xla_lowers_the_loss():
     )
     target_out = np.array([[4, 5, 6, 3], [7, 3, 0, 0]], "int32")
     history = model.fit(
-        {"source": SOURCE, "target_in": TARGET_IN}, target_out, epochs=5, verbose=0
+        {"source": SOURCE, "target_in": TARGET_IN}, target_out, epochs=3, verbose=0
     )
     losses = history.history["loss"]
     assert np.all(np.isfinite(losses)) and losses[-1] < losses[0]
@@ -396,7 +396,7 @@ def test_label_smoothed_gradient_against_numpy():
 
 def test_masked_loss_compiles_both_ways_and_serializes(tmp_path):
     """compile(loss=masked_loss) and (loss=masked_loss(...)); a .keras round trip."""
-    model = tiny_model()
+    model = tiny_model(num_layers=1)
     target_out = np.array([[4, 5, 6, 3], [7, 3, 0, 0]], "int32")
     inputs = {"source": SOURCE, "target_in": TARGET_IN}
     logits = predict(model)
@@ -544,7 +544,9 @@ def test_a_tied_model_with_a_deep_output_saves_loads_and_trains(tmp_path):
     both): a .keras round trip gives identical outputs, the mask stays on the
     ids (none on the logits), fit lowers the loss and moves every weight of the
     deep output."""
-    model = tiny_model(deep_output_hiddens=24, tie_embeddings=True, embedding_dim=16)
+    model = tiny_model(
+        deep_output_hiddens=24, tie_embeddings=True, embedding_dim=16, num_layers=1
+    )
     assert getattr(model.output, "_keras_mask", None) is None
     path = tmp_path / "deep.keras"
     model.save(path)
