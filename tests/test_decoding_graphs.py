@@ -239,9 +239,10 @@ def test_xla_stages_without_the_ended_sentences_give_the_static_loops_results(
     ``XLA_STAGE_MIN_ROWS`` decoder rows runs to the end (0: every stage may
     shrink). For sentences that end at different steps (some never), in
     batches of 24, 5 and 1 (with the floor, 24 and 5: 5 sentences already fit
-    in one stage), eager (and traced on the 24, without the floor): the static
-    loop's tokens, lengths and scores, and the stages' sentence counts as
-    described."""
+    in one stage), eager (and traced on the 5, without the floor: a user's
+    `tf.function` around the stages' loop, whose stage row counts are XLA
+    programs of their own, fewer than the 24's): the static loop's tokens,
+    lengths and scores, and the stages' sentence counts as described."""
     from tests.test_decoding import (
         _sentences_ending_at_different_steps,
         _strategy_and_search,
@@ -265,8 +266,8 @@ def test_xla_stages_without_the_ended_sentences_give_the_static_loops_results(
         ended_at = np.asarray(static["lengths"]).reshape(len(rows), -1).max(axis=1)
         if len(rows) > 1:
             assert len(set(ended_at.tolist())) > 1 and ended_at.min() < max_len
-        # Traced once, on the batch with the most stages.
-        traced = [tf.function(searched)] if min_rows == 0 and rows is source else []
+        # Traced once, on the 5: several stages, fewer XLA programs than 24.
+        traced = [tf.function(searched)] if min_rows == 0 and len(rows) == 5 else []
         for call in (searched, *traced):
             stages.clear()
             result = call(tf.constant(rows))

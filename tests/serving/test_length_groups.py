@@ -75,14 +75,14 @@ def test_groups_give_the_tokens_of_one_search_in_the_input_order(searches, searc
         steps = alone["ids"].shape[-1]
         np.testing.assert_array_equal(whole["ids"][row, ..., :steps], alone["ids"][0])
         assert not whole["ids"][row, ..., steps:].any()
-    # 2 and 3 over the 7 rows: runs of several rows, even and uneven; 4 over the
-    # first 3 rows (lengths 3, 7, 1: sorted, not in the input order), more groups
-    # than rows: an empty run and runs of one row (one row a run, what as many
-    # groups as rows would check, is in it). Each run traces a search (most of
-    # this test's time), hence 4 groups of 3 rows rather than 8 of 7: the beam,
-    # whose outputs have a beam axis more, is put back in order from runs of
-    # several rows once (3).
-    cases = ((2, 7), (3, 7), (4, 3)) if search == "greedy" else ((3, 7), (4, 3))
+    # 2 (runs of 3 and 4 rows) and 3 (2, 2 and 3) over the 7 rows: runs of
+    # several rows, of unequal sizes, one case a search; 4 over the first 3 rows
+    # (lengths 3, 7, 1: sorted, not in the input order), more groups than rows:
+    # an empty run and runs of one row (one row a run, what as many groups as
+    # rows would check, is in it). Each run traces a search (most of this
+    # test's time), hence 4 groups of 3 rows rather than 8 of 7, and greedy 2
+    # groups, the beam (whose outputs have a beam axis more) 3.
+    cases = ((2, 7), (4, 3)) if search == "greedy" else ((3, 7), (4, 3))
     for groups, rows in cases:
         source = SOURCE[:rows]
         reference = whole if rows == len(SOURCE) else searched(1, source)
