@@ -184,7 +184,29 @@ LONGEST_FIRST = (
 )
 
 
+# The fixtures that train a model (or read one trained once per test run, which
+# the first test to ask for it trains): a test that uses one, directly or through
+# another fixture, belongs to the slow tier, so that ``-m "not slow"`` trains
+# nothing.
+TRAINED_RUN_FIXTURES = frozenset(
+    {
+        "text_run_dir",  # tests/serving/conftest.py
+        "core_run_dir",
+        "sentencepiece_run_dir",
+        "teacher",  # tests/test_distillation.py
+        "uninterrupted",  # tests/training/test_train.py
+        "twelve_steps",  # tests/training/test_continuation.py
+        "trained_run",  # tests/test_cli.py
+        "quick_run",  # tests/test_benchmarks.py
+    }
+)
+
+
 def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if TRAINED_RUN_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+
     def rank(item):
         path = item.nodeid.split("::", 1)[0]
         listed = next(

@@ -97,6 +97,8 @@ def _assert_same(ours, reference):
         )
 
 
+# Slow: every search loop traced (8 CPU-s).
+@pytest.mark.slow
 def test_the_loops_read_the_cast_kernels_as_constants(bfloat16_copy):
     kernels = {
         tuple(w.shape)

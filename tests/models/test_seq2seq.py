@@ -539,6 +539,8 @@ def test_the_deep_output_sits_between_the_decoder_and_the_tied_output_layer():
     np.testing.assert_allclose(ops.convert_to_numpy(logits), expected, atol=1e-5)
 
 
+# Slow: a save, a load and a training of the model (about 8 CPU-s).
+@pytest.mark.slow
 def test_a_tied_model_with_a_deep_output_saves_loads_and_trains(tmp_path):
     """Tied embeddings and a deep output in one model (one training trace for
     both): a .keras round trip gives identical outputs, the mask stays on the

@@ -65,6 +65,8 @@ def searches(model):
     return {name: _Searches(model, search) for name, search in SEARCHES.items()}
 
 
+# Slow: a search traced for each group layout (9-14 CPU-s).
+@pytest.mark.slow
 @pytest.mark.parametrize("search", sorted(SEARCHES))
 def test_groups_give_the_tokens_of_one_search_in_the_input_order(searches, search):
     searched = searches[search]
