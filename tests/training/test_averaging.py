@@ -7,7 +7,7 @@ import pytest
 from keras_selfattn import text
 from keras_selfattn.models import build_seq2seq
 from keras_selfattn.run_directory.layout import REPLACED_MODEL_FILE
-from keras_selfattn.training.fit.averaging import (
+from keras_selfattn.training.checkpoint_averaging import (
     average_checkpoints,
     average_run,
     kept_checkpoints,

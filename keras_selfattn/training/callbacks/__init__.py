@@ -2,7 +2,8 @@
 
 In the order a period's end runs them (`training.fit.fit_callbacks.fit_callbacks`):
 
-- `moving_average.SwapInMovingAverage`: the weights' moving average in the model;
+- `training.moving_average.SwapInMovingAverage`: the weights' moving average in
+  the model (beside the rest of the moving average's work);
 - `progress.TrainingSpeed`: the one measure of target tokens/s;
 - `stop_at_step.StopAtStep`: the run ends at its plan's last step;
 - `progress.ProgressBar` / `progress.ProgressLog`: the steps on screen;

@@ -1,7 +1,7 @@
 """The checkpoints kept for averaging: ``RUN_DIR/checkpoints/step-<step>.keras``.
 
 `train` adds `KeepCheckpoints` when ``keep_checkpoints`` > 0; ``keras-selfattn
-average`` (`training.fit.averaging.average_run`) averages what it kept.
+average`` (`training.checkpoint_averaging.average_run`) averages what it kept.
 """
 
 import pathlib

@@ -269,7 +269,7 @@ def keep_newest(saved, keep, remove):
     """The one retention rule of the run's saved states: the newest ``keep`` stay.
 
     Used by the backups (`WorkerBackup`, two epochs) and the kept checkpoints
-    (`averaging.KeepCheckpoints`, ``keep_checkpoints`` validations).
+    (`kept_checkpoints.KeepCheckpoints`, ``keep_checkpoints`` validations).
 
     Args:
         saved: what is saved, oldest first (epochs, checkpoint files).
