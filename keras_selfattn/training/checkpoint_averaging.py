@@ -36,7 +36,7 @@ from keras_selfattn.run_directory.layout import (
     checkpoint_files,
     checkpoint_step,
 )
-from keras_selfattn.training.run.run_lock import RunLock
+from keras_selfattn.training.resume.run_lock import RunLock
 
 __all__ = [
     "CHECKPOINTS_DIR",

@@ -24,7 +24,7 @@ from keras_selfattn.training.moving_average import (
     moving_average_in,
     swap_moving_average,
 )
-from keras_selfattn.training.run.backup import restore_backup
+from keras_selfattn.training.resume.backup import restore_backup
 from tests.training.test_accumulation import MODEL  # the same tiny model, no dropout
 
 VOCAB = types.SimpleNamespace(source_vocab_size=50, target_vocab_size=50)

@@ -15,7 +15,7 @@ In the order a period's end runs them (`training.fit.fit_callbacks.fit_callbacks
 - `tensorboard.TensorBoardLog`: TensorBoard event files;
 - `kept_checkpoints.KeepCheckpoints`: the checkpoints kept for averaging;
 - `history.HistoryLog`: ``history.csv``;
-- then the backup (`training.run.backup.WorkerBackup`).
+- then the backup (`training.resume.backup.WorkerBackup`).
 
 A callback writes its figure into ``logs``; the ones after it read it there.
 """

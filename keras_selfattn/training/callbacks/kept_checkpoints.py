@@ -10,7 +10,7 @@ import keras
 
 from keras_selfattn.run_directory.atomic import replace_atomically
 from keras_selfattn.run_directory.layout import checkpoint_file, checkpoint_files
-from keras_selfattn.training.run.backup import keep_newest
+from keras_selfattn.training.resume.backup import keep_newest
 
 __all__ = ["KeepCheckpoints"]
 

@@ -35,7 +35,7 @@ from keras_selfattn.training.callbacks.validation import (
     ValidationWatch,
 )
 from keras_selfattn.training.moving_average import SwapInMovingAverage
-from keras_selfattn.training.run.backup import WorkerBackup
+from keras_selfattn.training.resume.backup import WorkerBackup
 
 
 @dataclasses.dataclass(frozen=True)
