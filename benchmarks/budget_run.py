@@ -100,7 +100,7 @@ class BudgetSnapshots:
         self.model.stop_training = True
 
     def _snapshot(self, minutes, train_cpu, now):
-        from keras_selfattn.training.fit.averaging import (
+        from keras_selfattn.training.moving_average import (
             keeps_moving_average,
             moving_average_in,
         )

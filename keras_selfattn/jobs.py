@@ -3,7 +3,7 @@
 Each calls the library modules its work lives in; where a command's work is
 one library function, the command calls that function itself
 (``training.train``, ``inference.Translator.from_run``,
-``training.fit.averaging.average_run``, ``serving.export_run``,
+``training.checkpoint_averaging.average_run``, ``serving.export_run``,
 ``serving.check_serving``, ``training.data.run_shortlist.learn_run_shortlist``):
 
 - `build_vocab`: the vocabularies of a corpus (``text.learn_vocab``);

@@ -16,7 +16,7 @@ PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "keras_selfattn"
 PACKAGES = (
     "keras_selfattn",
     "keras_selfattn.training",
-    "keras_selfattn.training.run",
+    "keras_selfattn.training.resume",
     "keras_selfattn.run_directory",
 )
 
@@ -32,7 +32,7 @@ def _bare_packages():
 
 def main(run_dir):
     _bare_packages()
-    from keras_selfattn.training.run.run_lock import RunLock
+    from keras_selfattn.training.resume.run_lock import RunLock
 
     sys.argv = ["keras-selfattn", "train", "--out", run_dir]  # what a train records
     lock = RunLock.acquire(run_dir)

@@ -4,7 +4,7 @@ import inspect
 
 from keras_selfattn.cli import build_parser
 from keras_selfattn.jobs import run_demo
-from keras_selfattn.training.run import continuation
+from keras_selfattn.training.resume import continuation
 
 
 def test_demo_accepts_the_overwrite_its_refusal_advises():

@@ -105,7 +105,7 @@ print(sorted({{type(layer).__module__.split('.')[0] for layer in model.layers}})
 # saved, with what the command line imports imported first.
 LOADERS = {
     "keras_selfattn.translation": "_load_model",
-    "keras_selfattn.training.fit.averaging": "_load",
+    "keras_selfattn.training.checkpoint_averaging": "_load",
 }
 COMMAND_LOAD = """
 import keras_selfattn.cli.commands  # what the command line has imported

@@ -332,7 +332,7 @@ def add_average(subparsers):
 
 
 def _average(args):
-    from keras_selfattn.training.fit.averaging import average_run
+    from keras_selfattn.training.checkpoint_averaging import average_run
 
     errors.check_run_directory(args.model)
     path, averaged = average_run(args.model, last=args.last, out=args.out)

@@ -40,7 +40,7 @@ class MovingAverageAdam(keras.optimizers.Adam):
     usable at any point of a run (with a fixed 0.999, a third of the average
     after 1,000 updates would still be the weights of the first few hundred).
     The average starts as the weights after the first update. The model keeps
-    training on its own weights; `keras_selfattn.training.fit.averaging.
+    training on its own weights; `keras_selfattn.training.moving_average.
     swap_moving_average` exchanges the two (``train --ema-momentum`` validates,
     keeps and exports the average). With ``gradient_accumulation_steps`` the
     average is updated every batch (``iterations`` counts batches).

@@ -19,7 +19,7 @@ from keras_selfattn.models import ModelConfig
 from keras_selfattn.run_directory.layout import backup_file
 from keras_selfattn.training import TrainConfig
 from keras_selfattn.training.fit.compiled_model import build_and_compile
-from keras_selfattn.training.run.backup import restore_backup
+from keras_selfattn.training.resume.backup import restore_backup
 
 MODEL = ModelConfig(
     num_hiddens=16,

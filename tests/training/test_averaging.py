@@ -7,12 +7,12 @@ import pytest
 from keras_selfattn import text
 from keras_selfattn.models import build_seq2seq
 from keras_selfattn.run_directory.layout import REPLACED_MODEL_FILE
-from keras_selfattn.training.fit.averaging import (
+from keras_selfattn.training.checkpoint_averaging import (
     average_checkpoints,
     average_run,
     kept_checkpoints,
 )
-from keras_selfattn.training.run.run_lock import RunDirBusy
+from keras_selfattn.training.resume.run_lock import RunDirBusy
 from tests.bad_input_cases import run_in_process
 from tests.models import test_seq2seq
 from tests.test_cli import cli

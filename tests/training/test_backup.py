@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from keras_selfattn.training.fit.step_plan import StepPlan
-from keras_selfattn.training.run.backup import (
+from keras_selfattn.training.resume.backup import (
     WorkerBackup,
     backed_up_epochs,
     read_backup,
@@ -15,7 +15,7 @@ from keras_selfattn.training.run.backup import (
     stopped_early,
     worker_backup_dir,
 )
-from keras_selfattn.training.run.resume import truncate_history
+from keras_selfattn.training.resume.restart import truncate_history
 
 
 def small_model():
@@ -121,7 +121,7 @@ def test_a_resumed_run_written_before_steps_keys_its_old_history(tmp_path):
 
 def test_an_early_stopped_run_says_the_score_it_followed(tmp_path):
     from keras_selfattn.config import TrainConfig
-    from keras_selfattn.training.run import continuation
+    from keras_selfattn.training.resume import continuation
 
     backup = worker_backup_dir(tmp_path / "backup", 0)
     backup.mkdir(parents=True)
@@ -147,7 +147,7 @@ def test_an_input_checkpoint_of_another_pipeline_is_replayed_instead(tmp_path):
     """A backup written before `INPUT_PIPELINE` (its iterator checkpoint of the
     graph that counted every pass) cannot restore into today's graph: resumed by
     reading the batches again (input_checkpoint None), not refused as damaged."""
-    from keras_selfattn.training.run.backup import INPUT_PIPELINE, input_checkpoint
+    from keras_selfattn.training.resume.backup import INPUT_PIPELINE, input_checkpoint
 
     backup = worker_backup_dir(tmp_path / "backup", 0)
     backup.mkdir(parents=True)

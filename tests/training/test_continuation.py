@@ -12,7 +12,7 @@ import pytest
 from keras_selfattn import text
 from keras_selfattn.run_directory.settings import load_run_config
 from keras_selfattn.training import train
-from keras_selfattn.training.run.backup import (
+from keras_selfattn.training.resume.backup import (
     INPUT_PIPELINE,
     backed_up_epochs,
     read_backup,

@@ -18,13 +18,13 @@ from keras_selfattn.models import saving
 from keras_selfattn.models.optimizers import MovingAverageAdam, moving_average_decay
 from keras_selfattn.run_directory.layout import backup_file
 from keras_selfattn.training import TrainConfig
-from keras_selfattn.training.callbacks.moving_average import SwapInMovingAverage
-from keras_selfattn.training.fit.averaging import (
+from keras_selfattn.training.fit.compiled_model import build_and_compile
+from keras_selfattn.training.moving_average import (
+    SwapInMovingAverage,
     moving_average_in,
     swap_moving_average,
 )
-from keras_selfattn.training.fit.compiled_model import build_and_compile
-from keras_selfattn.training.run.backup import restore_backup
+from keras_selfattn.training.resume.backup import restore_backup
 from tests.training.test_accumulation import MODEL  # the same tiny model, no dropout
 
 VOCAB = types.SimpleNamespace(source_vocab_size=50, target_vocab_size=50)

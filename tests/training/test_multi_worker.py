@@ -23,7 +23,7 @@ import pytest
 
 import keras_selfattn  # noqa: F401  (registers the layers for load_model)
 from keras_selfattn import text
-from keras_selfattn.training.run.backup import backed_up_epochs
+from keras_selfattn.training.resume.backup import backed_up_epochs
 from tests.training.cluster import (
     TINY_CLI_ARGS,
     TRAIN_ONLY,

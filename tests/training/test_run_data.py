@@ -6,7 +6,7 @@ from keras_selfattn import text
 from keras_selfattn.training import TrainConfig
 from keras_selfattn.training.data import run_batches, run_data
 from keras_selfattn.training.fit.step_plan import plan_steps
-from keras_selfattn.training.run.data_fingerprint import (
+from keras_selfattn.training.resume.data_fingerprint import (
     describe_data_change,
     file_fingerprint,
 )

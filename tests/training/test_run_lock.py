@@ -11,8 +11,8 @@ import sys
 
 import pytest
 
-from keras_selfattn.training.run import run_lock
-from keras_selfattn.training.run.run_dir import claim_run_dir, run_dir_state
+from keras_selfattn.training.resume import run_lock
+from keras_selfattn.training.resume.run_state import claim_run_dir, run_dir_state
 from tests.bad_input_cases import LOCK_HOLDER
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -119,7 +119,7 @@ def test_a_remote_run_directory_is_refused(tmp_path, path, monkeypatch):
 
 
 def test_the_lock_records_the_whole_command_or_says_it_cut_it():
-    from keras_selfattn.training.run.run_lock import recorded_command
+    from keras_selfattn.training.resume.run_lock import recorded_command
 
     argv = ["keras-selfattn", "train", "--data", "a b.tsv", *["--seed", "1"] * 100]
     assert recorded_command(argv) == shlex.join(argv)  # 1,200 characters: whole

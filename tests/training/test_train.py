@@ -20,8 +20,8 @@ from keras_selfattn.models import ModelConfig
 from keras_selfattn.training import TrainConfig, load_run_config, train
 from keras_selfattn.training.callbacks.best_model import save_model_atomically
 from keras_selfattn.training.fit.train import TrainInterrupted
-from keras_selfattn.training.run.backup import backed_up_epochs
-from keras_selfattn.training.run.run_dir import claim_run_dir
+from keras_selfattn.training.resume.backup import backed_up_epochs
+from keras_selfattn.training.resume.run_state import claim_run_dir
 from tests.training import reference_run
 from tests.training.cluster import REPO, subprocess_env
 from tests.training.reference_run import TINY_MODEL, tiny_train_config

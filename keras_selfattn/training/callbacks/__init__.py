@@ -2,7 +2,8 @@
 
 In the order a period's end runs them (`training.fit.fit_callbacks.fit_callbacks`):
 
-- `moving_average.SwapInMovingAverage`: the weights' moving average in the model;
+- `training.moving_average.SwapInMovingAverage`: the weights' moving average in
+  the model (beside the rest of the moving average's work);
 - `progress.TrainingSpeed`: the one measure of target tokens/s;
 - `stop_at_step.StopAtStep`: the run ends at its plan's last step;
 - `progress.ProgressBar` / `progress.ProgressLog`: the steps on screen;
@@ -14,7 +15,7 @@ In the order a period's end runs them (`training.fit.fit_callbacks.fit_callbacks
 - `tensorboard.TensorBoardLog`: TensorBoard event files;
 - `kept_checkpoints.KeepCheckpoints`: the checkpoints kept for averaging;
 - `history.HistoryLog`: ``history.csv``;
-- then the backup (`training.run.backup.WorkerBackup`).
+- then the backup (`training.resume.backup.WorkerBackup`).
 
 A callback writes its figure into ``logs``; the ones after it read it there.
 """

@@ -1,7 +1,7 @@
 """The checkpoints kept for averaging: ``RUN_DIR/checkpoints/step-<step>.keras``.
 
 `train` adds `KeepCheckpoints` when ``keep_checkpoints`` > 0; ``keras-selfattn
-average`` (`training.fit.averaging.average_run`) averages what it kept.
+average`` (`training.checkpoint_averaging.average_run`) averages what it kept.
 """
 
 import pathlib
@@ -10,7 +10,7 @@ import keras
 
 from keras_selfattn.run_directory.atomic import replace_atomically
 from keras_selfattn.run_directory.layout import checkpoint_file, checkpoint_files
-from keras_selfattn.training.run.backup import keep_newest
+from keras_selfattn.training.resume.backup import keep_newest
 
 __all__ = ["KeepCheckpoints"]
 

@@ -15,7 +15,7 @@ from keras_selfattn.training.data.run_data import (
     training_pairs,
     training_passes,
 )
-from keras_selfattn.training.run.resume import restored_input
+from keras_selfattn.training.resume.restart import restored_input
 
 __all__ = [
     "files_of_worker",
@@ -102,7 +102,7 @@ def training_input(
 
     With a file for every worker, each worker reads its own (`own_files_input`);
     otherwise the whole stream (`training_stream`), continued by
-    `resume.restored_input`. ``resume`` is ``(backup_dir, initial_epoch, plan)``.
+    `restart.restored_input`. ``resume`` is ``(backup_dir, initial_epoch, plan)``.
     Returns ``(input, resumable)`` (``resumable`` None: the input is replayed).
     """
     backup_dir, initial_epoch, plan = resume

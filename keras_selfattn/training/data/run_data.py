@@ -30,7 +30,7 @@ from keras_selfattn.run_directory.layout import (
     VALIDATION_FILE,
 )
 from keras_selfattn.text import fingerprint_split, stream
-from keras_selfattn.training.run.data_fingerprint import (
+from keras_selfattn.training.resume.data_fingerprint import (
     describe_data_change,
     file_fingerprint,
 )

@@ -24,7 +24,7 @@ from keras_selfattn.text.shortlist import (
     check_shortlist_sizes,
 )
 from keras_selfattn.training.data import run_data as run_data_lib
-from keras_selfattn.training.run.data_fingerprint import file_fingerprint
+from keras_selfattn.training.resume.data_fingerprint import file_fingerprint
 
 __all__ = ["count_pairs", "learn_run_shortlist", "write_run_shortlist"]
 

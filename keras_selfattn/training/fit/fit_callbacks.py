@@ -18,7 +18,6 @@ from keras_selfattn.training.callbacks.early_stopping import EarlyStopping
 from keras_selfattn.training.callbacks.health import HealthAlarm
 from keras_selfattn.training.callbacks.history import HistoryLog
 from keras_selfattn.training.callbacks.kept_checkpoints import KeepCheckpoints
-from keras_selfattn.training.callbacks.moving_average import SwapInMovingAverage
 from keras_selfattn.training.callbacks.progress import (
     ProgressBar,
     ProgressLog,
@@ -35,7 +34,8 @@ from keras_selfattn.training.callbacks.validation import (
     Validation,
     ValidationWatch,
 )
-from keras_selfattn.training.run.backup import WorkerBackup
+from keras_selfattn.training.moving_average import SwapInMovingAverage
+from keras_selfattn.training.resume.backup import WorkerBackup
 
 
 @dataclasses.dataclass(frozen=True)

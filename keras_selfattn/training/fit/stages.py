@@ -31,14 +31,14 @@ from keras_selfattn.training.distribute.keras_fix import keras_multi_worker_fix
 from keras_selfattn.training.fit.compiled_model import build_and_compile
 from keras_selfattn.training.fit.fit_callbacks import fit_callbacks
 from keras_selfattn.training.fit.step_plan import StepPlan, plan_steps
-from keras_selfattn.training.run.backup import (
+from keras_selfattn.training.resume.backup import (
     read_backup,
     restore_backup,
     stopped_early,
 )
-from keras_selfattn.training.run.resume import agree_on_restart, truncate_history
-from keras_selfattn.training.run.run_dir import mark_finished as mark_run_finished
-from keras_selfattn.training.run.run_dir import prune_backups
+from keras_selfattn.training.resume.restart import agree_on_restart, truncate_history
+from keras_selfattn.training.resume.run_state import mark_finished as mark_run_finished
+from keras_selfattn.training.resume.run_state import prune_backups
 
 
 @dataclasses.dataclass(frozen=True)

@@ -33,10 +33,10 @@ from keras_selfattn.training.fit.compiled_model import (
     dtype_policy,
     training_policy,
 )
-from keras_selfattn.training.run.backup import backed_up_epochs
-from keras_selfattn.training.run.continuation import reopen_finished_run
-from keras_selfattn.training.run.run_dir import run_dir_state
-from keras_selfattn.training.run.run_lock import LOCK_FILE, hold_and_claim_run_dir
+from keras_selfattn.training.resume.backup import backed_up_epochs
+from keras_selfattn.training.resume.continuation import reopen_finished_run
+from keras_selfattn.training.resume.run_lock import LOCK_FILE, hold_and_claim_run_dir
+from keras_selfattn.training.resume.run_state import run_dir_state
 
 
 @dataclasses.dataclass

@@ -1,6 +1,6 @@
 """Continuing a finished run: the same `train` with more ``train_steps`` or ``epochs``.
 
-A finished run keeps its newest backup (`run_dir.prune_backups`): the weights, the
+A finished run keeps its newest backup (`run_state.prune_backups`): the weights, the
 optimizer state (with its step count), the best validation loss, the early
 stopping count, the dropout seeds and the input position. `reopen_finished_run`
 checks that a new call only trains longer, then turns the finished run back
@@ -46,7 +46,7 @@ from keras_selfattn.run_directory.layout import (
     RunLayout,
 )
 from keras_selfattn.run_directory.settings import load_run_config, save_run_config
-from keras_selfattn.training.run.backup import (
+from keras_selfattn.training.resume.backup import (
     backed_up_epochs,
     check_backup,
     read_backup,
@@ -81,7 +81,7 @@ def reopen_finished_run(
     """Turns the finished run in ``run_dir`` back into an interrupted one to go on.
 
     Args:
-        run_dir: a finished run directory (`run_dir.run_dir_state`).
+        run_dir: a finished run directory (`run_state.run_dir_state`).
         model_config: the `ModelConfig` of the new call.
         train_config: the `TrainConfig` of the new call.
         data: the data of the new call, as `train` takes it (file pattern(s),

@@ -55,7 +55,7 @@ __all__ = [
 # (its datasets, not the functions they map) gives a new number; a backup of
 # another version (or none: the backups written before this number, whose graph
 # counted the length check on every pass) is resumed by reading again, and
-# skipping, the batches already trained on (`resume.restored_input`).
+# skipping, the batches already trained on (`restart.restored_input`).
 INPUT_PIPELINE = 2
 
 
@@ -176,7 +176,7 @@ class WorkerBackup(keras.callbacks.Callback):
         best_model: a `callbacks.best_model.BestModel` whose ``best`` is saved.
         early_stopping: a `callbacks.early_stopping.EarlyStopping` whose ``wait``
             is saved.
-        resumable: a `resume.ResumableInput` whose iterator is saved.
+        resumable: a `restart.ResumableInput` whose iterator is saved.
         validation: a `callbacks.validation.Validation` whose last health check
             is saved (``health``).
         counters: the training stream's `text.stream.StreamCounters`, whose
@@ -269,7 +269,7 @@ def keep_newest(saved, keep, remove):
     """The one retention rule of the run's saved states: the newest ``keep`` stay.
 
     Used by the backups (`WorkerBackup`, two epochs) and the kept checkpoints
-    (`averaging.KeepCheckpoints`, ``keep_checkpoints`` validations).
+    (`kept_checkpoints.KeepCheckpoints`, ``keep_checkpoints`` validations).
 
     Args:
         saved: what is saved, oldest first (epochs, checkpoint files).

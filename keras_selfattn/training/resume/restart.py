@@ -21,7 +21,7 @@ from keras_selfattn.run_directory.history import (
     write_history,
 )
 from keras_selfattn.training.distribute.distributed import all_workers_values
-from keras_selfattn.training.run.backup import (
+from keras_selfattn.training.resume.backup import (
     backed_up_epochs,
     check_backup,
     input_checkpoint,

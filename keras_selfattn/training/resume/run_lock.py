@@ -5,7 +5,7 @@ readers (translate, evaluate, export) take no lock: every file they read is
 replaced atomically.
 
 `hold_and_claim_run_dir` makes the directory, takes the lock, and only then
-looks at what the directory holds (`run_dir.claim_run_dir`). The lock is a POSIX
+looks at what the directory holds (`run_state.claim_run_dir`). The lock is a POSIX
 ``flock`` on ``RUN_DIR/train.lock``, taken without waiting: a second `train` on
 the same directory raises `RunDirBusy` (the command exits 2) with one line
 naming the holder, as the holder wrote it into the file: host, process id, since
@@ -166,7 +166,7 @@ def _read_holder(fd):
 
 
 def hold_and_claim_run_dir(run_dir, *, overwrite=False, reopen=None):
-    """Makes ``run_dir``, takes its lock, then claims it (`run_dir.claim_run_dir`).
+    """Makes ``run_dir``, takes its lock, then claims it (`run_state.claim_run_dir`).
 
     Args:
         run_dir: the run directory.
@@ -184,7 +184,7 @@ def hold_and_claim_run_dir(run_dir, *, overwrite=False, reopen=None):
         RunDirBusy: another process holds the lock.
         ValueError: a remote path, or what `claim_run_dir` refuses.
     """
-    from keras_selfattn.training.run.run_dir import (  # imports TensorFlow
+    from keras_selfattn.training.resume.run_state import (  # imports TensorFlow
         claim_run_dir,
         run_dir_state,
     )

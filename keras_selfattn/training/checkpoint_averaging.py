@@ -13,19 +13,16 @@ noise of the last updates, often for a BLEU point or more, at no training cost.
   checkpoints averaged into its ``model.keras`` (the trained model is kept as
   ``model.before-average.keras``, once: a second average replaces the first),
   or into another file.
-- `swap_moving_average` exchanges a model's weights with their exponential
-  moving average (`models.optimizers.MovingAverageAdam`);
-  `training.callbacks.moving_average.SwapInMovingAverage` does so at every
-  period's end.
+
+The weights' moving average during training (``--ema-momentum``), a different
+idea, is `training.moving_average`.
 """
 
-import contextlib
 import pathlib
 import shutil
 import zipfile
 
 import numpy as np
-import tensorflow as tf
 
 from keras_selfattn.models import saving
 from keras_selfattn.run_directory.atomic import replace_atomically
@@ -39,84 +36,20 @@ from keras_selfattn.run_directory.layout import (
     checkpoint_files,
     checkpoint_step,
 )
-from keras_selfattn.training.run.run_lock import RunLock
+from keras_selfattn.training.resume.run_lock import RunLock
 
 __all__ = [
     "CHECKPOINTS_DIR",
     "average_checkpoints",
     "average_run",
     "checkpoint_step",
-    "keeps_moving_average",
     "kept_checkpoints",
-    "moving_average_in",
-    "swap_moving_average",
 ]
 
 
 def kept_checkpoints(run_dir):
     """The checkpoints kept in ``run_dir/checkpoints``, oldest first (by step)."""
     return checkpoint_files(RunLayout(run_dir).checkpoints)
-
-
-def _averaging_optimizer(model):
-    """``model``'s `MovingAverageAdam` (also inside a loss-scale wrapper), or None."""
-    optimizer = getattr(model, "optimizer", None)
-    optimizer = getattr(optimizer, "inner_optimizer", optimizer)
-    return optimizer if hasattr(optimizer, "moving_average") else None
-
-
-def keeps_moving_average(model):
-    """Whether ``model``'s optimizer holds a moving average of its weights yet."""
-    optimizer = _averaging_optimizer(model)
-    return optimizer is not None and optimizer.built
-
-
-def swap_moving_average(model):
-    """Exchanges ``model``'s trainable weights with their moving average.
-
-    After it the model holds the average and the optimizer the weights, so a
-    second call undoes the first. Both kinds of variables are saved by
-    ``model.save`` and by the backups, so a state saved between two swaps
-    resumes exactly once the swap is undone. Works in a `tf.distribute`
-    strategy's scope (every replica's copy is exchanged).
-
-    Args:
-        model: a model compiled with `models.optimizers.MovingAverageAdam`,
-            trained at least one step (the average exists from then on).
-
-    Raises:
-        ValueError: the model's optimizer keeps no moving average, or has not
-            been built yet.
-    """
-    if not keeps_moving_average(model):
-        raise ValueError(
-            "swap_moving_average needs a model compiled with MovingAverageAdam "
-            "(train --ema-momentum) whose optimizer has been built. Received: "
-            f"optimizer={getattr(model, 'optimizer', None)!r}"
-        )
-    averages = _averaging_optimizer(model).moving_average
-    for weight, average in zip(model.trainable_variables, averages):
-        if average is None:
-            continue
-        kept = tf.identity(weight.value)  # a copy, not a view of the variable
-        weight.assign(average.value)
-        average.assign(kept)
-
-
-@contextlib.contextmanager
-def moving_average_in(model):
-    """``with moving_average_in(model):`` the model holds the average inside the block.
-
-    A model without a moving average (``ema_momentum`` 0) is left as it is.
-    """
-    if not keeps_moving_average(model):
-        yield model
-        return
-    swap_moving_average(model)
-    try:
-        yield model
-    finally:
-        swap_moving_average(model)
 
 
 def _load(path):

@@ -17,7 +17,7 @@ from keras_selfattn.run_directory.atomic import write_text_atomically
 from keras_selfattn.run_directory.layout import FINISHED_FILE, LOCK_FILE
 from keras_selfattn.run_directory.rerun import run_dir_state
 from keras_selfattn.training.distribute.distributed import all_workers_values
-from keras_selfattn.training.run.backup import backed_up_epochs, remove_backup
+from keras_selfattn.training.resume.backup import backed_up_epochs, remove_backup
 
 __all__ = [
     "FINISHED_FILE",
