@@ -113,6 +113,8 @@ def test_the_loops_read_the_cast_kernels_as_constants(bfloat16_copy):
     _assert_same(_results(with_constants), _results(without))
 
 
+# Slow: the searches traced with int8 weights (about 10 CPU-s).
+@pytest.mark.slow
 def test_int8_weights_read_dequantized_stay_tensors(model):
     """An int8 search holds its kernels dequantized per request: those reads are
     not replaced by constants of the float32 variables."""

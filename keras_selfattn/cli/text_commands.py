@@ -150,7 +150,7 @@ def add_distill_data(subparsers):
         type=int,
         default=64,
         metavar="N",
-        help="sentences translated and written at a time (default: 64)",
+        help="sentences translated and written at a time",
     )
     shard = parser.add_argument(
         "--shard",
@@ -195,7 +195,12 @@ def add_merge_shards(subparsers):
     parser.add_argument(
         "--out", required=True, metavar="FILE", help="the merged pair file"
     )
-    parser.add_argument("shards", nargs="+", metavar="SHARD_OUT", help="the shards")
+    parser.add_argument(
+        "shards",
+        nargs="+",
+        metavar="SHARD_OUT",
+        help="the --out file of each shard, complete, in any order",
+    )
 
 
 def _merge_shards(args):
