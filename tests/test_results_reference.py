@@ -6,8 +6,6 @@ import ast
 import pathlib
 import re
 
-import pytest
-
 REPO = pathlib.Path(__file__).resolve().parents[1]
 RESULTS = REPO / "benchmarks" / "RESULTS.md"
 MAX_LINES = 600
@@ -24,10 +22,6 @@ FIGURE = re.compile(
 )
 
 # Docstrings another change is rewriting now; each still carries figures.
-PENDING = {
-    "keras_selfattn/layers/bahdanau_decoder.py",
-    "keras_selfattn/layers/multi_head_self_attention.py",
-}
 
 
 def _headings():
@@ -80,18 +74,11 @@ def test_docstrings_cite_results_sections_instead_of_figures():
     found = []
     for path in sorted((REPO / "keras_selfattn").rglob("*.py")):
         name = path.relative_to(REPO).as_posix()
-        if name in PENDING:
-            continue
         for line, doc in _docstrings(path):
             found += [f"{name}:{line}: {f}" for f in _figures(doc)]
     assert not found, (
         "cite the benchmarks/RESULTS.md section by name instead: " + "; ".join(found)
     )
-
-
-@pytest.mark.parametrize("name", sorted(PENDING))
-def test_the_pending_files_exist(name):
-    assert (REPO / name).is_file(), f"{name} is gone: take it out of PENDING"
 
 
 def test_results_is_at_most_600_lines():

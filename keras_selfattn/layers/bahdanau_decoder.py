@@ -69,10 +69,10 @@ class BahdanauDecoder(keras.layers.Layer):
             length is known when the call is traced (static shapes: XLA, JAX, a
             fixed-length dataset) and at most ``MAX_AUTO_UNROLL`` (32) steps.
             Unrolled, the backward pass needs no per-step stacks and XLA
-            optimizes across steps: the decoder's training step is about 30%
-            faster under XLA (benchmarks/RESULTS.md, "What the profile found"),
-            but XLA compiles it several times longer, and a forward pass alone
-            gains little -- hence training calls only. The results are the same
+            optimizes across steps: the decoder's training step is faster under
+            XLA (benchmarks/RESULTS.md, "Performance against the peers"), but XLA
+            compiles it several times longer, and a forward pass alone gains
+            little -- hence training calls only. The results are the same
             either way. True needs a known target length.
         **kwargs: base layer arguments (``name``, ``dtype`` ...).
 
