@@ -84,6 +84,9 @@ SEQUENCE = [
 ]
 DRIVER = r"""
 import json, os, sys, tempfile
+def _exit_returns(status):  # the command's os._exit: the next command runs on
+    raise SystemExit(status)
+os._exit = _exit_returns
 argvs, setting, out = json.loads(sys.argv[1])
 results = {}
 for name, argv in argvs:
