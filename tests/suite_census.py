@@ -5,7 +5,8 @@ that runs tests (each xdist worker, summed by the controller):
 
 - the Python processes the tests started (`subprocess.Popen` of this interpreter,
   of a ``python`` or of the ``keras-selfattn`` console script), and of them the
-  ones that ran a command that trains (``train``, ``demo``);
+  ones that ran a command line that trains (``train``, ``demo``; not their
+  ``--help``);
 - the models trained in the test processes themselves (`keras.Model.fit` calls).
 
 A model trained inside a started process is counted once, as that process's
@@ -53,7 +54,7 @@ class Census:
             return
         self.counts["processes"] += 1
         words = {str(word) for word in argv[1:]}
-        if words & set(TRAINING_COMMANDS):
+        if words & set(TRAINING_COMMANDS) and not words & {"--help", "-h"}:
             self.counts["training_processes"] += 1
 
     def fitted(self):
