@@ -183,6 +183,8 @@ def test_batching_and_extra_padding_do_not_change_results(model):
         )
 
 
+# Slow: XLA compiles or traces several searches (over 4 CPU-s).
+@pytest.mark.slow
 @on_tensorflow
 def test_searches_run_as_one_graph_with_dynamic_shapes(model):
     import tensorflow as tf

@@ -227,6 +227,8 @@ def test_tied_output_kernel_is_transposed_once_before_the_loop(monkeypatch, poli
     assert model.target_embedding.output_kernel().shape == (16, 11)
 
 
+# Slow: XLA compiles or traces several searches (over 4 CPU-s).
+@pytest.mark.slow
 @pytest.mark.parametrize("min_rows", [0, tensorflow_loops.XLA_STAGE_MIN_ROWS])
 @pytest.mark.parametrize("search", ["greedy", "beam"])
 def test_xla_stages_without_the_ended_sentences_give_the_static_loops_results(
@@ -289,6 +291,8 @@ def test_xla_stages_without_the_ended_sentences_give_the_static_loops_results(
             assert all(s * per_sentence > min_rows for s in stages[:-1])
 
 
+# Slow: XLA compiles or traces several searches (over 4 CPU-s).
+@pytest.mark.slow
 @pytest.mark.parametrize("search", ["greedy", "beam"])
 def test_xla_stages_end_each_sentence_at_its_length_cap(search, monkeypatch):
     """``jit_compile=True`` with ``max_length_ratio``: the caps follow their

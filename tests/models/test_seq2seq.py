@@ -127,6 +127,8 @@ def test_loss_and_accuracy_ignore_padding():
     np.testing.assert_allclose(float(metric.result()), expected_accuracy, rtol=1e-6)
 
 
+# Slow: XLA compiles or traces several searches (over 4 CPU-s).
+@pytest.mark.slow
 def test_one_fit_step_with_xla_lowers_the_loss():
     model = tiny_model(num_layers=1)  # one encoder block: a smaller XLA program
     model.compile(

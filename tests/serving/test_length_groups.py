@@ -98,6 +98,8 @@ def test_groups_give_the_tokens_of_one_search_in_the_input_order(searches, searc
         np.testing.assert_allclose(grouped["scores"], reference["scores"], atol=1e-5)
 
 
+# Slow: XLA compiles or traces several searches (over 4 CPU-s).
+@pytest.mark.slow
 def test_groups_of_an_empty_batch_and_of_one_row(searches):
     searched = searches["greedy"]
     empty = searched(2, np.zeros([0, 3], "int32"))

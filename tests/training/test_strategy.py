@@ -177,6 +177,8 @@ def test_the_train_step_is_ready_for_a_tpu(prepared):
     assert not audit_train_step(model, valid_ds).static_inputs
 
 
+# Slow: XLA compiles or traces several searches (over 4 CPU-s).
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "overrides",
     [
