@@ -108,6 +108,9 @@ setup(
             # pyright (pyright's wheel carries its JavaScript and runs on Node.js)
             "mypy>=2.4,<3",
             "pyright>=1.1.400,<2",
+            # line coverage of the package, the processes the tests start included
+            # (pyproject.toml's [tool.coverage.run]; docs/development.md)
+            "coverage>=7.10",
         ],
     },
     entry_points={"console_scripts": ["keras-selfattn=keras_selfattn_command:main"]},
