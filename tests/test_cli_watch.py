@@ -85,10 +85,10 @@ def test_a_run_that_does_not_translate_fails_loudly(tmp_path):
     out = result.stdout
     # Progress lines off a terminal: step, loss, target tokens/s, ETA.
     assert re.search(
-        # (no ETA during the moving average's warm-up: "ETA --"; the first
-        # interval, with the compiling step left out, may have no speed yet)
+        # (an ETA from the first line: its interval has steps past the compiling
+        # one; the first interval may have no speed yet)
         rf"^step 10/{STEPS}  loss [\d.]+(  [\d,]+ target tokens/s)?  "
-        r"ETA (--|\d+:\d\d:\d\d)$",
+        r"ETA \d+:\d\d:\d\d$",
         out,
         re.MULTILINE,
     )

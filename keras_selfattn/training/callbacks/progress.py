@@ -24,6 +24,7 @@ __all__ = [
     "TrainingSpeed",
     "ValidationLog",
     "clock",
+    "estimated_validation_steps",
     "fit_verbosity",
     "target_tokens",
 ]
@@ -102,6 +103,35 @@ def clock(seconds):
     return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
 
 
+# A validation's work in training steps, for the ETA before one was timed: a
+# validation batch is a forward pass (about a third of a training step: no
+# gradient, no update); a greedy search decodes a token per step for a batch of
+# translations, a forward pass of the decoder whose cost on a small model is the
+# ops' overhead more than the batch's arithmetic (about half a training step,
+# measured on a CPU).
+VALIDATION_BATCH_STEPS = 1 / 3
+DECODING_STEP_STEPS = 1 / 2
+
+
+def estimated_validation_steps(
+    validation_batches, translations=0, max_target_len=0, search_batch=256
+):
+    """A validation's cost in training steps, estimated before one was timed.
+
+    Args:
+        validation_batches: batches of the validation loss.
+        translations: validation pairs translated greedily (0: none).
+        max_target_len: tokens a translation decodes at most.
+        search_batch: translations decoded together (`Translator.translate`'s
+            ``batch_size``).
+    """
+    searches = -(-translations // search_batch)  # ceil
+    return (
+        VALIDATION_BATCH_STEPS * validation_batches
+        + DECODING_STEP_STEPS * searches * max_target_len
+    )
+
+
 class ProgressLog(keras.callbacks.Callback):
     """A progress line every ``every`` steps: loss, target tokens/s and the ETA.
 
@@ -115,18 +145,23 @@ class ProgressLog(keras.callbacks.Callback):
     between the last step of a validating period and the next step: the
     validation, its backup and checkpoints): each a moving average (weight
     ``smoothing`` for the newest). The run's first step (tracing and compiling)
-    is left out, and no ETA is shown before ``warmup`` intervals between lines
-    were averaged ("ETA --").
+    is left out: the first line whose interval has a step past it shows an ETA,
+    a line before it shows "ETA --". Until a validation was timed, each
+    validation left counts as ``validation_steps`` steps, and the first one also
+    as the first step's extra seconds (it traces the evaluation and the
+    translations as the first step traced training).
 
     Args:
         every: steps between two lines.
         total_steps: the run's last step.
         step: the step the run starts from (resuming).
         speed: the run's `TrainingSpeed` (None: no tokens/s figure).
-        warmup: intervals averaged before an ETA is shown.
         smoothing: the newest interval's weight in the moving average.
         plan: the run's `StepPlan`, whose validations the ETA counts (None:
             steps only).
+        validation_steps: a validation's cost in training steps, counted until
+            one was timed (`estimated_validation_steps`; None: validations are
+            counted only once one was timed).
     """
 
     def __init__(
@@ -135,21 +170,21 @@ class ProgressLog(keras.callbacks.Callback):
         total_steps,
         step=0,
         speed=None,
-        warmup=2,
         smoothing=0.3,
         plan=None,
+        validation_steps=None,
     ):
         super().__init__()
         self.every = every
         self.total_steps = total_steps
         self.step = step
         self.speed = speed or TrainingSpeed()
-        self.warmup = warmup
         self.smoothing = smoothing
         self.plan = plan
+        self.validation_steps = validation_steps
         self.seconds_per_step = None  # the moving averages
         self.seconds_per_validation = None
-        self._intervals = 0
+        self._first_step = None  # the seconds of the run's first step
         self._mark = None
         self._step_seconds = [0.0, 0]  # timed steps since the last line: (s, steps)
         self._began = None
@@ -175,7 +210,9 @@ class ProgressLog(keras.callbacks.Callback):
 
     def on_train_batch_end(self, batch, logs=None):
         now = time.perf_counter()
-        if self._ended is not None and self._began is not None:  # not the first
+        if self._ended is None:  # the first step traces and compiles
+            self._first_step = None if self._began is None else now - self._began
+        else:
             self._step_seconds[0] += now - self._began
             self._step_seconds[1] += 1
         self._ended = now
@@ -194,16 +231,25 @@ class ProgressLog(keras.callbacks.Callback):
         self._mark = (now, self.step, self.speed.reading())
 
     def _eta(self):
-        if self._intervals < self.warmup or self.seconds_per_step is None:
+        if self.seconds_per_step is None:
             return "--"
         seconds = self.seconds_per_step * (self.total_steps - self.step)
-        if self.plan is not None and self.seconds_per_validation is not None:
-            left = sum(
-                self.plan.evaluates(period)
-                for period in range(self._epoch + 1, self.plan.periods + 1)
-            )
-            seconds += self.seconds_per_validation * left
-        return clock(seconds)
+        return clock(seconds + self._validations_left())
+
+    def _validations_left(self):
+        """The seconds of the validations left: timed, or estimated before."""
+        if self.plan is None:
+            return 0.0
+        left = sum(
+            self.plan.evaluates(period)
+            for period in range(self._epoch + 1, self.plan.periods + 1)
+        )
+        if self.seconds_per_validation is not None:
+            return self.seconds_per_validation * left
+        if self.validation_steps is None or not left:
+            return 0.0
+        tracing = max(0.0, (self._first_step or 0.0) - self.seconds_per_step)
+        return self.seconds_per_step * self.validation_steps * left + tracing
 
     def _average(self):
         """Folds the steps timed since the last line into `seconds_per_step`."""
@@ -211,7 +257,6 @@ class ProgressLog(keras.callbacks.Callback):
         self._step_seconds = [0.0, 0]
         if not steps:  # only the first step (tracing and compiling) so far
             return
-        self._intervals += 1
         self.seconds_per_step = self._moved(self.seconds_per_step, seconds / steps)
 
     def _moved(self, average, value):

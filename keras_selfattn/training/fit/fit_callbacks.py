@@ -23,6 +23,7 @@ from keras_selfattn.training.callbacks.progress import (
     ProgressLog,
     TrainingSpeed,
     ValidationLog,
+    estimated_validation_steps,
 )
 from keras_selfattn.training.callbacks.stop_at_step import StopAtStep
 from keras_selfattn.training.callbacks.tensorboard import (
@@ -76,7 +77,7 @@ def fit_callbacks(call, place, data, batches, restored, initial_epoch):
         *average,
         speed,  # times the steps
         stopper,
-        *progress_log(config, place, plan, step, speed),
+        *progress_log(call, place, plan, step, speed, batches, watch),
         validation,
         best_model,
         early_stopping,
@@ -137,18 +138,30 @@ def validation_watch(call, place, data):
     )
 
 
-def progress_log(config, place, plan, step, speed):
+def progress_log(call, place, plan, step, speed, batches, watch):
     """The chief's progress in steps from ``step``: ``[ProgressBar]``
     (``verbose=1``), ``[ProgressLog]`` (``verbose=2``, every ``log_every``
-    steps), else ``[]``."""
+    steps, its ETA counting a validation as the validation ``batches`` and the
+    ``watch``'s translations until one was timed), else ``[]``."""
+    config = call.train_config
     if not place.role.is_chief:
         return []
     if place.verbose == 1:
         return [ProgressBar(plan, step=step, speed=speed)]
     if place.verbose == 2 and config.log_every:
+        validation_steps = estimated_validation_steps(
+            max(0, int(batches.validation.cardinality())),
+            len(watch.pairs) if watch is not None else 0,
+            call.model_config.max_target_len,
+        )
         return [
             ProgressLog(
-                config.log_every, plan.total_steps, step=step, speed=speed, plan=plan
+                config.log_every,
+                plan.total_steps,
+                step=step,
+                speed=speed,
+                plan=plan,
+                validation_steps=validation_steps,
             )
         ]
     return []
