@@ -60,6 +60,10 @@ class _State:
     raised = None  # the signal raised in this block, if any
     raised_signal = None  # the signal raised, until `raise_if_swallowed` sees it
     deferred = None  # the signal waiting for a line outside TensorFlow
+    # The thread's own tracer (a debugger's, coverage's) while a deferred signal's
+    # raise unwinds: Python drops a tracer that raises, so the block's end puts it
+    # back.
+    tracer_to_restore = None
 
     @classmethod
     def stop(cls, signum, frame):
@@ -100,13 +104,15 @@ def _raise_outside_tensorflow(frame):
     TensorFlow (`_in_tensorflow`): in a frame now running, once TensorFlow's calls
     return to it, or in one called since. A line tracer does it, on those frames
     and on each one called until then; it is removed when it raises, and the
-    thread's own tracer (a debugger's, coverage's) put back. A line still inside
-    TensorFlow `DEFERRED_AT_MOST` seconds on raises it there."""
+    tracers it stood in for (a debugger's, coverage's) put back: each frame's at
+    once, the thread's as the `signals_stop` block ends (Python drops a tracer
+    that raises, and with it the one set back). A line still inside TensorFlow
+    `DEFERRED_AT_MOST` seconds on raises it there."""
     previous = sys.gettrace()
     deadline = time.monotonic() + DEFERRED_AT_MOST
-    running = []
+    running = []  # (frame, its own local tracer)
     while frame is not None:
-        running.append(frame)
+        running.append((frame, frame.f_trace))
         frame = frame.f_back
 
     def tracer(frame, event, arg):
@@ -116,15 +122,18 @@ def _raise_outside_tensorflow(frame):
         ):
             return tracer
         sys.settrace(previous)
-        for each in running:
-            each.f_trace = None
+        for each, own in running:
+            each.f_trace = own
         running.clear()
         if signum is None:  # the block ended
             return None
         _State.deferred = None
+        # Python removes a tracer that raises: `signals_stop` puts the thread's
+        # own back as its block ends.
+        _State.tracer_to_restore = previous
         _State.raise_now(signum)
 
-    for each in running:
+    for each, _ in running:
         each.f_trace = tracer
     sys.settrace(tracer)
 
@@ -191,6 +200,9 @@ def signals_stop(signals=STOPPING_SIGNALS, stopped=Stopped):
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+        tracer, _State.tracer_to_restore = _State.tracer_to_restore, None
+        if tracer is not None and sys.gettrace() is None:
+            sys.settrace(tracer)
         # A signal still waiting for a line outside TensorFlow counts as raised.
         raised = _State.raised or _State.deferred
         _State.deferred = None

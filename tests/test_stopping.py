@@ -92,6 +92,36 @@ def test_a_signal_inside_tensorflow_is_raised_at_the_first_line_outside_it(where
     assert sys.gettrace() is before
 
 
+def test_the_thread_s_own_tracer_is_back_after_a_deferred_raise():
+    """A debugger's or coverage's tracer, set before the block: the raise of a
+    deferred signal (which Python answers by dropping the thread's tracer) leaves
+    it set again once the block ends, and it sees the calls made after."""
+    library_call = _tensorflow_like()
+    calls = []
+
+    def own_tracer(frame, event, arg):
+        if event == "call":
+            calls.append(frame.f_code.co_name)
+
+    def called_after():
+        return None
+
+    original = sys.gettrace()  # coverage's, under coverage
+    sys.settrace(own_tracer)
+    try:
+        with signals_stop(), pytest.raises(Stopped) as stopped:
+            library_call([], lambda: None, signal.SIGTERM)
+            calls.append("the caller's next line")  # not run: the raise is here
+        after = sys.gettrace()
+        called_after()
+    finally:
+        sys.settrace(original)
+    assert stopped.value.exit_status == 143
+    assert after is own_tracer
+    assert "the caller's next line" not in calls
+    assert calls[-1] == "called_after"
+
+
 def _tensorflow_loop(steps, seconds):
     """Stands for TensorFlow's Python code that keeps running (a loop waiting for
     a peer): handles a signal, then counts lines for ``seconds``."""
