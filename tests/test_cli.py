@@ -158,6 +158,14 @@ def test_evaluate_and_translate(trained_run):
             "Run directory not found: ",
         ),
         (["evaluate", "--model", "/nonexistent/run"], "Run directory not found"),
+        # `train --out RUN` alone resumes or continues the run there; with none
+        (
+            ["train", "--out", "/nonexistent/run"],
+            (
+                "--data is required: --out /nonexistent/run holds no run to resume "
+                "or continue. Received: no --data"
+            ),
+        ),
     ],
 )
 def test_errors_are_one_line_without_traceback(args, message):

@@ -226,6 +226,46 @@ def test_any_other_end_is_mains_status_at_once(monkeypatch, status):
     assert ended.value.args == (status,)
 
 
+def test_a_stop_escaping_main_and_a_text_exit_end_as_python_would(monkeypatch, capsys):
+    """A stop raised as `main`'s own handlers are undone (its work done) gets the
+    command's line and its status; a SystemExit with a text prints it and ends
+    with 1, as Python's own exit does; a stderr that cannot be written to loses
+    the line, not the status."""
+    from keras_selfattn.cli import commands
+
+    def end(code):
+        raise _Ended(code)
+
+    def stopped_as_it_ends(args=None):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(commands.os, "_exit", end)
+    monkeypatch.setattr(commands, "main", stopped_as_it_ends)
+    with pytest.raises(_Ended) as ended:
+        commands.run_program()
+    assert ended.value.args == (130,)
+    assert capsys.readouterr().err == (
+        "keras-selfattn: interrupted as it ended; its work was done\n"
+    )
+
+    def exits_with_a_text(args=None):
+        raise SystemExit("no such run")
+
+    monkeypatch.setattr(commands, "main", exits_with_a_text)
+    with pytest.raises(_Ended) as ended:
+        commands.run_program()
+    assert ended.value.args == (1,)
+    assert capsys.readouterr().err == "no such run\n"
+
+    def full(fd, data):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(commands.os, "write", full)
+    with pytest.raises(_Ended) as ended:
+        commands._end_now(143, "keras-selfattn: interrupted by SIGTERM\n")
+    assert ended.value.args == (143,)
+
+
 # The console script run as pip's script runs it; at exit, the heavy packages
 # loaded (none is the point).
 _LOADED_AT_EXIT = """

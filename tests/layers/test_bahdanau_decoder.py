@@ -564,6 +564,13 @@ def test_rank_2_memory_is_refused_by_name():
         BahdanauDecoder(units=UNITS)(TARGETS, MEMORY[:, 0])
 
 
+def test_inputs_without_an_embedding_axis_are_refused_by_name():
+    with pytest.raises(
+        ValueError, match=r"inputs must have shape.*inputs_shape=\(2, 4\)"
+    ):
+        BahdanauDecoder(units=UNITS)(TARGETS[:, :, 0], MEMORY)
+
+
 def test_memory_valid_lens_for_another_batch_are_refused():
     with pytest.raises(ValueError, match=r"memory_valid_lens.shape=\(1,\)"):
         BahdanauDecoder(units=UNITS)(TARGETS, MEMORY, memory_valid_lens=np.array([3]))

@@ -685,3 +685,8 @@ def test_fused_path_only_where_it_computes_the_same(
 ):
     make()(X, **call_kwargs)
     assert bool(fused_calls) == (fused and FUSED_BACKEND)
+
+
+def test_inputs_without_a_feature_axis_are_refused_by_name():
+    with pytest.raises(ValueError, match=r"inputs.shape=\(2, 5\)"):
+        MultiHeadSelfAttention(8, 2)(np.zeros((2, 5), "float32"))

@@ -144,3 +144,27 @@ def test_training_writes_the_table_the_command_learns(run_dir, tmp_path):
         read_run_shortlist(copy, frequent=7)
     for caught in (gone, other):
         assert "\n" not in str(caught.value)
+
+
+def test_the_shortlist_command_writes_the_table_the_function_learns(run_dir, tmp_path):
+    """``keras-selfattn shortlist --model RUN``: the run's table as `learn_run_shortlist`
+    learns it, and one line saying what it counted; a directory without a run is
+    one error line."""
+    from tests.bad_input_cases import run_in_process
+
+    done = run_in_process(
+        ["shortlist", "--model", str(run_dir), "--per-source", "3", "--frequent", "4"]
+    )
+    assert done.status == 0, done
+    _, _, n = _reference(run_dir, 3, 4)
+    assert done.stdout == (
+        f"{run_dir}: shortlist of 3 pieces per source piece + 4 most frequent, "
+        f"from {n} training pairs\n"
+    )
+    written = ShortlistTable.load(run_dir)
+    expected = learn_run_shortlist(run_dir, per_source=3, frequent=4, save=False)
+    np.testing.assert_array_equal(written.candidates, expected.candidates)
+    np.testing.assert_array_equal(written.frequent, expected.frequent)
+    missing = run_in_process(["shortlist", "--model", str(tmp_path / "nothing")])
+    assert missing.status != 0 and missing.stderr.count("\n") == 1, missing
+    assert missing.stderr.startswith("keras-selfattn: "), missing
