@@ -147,9 +147,9 @@ def test_training_writes_the_table_the_command_learns(run_dir, tmp_path):
 
 
 def test_the_shortlist_command_writes_the_table_the_function_learns(run_dir, tmp_path):
-    """``keras-selfattn shortlist --model RUN``: the run's table as `learn_run_shortlist`
-    learns it, and one line saying what it counted; a directory without a run is
-    one error line."""
+    """``keras-selfattn shortlist --model RUN``: the run's table as
+    `learn_run_shortlist` learns it, and one line saying what it counted; a
+    directory without a run is one error line."""
     from tests.bad_input_cases import run_in_process
 
     done = run_in_process(
