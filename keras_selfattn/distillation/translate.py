@@ -146,7 +146,11 @@ def translate_pairs(
     with signals_stop():
         if translator is None:
             translator = load_translator(
-                teacher, precision, quantize, shortlist, max_length_ratio
+                teacher,
+                precision=precision,
+                quantize=quantize,
+                shortlist=shortlist,
+                max_length_ratio=max_length_ratio,
             )
         _check_translator(translator, precision, quantize, shortlist, max_length_ratio)
         reading = _Reading(files, shard, batch_size, skip_malformed, strict_columns)
