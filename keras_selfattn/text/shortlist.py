@@ -33,8 +33,8 @@ import pathlib
 import numpy as np
 
 from keras_selfattn.choices import DEFAULT_FREQUENT, DEFAULT_PER_SOURCE
+from keras_selfattn.file_names import SHORTLIST_FILE
 from keras_selfattn.reserved_ids import END_ID, PAD_ID, RESERVED_TOKENS
-from keras_selfattn.run_directory.layout import SHORTLIST_FILE
 
 __all__ = [
     "DEFAULT_FREQUENT",
