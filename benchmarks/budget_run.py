@@ -189,7 +189,7 @@ def score(args):
     import keras
 
     from keras_selfattn import text
-    from keras_selfattn.inference import Translator
+    from keras_selfattn.inference import load_translator
 
     out = pathlib.Path(args.out)
     rows = json.loads((out / "budgets.json").read_text())
@@ -198,9 +198,9 @@ def score(args):
     references = [r for _, r in pairs]
     if not (out / "run" / "model.keras").exists():
         # Stopped before its first validation: the run has no best model yet,
-        # and `Translator.load` wants one (the snapshots replace it below).
+        # and `load_translator` wants one (the snapshots replace it below).
         shutil.copyfile(out / rows[0]["model"], out / "run" / "model.keras")
-    translator = Translator.load(out / "run")
+    translator = load_translator(out / "run")
     print(
         "| budget (train CPU-min) | step | process CPU-min | weights | search | BLEU "
         "| chrF | paper BLEU |"

@@ -260,9 +260,9 @@ def profile(args, batches, served):
     """Prints the op-category table and the FLOP count against the matmul peak."""
     import json
 
-    from keras_selfattn.inference import Translator
+    from keras_selfattn.inference import load_translator
 
-    translator = Translator.load(args.run)
+    translator = load_translator(args.run)
     with open(os.path.join(args.run, "config.json")) as file:
         config = json.load(file)
     names = ["serving_default"] + ([] if args.no_beam else ["translate_nbest"])

@@ -9,7 +9,7 @@ import argparse
 import pathlib
 
 from keras_selfattn import plotting
-from keras_selfattn.inference import Translator
+from keras_selfattn.inference import load_translator
 
 
 def main(argv=None):
@@ -24,7 +24,7 @@ def main(argv=None):
     )
     args = parser.parse_args(argv)
 
-    translator = Translator.load(args.model)
+    translator = load_translator(args.model)
     beams = translator.translate(args.sentences, beam_size=args.beam)
     greedy = translator.translate(args.sentences, return_attention=True)
     out = pathlib.Path(args.out)

@@ -2,7 +2,7 @@
 
 Each calls the library modules its work lives in; where a command's work is
 one library function, the command calls that function itself
-(``training.train``, ``inference.Translator.from_run``,
+(``training.train``, ``inference.load_translator``,
 ``training.checkpoint_averaging.average_run``, ``serving.export_run``,
 ``serving.check_serving``, ``training.data.run_shortlist.learn_run_shortlist``):
 
@@ -27,7 +27,12 @@ import pathlib
 import tempfile
 
 from keras_selfattn import plotting, serving, training
-from keras_selfattn.inference import Translator, evaluate, format_metrics
+from keras_selfattn.inference import (
+    Translator,
+    evaluate,
+    format_metrics,
+    load_translator,
+)
 from keras_selfattn.models import ModelConfig
 from keras_selfattn.run_directory.history import history_columns, read_history
 from keras_selfattn.run_directory.layout import (
@@ -293,14 +298,14 @@ def evaluate_run(run_dir, data=None, settings=None, translator=None):
             ``RUN_DIR/splits/test.tsv``.
         settings: the searches' `inference.SearchSettings` (default: greedy).
         translator: the run's `Translator` when already loaded (default:
-            ``Translator.from_run(run_dir, settings)``); it searches with its
+            ``inference.load_translator(run_dir, settings)``); it searches with its
             own settings.
 
     Returns:
         `inference.evaluate`'s metrics dict; its ``data`` names the file read.
     """
     if translator is None:
-        translator = Translator.from_run(run_dir, settings)
+        translator = load_translator(run_dir, settings)
     if data:
         label = data
     else:
@@ -327,7 +332,7 @@ def translate_stream(translator, batches, sink, scores=False, on_truncated=None)
 
     Args:
         translator: a run's `inference.Translator`
-            (`inference.Translator.from_run`), searching with its settings.
+            (`inference.load_translator`), searching with its settings.
         batches: lists of source lines (`cli.line_batches.LineBatches`, or any
             iterable of lists of str).
         sink: what writes a batch of answers (`cli.line_batches.CompleteLines`:

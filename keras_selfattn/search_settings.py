@@ -5,9 +5,9 @@ sentence's length cap, the vocabulary shortlist's size and the products'
 precision and int8 weights: what `Translator` translates with, what `evaluate`
 scores and what an export serves (`keras_selfattn.serving.export_run`). The
 command line builds it once from its flags (`keras_selfattn.cli.search_options`);
-a Python caller builds it, or passes its fields as keywords to `Translator.load`
-and `export_run`. Every field is checked here, in `__post_init__`, with a
-one-line error naming the field and the value received.
+a Python caller builds it, or passes its fields as keywords to
+`inference.load_translator` and `export_run`. Every field is checked here, in
+`__post_init__`, with a one-line error naming the field and the value received.
 
 The module imports the standard library only, so the command line checks its
 flags with it before Keras loads. The searches read it in

@@ -10,19 +10,14 @@ with TensorFlow, hands the ids to the search as NumPy arrays, and detokenizes th
 NumPy ids the search returns with TensorFlow again. A run trained under
 TensorFlow translates the same under JAX.
 
-Why here, below `keras_selfattn.training` and not in `keras_selfattn.inference`:
-validation during training translates a sample of the validation pairs
-(`training.watch`), and import direction follows the data (text -> model ->
-training -> inference -> serving -> command line), so what validation needs sits
-on `decoding`, `models`' outputs, `text` and `run_directory` only.
-`keras_selfattn.inference` is the public name of this module's classes (and of
-`keras_selfattn.scoring`'s `evaluate`).
+This is the library's side: a `Translator` is made from a model and its
+tokenizers, and knows no run directory; `keras_selfattn.inference` reads a
+trained run into one (`load_translator`). Validation during training makes one
+of the model it trains.
 """
 
 import contextlib
 import dataclasses
-import os
-import pathlib
 from collections.abc import Iterable
 from typing import Any
 
@@ -32,68 +27,16 @@ import tensorflow as tf
 
 from keras_selfattn import text
 from keras_selfattn.decoding import search_with
-from keras_selfattn.models import output_layer, saving
-from keras_selfattn.models.precision import Int8Weights, lower_precision_model
-from keras_selfattn.run_directory.consistency import check_run_parts
-from keras_selfattn.run_directory.layout import CONFIG_FILE, MODEL_FILE
-from keras_selfattn.run_directory.settings import load_run_config
+from keras_selfattn.models import output_layer
+from keras_selfattn.models.precision import Int8Weights
 from keras_selfattn.search_settings import SearchSettings
-from keras_selfattn.text.shortlist import ShortlistTable, read_run_shortlist
+from keras_selfattn.text.shortlist import ShortlistTable
 
 __all__ = [
-    "ModelFileError",
     "Translation",
     "Translator",
     "source_ids_for_model",
 ]
-
-
-class ModelFileError(ValueError):
-    """A run's ``model.keras`` that Keras could not load (`Translator.load`).
-
-    Keras raises what its loading code met (a TypeError for an argument a layer
-    does not take, a ValueError, a KeyError or h5py's OSError for a damaged
-    archive); this names the file, and the error Keras raised is its
-    ``__cause__``.
-
-    Attributes:
-        path: the ``model.keras`` file.
-    """
-
-    def __init__(self, path: str | os.PathLike[str], error: BaseException) -> None:
-        self.path = path
-        if isinstance(error, saving.MissingClassError):  # its line names the file
-            super().__init__(str(error))
-            return
-        super().__init__(f"cannot read {path}: {type(error).__name__}: {error}")
-
-
-def _load_model(path: str | os.PathLike[str], dtype: str | None = None) -> Any:
-    """`saving.load_model(path, dtype)`; what fails in it is a `ModelFileError`."""
-    if dtype is not None:
-        saving.check_dtype_policy(dtype)  # a bad name is not the file's fault
-    try:
-        return saving.load_model(path, dtype=dtype)
-    except Exception as error:
-        raise ModelFileError(path, error) from error
-
-
-def _finished_run(run_dir: str | os.PathLike[str]) -> pathlib.Path:
-    """``run_dir`` as a path, refused in one line when it is not a directory
-    holding a model and its ``config.json``."""
-    run_dir = pathlib.Path(run_dir)
-    if not run_dir.is_dir():
-        raise FileNotFoundError(f"Run directory not found: {run_dir}")
-    missing = [
-        name for name in (MODEL_FILE, CONFIG_FILE) if not (run_dir / name).exists()
-    ]
-    if missing:
-        raise FileNotFoundError(
-            f"{run_dir} is not a finished run directory: missing "
-            f"{', '.join(missing)} (train a model into it with "
-            "`keras-selfattn train`)"
-        )
-    return run_dir
 
 
 def _check_loaded_parts(
@@ -168,11 +111,11 @@ def source_ids_for_model(ids: Any, max_source_len: int) -> tuple[Any, Any]:
 
 
 class Translator:
-    """Translates text with a trained model and its tokenizer.
+    """Translates text with a trained model and its tokenizers.
 
     Args:
         model: a `build_seq2seq` model.
-        tokenizer: the run's `text.PairTokenizer`.
+        tokenizer: the model's `text.PairTokenizer`.
         max_source_len: longer sources are truncated to this many tokens.
         max_target_len: the most target tokens produced (the end token excluded).
         settings: the searches' `SearchSettings` (default: greedy, float32, the
@@ -180,14 +123,16 @@ class Translator:
             ``alpha`` override its search for one call.
         shortlist_table: the vocabulary shortlist's table
             (`text.shortlist.ShortlistTable`), given exactly when
-            ``settings.shortlist`` is (`from_run` reads the run's).
+            ``settings.shortlist`` is (`inference.load_translator` reads the
+            run's).
         int8_weights: the product kernels held as int8
             (`models.precision.Int8Weights`), given exactly when
-            ``settings.quantize`` is ``"int8"`` (`from_run` makes them).
+            ``settings.quantize`` is ``"int8"`` (`inference.load_translator`
+            makes them).
 
-    Example:
+    Example (a trained run's: `keras_selfattn.inference.load_translator`):
 
-        translator = Translator.load("runs/demo")
+        translator = Translator(model, tokenizer, max_source_len=40, max_target_len=40)
         [t.text for t in translator.translate(["14 juillet 1989"], beam_size=4)]
     """
 
@@ -220,76 +165,6 @@ class Translator:
         # search (`keras_selfattn.models.precision.Int8Weights`), or None.
         self.int8_weights = int8_weights
         self._searches: dict[tuple[SearchSettings, bool], Any] = {}
-
-    @classmethod
-    def from_run(
-        cls,
-        run_dir: str | os.PathLike[str],
-        settings: SearchSettings | None = None,
-        *,
-        dtype: str | None = None,
-    ) -> "Translator":
-        """The translator of a run directory: its ``model.keras``, vocabularies
-        and ``config.json``, searching with ``settings``.
-
-        Args:
-            run_dir: the run directory ``keras-selfattn train`` wrote.
-            settings: a `SearchSettings` (default: greedy, float32): its
-                precision, int8 weights and shortlist (the run's table,
-                ``RUN_DIR/shortlist.npz``) as `SearchSettings` describes them.
-            dtype: None (default): the policy the model was trained with, but
-                float32 for a run trained with ``mixed_precision="auto"`` (the
-                training machine's choice; this one may lack bfloat16 units),
-                so that such a run translates alike wherever it is loaded; a
-                policy name such as ``"float32"``: under that one
-                (`keras_selfattn.models.saving.with_dtype_policy`).
-
-        Returns:
-            A `Translator` of the run's model and tokenizers.
-
-        Raises:
-            FileNotFoundError: not a run directory, or one without its files
-                (the shortlist's table included, when asked for).
-            ModelFileError: Keras could not load ``model.keras``.
-            ValueError: a ``config.json``, tokenizer or shortlist file that is
-                not valid, or a table of another size than ``settings.shortlist``.
-            RunPartsMismatch: the vocabularies are not the model's.
-        """
-        settings = SearchSettings() if settings is None else settings
-        run_dir = _finished_run(run_dir)
-        model_config, train_config = load_run_config(run_dir / CONFIG_FILE)
-        check_run_parts(run_dir)  # the vocabularies are the model's
-        table = None
-        if settings.shortlist is not None:
-            table = read_run_shortlist(run_dir, settings.shortlist)
-        if dtype is None and train_config.mixed_precision == "auto":
-            dtype = "float32"
-        model = _load_model(run_dir / MODEL_FILE, dtype)
-        if settings.precision == "bfloat16":
-            model = lower_precision_model(model, output_layer.LOWER_PRECISION_PRODUCTS)
-        int8_weights = None
-        if settings.quantize == "int8":
-            int8_weights = Int8Weights(model, output_layer.INT8_PRODUCTS)
-        return cls(
-            model,
-            text.PairTokenizer.load(run_dir),
-            model_config.max_source_len,
-            model_config.max_target_len,
-            settings,
-            shortlist_table=table,
-            int8_weights=int8_weights,
-        )
-
-    @classmethod
-    def load(
-        cls,
-        run_dir: str | os.PathLike[str],
-        dtype: str | None = None,
-        **settings: Any,
-    ) -> "Translator":
-        """`from_run` with the `SearchSettings` given as keywords, e.g.
-        ``Translator.load(run_dir, precision="bfloat16", shortlist=50)``."""
-        return cls.from_run(run_dir, SearchSettings(**settings), dtype=dtype)
 
     def weights_held(self) -> Any:
         """A context in which the model reads its int8 weights dequantized

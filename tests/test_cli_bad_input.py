@@ -414,9 +414,9 @@ def test_every_command_help_shows_its_defaults_once():
 
 def test_a_model_keras_cannot_load_is_named_by_its_type(tmp_path):
     """Keras' own error while loading model.keras (here a class it cannot
-    locate) comes out of `Translator.load` as an `inference.ModelFileError`
+    locate) comes out of `load_translator` as an `inference.ModelFileError`
     that leads with the file and the class, with Keras' error behind it."""
-    from keras_selfattn.inference import ModelFileError, Translator
+    from keras_selfattn.inference import ModelFileError, load_translator
 
     run = tmp_path / "run"
     run.mkdir()
@@ -432,7 +432,7 @@ def test_a_model_keras_cannot_load_is_named_by_its_type(tmp_path):
         archive.writestr("metadata.json", "{}")
         archive.writestr("config.json", '{"class_name": "Nothing", "config": {}}')
     with pytest.raises(ModelFileError) as raised:
-        Translator.load(run)
+        load_translator(run)
     assert raised.value.path == run / "model.keras"
     assert isinstance(raised.value.__cause__.__cause__, TypeError)
     assert "Could not locate class 'Nothing'" in str(raised.value.__cause__.__cause__)

@@ -3,11 +3,14 @@
 Every ``import`` and ``from ... import`` of a ``keras_selfattn`` module is read
 with `ast`, those inside functions included (a lazy import is an import all the
 same), and the graph of the package's modules is checked against `LAYERS`, the
-house's order from the bottom up (docs/development.md, "Package layout"): a
-module may import its own layer and the layers below it, never one above. Import
+house's order from the bottom up (docs/development.md, "Layout"): a module may
+import its own layer and the layers below it, never one above. Two floors: the
+library a Keras user imports (layers, text, models, decoding, translation) and,
+above it, the application that runs it (run directories, training, inference,
+serving, the jobs, the command line), which the library never imports. Import
 direction follows the data: text -> model -> training -> inference -> serving ->
-command line; what every layer reads (the run directory's layout, the Keras-free
-configurations) sits low.
+command line; what both floors read (the Keras-free configurations, the reserved
+ids, the library's file names) sits low.
 
 The package's own ``__init__`` imports the layers and the model's modules (so
 that every serializable class is registered at import): it sits above them.
@@ -24,6 +27,7 @@ LAYERS = (
     (
         "keras_selfattn.backends",  # imported before Keras loads
         "keras_selfattn.choices",
+        "keras_selfattn.file_names",  # the library's saved files, the layout lists
         "keras_selfattn.reserved_ids",
         "keras_selfattn.stopping",  # signals stop a command the same way everywhere
         "keras_selfattn.version",  # read by setup.py and --version, before Keras
@@ -31,13 +35,16 @@ LAYERS = (
     # The Keras-free configurations (and their checks), which the run directory reads,
     # and the served search's settings, which the searches and the parser read.
     ("keras_selfattn.config", "keras_selfattn.search_settings"),
-    ("keras_selfattn.run_directory",),
+    # The library floor: what a Keras user imports.
     ("keras_selfattn.layers", "keras_selfattn.text"),
     ("keras_selfattn.models", "keras_selfattn.decoding"),
     # The package itself: the layers and the models, registered at import.
     ("keras_selfattn",),
-    # What validation during training uses, below training (not inference).
+    # Translating and scoring with a model and its tokenizers (validation during
+    # training uses them).
     ("keras_selfattn.translation", "keras_selfattn.scoring"),
+    # The application floor: what runs the library.
+    ("keras_selfattn.run_directory",),
     ("keras_selfattn.training",),
     ("keras_selfattn.inference",),
     ("keras_selfattn.serving", "keras_selfattn.plotting"),
@@ -138,10 +145,8 @@ def cycles(graph):
 def test_the_graph_is_read_from_every_module():
     graph = import_graph()
     assert "keras_selfattn.run_directory.layout" in graph
-    # translate reads the run through the run directory package
-    assert (
-        "keras_selfattn.run_directory.settings" in graph["keras_selfattn.translation"]
-    )
+    # a trained run is read through the run directory package
+    assert "keras_selfattn.run_directory.settings" in graph["keras_selfattn.inference"]
 
 
 def test_no_import_circle():
@@ -161,6 +166,40 @@ def test_the_checks_find_a_circle_and_a_climb():
         ["keras_selfattn.text.a", "keras_selfattn.training.b", "keras_selfattn.text.a"]
     ]
     assert climbs(graph) == ["keras_selfattn.text.a -> keras_selfattn.training.b"]
+
+
+# The application floor (docs/development.md, "Layout"): run directories, training,
+# reading a trained run, exports, the jobs and the command line. Everything else is
+# the library (layers, models, searches, tokenizers, `Translator`) or the base both
+# floors stand on (choices, reserved ids, the configurations, the library's file
+# names).
+APPLICATION = (
+    "keras_selfattn.run_directory",
+    "keras_selfattn.training",
+    "keras_selfattn.inference",
+    "keras_selfattn.serving",
+    "keras_selfattn.plotting",
+    "keras_selfattn.distillation",
+    "keras_selfattn.jobs",
+    "keras_selfattn.cli",
+    "keras_selfattn.__main__",
+)
+
+
+def _in_application(module):
+    return any(module == p or module.startswith(p + ".") for p in APPLICATION)
+
+
+def test_the_library_imports_nothing_of_the_application():
+    graph = import_graph()
+    found = [
+        f"{module} -> {target}"
+        for module, targets in graph.items()
+        if not _in_application(module)
+        for target in targets
+        if _in_application(target)
+    ]
+    assert found == []
 
 
 def test_every_module_is_in_a_layer():

@@ -15,8 +15,8 @@ import types
 import keras
 import pytest
 
+from keras_selfattn.inference import ModelFileError, _load_model
 from keras_selfattn.models import saving
-from keras_selfattn.translation import ModelFileError, _load_model
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 ENV = {
@@ -104,7 +104,7 @@ print(sorted({{type(layer).__module__.split('.')[0] for layer in model.layers}})
 # processes (after that order's own load_model), the model the process before
 # saved, with what the command line imports imported first.
 LOADERS = {
-    "keras_selfattn.translation": "_load_model",
+    "keras_selfattn.inference": "_load_model",
     "keras_selfattn.training.checkpoint_averaging": "_load",
 }
 COMMAND_LOAD = """

@@ -39,7 +39,7 @@ def progress(args):
 def load_translator(args):
     """The `inference.Translator` of the run directory ``--model``, searching
     with the command's settings (``args.settings``, `cli.search_options`)."""
-    from keras_selfattn.inference import Translator
+    from keras_selfattn.inference import load_translator
 
     with errors.opening_run(args.model):
-        return Translator.from_run(args.model, args.settings)
+        return load_translator(args.model, args.settings)

@@ -58,7 +58,7 @@ class Lines:
 
     def not_utf8_report(self):
         """What to say about the lines that were not UTF-8, or None."""
-        from keras_selfattn.text.pair_problems import NOT_UTF8  # text/ loads TF
+        from keras_selfattn.text.pair_line import NOT_UTF8  # text/ loads TF
 
         if self._read is None or not self._read.not_utf8_lines:
             return None

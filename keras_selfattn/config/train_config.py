@@ -111,7 +111,8 @@ class TrainConfig:
             elsewhere bfloat16 is emulated and dearer (benchmarks/RESULTS.md,
             "Step cost" and "float32 against bfloat16"). A run trained
             under ``"auto"`` is loaded after training (translate, evaluate,
-            export) in float32 unless asked otherwise (`Translator.load`).
+            export) in float32 unless asked otherwise
+            (`inference.load_translator`).
         tpu: with ``strategy="tpu"``: ``"local"`` (a Cloud TPU VM), a TPU name or
             ``grpc://HOST:8470``; None lets ``TPUClusterResolver`` look it up.
         worker_timeout: seconds a worker waits for the others of ``TF_CONFIG`` (or

@@ -18,6 +18,7 @@ from keras_selfattn.search_settings import (
     check_quantize,
 )
 from keras_selfattn.stopping import held, raise_if_swallowed, signals_stop
+from keras_selfattn.text.pair_line import SPACE
 
 DEFAULT_BATCH_SIZE = 64
 DEFAULT_LOG_SECONDS = 30.0
@@ -26,7 +27,6 @@ _HASH_CHUNK = 1 << 20
 # would refuse the line (an empty target) or read another pair from it.
 EMPTY = "empty translation"
 LINE_BREAK = "translation holds a tab or line break"
-_ASCII_SPACE = " \t\n\v\f\r"  # what the pair readers strip from a side
 
 
 @dataclasses.dataclass(frozen=True)
@@ -146,7 +146,11 @@ def translate_pairs(
     with signals_stop():
         if translator is None:
             translator = load_translator(
-                teacher, precision, quantize, shortlist, max_length_ratio
+                teacher,
+                precision=precision,
+                quantize=quantize,
+                shortlist=shortlist,
+                max_length_ratio=max_length_ratio,
             )
         _check_translator(translator, precision, quantize, shortlist, max_length_ratio)
         reading = _Reading(files, shard, batch_size, skip_malformed, strict_columns)
@@ -434,7 +438,7 @@ def _lines(translations, first, reading):
     for offset, translation in enumerate(translations):
         text = translation.text
         problem = None
-        if not text.strip(_ASCII_SPACE):
+        if not text.strip(SPACE):
             problem = EMPTY
         elif any(c in text for c in "\t\r\n"):
             problem = LINE_BREAK

@@ -3,7 +3,7 @@ what was wrong with it and what to do (``FILE: damaged (reason); what to do``).
 
 `read_run_file` is the one reader of every file a run reads (backups and their
 records, ``data.json``, ``training.json``, splits, vocabularies, checkpoints,
-SentencePiece models); `read_json` reads a JSON file a user may have written.
+SentencePiece models).
 """
 
 import json
@@ -17,19 +17,6 @@ from keras_selfattn.run_directory.layout import (
     backup_part_epoch,
     checkpoint_step,
 )
-
-
-def read_json(path, what):
-    """The JSON object in ``path``; ``what`` says what the file is, for the error.
-
-    Raises:
-        ValueError: one line naming the file, when it is not JSON.
-    """
-    with open(path, encoding="utf-8") as handle:
-        try:
-            return json.load(handle)
-        except ValueError as error:  # JSONDecodeError, UnicodeDecodeError
-            raise ValueError(f"{path} is not {what}: {error}") from None
 
 
 class RunFileDamaged(ValueError):

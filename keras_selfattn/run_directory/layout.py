@@ -2,7 +2,9 @@
 
 A run directory (``keras-selfattn train --out RUN_DIR``) is written by training and
 read by resume, continuation, validation, averaging, translate, evaluate, export and
-the benchmarks. This module is the one place that spells its names; the records'
+the benchmarks. This module is the one place that spells its names (those of the
+files the library saves into it, its tokenizers' and the shortlist table's, are
+`keras_selfattn.file_names`', listed here); the records'
 readers and writers sit beside it (`settings`, `metrics`, `history`,
 `vocabulary_settings`, `consistency`, `damaged`). It imports only the standard
 library, so reading a run never pulls in the trainer.
@@ -43,6 +45,16 @@ library, so reading a run never pulls in the trainer.
 import pathlib
 import re
 
+# The files the library saves into a run (its tokenizers', the shortlist table):
+# their names are the library's, listed here among the run's.
+from keras_selfattn.file_names import (  # noqa: F401
+    SENTENCEPIECE_MODEL_FILES,
+    SHORTLIST_FILE,
+    SOURCE_VOCAB_FILE,
+    TARGET_VOCAB_FILE,
+    TOKENIZER_CONFIG_FILE,
+)
+
 MODEL_FILE = "model.keras"
 REPLACED_MODEL_FILE = "model.before-average.keras"
 CONFIG_FILE = "config.json"
@@ -56,10 +68,6 @@ HISTORY_FILE = "history.csv"
 METRICS_FILE = "metrics.json"
 FINISHED_FILE = "training.json"
 LOCK_FILE = "train.lock"
-TOKENIZER_CONFIG_FILE = "tokenizer.json"
-SOURCE_VOCAB_FILE = "source_vocab.txt"
-TARGET_VOCAB_FILE = "target_vocab.txt"
-SENTENCEPIECE_MODEL_FILES = {"source": "source.spm.model", "target": "target.spm.model"}
 BACKUP_DIR = "backup"
 CHECKPOINTS_DIR = "checkpoints"
 PLOTS_DIR = "plots"
@@ -68,7 +76,6 @@ POSITIONAL_ENCODING_PLOT_FILE = "positional_encoding.png"  # in PLOTS_DIR
 ATTENTION_PLOT_FILE = "attention_{}.png"  # in PLOTS_DIR, the test pair's number
 EXPORT_DIR = "export"  # EXPORT_DIR/<model name>/<version>: TF Serving's layout
 TENSORBOARD_DIR = "tensorboard"  # train's event files: tensorboard --logdir
-SHORTLIST_FILE = "shortlist.npz"  # the vocabulary shortlist table (export --shortlist)
 
 # A worker's backup files (`backup_file`): the epoch's weights, state and input.
 _BACKUP_NAMES = {

@@ -6,7 +6,6 @@ import json
 
 from keras_selfattn.config import ModelConfig, TrainConfig
 from keras_selfattn.run_directory.atomic import write_text_atomically
-from keras_selfattn.run_directory.damaged import read_json
 
 
 def save_run_config(path, model_config: ModelConfig, train_config: TrainConfig):
@@ -20,6 +19,19 @@ def save_run_config(path, model_config: ModelConfig, train_config: TrainConfig):
     )
 
 
+def _read_json(path, what):
+    """The JSON object in ``path``; ``what`` says what the file is, for the error.
+
+    Raises:
+        ValueError: one line naming the file, when it is not JSON.
+    """
+    with open(path, encoding="utf-8") as handle:
+        try:
+            return json.load(handle)
+        except ValueError as error:  # JSONDecodeError, UnicodeDecodeError
+            raise ValueError(f"{path} is not {what}: {error}") from None
+
+
 def load_run_config(path):
     """Reads ``config.json`` back into (ModelConfig, TrainConfig).
 
@@ -31,7 +43,7 @@ def load_run_config(path):
         ValueError: naming the file, when it is not JSON, lacks the ``"model"`` or
             ``"train"`` object, or holds an unknown or invalid field.
     """
-    payload = read_json(path, "a JSON configuration")
+    payload = _read_json(path, "a JSON configuration")
     if not isinstance(payload, dict) or not {"model", "train"} <= set(payload):
         raise ValueError(
             f'{path} must hold a "model" and a "train" object. '

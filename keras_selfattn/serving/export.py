@@ -70,7 +70,7 @@ def export_translator(
     (`keras_selfattn.serving.export_report`).
 
     Args:
-        translator: a `keras_selfattn.inference.Translator`.
+        translator: a `keras_selfattn.translation.Translator`.
         export_base: the model's base folder (what TF Serving's ``--model_base_path``
             or ``/models/NAME`` points at); created if missing.
         version: the version number N; None: one more than the highest present.
@@ -221,9 +221,8 @@ def export_run(
 ) -> pathlib.Path:
     """Exports a run directory as ``export_base/N/`` (``keras-selfattn export``).
 
-    Loads ``model.keras``, the vocabularies and ``config.json`` as
-    `keras_selfattn.inference.Translator.from_run` does (so the SavedModel
-    translates exactly like ``keras-selfattn translate`` with the same
+    Reads the run as `keras_selfattn.inference.load_translator` does (so the
+    SavedModel translates exactly like ``keras-selfattn translate`` with the same
     settings), then calls `export_translator`.
 
     Args:
@@ -250,8 +249,9 @@ def export_run(
             `export_translator`).
         dtype: None: the served graph computes under the policy the model was
             trained with, except for a run whose ``mixed_precision`` was
-            ``"auto"``: float32 (`Translator.from_run`'s ``dtype``); ``"float32"``
-            (or another Keras policy name): under that one, the same weights.
+            ``"auto"``: float32 (`inference.TrainedRun.model`'s ``dtype``);
+            ``"float32"`` (or another Keras policy name): under that one, the
+            same weights.
             A ``mixed_bfloat16`` run served on CPUs without bfloat16 units
             wants ``"float32"``: they emulate bfloat16 products, slower than
             float32's.
@@ -263,7 +263,7 @@ def export_run(
 
         version_dir = export_run("runs/demo", "exports/translator")  # .../1
     """
-    from keras_selfattn.inference import Translator
+    from keras_selfattn.inference import load_translator
 
     if settings is None:  # checked before any loading
         settings = SearchSettings(**search)
@@ -274,7 +274,7 @@ def export_run(
         )
     # A version that exists or is being written is refused before the model loads.
     publishing.resolve_version(export_base, version)
-    translator = Translator.from_run(run_dir, settings, dtype=dtype)
+    translator = load_translator(run_dir, settings, dtype=dtype)
     if warmup_texts is None:
         warmup_texts = sample_sources(run_dir, tokenizer=translator.tokenizer)
     return export_translator(

@@ -74,7 +74,7 @@ def serving_functions(translator, xla=False, groups=DEFAULT_GROUPS):
     """The graph functions the SavedModel serves, with their input signatures.
 
     Args:
-        translator: a `keras_selfattn.inference.Translator` (model, tokenizer,
+        translator: a `keras_selfattn.translation.Translator` (model, tokenizer,
             limits, and its `SearchSettings`: ``serving_default`` searches
             greedily and ``translate_nbest`` by a beam of its ``beam_size``,
             both with its length penalty, ``max_length_ratio``, shortlist,
@@ -179,7 +179,7 @@ def _source_ids(text, tokenizer, max_source_len):
     """The checked batch -> (B, T) int32 ids (T >= 1) and which texts have no token."""
     import tensorflow as tf
 
-    from keras_selfattn.inference import source_ids_for_model
+    from keras_selfattn.translation import source_ids_for_model
 
     text = _checked(text, [None])
     text = tf.strings.unicode_transcode(
@@ -360,7 +360,7 @@ def build_export_archive(translator, asset_dir=None, xla=False, groups=DEFAULT_G
     Add your own endpoints with ``archive.add_endpoint`` before ``write_out``.
 
     Args:
-        translator: a `keras_selfattn.inference.Translator`; the signatures
+        translator: a `keras_selfattn.translation.Translator`; the signatures
             search with its `SearchSettings` (`serving_functions`).
         asset_dir: a folder for the vocabulary files that become ``assets/``
             (copied at ``write_out``; keep it until then). None: no vocabulary assets.

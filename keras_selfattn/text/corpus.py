@@ -1,10 +1,9 @@
-"""Sentence-pair files: read and write TSV, split deterministically, filter by length.
+"""Sentence-pair files in Python: read and write TSV, split deterministically,
+filter by length.
 
-A pair file holds one pair a line, ``source<TAB>target``; further tab-separated
-columns are ignored (the Tatoeba/Anki format of the d2l book's ``fra.txt``, whose
-third column is an attribution). Files are UTF-8 (a byte-order mark is allowed),
-``\\n`` or ``\\r\\n`` line ends; a name ending in ``.gz`` is read through gzip.
-Empty lines are skipped; surrounding whitespace of each side is removed.
+A pair file holds one pair a line, as `pair_line` defines a line and its
+problems; this reader reads a line at a time (`iter_pairs`), ``tf.data``'s a batch
+at a time (`stream.pair_stream`). A name ending in ``.gz`` is read through gzip.
 """
 
 import contextlib
@@ -15,13 +14,12 @@ import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import NamedTuple
 
-from keras_selfattn.text import pair_problems
-from keras_selfattn.text.pair_problems import problem_message
-
-# What both readers strip from a line and its sides: ASCII whitespace, as
-# tf.strings.strip does in the streamed reader (a no-break space stays, so the
-# pairs read here equal the pairs streamed, and their fingerprints too).
-_ASCII_SPACE = " \t\n\v\f\r"
+from keras_selfattn.text.pair_line import (
+    SPACE,
+    decode_line,
+    parse_line,
+    problem_message,
+)
 
 __all__ = [
     "PairSplits",
@@ -115,10 +113,10 @@ def _pairs_of(path, skip_malformed):
     found = False
     with opener(path, "rb") as f:
         for line_number, raw in _lines_of(f, path):
-            line = _decoded_line(raw, line_number, path)
-            if not line.strip(_ASCII_SPACE):
+            line = decode_line(raw, line_number, path)
+            if not line.strip(SPACE):
                 continue
-            pair, problem = _parsed_pair(line)
+            pair, problem = parse_line(line)
             if problem:
                 if skip_malformed:
                     continue
@@ -130,31 +128,6 @@ def _pairs_of(path, skip_malformed):
             f"{path}: no sentence pairs found (the file is empty or has only blank "
             "or skipped lines); expected lines of 'source<TAB>target'"
         )
-
-
-def _decoded_line(raw, line_number, path):
-    """A line's bytes as text without its line end (a BOM allowed on line 1)."""
-    encoding = "utf-8-sig" if line_number == 1 else "utf-8"
-    try:
-        line = raw.decode(encoding)
-    except UnicodeDecodeError:
-        shown = raw.decode(encoding, errors="replace").rstrip("\r\n")
-        raise ValueError(
-            problem_message(path, line_number, pair_problems.NOT_UTF8, shown)
-        ) from None
-    return line.rstrip("\r\n")
-
-
-def _parsed_pair(line):
-    """``((source, target), None)`` of a non-blank line, or ``(None, the problem)``."""
-    if "\t" not in line:
-        return None, pair_problems.NO_TAB
-    source, target = (side.strip(_ASCII_SPACE) for side in line.split("\t")[:2])
-    if not source:
-        return None, pair_problems.EMPTY_SOURCE
-    if not target:
-        return None, pair_problems.EMPTY_TARGET
-    return (source, target), None
 
 
 def _lines_of(handle, path):
@@ -194,7 +167,7 @@ def write_pairs(path: str | os.PathLike, pairs: Iterable[Pair]) -> pathlib.Path:
     lines = []
     for index, (source, target) in enumerate(pairs):
         for side, text in (("source", source), ("target", target)):
-            if not text.strip(_ASCII_SPACE) or any(c in text for c in "\t\r\n"):
+            if not text.strip(SPACE) or any(c in text for c in "\t\r\n"):
                 raise ValueError(
                     f"pair {index}: the {side} must be non-empty and hold no tab or "
                     f"line break. Received: {text[:60]!r}"

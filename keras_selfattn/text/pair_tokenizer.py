@@ -1,7 +1,7 @@
 """`PairTokenizer`: the source and target tokenizers of a run, saved together.
 
 A run directory holds three files written by `PairTokenizer.save` (their
-names are `keras_selfattn.run_directory.layout`'s):
+names are `keras_selfattn.file_names`'):
 
 - ``source_vocab.txt``, ``target_vocab.txt``: one token a line, in id order;
 - ``source.spm.model``, ``target.spm.model``: a "sentencepiece" side's
@@ -29,7 +29,7 @@ from collections.abc import Sequence
 
 import tensorflow as tf
 
-from keras_selfattn.run_directory.layout import (
+from keras_selfattn.file_names import (
     SENTENCEPIECE_MODEL_FILES,
     SOURCE_VOCAB_FILE,
     TARGET_VOCAB_FILE,

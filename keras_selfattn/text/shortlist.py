@@ -22,7 +22,7 @@ atomically) with a JSON record of where it came from and its size: training
 writes it from the training split as its data streams
 (`keras_selfattn.training.data.run_shortlist`), ``keras-selfattn shortlist``
 makes it for a run without one, and the searches only read it
-(`read_run_shortlist`).
+(`keras_selfattn.inference.TrainedRun.shortlist`).
 """
 
 import dataclasses
@@ -33,8 +33,8 @@ import pathlib
 import numpy as np
 
 from keras_selfattn.choices import DEFAULT_FREQUENT, DEFAULT_PER_SOURCE
+from keras_selfattn.file_names import SHORTLIST_FILE
 from keras_selfattn.reserved_ids import END_ID, PAD_ID, RESERVED_TOKENS
-from keras_selfattn.run_directory.layout import SHORTLIST_FILE
 
 __all__ = [
     "DEFAULT_FREQUENT",
@@ -43,7 +43,6 @@ __all__ = [
     "CooccurrenceCounts",
     "ShortlistTable",
     "check_shortlist_sizes",
-    "read_run_shortlist",
 ]
 
 ASSOCIATION = "p(t|s) = c(s,t) / c(s), sentence-level co-occurrence counts"
@@ -190,31 +189,3 @@ class ShortlistTable:
             raise ValueError(f"{path} is not a shortlist table: {error}") from None
         record["bytes"] = path.stat().st_size
         return cls(candidates, frequent, record)
-
-
-def read_run_shortlist(run_dir, frequent=DEFAULT_FREQUENT):
-    """The table a run keeps, ``RUN_DIR/shortlist.npz``, with its ``frequent``
-    most frequent target pieces; its ``record["source"]`` names the file.
-
-    Raises:
-        FileNotFoundError: the run has no table; ValueError: the table keeps
-            another number of frequent pieces (or is damaged). Each in one
-            line saying how to make the table.
-    """
-    path = pathlib.Path(run_dir) / SHORTLIST_FILE
-    make = f"keras-selfattn shortlist --model {run_dir}"
-    if frequent != DEFAULT_FREQUENT:
-        make += f" --frequent {frequent}"
-    if not path.exists():
-        raise FileNotFoundError(
-            f"{run_dir} has no vocabulary shortlist ({SHORTLIST_FILE}; training "
-            f"writes it): make it with `{make}`"
-        )
-    table = ShortlistTable.load(path)
-    if table.record.get("frequent") != frequent:
-        raise ValueError(
-            f"{path} keeps the {table.record.get('frequent')} most frequent target "
-            f"pieces, not {frequent}: make a table of {frequent} with `{make}`"
-        )
-    table.record["source"] = str(path)
-    return table

@@ -7,9 +7,8 @@ nothing, a missing or empty file, a directory, or a pipe (read more than once). 
 path that exists is that file before it is tried as a pattern (a name may hold
 ``[`` or ``*``). `pair_stream` reads them with
 `tf.data.TextLineDataset` (``.gz`` decompressed), interleaved over the files, and
-parses every line inside the graph with the rules of `corpus.read_pairs`: UTF-8
-(a byte-order mark allowed on line 1), ``\\n`` or ``\\r\\n`` ends, blank lines
-skipped, ``source<TAB>target`` with further columns ignored, both sides stripped.
+parses every line inside the graph, a batch at a time, as `pair_line` defines a
+line (`pair_line.parse_lines`; `corpus.read_pairs` reads by the same definition).
 A ``.gz`` file is decompressed once when it is resolved
 (`compressed.check_compressed_file`): TensorFlow's reader ends a truncated file
 without an error.
@@ -34,9 +33,8 @@ from collections.abc import Sequence
 
 import tensorflow as tf
 
-from keras_selfattn.text import pair_problems
 from keras_selfattn.text.compressed import check_compressed_file
-from keras_selfattn.text.pair_problems import SHOWN_CHARACTERS
+from keras_selfattn.text.pair_line import parse_lines
 
 __all__ = [
     "StreamCounters",
@@ -50,7 +48,6 @@ __all__ = [
 _PARSE_BATCH = 4096
 _MARK = "keras_selfattn malformed line: "
 _MARK_PATTERN = re.compile(re.escape(_MARK) + r"(.*)")
-_BOM = b"\xef\xbb\xbf"
 
 
 def resolve_data_files(data: str | os.PathLike | Sequence[str | os.PathLike]) -> list:
@@ -192,75 +189,6 @@ def _file_lines(name):
         lambda number, line: (name, number, line),
         num_parallel_calls=tf.data.AUTOTUNE,
         deterministic=True,
-    )
-
-
-def _parse(names, numbers, lines, strict_columns=False):
-    """Parses a batch of lines: (source, target, blank, problem, message, extra).
-
-    ``extra``: the line has more than two columns (and is otherwise well formed).
-    """
-    has_bom = (numbers == 1) & tf.equal(tf.strings.substr(lines, 0, 3), _BOM)
-    lines = tf.where(
-        has_bom,
-        tf.strings.regex_replace(lines, "^\\x{FEFF}", "", replace_global=False),
-        lines,
-    )
-    lines = tf.strings.regex_replace(lines, "\r$", "", replace_global=False)
-    replaced = tf.strings.unicode_transcode(
-        lines, "UTF-8", "UTF-8", errors="replace", replacement_char=0xFFFD
-    )
-    valid_utf8 = tf.equal(replaced, lines)
-    safe = tf.where(valid_utf8, lines, "")
-    blank = valid_utf8 & tf.equal(tf.strings.strip(safe), "")
-    columns = tf.strings.split(safe, "\t")
-    has_tab = columns.row_lengths() >= 2
-    too_many = columns.row_lengths() > 2
-    padded = columns.to_tensor(default_value="", shape=[None, 2])
-    source = tf.strings.strip(padded[:, 0])
-    target = tf.strings.strip(padded[:, 1])
-    problem = _problem(valid_utf8, has_tab, source, target, columns, strict_columns)
-    problem = tf.where(blank, "", problem)
-    # a line that is not UTF-8 is shown with its bad bytes replaced
-    shown = tf.strings.substr(
-        tf.where(valid_utf8, lines, replaced), 0, SHOWN_CHARACTERS, unit="UTF8_CHAR"
-    )
-    message = tf.strings.join(
-        [names, ":", tf.strings.as_string(numbers), ": ", problem, ": '", shown, "'"]
-    )
-    extra = too_many & ~blank & tf.equal(problem, "")
-    return source, target, blank, problem, message, extra
-
-
-def _problem(valid_utf8, has_tab, source, target, columns, strict_columns):
-    """What is wrong with each line, in `pair_problems`' words, or ""."""
-    too_many = columns.row_lengths() > 2
-    return tf.where(
-        ~valid_utf8,
-        pair_problems.NOT_UTF8,
-        tf.where(
-            ~has_tab,
-            pair_problems.NO_TAB,
-            tf.where(
-                tf.equal(source, ""),
-                pair_problems.EMPTY_SOURCE,
-                tf.where(
-                    tf.equal(target, ""),
-                    pair_problems.EMPTY_TARGET,
-                    tf.where(
-                        too_many & strict_columns,
-                        tf.strings.join(
-                            [
-                                pair_problems.TOO_MANY_COLUMNS + " (",
-                                tf.strings.as_string(columns.row_lengths()),
-                                "); expected 'source<TAB>target' (strict_columns)",
-                            ]
-                        ),
-                        "",
-                    ),
-                ),
-            ),
-        ),
     )
 
 
@@ -410,7 +338,7 @@ def _checked_pairs(names, file_count, cycle_length, check):
 
 def _check(names, numbers, lines, *, strict_columns, skip_malformed, counters):
     """Parses a batch of lines; counts, skips or fails on the malformed ones."""
-    source, target, blank, problem, message, extra = _parse(
+    source, target, blank, problem, message, extra = parse_lines(
         names, numbers, lines, strict_columns
     )
     bad = tf.not_equal(problem, "")

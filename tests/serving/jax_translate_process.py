@@ -2,7 +2,7 @@
 
     KERAS_BACKEND=jax python jax_translate_process.py RUN_DIR TEXTS_JSON
 
-Loads the run with `Translator.load` (the run was trained under TensorFlow),
+Loads the run with `load_translator` (the run was trained under TensorFlow),
 translates the texts greedily (with attention) and with a beam, scores the run's
 test split with `evaluate`, and prints one JSON object: the backend Keras loaded,
 ``greedy``/``beam``: [[text, score, target_tokens], ...], ``attention``: the
@@ -18,10 +18,10 @@ def main(run_dir, texts_file):
     import keras
 
     from keras_selfattn import text
-    from keras_selfattn.inference import Translator, evaluate
+    from keras_selfattn.inference import evaluate, load_translator
 
     texts = json.loads(pathlib.Path(texts_file).read_text())
-    translator = Translator.load(run_dir)
+    translator = load_translator(run_dir)
     greedy = translator.translate(texts, return_attention=True)
     beam = translator.translate(texts, beam_size=4)
     pairs = text.read_pairs(pathlib.Path(run_dir) / "splits" / "test.tsv")[:24]

@@ -12,7 +12,7 @@ import grpc
 import numpy as np
 import pytest
 
-from keras_selfattn.inference import Translator
+from keras_selfattn.inference import load_translator
 from tests.serving.stand_in_server import StandInModelServer
 from tests.serving.tiny_runs import BEAM_SIZE
 
@@ -40,7 +40,7 @@ def server(text_export):
 
 @pytest.fixture(scope="module")
 def expected(text_run_dir, sample_texts):
-    translator = Translator.load(text_run_dir)
+    translator = load_translator(text_run_dir)
     return translator.translate(sample_texts), translator.translate(
         sample_texts, beam_size=BEAM_SIZE
     )

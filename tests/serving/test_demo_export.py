@@ -6,7 +6,7 @@ import shutil
 import pytest
 
 from keras_selfattn import jobs, text, training
-from keras_selfattn.inference import Translator
+from keras_selfattn.inference import load_translator
 from keras_selfattn.training import TrainConfig, TrainResult
 from tests.serving.tiny_runs import TINY_MODEL
 
@@ -23,7 +23,7 @@ def test_demo_ends_with_a_checked_export_and_the_commands(
         data, out_dir, model_config, train_config, *, on_finished=None, **options
     ):
         # Stands in for the demo's long training run: the session's tiny trained run.
-        translator = Translator.load(run_dir)
+        translator = load_translator(run_dir)
         result = TrainResult(
             run_dir=run_dir,
             model=translator.model,

@@ -19,7 +19,7 @@ from tensorflow.core.protobuf import saved_model_pb2
 
 from keras_selfattn import cli, serving, text
 from keras_selfattn.cli import errors
-from keras_selfattn.inference import Translator
+from keras_selfattn.inference import load_translator
 from keras_selfattn.serving import (
     audit,
     op_tables,
@@ -189,7 +189,7 @@ def test_fresh_process_both_loaders_equal_translate(
     report = text_export_served
     assert not [m for m in report["modules"] if m.startswith("keras_selfattn")]
 
-    translator = Translator.load(text_run_dir)
+    translator = load_translator(text_run_dir)
     greedy = translator.translate(sample_texts)
     beam = translator.translate(sample_texts, beam_size=BEAM_SIZE)
     expected = [t.text for t in greedy]
@@ -307,7 +307,7 @@ def test_core_export_loads_without_tensorflow_text(
         for m in report["modules"]
         if m.startswith(("keras_selfattn", "tensorflow_text"))
     ]
-    expected = [t.text for t in Translator.load(core_run_dir).translate(sample_texts)]
+    expected = [t.text for t in load_translator(core_run_dir).translate(sample_texts)]
     assert report["session"]["serving_default"]["translation"] == expected
     assert report["tf2"]["serving_default"]["translation"] == expected
 
@@ -330,14 +330,14 @@ def test_float32_export_of_a_bfloat16_run(
     bfloat16_run_exports, fresh_process_reports, sample_texts, tmp_path
 ):
     """``export_run(dtype="float32")`` of a mixed_bfloat16 run: a graph without
-    bfloat16 that passes the audit and serves what `Translator.load(run,
+    bfloat16 that passes the audit and serves what `load_translator(run,
     dtype="float32")` translates; the default export keeps the run's bfloat16."""
     run_dir, trained, float32 = bfloat16_run_exports
     assert bfloat16_nodes(trained) > 0
     assert bfloat16_nodes(float32) == 0
     assert audit.audit_saved_model(float32).ok
     report = fresh_process_reports["bfloat16_run_as_float32"]
-    expected = Translator.load(run_dir, dtype="float32").translate(sample_texts)
+    expected = load_translator(run_dir, dtype="float32").translate(sample_texts)
     assert report["session"]["serving_default"]["translation"] == [
         t.text for t in expected
     ]
@@ -360,7 +360,7 @@ def test_sentencepiece_export_serves_translate_text(
     assert "SentencepieceDetokenizeOp" in op_audit.tensorflow_text
     report = fresh_process_reports["sentencepiece"]
     assert not [m for m in report["modules"] if m.startswith("keras_selfattn")]
-    translator = Translator.load(run_dir)
+    translator = load_translator(run_dir)
     assert translator.tokenizer.target.config.kind == "sentencepiece"
     greedy = translator.translate(sample_texts)
     beam = translator.translate(sample_texts, beam_size=BEAM_SIZE)

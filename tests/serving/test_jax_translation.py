@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from keras_selfattn import text
-from keras_selfattn.inference import Translator, evaluate
+from keras_selfattn.inference import evaluate, load_translator
 from tests.test_jax_backend import fast_compile_flags
 
 # One xdist worker runs every serving test, so the session fixtures train once.
@@ -62,7 +62,7 @@ def under_jax(run_dir, texts, tmp_path, tmp_path_factory):
 def test_a_tensorflow_run_translates_the_same_under_jax(
     text_run_dir, sample_texts, tmp_path, tmp_path_factory
 ):
-    translator = Translator.load(text_run_dir)
+    translator = load_translator(text_run_dir)
     greedy = translator.translate(sample_texts, return_attention=True)
     beam = translator.translate(sample_texts, beam_size=4)
     pairs = text.read_pairs(pathlib.Path(text_run_dir) / "splits" / "test.tsv")[:24]

@@ -109,9 +109,9 @@ def test_groups_of_an_empty_batch_and_of_one_row(searches):
 
 
 def test_groups_must_be_a_positive_integer(text_run_dir):
-    from keras_selfattn.inference import Translator
+    from keras_selfattn.inference import load_translator
 
-    translator = Translator.load(text_run_dir)
+    translator = load_translator(text_run_dir)
     for bad in (0, -2, 1.5, True, "2"):
         with pytest.raises(ValueError, match=f"groups={bad!r}"):
             serving_functions(translator, groups=bad)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from keras_selfattn import cli, serving
-from keras_selfattn.inference import Translator
+from keras_selfattn.inference import load_translator
 from keras_selfattn.reserved_ids import END_ID
 from keras_selfattn.search_settings import SearchSettings
 from keras_selfattn.serving import audit, export_report, signatures
@@ -27,7 +27,7 @@ def covering_run(run_dir, texts, tmp_path):
     Returns ``(run copy, texts covered, N, the left-out id)``: on those texts the
     shortlist holds every greedy argmax, so the translations must be the same.
     """
-    translator = Translator.load(run_dir)
+    translator = load_translator(run_dir)
     produced = [
         [
             translator.tokenizer.target.vocabulary.tokens.index(t)
@@ -90,7 +90,7 @@ def test_option_exports_serve_the_float32_texts_under_the_session_loader(
         assert audit.audit_saved_model(exported).ok, options
         served = fresh_process_reports[option_label(options)]
         texts = served["session"]["serving_default"]["translation"]
-        translator = Translator.load(
+        translator = load_translator(
             run,
             precision=options.get("precision", "float32"),
             quantize=options.get("quantize"),
@@ -122,8 +122,8 @@ def test_option_exports_serve_the_float32_texts_under_the_session_loader(
             assert report["quantize"] is None
         assert report["max_length_ratio"] == options.get("max_length_ratio")
     # The left-out piece is never produced with the shortlist, on any text.
-    shortlisted = Translator.load(run, shortlist=size).translate(sample_texts)
-    vocabulary = Translator.load(run).tokenizer.target.vocabulary.tokens
+    shortlisted = load_translator(run, shortlist=size).translate(sample_texts)
+    vocabulary = load_translator(run).tokenizer.target.vocabulary.tokens
     assert all(vocabulary[left_out] not in t.target_tokens for t in shortlisted)
 
 
@@ -184,7 +184,7 @@ def test_bad_options_are_refused_in_one_line(tmp_path, options, message):
 def test_a_translator_refuses_a_bad_length_ratio_naming_it(tmp_path, bad):
     """Before the run is read (there is none here)."""
     with pytest.raises(ValueError, match=f"max_length_ratio={bad!r}"):
-        Translator.load(tmp_path / "no_run", max_length_ratio=bad)
+        load_translator(tmp_path / "no_run", max_length_ratio=bad)
 
 
 def test_the_served_searches_cap_each_sentence_as_the_translator_does(
@@ -197,7 +197,7 @@ def test_the_served_searches_cap_each_sentence_as_the_translator_does(
     translator's (greedy, and the best of translate_nbest's beam)."""
     import tensorflow as tf
 
-    translator = Translator.load(text_run_dir, max_length_ratio=0.5, beam_size=2)
+    translator = load_translator(text_run_dir, max_length_ratio=0.5, beam_size=2)
     kernel, bias = translator.model.logits_dense.get_weights()
     bias[END_ID] -= 100.0  # never chosen: every search runs to its cap
     translator.model.logits_dense.set_weights([kernel, bias])
@@ -335,18 +335,19 @@ def test_cli_export_options_reach_export_run(flags, expected, tmp_path, monkeypa
 def test_cli_translate_and_evaluate_pass_the_length_ratio_on(
     command, flags, ratio, tmp_path, monkeypatch
 ):
-    """``--max-length-ratio R`` reaches `Translator.from_run` (replaced by a
-    recorder) in the command's settings; without it, None."""
+    """``--max-length-ratio R`` reaches `inference.load_translator` (replaced
+    by a recorder) in the command's settings; without it, None."""
+    from keras_selfattn import inference
     from keras_selfattn.cli import command as cli_command
     from keras_selfattn.cli import commands, errors
 
     received = {}
 
-    def from_run(run_dir, settings):
+    def load_translator(run_dir, settings):
         received["settings"] = settings
 
     monkeypatch.setattr(errors, "check_run_directory", lambda path: None)
-    monkeypatch.setattr(Translator, "from_run", from_run)
+    monkeypatch.setattr(inference, "load_translator", load_translator)
     argv = [command, "--model", str(tmp_path), *flags]
     cli_command.load_translator(commands.prepare(argv))
     assert received["settings"].max_length_ratio == ratio
@@ -355,13 +356,13 @@ def test_cli_translate_and_evaluate_pass_the_length_ratio_on(
 @pytest.mark.slow
 def test_cli_translate_and_evaluate_take_the_options(text_run_dir, capsys):
     """``translate`` and ``evaluate`` with --precision bfloat16 --shortlist give
-    what `Translator.load` gives with the same options (the table training
+    what `load_translator` gives with the same options (the table training
     wrote into the run)."""
     texts = ["14 juillet 1989", "mardi 3 mars 2015"]
     flags = ["--precision", "bfloat16", "--shortlist", str(DEFAULT_FREQUENT)]
     assert cli.main(["translate", "--model", str(text_run_dir), *flags, *texts]) == 0
     printed = capsys.readouterr().out.splitlines()
-    translator = Translator.load(
+    translator = load_translator(
         text_run_dir, precision="bfloat16", shortlist=DEFAULT_FREQUENT
     )
     assert printed == [t.text for t in translator.translate(texts)]
@@ -377,7 +378,7 @@ def test_translating_with_attention_searches_with_the_options(
     those of the same translator without it, never the float32 full-vocabulary
     search's, each with its attention weights. A shortlist of the reserved
     pieces and the most frequent ordinary one makes the two searches differ."""
-    float32 = Translator.load(text_run_dir)
+    float32 = load_translator(text_run_dir)
     full = float32.translate(sample_texts)
     vocabulary = float32.tokenizer.target.vocabulary.tokens
     produced = [vocabulary.index(t) for r in full for t in r.target_tokens]
@@ -398,7 +399,7 @@ def test_translating_with_attention_searches_with_the_options(
         {"shortlist": 2},
         {"precision": "bfloat16", "shortlist": 2},
     ):
-        translator = Translator.load(run, **options)
+        translator = load_translator(run, **options)
         plain = translator.translate(sample_texts)
         attended = translator.translate(sample_texts, return_attention=True)
         assert [t.target_tokens for t in attended] == [t.target_tokens for t in plain]

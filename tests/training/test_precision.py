@@ -2,7 +2,7 @@
 
 `native_bfloat16` decides from the device (a TPU, the GPUs' compute capability,
 the CPU's flags and what oneDNN may use); a run keeps ``"auto"`` in its
-config.json and its model the policy it was built under; `Translator.load`
+config.json and its model the policy it was built under; `load_translator`
 (translate, evaluate, export) loads such a run in float32 unless asked otherwise.
 """
 
@@ -14,7 +14,7 @@ import pytest
 
 from keras_selfattn import text
 from keras_selfattn.config.presets import preset_configs
-from keras_selfattn.inference import Translator
+from keras_selfattn.inference import load_translator
 from keras_selfattn.run_directory.layout import CONFIG_FILE, MODEL_FILE
 from keras_selfattn.training import TrainConfig, train
 from keras_selfattn.training.fit import compiled_model
@@ -131,7 +131,7 @@ def test_an_auto_run_keeps_auto_and_its_model_the_chosen_policy(
     assert model.layers_dtype_policy.name == trained_under
     assert keras.config.dtype_policy().name == "float32"  # the global one is back
     # loaded (translate, evaluate, export) in float32 unless asked otherwise
-    loaded = Translator.load(result.run_dir).model
+    loaded = load_translator(result.run_dir).model
     assert loaded.layers_dtype_policy.name == "float32"
-    kept = Translator.load(result.run_dir, dtype="mixed_bfloat16").model
+    kept = load_translator(result.run_dir, dtype="mixed_bfloat16").model
     assert kept.layers_dtype_policy.name == "mixed_bfloat16"

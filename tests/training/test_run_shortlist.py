@@ -121,7 +121,7 @@ def test_training_writes_the_table_the_command_learns(run_dir, tmp_path):
     writes the table `learn_run_shortlist` learns from the recorded split; the
     searches only read it (`read_run_shortlist`), and a run without one, or
     with one of another size, is refused in one line saying how to make it."""
-    from keras_selfattn.text.shortlist import read_run_shortlist
+    from keras_selfattn.inference import read_run_shortlist
     from keras_selfattn.training.data.run_shortlist import write_run_shortlist
 
     _, config = load_run_config(run_dir / CONFIG_FILE)

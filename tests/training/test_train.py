@@ -15,7 +15,7 @@ import pytest
 from keras_selfattn import text
 from keras_selfattn.cli import build_parser
 from keras_selfattn.cli.flags import config_from_args
-from keras_selfattn.inference import Translator, evaluate
+from keras_selfattn.inference import evaluate, load_translator
 from keras_selfattn.models import ModelConfig
 from keras_selfattn.training import TrainConfig, load_run_config, train
 from keras_selfattn.training.callbacks.best_model import save_model_atomically
@@ -111,7 +111,7 @@ def test_run_directory_holds_everything(uninterrupted):
     validation = text.read_pairs(run / "splits/validation.tsv")
     assert {s for s, _ in validation}.isdisjoint({s for s, _ in result.test_pairs})
     assert len(validation) == round(0.1 * 300) or abs(len(validation) - 30) <= 3
-    translator = Translator.load(run)
+    translator = load_translator(run)
     metrics = evaluate(translator, result.test_pairs[:10])
     assert metrics["count"] == 10 and 0.0 <= metrics["exact_match"] <= 1.0
 

@@ -8,7 +8,7 @@ from the training split the run recorded: its files and held-out split as
 the run's data settings. Either way the pairs are tokenized with the run's
 tokenizer a batch at a time, and only the vocabulary-sized counts
 (`text.shortlist.CooccurrenceCounts`) are held. The searches only read the
-table (`text.shortlist.read_run_shortlist`).
+table (`inference.TrainedRun.shortlist`).
 """
 
 import pathlib
