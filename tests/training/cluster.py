@@ -147,11 +147,21 @@ class Worker:
 
 
 @contextlib.contextmanager
-def workers(args_for, count, log_dir, env=None, tag="run", env_for=None, program=CLI):
+def workers(
+    args_for,
+    count,
+    log_dir,
+    env=None,
+    tag="run",
+    env_for=None,
+    program=CLI,
+    program_for=None,
+):
     """Starts ``count`` workers of one TF_CONFIG cluster; kills what is left on exit.
 
     ``args_for(index)`` gives worker ``index``'s CLI arguments; ``env`` extra
-    environment variables, ``env_for(index)`` per-worker ones.
+    environment variables, ``env_for(index)`` per-worker ones; ``program_for(index)``
+    worker ``index``'s program (default: ``program`` for every worker).
     """
     addresses = [f"127.0.0.1:{port}" for port in free_ports(count)]
     started = []
@@ -164,7 +174,7 @@ def workers(args_for, count, log_dir, env=None, tag="run", env_for=None, program
                     args_for(index),
                     pathlib.Path(log_dir) / f"{tag}-worker{index}.log",
                     worker_env,
-                    program,
+                    program_for(index) if program_for else program,
                 )
             )
         yield started, addresses
@@ -180,18 +190,6 @@ def wait_all(started, timeout):
     """
     deadline = time.monotonic() + timeout
     return [worker.wait(max(0.1, deadline - time.monotonic())) for worker in started]
-
-
-def wait_for(predicate, timeout, started=(), interval=0.2):
-    """Polls ``predicate`` until true (True) or ``timeout`` / a worker exits (False)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        if any(worker.process.poll() is not None for worker in started):
-            return bool(predicate())
-        time.sleep(interval)
-    return False
 
 
 def failure_report(started):

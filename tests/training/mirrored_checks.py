@@ -74,7 +74,8 @@ TOKENIZER = text.PairTokenizer.build(SPLITS.train, *tokenizer_configs(config()))
 
 
 def fit(strategy_name, **overrides):
-    """Trains STEPS steps; returns (strategy, model, per-step losses, weights)."""
+    """Trains STEPS steps; returns (strategy, model, per-step losses, weights,
+    initial weights)."""
     train_config = config(**overrides)
     strategy = get_strategy(strategy_name)
     keras.utils.set_random_seed(train_config.seed)
@@ -86,6 +87,7 @@ def fit(strategy_name, **overrides):
             model = build_and_compile(
                 TOKENIZER, MODEL, train_config, strategy, steps_per_epoch
             )
+        initial = [np.asarray(w.numpy(), np.float32) for w in model.trainable_weights]
         losses = []
         logger = keras.callbacks.LambdaCallback(
             on_train_batch_end=lambda batch, logs: losses.append(logs["loss"])
@@ -96,7 +98,7 @@ def fit(strategy_name, **overrides):
         )
         TIMINGS.append((strategy_name, overrides, round(time.monotonic() - started, 1)))
     trained = [np.asarray(w.numpy(), np.float32) for w in model.trainable_weights]
-    return strategy, model, [float(x) for x in losses], trained
+    return strategy, model, [float(x) for x in losses], trained, initial
 
 
 def largest_difference(first, second):
@@ -188,8 +190,8 @@ def loss_scale_check(optimizer_class):
 
 def main(out):
     results = {}
-    strategy_1, _model_1, losses_1, weights_1 = fit("default")
-    strategy_2, _model_2, losses_2, weights_2 = fit("mirrored")
+    strategy_1, _model_1, losses_1, weights_1, initial = fit("default")
+    strategy_2, _model_2, losses_2, weights_2, _ = fit("mirrored")
     results["replicas"] = [
         strategy_1.num_replicas_in_sync,
         strategy_2.num_replicas_in_sync,
@@ -199,13 +201,7 @@ def main(out):
         "losses_two": losses_2,
         "weight_difference": largest_difference(weights_1, weights_2),
     }
-    # The initial weights (same seed): how far the few steps moved them, for scale.
-    keras.utils.set_random_seed(3)
-    with get_strategy("default").scope():
-        fresh = build_and_compile(
-            TOKENIZER, MODEL, config(), get_strategy("default"), 4
-        )
-    initial = [np.asarray(w.numpy(), np.float32) for w in fresh.trainable_weights]
+    # How far the few steps moved the weights from where they started, for scale.
     results["float32"]["update"] = largest_update(weights_1, initial)
 
     # XLA on two replicas: `train` compiles each replica's forward and backward
@@ -226,7 +222,7 @@ def main(out):
     results["jit"].update(small_model_xla())
     # Mixed precision on two replicas (without XLA: its compile time is paid above).
     for policy in ("mixed_float16", "mixed_bfloat16"):
-        _, model, losses, weights = fit("mirrored", mixed_precision=policy)
+        _, model, losses, weights, _ = fit("mirrored", mixed_precision=policy)
         results[policy] = {
             "losses": losses,
             "optimizer": type(model.optimizer).__name__,

@@ -15,7 +15,6 @@ from keras_selfattn.training.checkpoint_averaging import (
 from keras_selfattn.training.resume.run_lock import RunDirBusy
 from tests.bad_input_cases import run_in_process
 from tests.models import test_seq2seq
-from tests.test_cli import cli
 from tests.test_cli_watch import TINY_MODEL
 
 TINY = {**test_seq2seq.TINY, "num_layers": 1}
@@ -120,8 +119,9 @@ def test_train_keeps_the_newest_checkpoints_and_average_uses_them(tmp_path):
     data = text.write_pairs(tmp_path / "train.tsv", pairs[:200])
     valid = text.write_pairs(tmp_path / "valid.tsv", pairs[200:220])
     run = tmp_path / "run"
-    # train and evaluate in this process (tests/test_cli.py runs them as commands);
-    # average, the command under test, in its own.
+    # train, average and evaluate in this process (tests/test_cli.py runs train
+    # and evaluate as commands; the filter of TensorFlow's log lines, the one step
+    # of `main` before every command, is tests/test_quiet_tensorflow.py's).
     trained = run_in_process(
         [
             "train",
@@ -139,7 +139,8 @@ def test_train_keeps_the_newest_checkpoints_and_average_uses_them(tmp_path):
         "step-00000006.keras",
         "step-00000008.keras",
     ]
-    result = cli("average", "--model", run, "--last", "2")
+    result = run_in_process(["average", "--model", str(run), "--last", "2"])
+    assert result.status == 0, result.stderr[-3000:]
     assert "the average of 2 checkpoints (steps 6, 8)" in result.stdout
     assert (run / REPLACED_MODEL_FILE).exists()
     result = run_in_process(
@@ -147,6 +148,6 @@ def test_train_keeps_the_newest_checkpoints_and_average_uses_them(tmp_path):
     )
     assert result.status == 0, result.stderr[-3000:]
     assert '"bleu"' in result.stdout
-    # An argument error: in this process (the real process above gave exit 0).
+    # An argument error.
     bad = run_in_process(["average", "--model", str(run), "--last", "1"])
     assert bad.status == 2 and "--last: must be an integer >= 2" in bad.stderr

@@ -144,36 +144,6 @@ def _dataset(batches):
     return tf.data.Dataset.from_tensor_slices((inputs, labels)).batch(4)
 
 
-@pytest.mark.slow  # two models built and trained
-def test_callbacks_after_the_swap_see_the_average_and_training_its_own_weights():
-    batches = _batches(6)
-    model = _model()
-    initial = model.get_weights()
-    recorder = _Recorder()
-    model.fit(
-        _dataset(batches).repeat(),
-        epochs=2,
-        steps_per_epoch=3,
-        callbacks=[SwapInMovingAverage(), recorder],
-        verbose=0,
-    )
-    # Period ends hold the average of the weights the batches trained to ...
-    _assert_close(
-        recorder.at_period_end[0],
-        _reference_average(recorder.after_batch[:3], MOMENTUM),
-    )
-    _assert_close(
-        recorder.at_period_end[1], _reference_average(recorder.after_batch, MOMENTUM)
-    )
-    # ... and period 2 trained on from its own weights, not from the average:
-    # the same three updates applied without the callback give the same weights.
-    plain = _model()
-    plain.set_weights(initial)
-    for inputs, labels in batches:
-        plain.train_on_batch(inputs, labels)
-    _assert_close(_trainable(plain), recorder.after_batch[-1])
-
-
 class _BackupAtFirstPeriodEnd(keras.callbacks.Callback):
     """Writes a backup of period 0 as WorkerBackup does: at the period's end,
     after the swap (the average in the model, the weights in the optimizer)."""
@@ -188,32 +158,69 @@ class _BackupAtFirstPeriodEnd(keras.callbacks.Callback):
             backup_file(self.directory, 1, "state").write_text(json.dumps({"epoch": 1}))
 
 
-@pytest.mark.slow  # two models built and trained
-def test_a_run_resumed_from_a_backup_taken_with_the_average_in_is_exact(tmp_path):
+@pytest.fixture(scope="module")
+def two_periods(tmp_path_factory):
+    """Two periods of three updates with the average swapped in at each period's
+    end and a backup of period 0 taken after the swap (as `train` orders its
+    callbacks): the weights after every batch and at every period's end, the
+    initial weights, the batches and the backup. Trained once for the two tests
+    below."""
     batches = _batches(6, seed=5)
-    uninterrupted = _model()
-    resumed = _model()
-    resumed.set_weights(uninterrupted.get_weights())
+    model = _model()
+    initial = model.get_weights()
     recorder = _Recorder()
-    # The interrupted run is the uninterrupted one up to its backup of period 0,
-    # taken after the swap (the callbacks run in this order).
-    uninterrupted.fit(
+    backup = tmp_path_factory.mktemp("moving_average_backup")
+    model.fit(
         _dataset(batches),
         epochs=2,
         steps_per_epoch=3,
-        callbacks=[SwapInMovingAverage(), _BackupAtFirstPeriodEnd(tmp_path), recorder],
+        callbacks=[SwapInMovingAverage(), _BackupAtFirstPeriodEnd(backup), recorder],
         verbose=0,
     )
-    restore_backup(resumed, tmp_path, 1)
+    return types.SimpleNamespace(
+        batches=batches, initial=initial, recorder=recorder, backup=backup
+    )
+
+
+@pytest.mark.slow  # a model trained
+def test_callbacks_after_the_swap_see_the_average_and_training_its_own_weights(
+    two_periods,
+):
+    recorder = two_periods.recorder
+    # Period ends hold the average of the weights the batches trained to ...
+    _assert_close(
+        recorder.at_period_end[0],
+        _reference_average(recorder.after_batch[:3], MOMENTUM),
+    )
+    _assert_close(
+        recorder.at_period_end[1], _reference_average(recorder.after_batch, MOMENTUM)
+    )
+    # ... and period 2 trained on from its own weights, not from the average:
+    # the same updates applied without the callback give the same weights.
+    plain = _model()
+    plain.set_weights(two_periods.initial)
+    for inputs, labels in two_periods.batches:
+        plain.train_on_batch(inputs, labels)
+    _assert_close(_trainable(plain), recorder.after_batch[-1])
+
+
+@pytest.mark.slow  # a model trained
+def test_a_run_resumed_from_a_backup_taken_with_the_average_in_is_exact(two_periods):
+    # The interrupted run is the uninterrupted one up to its backup of period 0,
+    # taken after the swap.
+    resumed = _model()
+    resumed.set_weights(two_periods.initial)
+    restore_backup(resumed, two_periods.backup, 1)
     resumed_recorder = _Recorder()
     resumed.fit(
-        _dataset(batches[3:]),
+        _dataset(two_periods.batches[3:]),
         initial_epoch=1,
         epochs=2,
         steps_per_epoch=3,
         callbacks=[SwapInMovingAverage(), resumed_recorder],
         verbose=0,
     )
+    recorder = two_periods.recorder
     _assert_close(resumed_recorder.after_batch[-1], recorder.after_batch[-1])
     _assert_close(resumed_recorder.at_period_end[-1], recorder.at_period_end[-1])
 

@@ -4,17 +4,18 @@ One uninterrupted two-worker run is shared by the tests: both workers report the
 same losses, the chief writes the run directory, the other worker's scratch
 directory is gone, and with one data file a worker each (FILE auto-sharding)
 each worker reads only its own file; a second run has a worker killed with SIGKILL
-after its first
-backup, the survivor fails within seconds naming the lost peer, and the restarted
-job resumes from the backup and ends with the uninterrupted run's weights. Then:
-stock Keras fails without the keras#20585 fix, and a worker whose peer never
-starts fails within its timeout, naming the address.
+in its second epoch, after its first backup, the survivor fails within seconds
+naming the lost peer, and the restarted job resumes from the backup, trains only
+the lost epoch and ends with the uninterrupted run's weights. Then: stock Keras
+fails without the keras#20585 fix, and a worker whose peer never starts fails
+within its timeout, naming the address.
 """
 
 import csv
 import json
 import pathlib
 import re
+import signal
 import time
 
 import keras
@@ -25,6 +26,7 @@ import keras_selfattn  # noqa: F401  (registers the layers for load_model)
 from keras_selfattn import text
 from keras_selfattn.training.resume.backup import backed_up_epochs
 from tests.training.cluster import (
+    CLI,
     TINY_CLI_ARGS,
     TRAIN_ONLY,
     Worker,
@@ -34,14 +36,16 @@ from tests.training.cluster import (
     subprocess_env,
     tf_config,
     wait_all,
-    wait_for,
     workers,
     write_pairs,
 )
+from tests.training.train_worker import KILLED_IN_PERIOD
 
 pytestmark = pytest.mark.slow
 
-EPOCHS = 3
+# Two epochs: the kill lands in the second, after the first epoch's backup, so
+# the restart resumes from a backup and trains only what was lost.
+EPOCHS = 2
 PAIRS = 160  # 128 for training: 4 steps of 32 per epoch
 RUN_TIMEOUT = 420  # seconds for a whole two-worker run on two shared cores
 
@@ -201,27 +205,31 @@ def test_each_worker_reads_only_its_own_file(uninterrupted):
 def test_a_killed_worker_resumes_from_its_backup(tmp_path, data, uninterrupted):
     run_dir = tmp_path / "run"
     first_backup = run_dir / "backup" / "worker-1" / "epoch-00001.json"
-    with workers(lambda i: train_args(data, run_dir), 2, tmp_path, tag="killed") as (
-        started,
-        addresses,
-    ):
-        assert wait_for(first_backup.exists, RUN_TIMEOUT, started), failure_report(
-            started
-        )
-        started[1].kill()  # SIGKILL, mid-training
+    # The chief runs the command; worker 1 the same `train`, which SIGKILLs itself
+    # after the first step of the second epoch (train_worker.py's KILLED_IN_PERIOD):
+    # mid-training, after its first backup, on every run at the same step.
+    with workers(
+        lambda i: train_args(data, run_dir)[i:],  # train_worker.py: no "train"
+        2,
+        tmp_path,
+        tag="killed",
+        env_for=lambda i: {KILLED_IN_PERIOD: 1} if i == 1 else {},
+        program_for=lambda i: TRAIN_ONLY if i == 1 else CLI,
+    ) as (started, addresses):
+        assert started[1].wait(RUN_TIMEOUT) == -signal.SIGKILL, failure_report(started)
         killed_at = time.monotonic()
+        assert first_backup.exists(), failure_report(started)
         code = started[0].wait(120)
         survivor = started[0].output
         assert code is not None, "the surviving worker hung after its peer was killed"
     assert code == 2 and time.monotonic() - killed_at < 120
     assert f"lost contact with worker 1 at {addresses[1]}" in survivor, survivor[-3000:]
     assert "Traceback" not in survivor
-    # The workers resume from the newest epoch both have a backup of (one may be an
-    # epoch ahead).
+    # The workers resume from the newest epoch both have a backup of: the first.
     resume_from = min(
         max(backed_up_epochs(run_dir / "backup" / f"worker-{i}")) for i in range(2)
     )
-    assert 1 <= resume_from < EPOCHS
+    assert resume_from == 1 < EPOCHS
 
     # Restart the job: `train` with the same arguments (the command without its final
     # evaluation).

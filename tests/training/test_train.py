@@ -217,19 +217,41 @@ def test_an_early_stopped_run_interrupted_in_its_final_work_is_finished_there(
     tmp_path, data
 ):
     """A run that stopped early (patience 1), then Ctrl-C in its final work: the
-    same call trains no further period, and the run equals an unbroken one."""
+    same call trains no further period, and the run equals an unbroken one.
+
+    The unbroken run is this run as its final work begins: ``on_finished`` gets
+    the run's result and, after it, an unbroken run only writes training.json
+    from that result's summary. (Two runs trained alike from one seed are
+    test_a_killed_then_interrupted_run_resumes_exactly's.)"""
     config = tiny_train_config(train_steps=40, eval_every=2, patience=1)
-    reference = train(str(data), tmp_path / "unbroken", TINY_MODEL, config, verbose=0)
-    steps = reference.summary["steps"]
-    assert steps < 40  # it stopped early
     run = tmp_path / "run"
-    with pytest.raises(TrainInterrupted, match=f"its {steps} steps are done"):
-        train(str(data), run, TINY_MODEL, config, verbose=0, on_finished=_interrupt)
+    unbroken = {}
+
+    def interrupt_after_reading_the_run(result):
+        unbroken.update(
+            summary=result.summary, history=history_steps(run), weights=weights(run)
+        )
+        raise KeyboardInterrupt
+
+    with pytest.raises(TrainInterrupted) as caught:
+        train(
+            str(data),
+            run,
+            TINY_MODEL,
+            config,
+            verbose=0,
+            on_finished=interrupt_after_reading_the_run,
+        )
+    steps = unbroken["summary"]["steps"]
+    assert steps < 40  # it stopped early
+    caught.match(f"its {steps} steps are done")
+    assert not (run / "training.json").exists()
     finished = train(str(data), run, TINY_MODEL, config, verbose=0)
     assert finished.history.get("loss", []) == []  # nothing trained again
-    assert finished.summary == reference.summary
-    assert history_steps(run) == history_steps(reference.run_dir)
-    for got, expected in zip(weights(run), weights(reference.run_dir), strict=True):
+    assert finished.summary == unbroken["summary"]
+    assert json.loads((run / "training.json").read_text())["steps"] == steps
+    assert history_steps(run) == unbroken["history"]
+    for got, expected in zip(weights(run), unbroken["weights"], strict=True):
         np.testing.assert_array_equal(got, expected)
 
 

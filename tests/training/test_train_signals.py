@@ -2,9 +2,10 @@
 command: SIGTERM at start-up leaves nothing, Ctrl-C before the first backup makes
 the rerun start over, SIGTERM mid-training resumes from the last backup, Ctrl-C
 once the steps are done (while the final work is written) is finished by the
-rerun.
+rerun, and a Ctrl-C as that finishing command ends gives its own line and
+status.
 
-One run of one command line, stopped four times: this is also where
+One run of one command line, stopped five times: this is also where
 tests/bad_input_cases.py's operator cases "train interrupted (Ctrl-C) before its
 first backup, then the same command" and "train SIGTERMed mid-training, then the
 same command" are asserted (their ``Case.checked_in``): each would cost a
@@ -21,9 +22,7 @@ import pytest
 
 from keras_selfattn import text
 from tests.bad_input_cases import (
-    TINY_RUN_ARGS,
     TINY_RUN_WITH_FIGURES,
-    run_in_process,
     signalled_at,
 )
 from tests.training.cluster import REPO
@@ -40,7 +39,30 @@ def _last_line(result):
     return result.stderr.strip().splitlines()[-1]
 
 
+# The console script, its command's `main` followed by a Ctrl-C of its own: the
+# signal in the last instant of a command that is done.
+_CTRL_C_AS_IT_ENDS = """
+import os, signal, sys
+import keras_selfattn_command
+from keras_selfattn.cli import commands
+
+done = commands.main
+
+def main(argv=None, *, args=None):
+    status = done(argv, args=args)
+    os.kill(os.getpid(), signal.SIGINT)
+    return status
+
+commands.main = main
+sys.argv = ["keras-selfattn", *sys.argv[1:]]
+sys.exit(keras_selfattn_command.main())
+"""
+
+
 def test_sigterm_mid_training_then_ctrl_c_in_the_final_work_then_finished(tmp_path):
+    """Then the command that finishes the run is the console script with a Ctrl-C
+    of its own once the run is marked finished, as the process ends: the
+    command's own line and 130, not a death by the signal with no line."""
     data = text.write_pairs(tmp_path / "pairs.tsv", text.load_bundled_dates()[:300])
     run = tmp_path / "run"
     # With its figures: the finished run's plots are looked at. A backup every 8
@@ -92,50 +114,9 @@ def test_sigterm_mid_training_then_ctrl_c_in_the_final_work_then_finished(tmp_pa
     assert not (run / "training.json").exists()
     assert not (run / "metrics.json").exists()
 
-    # The same command finishes the run: nothing trained again. (In this process:
-    # no signal, and the exit status of a finished command is every test's.)
-    finished = run_in_process(argv)
-    assert finished.status == 0, finished
-    assert "resuming from step 16 (its steps are done: finishing the run)" in (
-        finished.stdout
-    )
-    assert "step 1/16" not in finished.stdout
-    assert f"run directory: {run}" in finished.stdout
-    assert json.loads((run / "training.json").read_text())["steps"] == 16
-    assert "test" in json.loads((run / "metrics.json").read_text())
-    assert (run / "plots" / "history.png").exists()
-    assert _history_steps(run) == ["step", "4", "8", "12", "16"]
-    assert not (run / "train.lock").exists()
-
-
-# The console script, its command's `main` followed by a Ctrl-C of its own: the
-# signal in the last instant of a command that is done.
-_CTRL_C_AS_IT_ENDS = """
-import os, signal, sys
-import keras_selfattn_command
-from keras_selfattn.cli import commands
-
-done = commands.main
-
-def main(argv=None, *, args=None):
-    status = done(argv, args=args)
-    os.kill(os.getpid(), signal.SIGINT)
-    return status
-
-commands.main = main
-sys.argv = ["keras-selfattn", *sys.argv[1:]]
-sys.exit(keras_selfattn_command.main())
-"""
-
-
-def test_ctrl_c_as_a_finished_train_ends_gives_its_line_and_status(tmp_path):
-    """A Ctrl-C once the run is marked finished, as the process ends: the
-    command's own line and 130, not a death by the signal with no line."""
-    data = text.write_pairs(tmp_path / "pairs.tsv", text.load_bundled_dates()[:300])
-    run = tmp_path / "run"
-    argv = ["train", "--data", str(data), "--out", str(run), "--train-steps", "2"]
-    argv += ["--eval-every", "2", "--quiet", *TINY_RUN_ARGS]
-    done = subprocess.run(
+    # The same command finishes the run: nothing trained again. Then, as the
+    # process ends, a Ctrl-C.
+    finished = subprocess.run(
         [sys.executable, "-c", _CTRL_C_AS_IT_ENDS, *argv],
         capture_output=True,
         text=True,
@@ -143,10 +124,18 @@ def test_ctrl_c_as_a_finished_train_ends_gives_its_line_and_status(tmp_path):
         timeout=600,
         check=False,
     )
-    assert done.returncode == 130, (done.returncode, done.stderr[-3000:])
-    assert _last_line(done) == (
+    assert finished.returncode == 130, (finished.returncode, finished.stderr[-3000:])
+    assert _last_line(finished) == (
         f"keras-selfattn: interrupted as it ended; the run in {run} is finished "
         "and complete"
     )
-    assert done.stdout.splitlines()[-1] == f"run directory: {run}"
-    assert json.loads((run / "training.json").read_text())["steps"] == 2
+    assert finished.stdout.splitlines()[-1] == f"run directory: {run}"
+    assert "resuming from step 16 (its steps are done: finishing the run)" in (
+        finished.stdout
+    )
+    assert "step 1/16" not in finished.stdout
+    assert json.loads((run / "training.json").read_text())["steps"] == 16
+    assert "test" in json.loads((run / "metrics.json").read_text())
+    assert (run / "plots" / "history.png").exists()
+    assert _history_steps(run) == ["step", "4", "8", "12", "16"]
+    assert not (run / "train.lock").exists()
