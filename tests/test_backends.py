@@ -7,6 +7,7 @@ import pathlib
 import re
 import subprocess
 import sys
+import types
 
 import keras
 import pytest
@@ -212,3 +213,42 @@ def test_before_keras_loads_the_command_line_chooses_tensorflow(monkeypatch, cap
     )
     commands.use_tensorflow(cli.build_parser(), None)  # TensorFlow asked: no line
     assert capsys.readouterr().err == ""
+
+
+def test_python_m_chooses_tensorflow_as_the_package_loads(monkeypatch, capsys):
+    """``python -m keras_selfattn`` imports the package before its command line
+    runs: the package's ``__init__`` chooses TensorFlow then, with the same one
+    line; a program that only imports the package keeps its backend."""
+    monkeypatch.delitem(sys.modules, "keras")  # as before Keras loads
+    monkeypatch.setenv("KERAS_BACKEND", "torch")
+    monkeypatch.setattr(sys, "argv", ["-m", "train"])
+    monkeypatch.setattr(sys, "orig_argv", ["python", "-m", "pytest", "train"])
+    backends.choose_command_line_backend()
+    assert os.environ["KERAS_BACKEND"] == "torch"
+    assert capsys.readouterr().err == ""
+
+    monkeypatch.setattr(sys, "orig_argv", ["python", "-m", "keras_selfattn", "train"])
+    backends.choose_command_line_backend()
+    assert os.environ["KERAS_BACKEND"] == "tensorflow"
+    assert capsys.readouterr().err == (
+        "keras-selfattn: the command line runs on TensorFlow, not 'torch' "
+        "(KERAS_BACKEND=torch is set): using TensorFlow\n"
+    )
+
+
+def test_keras_loads_without_matplotlib_unless_it_is_loaded_already(monkeypatch):
+    """In the command line Keras loads with ``import matplotlib`` refused, and
+    matplotlib is importable again afterwards; a matplotlib the program loaded
+    before is left in place, inside the block and after it."""
+    monkeypatch.delitem(sys.modules, "matplotlib", raising=False)
+    with backends._matplotlib_hidden(), pytest.raises(ImportError, match="matpl"):
+        import matplotlib
+    assert "matplotlib" not in sys.modules  # no refusal left behind
+
+    loaded = types.ModuleType("matplotlib")
+    monkeypatch.setitem(sys.modules, "matplotlib", loaded)
+    with backends._matplotlib_hidden():
+        import matplotlib
+
+        assert matplotlib is loaded
+    assert sys.modules["matplotlib"] is loaded

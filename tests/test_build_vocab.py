@@ -340,3 +340,46 @@ def test_an_out_that_cannot_be_written_fails_before_learning(
         build_vocab(str(data), blocker / "v", TrainConfig(), verbose=False)
     assert not learned  # refused before any learning
     assert not list(tmp_path.rglob("tmp-writable-*"))
+
+
+def test_build_vocab_from_python_needs_a_directory_name(tmp_path):
+    """The command line refuses a blank --out before it starts; `build_vocab`
+    refuses a blank ``out_dir`` by name, before reading anything."""
+    with pytest.raises(ValueError) as refused:
+        build_vocab(str(tmp_path / "nothing*.tsv"), "  ", verbose=False)
+    assert str(refused.value) == "out_dir must name a directory. Received: '  '"
+
+
+def test_build_vocab_counts_the_malformed_lines_it_skips(tmp_path, capsys):
+    pairs = text.load_bundled_dates()[:40]
+    lines = [f"{source}\t{target}" for source, target in pairs]
+    lines[5] = "no tab here"
+    lines[30] = "\tan empty source"
+    data = tmp_path / "pairs.tsv"
+    data.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    out = tmp_path / "vocab"
+    argv = ["build-vocab", "--data", str(data), "--out", str(out)]
+    code = main([*argv, "--skip-malformed", "--source-tokenizer", "char"])
+    assert code == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[-1] == "2 malformed lines skipped", printed
+    # Without --skip-malformed the first one fails the command, naming its line.
+    with pytest.raises(SystemExit) as exited:
+        main([*argv, "--overwrite"])
+    assert exited.value.code == 2
+    assert f"{data}:6:" in capsys.readouterr().err
+
+
+def test_build_vocab_with_every_line_skipped_has_nothing_to_learn(tmp_path, capsys):
+    data = tmp_path / "pairs.tsv"
+    data.write_text("no tab here\nnor here\n", encoding="utf-8")
+    out = tmp_path / "vocab"
+    with pytest.raises(SystemExit) as exited:
+        main(
+            ["build-vocab", "--data", str(data), "--out", str(out), "--skip-malformed"]
+        )
+    assert exited.value.code == 2
+    assert capsys.readouterr().err == (
+        "keras-selfattn: error: No sentence pairs to learn the vocabularies from\n"
+    )
+    assert not (out / "tokenizer.json").exists()

@@ -651,40 +651,85 @@ class OwnWeights(MultiHeadSelfAttention):
         return super().attention_weights(logits, attention_mask)
 
 
+# Where the fused op runs (on a backend with a fused kernel), and where the
+# three steps must: (make the layer, call keywords, fused).
+FUSED_CHOICES = {
+    "plain": (lambda: MultiHeadSelfAttention(8, 2), {}, True),
+    "dropout-inference": (
+        lambda: MultiHeadSelfAttention(8, 2, dropout=0.5),
+        {"training": False},
+        True,
+    ),
+    "dropout-training": (
+        lambda: MultiHeadSelfAttention(8, 2, dropout=0.5),
+        {"training": True},
+        False,
+    ),
+    "no-dropout-training": (
+        lambda: MultiHeadSelfAttention(8, 2, dropout=0.0),
+        {"training": True},
+        True,
+    ),
+    "scores": (
+        lambda: MultiHeadSelfAttention(8, 2),
+        {"return_attention_scores": True},
+        False,
+    ),
+    "relative": (
+        lambda: MultiHeadSelfAttention(8, 2, max_relative_position=2),
+        {},
+        False,
+    ),
+    "float16": (lambda: MultiHeadSelfAttention(8, 2, dtype="mixed_float16"), {}, False),
+    "bfloat16": (
+        lambda: MultiHeadSelfAttention(8, 2, dtype="mixed_bfloat16"),
+        {},
+        True,
+    ),
+    "subclass-step": (lambda: OwnWeights(8, 2), {}, False),
+}
+
+
 @pytest.mark.parametrize(
-    "make, call_kwargs, fused",
-    [
-        (lambda: MultiHeadSelfAttention(8, 2), {}, True),
-        (lambda: MultiHeadSelfAttention(8, 2, dropout=0.5), {"training": False}, True),
-        (lambda: MultiHeadSelfAttention(8, 2, dropout=0.5), {"training": True}, False),
-        (lambda: MultiHeadSelfAttention(8, 2, dropout=0.0), {"training": True}, True),
-        (
-            lambda: MultiHeadSelfAttention(8, 2),
-            {"return_attention_scores": True},
-            False,
-        ),
-        (lambda: MultiHeadSelfAttention(8, 2, max_relative_position=2), {}, False),
-        (lambda: MultiHeadSelfAttention(8, 2, dtype="mixed_float16"), {}, False),
-        (lambda: MultiHeadSelfAttention(8, 2, dtype="mixed_bfloat16"), {}, True),
-        (lambda: OwnWeights(8, 2), {}, False),
-    ],
-    ids=[
-        "plain",
-        "dropout-inference",
-        "dropout-training",
-        "no-dropout-training",
-        "scores",
-        "relative",
-        "float16",
-        "bfloat16",
-        "subclass-step",
-    ],
+    "make, call_kwargs, fused", FUSED_CHOICES.values(), ids=FUSED_CHOICES.keys()
 )
 def test_fused_path_only_where_it_computes_the_same(
     make, call_kwargs, fused, fused_calls
 ):
     make()(X, **call_kwargs)
     assert bool(fused_calls) == (fused and FUSED_BACKEND)
+
+
+@pytest.mark.parametrize(
+    "make, call_kwargs, fused", FUSED_CHOICES.values(), ids=FUSED_CHOICES.keys()
+)
+def test_fused_path_choice_on_a_backend_with_a_fused_kernel(
+    make, call_kwargs, fused, fused_calls, monkeypatch
+):
+    """The same choice with this backend counted as one with a fused kernel (as
+    JAX and torch are): the fused op runs exactly where it computes what the three
+    steps compute, and there gives their result."""
+    from keras_selfattn.layers import multi_head_self_attention
+
+    backend = keras.backend.backend()
+    monkeypatch.setattr(
+        multi_head_self_attention, "_FUSED_ATTENTION_BACKENDS", frozenset({backend})
+    )
+    layer = make()
+    output = layer(X, **call_kwargs)
+    assert bool(fused_calls) == fused
+    if not fused:
+        return
+    output = ops.convert_to_numpy(output)
+    monkeypatch.setattr(
+        multi_head_self_attention, "_FUSED_ATTENTION_BACKENDS", frozenset()
+    )
+    steps = ops.convert_to_numpy(layer(X, **call_kwargs))
+    assert len(fused_calls) == 1  # the three steps this time
+    tolerance = 5e-2 if layer.compute_dtype == "bfloat16" else 1e-5
+    np.testing.assert_allclose(
+        output.astype("float32"), steps.astype("float32"), atol=tolerance
+    )
 
 
 def test_inputs_without_a_feature_axis_are_refused_by_name():
