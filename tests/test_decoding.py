@@ -459,6 +459,7 @@ def _strategy_and_search(model, search, max_len, jit_compile=False):
     return strategy, searched
 
 
+@pytest.mark.slow
 @on_tensorflow
 @pytest.mark.parametrize(
     "search, drop_when_ended",
@@ -559,6 +560,7 @@ def assert_as_alone(batched, alone, row):
         )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("search", ["greedy", "greedy with attention", "beam"])
 def test_a_length_ratio_ends_each_sentence_as_max_len_at_its_cap_would(search):
     """``max_length_ratio``: each sentence of a batch, where the cap binds for

@@ -35,6 +35,7 @@ def test_eager_calls_share_one_graph_per_setting():
     )
 
 
+@pytest.mark.slow
 def test_searches_trace_with_a_fixed_batch_size():
     """A tf.function traced on a concrete (B, T) input: the beam's gathered states keep
     (B*K, units)."""
@@ -60,6 +61,7 @@ def test_cached_graphs_do_not_keep_the_model_alive():
     assert alive() is None
 
 
+@pytest.mark.slow
 def test_searches_compiled_with_xla_give_the_same_results():
     """``jit_compile=True``: the encoder and the loop as one XLA program (what an
     ``xla=True`` export runs), traced and eager: the same ids as the plain graph,
@@ -115,6 +117,7 @@ def _variable_casts_in_loops(function):
     return count
 
 
+@pytest.mark.slow
 def test_mixed_precision_weights_are_cast_once_before_the_loop(monkeypatch):
     """Under mixed_bfloat16 a layer reads its float32 weights cast to bfloat16 at
     every call; the searches cast each one once, before the loop
@@ -319,6 +322,7 @@ def test_xla_stages_end_each_sentence_at_its_length_cap(search, monkeypatch):
         assert_as_alone(capped, alone, row)
 
 
+@pytest.mark.slow
 def test_a_length_ratio_keys_a_graph_of_its_own():
     """Each ratio has its cached graph (eager and XLA); None keeps today's keys."""
     model = tiny_model()

@@ -43,7 +43,6 @@ ON_JAX = {
         "test_multi_head_single_query_in_a_graph_with_unknown_batch",
     ),
     "tests/layers/test_bahdanau_decoder.py": (
-        "test_harness_decoder_lstm_two_layers_dropout_initial_and_final_state",
         "test_harness_decoder_rnmt_options",
         "test_rnmt_options_match_a_reference",
         "test_step_by_step_equals_full_sequence",
@@ -158,6 +157,12 @@ RERUN_ONCE_ON_JAX = (
             "test_no_length_ratio_or_one_that_never_binds_gives_today_s_results",
         )
     ),
+    # The harness once per layer: the decoder's with the RNMT options (the other
+    # decoder harness differs in cell and state options, Python above the
+    # backend); multi-head self-attention with valid lengths (the masked path);
+    # relative positions (rotary adds a rotation of the same ops).
+    "tests/layers/test_multi_head_self_attention.py::test_harness[False]",
+    "tests/layers/test_relative_attention.py::test_harness[rotary]",
     # The unrolled decoder against the loop: a GRU at inference and two LSTM
     # layers in training.
     *(

@@ -335,6 +335,7 @@ def test_int8_weights_hold_what_the_int8_model_computes(model):
     assert not np.allclose(own, got, atol=1e-6)  # outside: the float32 weights
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "options",
     [

@@ -82,6 +82,7 @@ def test_the_decay_warms_up_to_the_momentum():
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("jit_compile", [False, True])
 def test_the_average_is_the_recursion_over_the_weights_taken(jit_compile):
     model = _model(jit_compile)
