@@ -1,11 +1,11 @@
-"""Shared fixtures: two tiny trained runs (tensorflow-text and core-only tokenizers),
-each exported once, for every test module of tests/serving (session scope: the
-2-core machine trains each model once, about 20 s), a SentencePiece and a
-bfloat16 run's exports, and what one fresh process serves from them."""
+"""Shared fixtures: copies of the committed tiny runs (tests/serving/data, built by
+`python -m tests.serving.make_tiny_runs`: tensorflow-text, core-only and
+SentencePiece tokenizers), each exported once, for every test module of
+tests/serving (session scope), a bfloat16 run's exports, and what one fresh
+process serves from them."""
 
 import collections
 import contextlib
-import dataclasses
 import io
 import pathlib
 
@@ -14,14 +14,14 @@ import pytest
 from keras_selfattn import cli, serving, text
 from keras_selfattn.serving import signatures
 from keras_selfattn.text.shortlist import DEFAULT_FREQUENT
-from tests.serving.tiny_runs import TINY_MODEL, mixed_bfloat16_copy, train_tiny
+from tests.serving.tiny_runs import committed_run, mixed_bfloat16_copy
 
 
 @pytest.fixture(scope="session")
 def text_run_dir(tmp_path_factory):
     """A run whose tokenizers use tensorflow-text ops (case folding, whitespace
-    tokenizer)."""
-    return train_tiny(tmp_path_factory.mktemp("text_run"), "tensorflow_text")
+    tokenizer): a copy of the committed one (`tiny_runs.COMMITTED_RUNS`)."""
+    return committed_run("text_run", tmp_path_factory.mktemp("runs"))
 
 
 @pytest.fixture(scope="session")
@@ -29,22 +29,14 @@ def core_run_dir(tmp_path_factory):
     """A run whose tokenizers use core TensorFlow ops only
     (TokenizerConfig(ops="core")); its model also has a deep output (`DeepOutput`,
     so the served graphs, the op audit and the fresh-process loads cover it)."""
-    return train_tiny(
-        tmp_path_factory.mktemp("core_run"),
-        "core",
-        model=dataclasses.replace(TINY_MODEL, deep_output_hiddens=48),
-    )
+    return committed_run("core_run", tmp_path_factory.mktemp("runs"))
 
 
 @pytest.fixture(scope="session")
 def sentencepiece_run_dir(tmp_path_factory):
     """A run whose two sides are SentencePiece models learned from its training
     pairs."""
-    return train_tiny(
-        tmp_path_factory.mktemp("sentencepiece_run"),
-        "tensorflow_text",
-        ("sentencepiece", "sentencepiece"),
-    )
+    return committed_run("sentencepiece_run", tmp_path_factory.mktemp("runs"))
 
 
 @pytest.fixture(scope="session")

@@ -55,6 +55,7 @@ def io_spec(signature):
     return spec(signature.inputs), spec(signature.outputs)
 
 
+@pytest.mark.slow  # reads an export
 def test_layout_in_tf_serving_form(text_export, text_run_dir):
     base = text_export.parent
     assert text_export.name == "1"
@@ -74,6 +75,7 @@ def test_layout_in_tf_serving_form(text_export, text_run_dir):
     assert all(log.predict_log.request.model_spec.name == "translator" for log in logs)
 
 
+@pytest.mark.slow  # reads an export
 def test_signatures(text_export):
     DT_STRING, DT_FLOAT, DT_INT32 = 7, 1, 3
     defs = signature_defs(text_export)
@@ -251,6 +253,7 @@ def test_xla_export_is_opt_in_audited_and_translates_alike(
     assert line.splitlines()[1].endswith(f"tensorflow/serving {audit.XLA_SERVER_FLAG}")
 
 
+@pytest.mark.slow  # reads an export
 def test_xla_export_warms_every_allowed_batch_size(text_export, xla_export):
     """XLA compiles a search per batch size and source bucket: the XLA export's
     warmup runs each text signature at every size TF Serving's batching

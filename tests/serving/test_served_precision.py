@@ -187,6 +187,7 @@ def test_a_translator_refuses_a_bad_length_ratio_naming_it(tmp_path, bad):
         Translator.load(tmp_path / "no_run", max_length_ratio=bad)
 
 
+@pytest.mark.slow  # traces and runs several searches: 3-4 CPU-s
 def test_the_served_searches_cap_each_sentence_as_the_translator_does(
     text_run_dir, sample_texts
 ):
@@ -370,6 +371,7 @@ def test_cli_translate_and_evaluate_take_the_options(text_run_dir, capsys):
     assert 0 <= scores["chrf"] <= 100
 
 
+@pytest.mark.slow  # traces and runs several searches: 3-4 CPU-s
 def test_translating_with_attention_searches_with_the_options(
     text_run_dir, sample_texts, tmp_path
 ):
