@@ -190,9 +190,6 @@ LONGEST_FIRST = (
 # nothing.
 TRAINED_RUN_FIXTURES = frozenset(
     {
-        "text_run_dir",  # tests/serving/conftest.py
-        "core_run_dir",
-        "sentencepiece_run_dir",
         "teacher",  # tests/test_distillation.py
         "uninterrupted",  # tests/training/test_train.py
         "twelve_steps",  # tests/training/test_continuation.py

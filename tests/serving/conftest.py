@@ -1,11 +1,11 @@
-"""Shared fixtures: two tiny trained runs (tensorflow-text and core-only tokenizers),
-each exported once, for every test module of tests/serving (session scope: the
-2-core machine trains each model once, about 20 s), a SentencePiece and a
-bfloat16 run's exports, and what one fresh process serves from them."""
+"""Shared fixtures: copies of the committed tiny runs (tests/serving/data, built by
+`python -m tests.serving.make_tiny_runs`: tensorflow-text, core-only and
+SentencePiece tokenizers), each exported once, for every test module of
+tests/serving (session scope), a bfloat16 run's exports, and what one fresh
+process serves from them."""
 
 import collections
 import contextlib
-import dataclasses
 import io
 import pathlib
 
@@ -14,14 +14,14 @@ import pytest
 from keras_selfattn import cli, serving, text
 from keras_selfattn.serving import signatures
 from keras_selfattn.text.shortlist import DEFAULT_FREQUENT
-from tests.serving.tiny_runs import TINY_MODEL, mixed_bfloat16_copy, train_tiny
+from tests.serving.tiny_runs import committed_run, mixed_bfloat16_copy
 
 
 @pytest.fixture(scope="session")
 def text_run_dir(tmp_path_factory):
     """A run whose tokenizers use tensorflow-text ops (case folding, whitespace
-    tokenizer)."""
-    return train_tiny(tmp_path_factory.mktemp("text_run"), "tensorflow_text")
+    tokenizer): a copy of the committed one (`tiny_runs.COMMITTED_RUNS`)."""
+    return committed_run("text_run", tmp_path_factory.mktemp("runs"))
 
 
 @pytest.fixture(scope="session")
@@ -29,22 +29,14 @@ def core_run_dir(tmp_path_factory):
     """A run whose tokenizers use core TensorFlow ops only
     (TokenizerConfig(ops="core")); its model also has a deep output (`DeepOutput`,
     so the served graphs, the op audit and the fresh-process loads cover it)."""
-    return train_tiny(
-        tmp_path_factory.mktemp("core_run"),
-        "core",
-        model=dataclasses.replace(TINY_MODEL, deep_output_hiddens=48),
-    )
+    return committed_run("core_run", tmp_path_factory.mktemp("runs"))
 
 
 @pytest.fixture(scope="session")
 def sentencepiece_run_dir(tmp_path_factory):
     """A run whose two sides are SentencePiece models learned from its training
     pairs."""
-    return train_tiny(
-        tmp_path_factory.mktemp("sentencepiece_run"),
-        "tensorflow_text",
-        ("sentencepiece", "sentencepiece"),
-    )
+    return committed_run("sentencepiece_run", tmp_path_factory.mktemp("runs"))
 
 
 @pytest.fixture(scope="session")
@@ -196,38 +188,29 @@ def option_exports(text_run_dir, sample_texts, tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def fresh_process_reports(
-    text_export,
-    xla_export,
-    one_group_export,
-    bfloat16_run_exports,
-    sentencepiece_export,
-    option_exports,
-    sample_texts,
-    tmp_path_factory,
+    core_export, text_export, sentencepiece_export, sample_texts, tmp_path_factory
 ):
-    """What a fresh process serves from the tensorflow-text exports (the default,
-    the XLA, the one-group, the bfloat16 run's float32 one) for `sample_texts`,
-    from the SentencePiece export for its own texts and from the `option_exports`
-    (by their labels) for the texts they cover (`load_in_fresh_process`'s report,
-    by name): one TensorFlow start-up loads them in turn, each into a graph of
-    its own. Both loaders serve both signatures, but of the bfloat16 run's and
-    the option exports, whose tests read only the session loader's greedy texts:
-    only that is served."""
+    """What a fresh process that imports nothing of this package serves, by name:
+    "core" (`core_export`, loaded before tensorflow_text is imported) and
+    "default" (`text_export`) for `sample_texts`, "sentencepiece" for the
+    SentencePiece export's own texts, each under both loaders and both text
+    signatures, in turn in one TensorFlow start-up, each into a graph of its own.
+
+    Only these three need a fresh process: each is a kind of graph (core ops
+    only; tensorflow-text ops; SentencePiece ops and model) whose loading without
+    this package is in question. The other exports (XLA, one length group, a
+    bfloat16 run's float32 export, the shortlist, bfloat16 and int8 options) are
+    graphs of the same kinds with other options: their tests serve them in the
+    test process with the same loader code (`serve_in_this_process`), and a
+    fresh process loads the XLA and the bfloat16-int8-shortlist exports alone in
+    `malformed_reports`."""
     from tests.serving.test_export import Served, load_each_in_fresh_process
 
     _, version_dir, texts = sentencepiece_export
-    _, covered, _, _, options = option_exports
-    session_greedy = {"loaders": ("session",), "signatures": ("serving_default",)}
     exports = {
+        "core": Served(core_export, tensorflow_text=False),
         "default": text_export,
-        "xla": xla_export,
-        "one_group": one_group_export,
-        "bfloat16_run_as_float32": Served(bfloat16_run_exports[2], **session_greedy),
         "sentencepiece": Served(version_dir, texts),
-        **{
-            label: Served(exported, covered, **session_greedy)
-            for label, exported in options.items()
-        },
     }
     reports = load_each_in_fresh_process(
         list(exports.values()),

@@ -9,14 +9,21 @@ signature, the outputs for the texts given; plus the modules that were imported.
     python -I fresh_process_load.py SAVED_MODEL_DIR TEXTS.json [--no-tensorflow-text]
 
 With ``--each JSON`` in place of SAVED_MODEL_DIR (a list of SavedModel
-directories, or of ``[directory, TEXTS.json or null, loaders, signatures]``
-items for texts of its own, or only some loaders and signatures: a loader
-left out costs its load and its first runs, seconds an export) it loads each in
+directories, or of ``[directory, TEXTS.json or null, loaders, signatures,
+tensorflow_text]`` items for texts of its own, only some loaders and signatures
+(a loader left out costs its load and its first runs, seconds an export), or
+false for an export to load before tensorflow_text is imported) it loads each in
 turn in this one process and prints a list of those reports, one a directory
-(the modules: what was imported up to it). The session loader reads each into
-a graph of its own, so one export's functions never stand in for another's.
+(the modules: what was imported up to it). tensorflow_text is imported before
+the first item that needs it, so the items that load without it come first. The
+session loader reads each into a graph of its own, so one export's functions
+never stand in for another's.
+
+`report` serves an export the same way in the process that imports this module
+(a test's, where the export's self-containment is not in question).
 """
 
+import importlib
 import json
 import sys
 
@@ -35,22 +42,22 @@ def main():
         paths, texts_path = json.loads(sys.argv[2]), sys.argv[3]
     import tensorflow as tf
 
-    if "--no-tensorflow-text" not in sys.argv:
-        import tensorflow_text  # noqa: F401
-
     texts = _read_texts(texts_path)
     if path == "--each":
-        reports = [
-            _report(tf, each, texts)
-            if isinstance(each, str)
-            else _report(
-                tf, each[0], _read_texts(each[1]) if each[1] else texts, *each[2:]
-            )
-            for each in paths
-        ]
+        reports = []
+        for each in paths:
+            if isinstance(each, str):
+                each = [each, None]
+            directory, own_texts, *served = each
+            if served[2:] != [False]:
+                importlib.import_module("tensorflow_text")  # registers its ops
+            own = _read_texts(own_texts) if own_texts else texts
+            reports.append(report(directory, own, *served[:2], tf=tf))
         json.dump(reports, sys.stdout)
     else:
-        json.dump(_report(tf, path, texts), sys.stdout)
+        if "--no-tensorflow-text" not in sys.argv:
+            importlib.import_module("tensorflow_text")
+        json.dump(report(path, texts, tf=tf), sys.stdout)
 
 
 def _read_texts(texts_path):
@@ -62,9 +69,12 @@ SIGNATURES = ("serving_default", "translate_nbest")
 LOADERS = ("tf2", "session")
 
 
-def _report(tf, path, texts, loaders=LOADERS, signatures=SIGNATURES):
-    """The outputs of the SavedModel at ``path`` for ``texts``, by loader (of
-    ``loaders``) and signature (of ``signatures``)."""
+def report(path, texts, loaders=LOADERS, signatures=SIGNATURES, tf=None):
+    """The outputs of the SavedModel at ``path`` for ``texts`` (bytes), by loader
+    (of ``loaders``) and signature (of ``signatures``), and the modules imported
+    so far (``tf``: the tensorflow module, imported when not given)."""
+    if tf is None:
+        import tensorflow as tf
     report = {}
     if "tf2" in loaders:
         loaded = tf.saved_model.load(path)

@@ -55,6 +55,7 @@ def io_spec(signature):
     return spec(signature.inputs), spec(signature.outputs)
 
 
+@pytest.mark.slow  # reads an export
 def test_layout_in_tf_serving_form(text_export, text_run_dir):
     base = text_export.parent
     assert text_export.name == "1"
@@ -74,6 +75,7 @@ def test_layout_in_tf_serving_form(text_export, text_run_dir):
     assert all(log.predict_log.request.model_spec.name == "translator" for log in logs)
 
 
+@pytest.mark.slow  # reads an export
 def test_signatures(text_export):
     DT_STRING, DT_FLOAT, DT_INT32 = 7, 1, 3
     defs = signature_defs(text_export)
@@ -112,39 +114,25 @@ def run_fresh_process(command):
     )
 
 
-def load_in_fresh_process(saved_model_dir, texts, tmp_path, tensorflow_text=True):
-    texts_path = tmp_path / "texts.json"
-    texts_path.write_text(json.dumps(texts), encoding="utf-8")
-    command = [
-        sys.executable,
-        "-I",
-        str(HERE / "fresh_process_load.py"),
-        str(saved_model_dir),
-        str(texts_path),
-    ]
-    if not tensorflow_text:
-        command.append("--no-tensorflow-text")
-    done = run_fresh_process(command)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout)
-
-
 @dataclasses.dataclass(frozen=True)
 class Served:
     """What `load_each_in_fresh_process` serves from one SavedModel ``directory``:
     ``texts`` (None: the texts shared by the others) under ``loaders``, by
-    ``signatures`` (a report holds only these)."""
+    ``signatures`` (a report holds only these); ``tensorflow_text`` False: loaded
+    before tensorflow_text is imported (such items come first)."""
 
     directory: pathlib.Path
     texts: list | None = None
     loaders: tuple = ("tf2", "session")
     signatures: tuple = ("serving_default", "translate_nbest")
+    tensorflow_text: bool = True
 
 
 def load_each_in_fresh_process(saved_model_dirs, texts, tmp_path):
-    """`load_in_fresh_process` of each directory, in one fresh process (the
-    session loader gives each a graph of its own): the list of their reports.
-    A `Served` item is loaded with its own texts, loaders and signatures."""
+    """What each directory serves, in one fresh process that imports nothing of
+    this package (the session loader gives each a graph of its own): the list of
+    their reports (`fresh_process_load`). A `Served` item is loaded with its own
+    texts, loaders and signatures."""
     texts_path = tmp_path / "texts.json"
     texts_path.write_text(json.dumps(texts), encoding="utf-8")
     each = []
@@ -160,6 +148,7 @@ def load_each_in_fresh_process(saved_model_dirs, texts, tmp_path):
                     own_texts and str(own_texts),
                     list(item.loaders),
                     list(item.signatures),
+                    item.tensorflow_text,
                 ]
             )
         else:
@@ -171,8 +160,24 @@ def load_each_in_fresh_process(saved_model_dirs, texts, tmp_path):
     return json.loads(done.stdout)
 
 
+def serve_in_this_process(served, texts):
+    """What the `Served` export serves for ``texts`` (its own where it has them),
+    loaded by `load_each_in_fresh_process`'s code in this process: for an export
+    whose self-containment another test shows (a fresh process loads one of the
+    same kind, or its op audit), only what it translates is in question."""
+    from tests.serving import fresh_process_load
+
+    own = served.texts if served.texts is not None else texts
+    return fresh_process_load.report(
+        str(served.directory),
+        [t.encode("utf-8") for t in own],
+        served.loaders,
+        served.signatures,
+    )
+
+
 def assert_same_texts(first, second):
-    """Two `load_in_fresh_process` reports give the same texts, under both loaders,
+    """Two `fresh_process_load` reports give the same texts, under both loaders,
     greedy and n-best."""
     for loader in ("tf2", "session"):
         for name, output in (
@@ -218,11 +223,13 @@ def test_fresh_process_both_loaders_equal_translate(
 
 @pytest.mark.slow
 def test_xla_export_is_opt_in_audited_and_translates_alike(
-    text_export, xla_export, fresh_process_reports
+    text_export, xla_export, text_export_served, sample_texts
 ):
     """``xla=True``: the searches compile with XLA; the audit names the server flag
     and the functions, both pass the op audit, and
-    both loaders give the texts of the default export. The default needs no flag."""
+    both loaders give the texts of the default export (in this process: a fresh
+    one loads the XLA export alone in `malformed_reports`). The default needs no
+    flag."""
     plain_audit = audit.audit_saved_model(text_export)
     xla_audit = audit.audit_saved_model(xla_export)
     assert not plain_audit.needs_xla_flag and not plain_audit.xla_functions
@@ -246,11 +253,13 @@ def test_xla_export_is_opt_in_audited_and_translates_alike(
         "BitwiseOr",
         "RightShift",
     }
-    assert_same_texts(fresh_process_reports["xla"], fresh_process_reports["default"])
+    served = serve_in_this_process(Served(xla_export), sample_texts)
+    assert_same_texts(served, text_export_served)
     line = serving.serving_instructions(xla_export.parent, sample_text="a", xla=True)
     assert line.splitlines()[1].endswith(f"tensorflow/serving {audit.XLA_SERVER_FLAG}")
 
 
+@pytest.mark.slow  # reads an export
 def test_xla_export_warms_every_allowed_batch_size(text_export, xla_export):
     """XLA compiles a search per batch size and source bucket: the XLA export's
     warmup runs each text signature at every size TF Serving's batching
@@ -294,14 +303,15 @@ def test_warmup_batches_of_sizes_cycle_the_texts_then_their_pairs():
 
 @pytest.mark.slow
 def test_core_export_loads_without_tensorflow_text(
-    core_export, core_run_dir, sample_texts, tmp_path
+    core_run_dir, fresh_process_reports, sample_texts
 ):
+    """A fresh process that has imported neither this package nor tensorflow_text
+    (the first export `fresh_process_reports` loads) serves the core-ops export's
+    `translate` texts under both loaders."""
     # This run's model has a deep output: its served graphs carry it too.
     settings = json.loads((pathlib.Path(core_run_dir) / "config.json").read_text())
     assert settings["model"]["deep_output_hiddens"] > 0
-    report = load_in_fresh_process(
-        core_export, sample_texts, tmp_path, tensorflow_text=False
-    )
+    report = fresh_process_reports["core"]
     assert not [
         m
         for m in report["modules"]
@@ -326,17 +336,18 @@ def bfloat16_nodes(saved_model_dir):
 
 
 @pytest.mark.slow
-def test_float32_export_of_a_bfloat16_run(
-    bfloat16_run_exports, fresh_process_reports, sample_texts, tmp_path
-):
+def test_float32_export_of_a_bfloat16_run(bfloat16_run_exports, sample_texts, tmp_path):
     """``export_run(dtype="float32")`` of a mixed_bfloat16 run: a graph without
     bfloat16 that passes the audit and serves what `load_translator(run,
-    dtype="float32")` translates; the default export keeps the run's bfloat16."""
+    dtype="float32")` translates (in this process: its graph is the default
+    export's in float32, whose self-containment a fresh process shows); the
+    default export keeps the run's bfloat16."""
     run_dir, trained, float32 = bfloat16_run_exports
     assert bfloat16_nodes(trained) > 0
     assert bfloat16_nodes(float32) == 0
     assert audit.audit_saved_model(float32).ok
-    report = fresh_process_reports["bfloat16_run_as_float32"]
+    session_greedy = {"loaders": ("session",), "signatures": ("serving_default",)}
+    report = serve_in_this_process(Served(float32, **session_greedy), sample_texts)
     expected = load_translator(run_dir, dtype="float32").translate(sample_texts)
     assert report["session"]["serving_default"]["translation"] == [
         t.text for t in expected

@@ -118,15 +118,21 @@ def test_groups_must_be_a_positive_integer(text_run_dir):
 
 
 @pytest.mark.slow
-def test_an_export_in_one_group_translates_as_the_default(fresh_process_reports):
-    """The default export (`DEFAULT_GROUPS` length groups a request) and
-    ``groups=1``, under both loaders in a fresh process: the same texts."""
-    from tests.serving.test_export import assert_same_texts
+def test_an_export_in_one_group_translates_as_the_default(
+    one_group_export, text_export_served, sample_texts
+):
+    """The default export (`DEFAULT_GROUPS` length groups a request, served by a
+    fresh process) and ``groups=1`` (its graph with one group, served in this
+    process), under both loaders: the same texts."""
+    from tests.serving.test_export import (
+        Served,
+        assert_same_texts,
+        serve_in_this_process,
+    )
 
     assert serving.DEFAULT_GROUPS > 1
-    assert_same_texts(
-        fresh_process_reports["default"], fresh_process_reports["one_group"]
-    )
+    served = serve_in_this_process(Served(one_group_export), sample_texts)
+    assert_same_texts(text_export_served, served)
 
 
 def test_an_empty_group_is_not_searched(model):

@@ -16,7 +16,11 @@ from keras_selfattn.reserved_ids import END_ID
 from keras_selfattn.search_settings import SearchSettings
 from keras_selfattn.serving import audit, export_report, signatures
 from keras_selfattn.text.shortlist import DEFAULT_FREQUENT, ShortlistTable
-from tests.serving.test_export import export_through_the_cli
+from tests.serving.test_export import (
+    Served,
+    export_through_the_cli,
+    serve_in_this_process,
+)
 
 
 def covering_run(run_dir, texts, tmp_path):
@@ -71,7 +75,7 @@ def option_label(options):
 
 @pytest.mark.slow
 def test_option_exports_serve_the_float32_texts_under_the_session_loader(
-    text_export, text_export_served, sample_texts, option_exports, fresh_process_reports
+    text_export, text_export_served, sample_texts, option_exports
 ):
     """A shortlist that holds every greedy argmax gives float32's texts alone,
     also in an XLA export (its width padded to a bucket, the padding masked);
@@ -79,8 +83,9 @@ def test_option_exports_serve_the_float32_texts_under_the_session_loader(
     `Translator` translates with the same options. Each passes the audit and
     reports itself. (bfloat16 with the shortlist runs inside the int8 export,
     which adds only the dequantization before the loop; the shortlist without
-    XLA runs inside it too.) The fresh process that serves them is the one of
-    the other exports (`fresh_process_reports`)."""
+    XLA runs inside it too.) They are served in this process
+    (`serve_in_this_process`): graphs of the default export's kind with other
+    options, each passing the op audit."""
     run, covered, size, left_out, exports = option_exports
     assert covered, "some texts must translate without the left-out piece"
     served = text_export_served["session"]["serving_default"]["translation"]
@@ -88,7 +93,9 @@ def test_option_exports_serve_the_float32_texts_under_the_session_loader(
     for options in option_sets(size):
         exported = exports[option_label(options)]
         assert audit.audit_saved_model(exported).ok, options
-        served = fresh_process_reports[option_label(options)]
+        served = serve_in_this_process(
+            Served(exported, covered, ("session",), ("serving_default",)), []
+        )
         texts = served["session"]["serving_default"]["translation"]
         translator = load_translator(
             run,
@@ -187,6 +194,7 @@ def test_a_translator_refuses_a_bad_length_ratio_naming_it(tmp_path, bad):
         load_translator(tmp_path / "no_run", max_length_ratio=bad)
 
 
+@pytest.mark.slow  # traces and runs several searches: 3-4 CPU-s
 def test_the_served_searches_cap_each_sentence_as_the_translator_does(
     text_run_dir, sample_texts
 ):
@@ -371,6 +379,7 @@ def test_cli_translate_and_evaluate_take_the_options(text_run_dir, capsys):
     assert 0 <= scores["chrf"] <= 100
 
 
+@pytest.mark.slow  # traces and runs several searches: 3-4 CPU-s
 def test_translating_with_attention_searches_with_the_options(
     text_run_dir, sample_texts, tmp_path
 ):
