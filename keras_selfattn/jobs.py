@@ -122,9 +122,9 @@ def build_vocab(data, out_dir, train_config=None, *, overwrite=False, verbose=Tr
 def _vocab_directory(out_dir, overwrite):
     """``out_dir`` as a path, refused when empty or (without ``overwrite``) when
     it already holds vocabularies."""
-    out_dir = pathlib.Path(out_dir)
-    if not str(out_dir).strip():
+    if not str(out_dir).strip():  # before Path(), which reads "" as "."
         raise ValueError(f"out_dir must name a directory. Received: {str(out_dir)!r}")
+    out_dir = pathlib.Path(out_dir)
     if (out_dir / TOKENIZER_CONFIG_FILE).exists() and not overwrite:
         raise ValueError(
             f"{out_dir} already holds vocabularies; choose another directory or pass "

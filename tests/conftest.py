@@ -109,10 +109,10 @@ def _clean_keras_state():
 # With pytest-xdist, tests are handed out one at a time to whichever worker is
 # free, except where tests share an expensive fixture: a file that defines a
 # module-, class- or session-scoped fixture (a trained run) goes to one worker
-# whole, and the files of tests/serving share session fixtures (two trained and
-# exported runs), so they go to one worker together; the runs are then built
-# once, not once a worker. (The xdist_group marker cannot do this with pytest 9
-# and pytest-xdist 3.8.)
+# whole, and the files of tests/serving share session fixtures (the committed
+# tiny runs' exports and the fresh process that serves them), so they go to one
+# worker together; the exports are then made once, not once a worker. (The
+# xdist_group marker cannot do this with pytest 9 and pytest-xdist 3.8.)
 SHARED_FIXTURE_DIRS = ("tests/serving/",)
 # Tests in different files that read one run trained once per test run
 # (tests/training/reference_run.py): one worker runs them one after the other, so

@@ -345,9 +345,12 @@ def test_an_out_that_cannot_be_written_fails_before_learning(
 def test_build_vocab_from_python_needs_a_directory_name(tmp_path):
     """The command line refuses a blank --out before it starts; `build_vocab`
     refuses a blank ``out_dir`` by name, before reading anything."""
-    with pytest.raises(ValueError) as refused:
-        build_vocab(str(tmp_path / "nothing*.tsv"), "  ", verbose=False)
-    assert str(refused.value) == "out_dir must name a directory. Received: '  '"
+    for blank in ("  ", ""):  # "" too: pathlib reads it as the current directory
+        with pytest.raises(ValueError) as refused:
+            build_vocab(str(tmp_path / "nothing*.tsv"), blank, verbose=False)
+        assert str(refused.value) == (
+            f"out_dir must name a directory. Received: {blank!r}"
+        )
 
 
 def test_build_vocab_counts_the_malformed_lines_it_skips(tmp_path, capsys):

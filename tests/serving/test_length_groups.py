@@ -135,6 +135,7 @@ def test_an_export_in_one_group_translates_as_the_default(
     assert_same_texts(text_export_served, served)
 
 
+@pytest.mark.slow  # traces the searches of three groups: 7-10 CPU-s
 def test_an_empty_group_is_not_searched(model):
     """A request of fewer rows than groups searches only the groups with rows (a
     search costs its encoder, its loop's set-up and the held output kernel)."""
