@@ -239,12 +239,7 @@ def load_translator(
         translator = load_translator("runs/demo")
         [t.text for t in translator.translate(["14 juillet 1989"], beam_size=4)]
     """
-    if settings is None:  # checked before anything is read
-        settings = SearchSettings(**fields)
-    elif fields:
-        raise TypeError(
-            "load_translator takes settings or their fields as keywords, not both. "
-            f"Received: {sorted(fields)}"
-        )
+    # Checked before anything is read.
+    settings = SearchSettings.given("load_translator", settings, fields)
     run = TrainedRun(run_dir)
     return run.translator(settings, dtype=dtype)

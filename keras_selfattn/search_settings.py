@@ -158,6 +158,22 @@ class SearchSettings:
         ``beam_size`` (`with_beam`); ``fields``: the other fields."""
         return cls(**fields).with_beam(beam_size)  # type: ignore[arg-type]
 
+    @classmethod
+    def given(
+        cls, caller: str, settings: "SearchSettings | None", fields: dict
+    ) -> "SearchSettings":
+        """``settings``, or those of ``fields`` (the keyword arguments of a call
+        such as ``load_translator(run, beam_size=4)``); both at once is a
+        TypeError naming ``caller``."""
+        if settings is None:
+            return cls(**fields)
+        if fields:
+            raise TypeError(
+                f"{caller} takes settings or their fields as keywords, not both. "
+                f"Received: {sorted(fields)}"
+            )
+        return settings
+
     def with_beam(self, beam_size: int) -> "SearchSettings":
         """These settings searching greedily (``beam_size`` 1) or by a beam of
         ``beam_size``."""

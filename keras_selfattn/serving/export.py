@@ -265,13 +265,8 @@ def export_run(
     """
     from keras_selfattn.inference import load_translator
 
-    if settings is None:  # checked before any loading
-        settings = SearchSettings(**search)
-    elif search:
-        raise TypeError(
-            "export_run takes settings or their fields as keywords, not both. "
-            f"Received: {sorted(search)}"
-        )
+    # Checked before any loading.
+    settings = SearchSettings.given("export_run", settings, search)
     # A version that exists or is being written is refused before the model loads.
     publishing.resolve_version(export_base, version)
     translator = load_translator(run_dir, settings, dtype=dtype)

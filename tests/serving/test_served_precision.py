@@ -194,6 +194,25 @@ def test_a_translator_refuses_a_bad_length_ratio_naming_it(tmp_path, bad):
         load_translator(tmp_path / "no_run", max_length_ratio=bad)
 
 
+def test_settings_and_their_fields_together_are_refused_naming_the_call(tmp_path):
+    """``settings`` or its fields as keywords, not both: refused before the run
+    is read (there is none here) or an export folder is made."""
+    for call, name in (
+        (lambda **kw: load_translator(tmp_path / "no_run", **kw), "load_translator"),
+        (
+            lambda **kw: serving.export_run(tmp_path / "no_run", tmp_path / "x", **kw),
+            "export_run",
+        ),
+    ):
+        with pytest.raises(TypeError) as raised:
+            call(settings=SearchSettings(), beam_size=4)
+        assert str(raised.value) == (
+            f"{name} takes settings or their fields as keywords, not both. "
+            "Received: ['beam_size']"
+        )
+    assert not (tmp_path / "x").exists()
+
+
 @pytest.mark.slow  # traces and runs several searches: 3-4 CPU-s
 def test_the_served_searches_cap_each_sentence_as_the_translator_does(
     text_run_dir, sample_texts
