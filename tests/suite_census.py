@@ -14,9 +14,12 @@ command, not as a fit call (its calls happen where this plugin is not loaded).
 The summary line is what docs/development.md's census reads; the slowest tests
 come from ``--durations``.
 
-The fast tier stays fast: a test that is not marked ``slow`` and takes longer
-than `FAST_TIER_SECONDS` fails (its report says its time and the
-limit), so that ``-m "not slow"`` remains the loop one runs while editing.
+The fast tier stays fast: in a run that selects no slow test (``-m "not slow"``,
+one fast file), a test that is not marked ``slow`` and takes longer than
+`FAST_TIER_SECONDS` fails (its report says its time and the limit), so that
+that run remains the loop one runs while editing. A run of everything (CI's)
+lists such tests at its end and fails none of them for its time: a test's
+outcome there does not hang on how busy the host is.
 """
 
 import functools
@@ -45,6 +48,10 @@ class Census:
         # KSA_FAST_TIER_SECONDS overrides the limit (a slower host, the tests
         # of this plugin).
         self.limit = float(os.environ.get("KSA_FAST_TIER_SECONDS", FAST_TIER_SECONDS))
+        self.enforced = True  # only in a run of the fast tier alone
+
+    def pytest_collection_finish(self, session):
+        self.enforced = not any(item.get_closest_marker("slow") for item in session.items)
 
     # The counting.
 
@@ -107,13 +114,14 @@ class Census:
             return
         seconds = item.stash.get(CPU_SECONDS, 0.0)
         if seconds > self.limit:
-            report.outcome = "failed"
-            report.longrepr = (
-                f"{item.nodeid} took {seconds:.1f} CPU-s, over the fast tier's "
-                f"{self.limit:g}: make it cheaper or mark it "
-                "@pytest.mark.slow"
-            )
             self.too_slow.append((item.nodeid, seconds))
+            if self.enforced:
+                report.outcome = "failed"
+                report.longrepr = (
+                    f"{item.nodeid} took {seconds:.1f} CPU-s, over the fast tier's "
+                    f"{self.limit:g}: make it cheaper or mark it "
+                    "@pytest.mark.slow"
+                )
 
     def pytest_sessionfinish(self, session):
         workeroutput = getattr(session.config, "workeroutput", None)
