@@ -382,12 +382,15 @@ _CLI_WORDS = (
     (re.compile(r"(?<![\w/.-])(?:run_dir|out_dir)=(?=\S)"), "--out "),
     (re.compile(r"(?<![\w/.-])(?:run_dir|out_dir)(?![\w/.-])"), "--out"),
     (re.compile(r"\(strict_columns\)"), "(--strict-columns)"),
+    (re.compile(r"(?<![\w/.-])batch_size=(?=\d)"), "--batch-size "),
+    (re.compile(r"(?<![\w/.-])batch_size(?= is the global batch)"), "--batch-size"),
 )
 
 
 def cli_words(message):
     """A library error's message in the command line's words: ``--overwrite``
-    for ``overwrite=True``, ``--out`` for ``run_dir`` and ``out_dir``..."""
+    for ``overwrite=True``, ``--out`` for ``run_dir`` and ``out_dir``,
+    ``--batch-size 32`` for ``batch_size=32``..."""
     for pattern, replacement in _CLI_WORDS:
         message = pattern.sub(replacement, message)
     return message
