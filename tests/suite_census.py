@@ -11,8 +11,9 @@ that runs tests (each xdist worker, summed by the controller):
 
 A model trained inside a started process is counted once, as that process's
 command, not as a fit call (its calls happen where this plugin is not loaded).
-The summary line is what docs/development.md's census reads; the slowest tests
-come from ``--durations``.
+The summary line is what docs/development.md's census reads, with the test files
+that start the most processes and train the most models beside it; the slowest
+tests come from ``--durations``.
 
 The fast tier stays fast: in a run that selects no slow test (``-m "not slow"``,
 one fast file), a test that is not marked ``slow`` and takes longer than
@@ -38,12 +39,14 @@ import pytest
 FAST_TIER_SECONDS = 8.0
 TRAINING_COMMANDS = ("train", "demo")
 COUNTS = ("processes", "training_processes", "fits")
+FILES_LISTED = 10  # the test files the summary names, most processes first
 CPU_SECONDS = pytest.StashKey[float]()
 
 
 class Census:
     def __init__(self):
         self.counts = dict.fromkeys(COUNTS, 0)
+        self.by_file = {}  # test file -> [processes, fits]
         self.too_slow = []
         # KSA_FAST_TIER_SECONDS overrides the limit (a slower host, the tests
         # of this plugin).
@@ -60,12 +63,20 @@ class Census:
         if not argv or not _is_python(str(argv[0])):
             return
         self.counts["processes"] += 1
+        self._count_for_the_test_file(0)
         words = {str(word) for word in argv[1:]}
         if words & set(TRAINING_COMMANDS) and not words & {"--help", "-h"}:
             self.counts["training_processes"] += 1
 
     def fitted(self):
         self.counts["fits"] += 1
+        self._count_for_the_test_file(1)
+
+    def _count_for_the_test_file(self, column):
+        """Counts against the file of the test (or fixture) running now."""
+        running = os.environ.get("PYTEST_CURRENT_TEST", "")
+        path = running.split("::", 1)[0] or "(outside a test)"
+        self.by_file.setdefault(path, [0, 0])[column] += 1
 
     def install(self):
         """Counts from now on: `subprocess.Popen` and, where Keras is loaded,
@@ -128,6 +139,7 @@ class Census:
         if workeroutput is not None:  # an xdist worker: hand the counts over
             workeroutput["census"] = dict(self.counts)
             workeroutput["too_slow"] = list(self.too_slow)
+            workeroutput["by_file"] = dict(self.by_file)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node, error):
@@ -135,6 +147,10 @@ class Census:
         for name, count in output.get("census", {}).items():
             self.counts[name] = self.counts.get(name, 0) + count
         self.too_slow.extend(tuple(item) for item in output.get("too_slow", []))
+        for path, (processes, fits) in output.get("by_file", {}).items():
+            counts = self.by_file.setdefault(path, [0, 0])
+            counts[0] += processes
+            counts[1] += fits
 
     def pytest_unconfigure(self, config):
         self.uninstall()
@@ -149,6 +165,11 @@ class Census:
             f"({counts['training_processes']} of them training); "
             f"models trained in the test processes: {counts['fits']} (Model.fit)"
         )
+        ranked = sorted(self.by_file.items(), key=lambda item: (-item[1][0], -item[1][1]))
+        for path, (processes, fits) in ranked[:FILES_LISTED]:
+            terminalreporter.write_line(
+                f"  {processes:3d} processes, {fits:3d} fits: {path}"
+            )
         if self.too_slow:
             terminalreporter.write_sep("=", "too slow for the fast tier")
             for nodeid, seconds in sorted(self.too_slow, key=lambda item: -item[1]):

@@ -82,5 +82,8 @@ def test_a_run_of_both_tiers_lists_the_busy_test_and_fails_none(pytester, monkey
     assert "CPU-s, over the fast tier" not in out
     assert "test_busy_marked_slow" not in out
     run.stdout.fnmatch_lines(
-        ["processes started: 2 (0 of them training); models trained *"]
+        [
+            "processes started: 2 (0 of them training); models trained *",
+            "    2 processes,   0 fits: test_suite.py",
+        ]
     )
