@@ -219,6 +219,29 @@ AS_A_TERMINAL_STARTS_IT = [
 ]
 
 
+# Put in the environment of a command a test signals: Python's faulthandler, so
+# that `ended_within` can have a process that never ends print where it is.
+WHERE_IT_HANGS = {"PYTHONFAULTHANDLER": "1"}
+
+
+def ended_within(process, timeout):
+    """``process.communicate(timeout=timeout)``; past the timeout, the process
+    (started with `WHERE_IT_HANGS`) is sent SIGABRT, so that faulthandler prints
+    every thread's Python stack, and the test fails with that stack."""
+    import signal
+
+    try:
+        return process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.send_signal(signal.SIGABRT)
+        _, err = process.communicate()
+        err = err.decode(errors="replace") if isinstance(err, bytes) else err
+        raise AssertionError(
+            f"still running {timeout} s after its signal; where it was:\n"
+            f"{(err or '')[-6000:]}"
+        ) from None
+
+
 def signalled_at(argv, line, signum=None, timeout=300):
     """Runs ``keras-selfattn argv`` in a process and sends it ``signum`` when it
     prints a line holding ``line`` (None: no signal); returns its `Result`."""

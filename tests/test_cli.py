@@ -22,7 +22,9 @@ from tests.bad_input_cases import (
     AS_A_TERMINAL_STARTS_IT,
     CASES,
     CLEAR,
+    WHERE_IT_HANGS,
     Workspace,
+    ended_within,
     run_case,
     run_in_process,
 )
@@ -278,7 +280,7 @@ def _translate_process(run, *args, **popen):
     return subprocess.Popen(
         [*AS_A_TERMINAL_STARTS_IT, "-m", "keras_selfattn", "translate"]
         + ["--model", str(run), *args],
-        env=user_env(),
+        env={**user_env(), **WHERE_IT_HANGS},
         **popen,
     )
 
@@ -352,7 +354,7 @@ def test_translate_stopped_mid_input_keeps_whole_lines(
         assert process.poll() is None and time.monotonic() < deadline
         time.sleep(0.05)
     process.send_signal(signum)
-    _, err = process.communicate(timeout=60)
+    _, err = ended_within(process, 60)
     assert process.returncode == 128 + signum
     lines = out.read_bytes().decode().split("\n")
     assert lines.pop() == ""  # every line whole
@@ -388,14 +390,14 @@ def test_evaluate_stopped_while_reading_its_pairs(trained_run, tmp_path, signum)
         + [str(root / "run"), "--data", str(fifo), "--json"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        env=user_env(),
+        env={**user_env(), **WHERE_IT_HANGS},
     )
     try:
         writer = _opened_for_writing(fifo, process)  # the model is loaded by now
         os.write(writer, b"14 juillet 1989\t1989-07-14\n" * 300)  # a batch and more
         time.sleep(0.5)
         process.send_signal(signum)
-        out, err = process.communicate(timeout=60)
+        out, err = ended_within(process, 60)
         os.close(writer)
     finally:
         process.kill()
