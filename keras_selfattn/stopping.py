@@ -13,7 +13,11 @@ Inside TensorFlow's own Python code the raise waits for the first line outside i
 some of which call back into Python and were seen to die by SIGSEGV when an
 exception came back from the callback. Python code of TensorFlow's that keeps
 running (a loop waiting for a peer) is stopped where it is after
-`DEFERRED_AT_MOST` seconds.
+`DEFERRED_AT_MOST` seconds, at a line where an exception breaks nothing
+(`_safe_to_raise`): never inside a lock written in Python (TensorFlow's graph
+lock, ``threading``'s), which an exception between its acquire and its release
+leaves held (a command tracing a graph was seen to hang so, in its next op), and
+never in a ``__del__``, where Python prints and drops it.
 
 `held` makes a short piece of work (writing a batch of answers) finish before the
 signal is raised. Python runs signal handlers in the main thread whichever thread
@@ -87,6 +91,9 @@ class _State:
 # The packages whose C++ calls back into their own Python code: a signal handled
 # there waits. Keras' code is pure Python above them, and raises as usual.
 _DEFERRING_PACKAGES = frozenset({"tensorflow", "tensorflow_text"})
+# Modules of locks written in Python, whose acquire and release are separate
+# statements: an exception raised between them leaves the lock held.
+_LOCK_MODULES = frozenset({"threading", "tensorflow.python.util.lock_util"})
 
 
 def _in_tensorflow(frame):
@@ -99,6 +106,19 @@ def _in_tensorflow(frame):
     return False
 
 
+def _safe_to_raise(frame):
+    """Whether an exception raised at ``frame``'s line breaks nothing: no frame
+    of the stack is a lock's code written in Python (`_LOCK_MODULES`) or a
+    ``__del__`` (Python prints and drops what one raises)."""
+    while frame is not None:
+        if frame.f_code.co_name == "__del__" or (
+            frame.f_globals.get("__name__") in _LOCK_MODULES
+        ):
+            return False
+        frame = frame.f_back
+    return True
+
+
 def _raise_outside_tensorflow(frame):
     """Raises the deferred signal's `Stopped` at the first line that runs outside
     TensorFlow (`_in_tensorflow`): in a frame now running, once TensorFlow's calls
@@ -107,7 +127,8 @@ def _raise_outside_tensorflow(frame):
     tracers it stood in for (a debugger's, coverage's) put back: each frame's at
     once, the thread's as the `signals_stop` block ends (Python drops a tracer
     that raises, and with it the one set back). A line still inside TensorFlow
-    `DEFERRED_AT_MOST` seconds on raises it there."""
+    `DEFERRED_AT_MOST` seconds on raises it there. Either way, only at a line
+    that is `_safe_to_raise`."""
     previous = sys.gettrace()
     deadline = time.monotonic() + DEFERRED_AT_MOST
     running = []  # (frame, its own local tracer)
@@ -118,7 +139,9 @@ def _raise_outside_tensorflow(frame):
     def tracer(frame, event, arg):
         signum = _State.deferred
         if signum is not None and (
-            event != "line" or (_in_tensorflow(frame) and time.monotonic() < deadline)
+            event != "line"
+            or (_in_tensorflow(frame) and time.monotonic() < deadline)
+            or not _safe_to_raise(frame)
         ):
             return tracer
         sys.settrace(previous)

@@ -150,6 +150,46 @@ def test_a_signal_inside_tensorflow_code_that_keeps_running_is_raised_there(
     assert sys.gettrace() is before
 
 
+def _lock_section(steps, seconds):
+    """Stands for a lock of TensorFlow's written in Python (its graph's group
+    lock): acquired, held for ``seconds`` of lines, released."""
+    steps.append("acquired")
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        pass
+    steps.append("released")
+
+
+def _tensorflow_loop_taking_a_lock(steps, seconds, lock_section):
+    """Stands for TensorFlow's code that handles a signal, then spends longer
+    than `DEFERRED_AT_MOST` inside a lock, then keeps running."""
+    os.kill(os.getpid(), signal.SIGTERM)
+    _signal.pthread_sigmask(signal.SIG_SETMASK, [])
+    lock_section(steps, 0.6)
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        steps.append("waited")
+    steps.append("returned")
+
+
+def test_a_signal_past_its_deadline_waits_for_the_end_of_a_lock(monkeypatch):
+    """Past `DEFERRED_AT_MOST`, inside a lock written in Python (TensorFlow's
+    lock_util, threading), the raise waits until the lock is released: raised
+    between its acquire and its release, it would leave the lock held and the
+    next op hang. Then it is raised in the TensorFlow code that goes on."""
+    monkeypatch.setattr(stopping, "DEFERRED_AT_MOST", 0.2)
+    lock_section = types.FunctionType(
+        _lock_section.__code__,
+        {**globals(), "__name__": "tensorflow.python.util.lock_util"},
+    )
+    loop = _tensorflow_like(_tensorflow_loop_taking_a_lock)
+    steps = []
+    with signals_stop(), pytest.raises(Stopped):
+        loop(steps, 60, lock_section)
+    assert steps[:2] == ["acquired", "released"]
+    assert "returned" not in steps
+
+
 def test_a_signal_outside_tensorflow_is_raised_at_once():
     library_call = _tensorflow_like()
     steps = []
