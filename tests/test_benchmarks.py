@@ -33,6 +33,8 @@ IN_PROCESS = {
     # against its own export: every text the same
     "served_translator": ["serving_default (greedy) |", "| 0 of 32 |", "| 0 of 128 |"],
     "budget_run": ["| 0.01 | ", "| greedy |", "| beam 2 |"],
+    # its one tiny run served as the teacher and as a student
+    "distillation": ["| greedy | teacher | float32 |", "| beam 4 | student |", RATIO],
     "scale": ["| 3k | after, --vocab |", "| 3k | build-vocab |"],
 }
 
@@ -60,7 +62,7 @@ def _check_output(out, name, expected):
 
 # The quick modes that serve a trained run: they share one (`_bench.quick_run`),
 # made once for this file; budget_run's quick mode trains its own, end to end.
-ON_THE_QUICK_RUN = {"served_precision", "served_translator"}
+ON_THE_QUICK_RUN = {"served_precision", "served_translator", "distillation"}
 
 
 @pytest.fixture(scope="module")

@@ -28,6 +28,11 @@ produced them.
   of these choices gave on Multi30k, against 8k untied vocabularies, four even
   buckets and 1e-3 after 800 updates, and the recipe beside the KerasHub peer:
   benchmarks/RESULTS.md, "KerasHub peer, side by side" and "Real language".
+- ``student``: ``small`` made cheaper to serve, to be trained on a teacher's
+  translations (docs/distillation.md): ``small``'s encoder with a 512-wide
+  feed-forward layer, the default 128-unit GRU decoder, 128-wide tied embeddings,
+  no deep output; trained as ``small`` is. Its served speed and its BLEU beside
+  its teacher's: benchmarks/RESULTS.md, "Distillation".
 - ``base``: a GPU-day recipe for corpora of 1M-10M pairs: a 6-block encoder 512
   wide, a two-layer residual, layer-normalized LSTM decoder with the attentional
   output, token-budget batches: updates of 8k tokens, accumulated from four
@@ -41,6 +46,28 @@ same for every source; benchmarks/RESULTS.md "Real language").
 from keras_selfattn.config import ModelConfig, TrainConfig
 
 __all__ = ["PRESETS", "preset_configs"]
+
+# How ``small`` trains; ``student`` trains the same way, so that a student and its
+# teacher differ by their shapes and their data alone.
+_SMALL_TRAINING = {
+    # the default peak learning rate (2e-3), reached in 400 updates
+    "warmup_steps": 400,
+    "label_smoothing": 0.1,
+    "source_tokenizer": "subword",
+    "target_tokenizer": "subword",
+    "source_vocab_size": 4000,
+    "target_vocab_size": 4000,
+    # most sentences are far below the 100-token limits: little padding
+    "length_buckets": 8,
+    "bucket_spacing": "geometric",
+    "epochs": 15,
+    # validate, keep and export the weights' moving average
+    "ema_momentum": 0.999,
+    # XLA on a GPU, not on CPUs (TrainConfig.jit_compile says why)
+    "jit_compile": None,
+    # bfloat16 products where the device has them
+    "mixed_precision": "auto",
+}
 
 PRESETS = {
     "small": {
@@ -56,25 +83,23 @@ PRESETS = {
             # a deep output: the decoder's per-token capacity
             "deep_output_hiddens": 1024,
         },
-        "train": {
-            # the default peak learning rate (2e-3), reached in 400 updates
-            "warmup_steps": 400,
-            "label_smoothing": 0.1,
-            "source_tokenizer": "subword",
-            "target_tokenizer": "subword",
-            "source_vocab_size": 4000,
-            "target_vocab_size": 4000,
-            # most sentences are far below the 100-token limits: little padding
-            "length_buckets": 8,
-            "bucket_spacing": "geometric",
-            "epochs": 15,
-            # validate, keep and export the weights' moving average
-            "ema_momentum": 0.999,
-            # XLA on a GPU, not on CPUs (TrainConfig.jit_compile says why)
-            "jit_compile": None,
-            # bfloat16 products where the device has them
-            "mixed_precision": "auto",
+        "train": _SMALL_TRAINING,
+    },
+    "student": {
+        "model": {
+            # small's encoder with half its feed-forward width: the encoder is
+            # about half of a greedy search's cost at these sizes
+            "num_hiddens": 256,
+            "num_layers": 3,
+            "ffn_hiddens": 512,
+            # the default 128-unit GRU decoder, 128-wide tied embeddings and no
+            # deep output: the per-step cost of the search
+            "embedding_dim": 128,
+            "max_source_len": 100,
+            "max_target_len": 100,
+            "tie_embeddings": True,
         },
+        "train": _SMALL_TRAINING,
     },
     "base": {
         "model": {
@@ -112,7 +137,7 @@ def preset_configs(name):
     """The `ModelConfig` and `TrainConfig` of preset ``name``.
 
     Args:
-        name: a key of `PRESETS` (``"small"`` or ``"base"``).
+        name: a key of `PRESETS` (``"small"``, ``"student"`` or ``"base"``).
 
     Returns:
         ``(ModelConfig, TrainConfig)``; every field the preset does not name
