@@ -64,12 +64,16 @@ def rows(served, teacher, pairs, batch, rounds):
     references = [target for _, target in pairs]
     batches = [sources[i : i + batch] for i in range(0, len(sources), batch)]
     table = []
-    for signature, search in (("serving_default", "greedy"), ("translate_nbest", "beam 4")):
+    for signature, search in (
+        ("serving_default", "greedy"),
+        ("translate_nbest", "beam 4"),
+    ):
         texts = {key: model.texts(signature, batches) for key, model in served.items()}
         if signature == "translate_nbest":  # K per source: the best
             texts = {k: v[:: len(v) // len(sources)] for k, v in texts.items()}
         runs = {
-            key: functools.partial(model.run, signature) for key, model in served.items()
+            key: functools.partial(model.run, signature)
+            for key, model in served.items()
         }
         samples = _bench.interleaved_items(runs, batches, rounds)
         for name, label in served:

@@ -54,7 +54,9 @@ class Census:
         self.enforced = True  # only in a run of the fast tier alone
 
     def pytest_collection_finish(self, session):
-        self.enforced = not any(item.get_closest_marker("slow") for item in session.items)
+        self.enforced = not any(
+            item.get_closest_marker("slow") for item in session.items
+        )
 
     # The counting.
 
@@ -165,7 +167,9 @@ class Census:
             f"({counts['training_processes']} of them training); "
             f"models trained in the test processes: {counts['fits']} (Model.fit)"
         )
-        ranked = sorted(self.by_file.items(), key=lambda item: (-item[1][0], -item[1][1]))
+        ranked = sorted(
+            self.by_file.items(), key=lambda item: (-item[1][0], -item[1][1])
+        )
         for path, (processes, fits) in ranked[:FILES_LISTED]:
             terminalreporter.write_line(
                 f"  {processes:3d} processes, {fits:3d} fits: {path}"

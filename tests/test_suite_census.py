@@ -45,7 +45,9 @@ def _run(pytester, monkeypatch, *args):
     pytester.makeconftest(CONFTEST)
     pytester.makeini("[pytest]\nmarkers =\n    slow: slow\n")
     pytester.makepyfile(test_suite=SUITE)
-    return pytester.runpytest_inprocess("-p", "no:xdist", "-p", "no:cacheprovider", *args)
+    return pytester.runpytest_inprocess(
+        "-p", "no:xdist", "-p", "no:cacheprovider", *args
+    )
 
 
 def test_the_fast_tier_fails_a_busy_test_not_marked_slow(pytester, monkeypatch):
