@@ -4,7 +4,6 @@ failed call into an empty directory leaving it empty; a global batch that does
 not split over the replicas. No model is trained here."""
 
 import json
-import re
 from types import SimpleNamespace
 
 import pytest
