@@ -22,7 +22,6 @@ the commands that trained each run are in benchmarks/RESULTS.md ("Distillation")
 """
 
 import argparse
-import functools
 import os
 import pathlib
 import sys
@@ -62,20 +61,10 @@ def rows(served, teacher, pairs, batch, rounds):
     export of the same label, BLEU and chrF."""
     sources = [source for source, _ in pairs]
     references = [target for _, target in pairs]
-    batches = [sources[i : i + batch] for i in range(0, len(sources), batch)]
     table = []
-    for signature, search in (
-        ("serving_default", "greedy"),
-        ("translate_nbest", "beam 4"),
-    ):
-        texts = {key: model.texts(signature, batches) for key, model in served.items()}
-        if signature == "translate_nbest":  # K per source: the best
-            texts = {k: v[:: len(v) // len(sources)] for k, v in texts.items()}
-        runs = {
-            key: functools.partial(model.run, signature)
-            for key, model in served.items()
-        }
-        samples = _bench.interleaved_items(runs, batches, rounds)
+    passes = served_precision.served_passes(served, sources, batch, rounds)
+    for signature, texts, samples in passes:
+        search = "greedy" if signature == "serving_default" else "beam 4"
         for name, label in served:
             bleu, chrf = served_precision._scores(texts[name, label], references)
             speed = 1 / _bench.paired_ratio(samples, (name, label), (teacher, label))

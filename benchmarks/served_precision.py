@@ -298,19 +298,27 @@ def _scores(hypotheses, references):
     )
 
 
+def served_passes(served, sources, batch, rounds):
+    """For each signature (``serving_default``, ``translate_nbest``): the texts
+    of every export in ``served`` (n-best: each source's best) and its
+    per-round seconds over ``sources`` in batches of ``batch``, the exports
+    interleaved (`_bench.interleaved_items`): ``(signature, texts, samples)``."""
+    batches = [sources[i : i + batch] for i in range(0, len(sources), batch)]
+    for name in ("serving_default", "translate_nbest"):
+        texts = {key: s.texts(name, batches) for key, s in served.items()}
+        if name == "translate_nbest":  # K per source: the best
+            texts = {k: v[:: len(v) // len(sources)] for k, v in texts.items()}
+        runs = {key: functools.partial(s.run, name) for key, s in served.items()}
+        yield name, texts, _bench.interleaved_items(runs, batches, rounds)
+
+
 def served_rows(served, pairs, batch, rounds):
     """Rows per signature and export: sentences/s, speed / float32, texts that
     differ from float32's, greedy BLEU and chrF."""
     sources = [s for s, _ in pairs]
     references = [t for _, t in pairs]
-    batches = [sources[i : i + batch] for i in range(0, len(sources), batch)]
     rows = []
-    for name in ("serving_default", "translate_nbest"):
-        texts = {label: s.texts(name, batches) for label, s in served.items()}
-        if name == "translate_nbest":  # K per source: the best
-            texts = {k: v[:: len(v) // len(sources)] for k, v in texts.items()}
-        runs = {label: functools.partial(s.run, name) for label, s in served.items()}
-        samples = _bench.interleaved_items(runs, batches, rounds)
+    for name, texts, samples in served_passes(served, sources, batch, rounds):
         for label in served:
             differ = sum(a != b for a, b in zip(texts[label], texts["float32"]))
             bleu, chrf = _scores(texts[label], references)
