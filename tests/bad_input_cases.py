@@ -39,6 +39,8 @@ import time
 import traceback
 import zipfile
 
+from tests import forked_commands
+
 CLEAR = "clear error"
 SENSIBLE = "sensible result"
 WRONG = "silent wrong result"
@@ -183,11 +185,8 @@ def _terminated_mid_training(w, argv):
     """Runs ``argv`` in a process, SIGTERMs it after its first backup; returns
     ``argv``."""
     run = pathlib.Path(argv[argv.index("--out") + 1])
-    process = subprocess.Popen(
-        [sys.executable, "-m", "keras_selfattn", *argv],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        env=_env(),
+    process = forked_commands.command(
+        argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=_env()
     )
     first_backup = run / "backup" / "worker-0" / "epoch-00001.json"
     while not first_backup.exists():
@@ -199,24 +198,6 @@ def _terminated_mid_training(w, argv):
     (w.root / "terminated.txt").write_text(f"{process.returncode}\n{err.decode()}")
     assert not (run / "training.json").exists(), "finished before SIGTERM"
     return argv
-
-
-# Put before a command the tests signal: starts it with the stopping signals at
-# their defaults, as a shell on a terminal does. A background job or ``nohup``
-# starts a command with SIGINT or SIGHUP ignored, and the command keeps a signal
-# its caller ignores ignored (`stopping.signals_stop`): from a test run started
-# so, the signals the tests send would do nothing. (A Python that resets them and
-# execs the command: ``preexec_fn`` is unsafe in a process with threads.)
-AS_A_TERMINAL_STARTS_IT = [
-    sys.executable,
-    "-c",
-    (
-        "import os, signal, sys\n"
-        "for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):\n"
-        "    signal.signal(signum, signal.SIG_DFL)\n"
-        "os.execv(sys.executable, [sys.executable, *sys.argv[1:]])\n"
-    ),
-]
 
 
 # Put in the environment of a command a test signals: Python's faulthandler, so
@@ -243,12 +224,14 @@ def ended_within(process, timeout):
 
 
 def signalled_at(argv, line, signum=None, timeout=300):
-    """Runs ``keras-selfattn argv`` in a process and sends it ``signum`` when it
-    prints a line holding ``line`` (None: no signal); returns its `Result`."""
+    """Runs ``keras-selfattn argv`` in a process (forked: `tests.forked_commands`,
+    its stop signals at their defaults, as a terminal starts it) and sends it
+    ``signum`` when it prints a line holding ``line`` (None: no signal); returns
+    its `Result`."""
     import signal
 
-    process = subprocess.Popen(
-        [*AS_A_TERMINAL_STARTS_IT, "-u", "-m", "keras_selfattn", *argv],
+    process = forked_commands.Popen(
+        ["-u", "-m", "keras_selfattn", *argv],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -6,7 +6,9 @@ that runs tests (each xdist worker, summed by the controller):
 - the Python processes the tests started (`subprocess.Popen` of this interpreter,
   of a ``python`` or of the ``keras-selfattn`` console script), and of them the
   ones that ran a command line that trains (``train``, ``demo``; not their
-  ``--help``);
+  ``--help``); the processes forked from a server that has imported
+  TensorFlow already (`tests.forked_commands`) are counted apart, as they pay
+  no interpreter start-up;
 - the models trained in the test processes themselves (`keras.Model.fit` calls).
 
 A model trained inside a started process is counted once, as that process's
@@ -38,7 +40,7 @@ import pytest
 # the tier fast; it is not a timing test of any one case.
 FAST_TIER_SECONDS = 8.0
 TRAINING_COMMANDS = ("train", "demo")
-COUNTS = ("processes", "training_processes", "fits")
+COUNTS = ("processes", "training_processes", "forked", "fits")
 FILES_LISTED = 10  # the test files the summary names, most processes first
 CPU_SECONDS = pytest.StashKey[float]()
 
@@ -60,9 +62,12 @@ class Census:
 
     # The counting.
 
-    def started(self, args):
+    def started(self, args, *, forked=False):
         argv = [args] if isinstance(args, (str, os.PathLike)) else list(args or [])
         if not argv or not _is_python(str(argv[0])):
+            return
+        if forked:  # `tests.forked_commands`: no interpreter start-up paid
+            self.counts["forked"] += 1
             return
         self.counts["processes"] += 1
         self._count_for_the_test_file(0)
@@ -88,7 +93,7 @@ class Census:
 
         @functools.wraps(popen_init)
         def counting_init(popen, args, *rest, **kwargs):
-            census.started(args)
+            census.started(args, forked=getattr(popen, "forked", False))
             return popen_init(popen, args, *rest, **kwargs)
 
         self._restore = [(subprocess.Popen, "__init__", popen_init)]
@@ -164,7 +169,8 @@ class Census:
         terminalreporter.write_sep("=", "suite census")
         terminalreporter.write_line(
             f"processes started: {counts['processes']} "
-            f"({counts['training_processes']} of them training); "
+            f"({counts['training_processes']} of them training), "
+            f"{counts['forked']} forked from a loaded one (tests.forked_commands); "
             f"models trained in the test processes: {counts['fits']} (Model.fit)"
         )
         ranked = sorted(

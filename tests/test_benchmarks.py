@@ -18,6 +18,8 @@ import sys
 
 import pytest
 
+from tests import forked_commands
+
 BENCHMARKS = pathlib.Path(__file__).resolve().parents[1] / "benchmarks"
 RATIO = re.compile(r"\*\*\d+\.\d+\*\*")  # a bold ratio cell, e.g. **0.93**
 
@@ -93,9 +95,10 @@ def test_cli_startup_runs_in_quick_mode(capsys):
 
 @pytest.mark.slow
 def test_distributed_throughput_runs_in_quick_mode():
-    """In its own process: the CPU is split into two devices before TF starts."""
-    done = subprocess.run(
-        [sys.executable, str(BENCHMARKS / "distributed_throughput.py"), "--quick"],
+    """In its own process (forked before TensorFlow's runtime starts:
+    `tests.forked_commands`): the CPU is split into two devices before TF starts."""
+    done = forked_commands.run(
+        [str(BENCHMARKS / "distributed_throughput.py"), "--quick"],
         capture_output=True,
         text=True,
         check=False,

@@ -2,8 +2,9 @@
 
 The command runs in this process (`tests.bad_input_cases.run_in_process`: `main`
 with its output and status captured) except where only a process shows the
-behaviour: TensorFlow's native log lines, a pipe left open, a stop signal and
-its exit status."""
+behaviour: TensorFlow's native log lines (a started process), a pipe left open,
+a stop signal and its exit status (a process forked from one that has imported
+TensorFlow, `tests.forked_commands`)."""
 
 import json
 import os
@@ -18,8 +19,8 @@ import time
 import pytest
 
 from keras_selfattn import text
+from tests import forked_commands
 from tests.bad_input_cases import (
-    AS_A_TERMINAL_STARTS_IT,
     CASES,
     CLEAR,
     WHERE_IT_HANGS,
@@ -277,9 +278,10 @@ def test_no_tensorflow_log_lines_from_export(trained_run, tmp_path):
 
 
 def _translate_process(run, *args, **popen):
-    return subprocess.Popen(
-        [*AS_A_TERMINAL_STARTS_IT, "-m", "keras_selfattn", "translate"]
-        + ["--model", str(run), *args],
+    """``keras-selfattn translate``, forked (its start-up is not the question;
+    its stop signals at their defaults, as a terminal starts it)."""
+    return forked_commands.command(
+        ["translate", "--model", str(run), *args],
         env={**user_env(), **WHERE_IT_HANGS},
         **popen,
     )
@@ -385,9 +387,8 @@ def test_evaluate_stopped_while_reading_its_pairs(trained_run, tmp_path, signum)
     root, _ = trained_run
     fifo = tmp_path / "pairs.tsv"
     os.mkfifo(fifo)
-    process = subprocess.Popen(
-        [*AS_A_TERMINAL_STARTS_IT, "-m", "keras_selfattn", "evaluate", "--model"]
-        + [str(root / "run"), "--data", str(fifo), "--json"],
+    process = forked_commands.command(
+        ["evaluate", "--model", str(root / "run"), "--data", str(fifo), "--json"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env={**user_env(), **WHERE_IT_HANGS},

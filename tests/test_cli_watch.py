@@ -5,13 +5,12 @@ translate."""
 import csv
 import json
 import re
-import subprocess
-import sys
 
 import pytest
 
 from keras_selfattn import text
 from keras_selfattn.config.presets import preset_configs
+from tests import forked_commands
 from tests.bad_input_cases import run_in_process
 from tests.test_cli import TF_LOG_LINE, user_env
 
@@ -61,8 +60,8 @@ def test_a_run_that_does_not_translate_fails_loudly(tmp_path):
         *("--validation-translations", "20"),
         "--no-figures",
     ]
-    result = subprocess.run(
-        [sys.executable, "-c", LOWERED_THRESHOLD, *map(str, argv)],
+    result = forked_commands.run(
+        ["-c", LOWERED_THRESHOLD, *map(str, argv)],
         check=False,
         capture_output=True,
         text=True,

@@ -13,7 +13,6 @@ import random
 import shutil
 import signal
 import subprocess
-import sys
 import time
 
 import pytest
@@ -22,6 +21,7 @@ from keras_selfattn import text
 from keras_selfattn.distillation import merge_shards, record, translate_pairs
 from keras_selfattn.inference import load_translator
 from keras_selfattn.stopping import Stopped
+from tests import forked_commands
 from tests.training import reference_run
 from tests.training.cluster import REPO
 
@@ -471,13 +471,13 @@ def test_a_killed_then_terminated_process_resumes_to_the_same_file(
     teacher, reference_pairs_file, translator, tmp_path
 ):
     """SIGKILL at a random moment of a real process, then SIGTERM at another;
-    the same command then ends with the file of an unbroken run."""
+    the same command then ends with the file of an unbroken run (processes forked
+    from one that has imported TensorFlow: `tests.forked_commands`)."""
     batch = 4
     expected = tmp_path / "expected.tsv"
     distill(teacher, reference_pairs_file, expected, translator, batch_size=batch)
     out = tmp_path / "out.tsv"
     command = [
-        sys.executable,
         str(REPO / "tests" / "distillation_process.py"),
         str(teacher),
         str(reference_pairs_file),
@@ -489,7 +489,7 @@ def test_a_killed_then_terminated_process_resumes_to_the_same_file(
     draw = random.Random(seed)
     stops = []
     for signum in (signal.SIGKILL, signal.SIGTERM):
-        process = subprocess.Popen(command, env=env, stderr=subprocess.PIPE)
+        process = forked_commands.Popen(command, env=env, stderr=subprocess.PIPE)
         try:
             _wait_for(out, _pairs_done(out), process)
             time.sleep(draw.uniform(0, 0.3))
@@ -501,7 +501,7 @@ def test_a_killed_then_terminated_process_resumes_to_the_same_file(
         stops.append((signum, process.returncode, _pairs_done(out)))
         assert signum != signal.SIGKILL or process.returncode == -signal.SIGKILL
         assert process.returncode in (-signal.SIGKILL, 143, 0), (seed, stderr[-2000:])
-    finished = subprocess.run(
+    finished = forked_commands.run(
         command, env=env, capture_output=True, timeout=300, check=False
     )
     assert finished.returncode == 0, finished.stderr[-2000:]

@@ -5,7 +5,6 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import threading
 import time
 
@@ -13,6 +12,7 @@ import pytest
 
 from keras_selfattn.cli.line_batches import CompleteLines, LineBatches
 from keras_selfattn.stopping import Stopped, signals_stop
+from tests import forked_commands
 
 
 def test_a_file_comes_in_full_batches_with_crlf_and_the_last_line_kept():
@@ -132,8 +132,8 @@ def test_a_signal_during_a_write_waits_for_the_batch(tmp_path):
     )
     target = tmp_path / "out.txt"
     env = dict(os.environ, PYTHONPATH=os.getcwd())
-    process = subprocess.Popen(
-        [sys.executable, "-c", script, str(target)], stdout=subprocess.PIPE, env=env
+    process = forked_commands.Popen(
+        ["-c", script, str(target)], stdout=subprocess.PIPE, env=env
     )
     assert process.stdout.readline() == b"ready\n"
     time.sleep(0.3)

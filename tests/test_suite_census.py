@@ -15,8 +15,13 @@ def _busy(seconds):
         pass
 
 
+class Forked(subprocess.Popen):
+    forked = True  # as tests.forked_commands.Popen marks its processes
+
+
 def test_quick():
     subprocess.run([sys.executable, "-c", "pass"], check=True)
+    assert Forked([sys.executable, "-c", "pass"]).wait() == 0
 
 
 def test_busy_not_marked():
@@ -53,8 +58,8 @@ def _run(pytester, monkeypatch, *args):
 def test_the_fast_tier_fails_a_busy_test_not_marked_slow(pytester, monkeypatch):
     """``-m "not slow"``: the busy test not marked slow fails with its CPU time
     and the limit, and is listed at the end; the census counts the process
-    started; its wrappers of `subprocess.Popen` and `keras.Model.fit` are taken
-    off when the run ends."""
+    started (and the forked one apart); its wrappers of `subprocess.Popen` and
+    `keras.Model.fit` are taken off when the run ends."""
     import subprocess
 
     import keras
@@ -67,7 +72,7 @@ def test_the_fast_tier_fails_a_busy_test_not_marked_slow(pytester, monkeypatch):
     assert "test_busy_not_marked took " in out and "CPU-s, over the fast tier" in out
     assert "not marked slow: test_suite.py::test_busy_not_marked" in out
     run.stdout.fnmatch_lines(
-        ["processes started: 1 (0 of them training); models trained *"]
+        ["processes started: 1 (0 of them training), 1 forked from a loaded one *"]
     )
     assert (subprocess.Popen.__init__, keras.Model.fit) == before
 
@@ -85,7 +90,7 @@ def test_a_run_of_both_tiers_lists_the_busy_test_and_fails_none(pytester, monkey
     assert "test_busy_marked_slow" not in out
     run.stdout.fnmatch_lines(
         [
-            "processes started: 2 (0 of them training); models trained *",
+            "processes started: 2 (0 of them training), 1 forked *",
             "    2 processes,   0 fits: test_suite.py",
         ]
     )

@@ -1,6 +1,7 @@
 """``keras-selfattn check-serving`` stopped by a real SIGTERM, SIGINT or SIGHUP
 while its replay child runs: it exits 143, 130 or 129 with one line, no child
-survives it and its temporary folder in TMPDIR is gone."""
+survives it and its temporary folder in TMPDIR is gone (check-serving forked
+from a process that has imported TensorFlow: `tests.forked_commands`)."""
 
 import os
 import pathlib
@@ -10,6 +11,8 @@ import sys
 import time
 
 import pytest
+
+from tests import forked_commands
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 REPLAY_SCRIPT = "session_replay.py"
@@ -76,8 +79,8 @@ def test_stopped_check_serving_leaves_no_child_and_no_files(
     scratch = tmp_path / "tmp"
     scratch.mkdir()
     env = dict(os.environ, PYTHONPATH=str(REPO), TMPDIR=str(scratch))
-    process = subprocess.Popen(
-        [sys.executable, "-m", "keras_selfattn", "check-serving", str(core_export)],
+    process = forked_commands.command(
+        ["check-serving", str(core_export)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

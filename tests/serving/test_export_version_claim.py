@@ -11,14 +11,16 @@ import time
 import pytest
 
 from keras_selfattn.serving import publishing
+from tests import forked_commands
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
 
 def cli_process(*args):
-    """``keras-selfattn ARGS`` started as a user starts it, output captured."""
-    return subprocess.Popen(
-        [sys.executable, "-m", "keras_selfattn", *map(str, args)],
+    """``keras-selfattn ARGS`` in a process of its own (forked from one that has
+    imported TensorFlow: `tests.forked_commands`), output captured."""
+    return forked_commands.command(
+        list(map(str, args)),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

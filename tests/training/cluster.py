@@ -13,8 +13,9 @@ import pathlib
 import signal
 import socket
 import subprocess
-import sys
 import time
+
+from tests import forked_commands
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
@@ -106,7 +107,9 @@ TRAIN_ONLY = (
 
 
 class Worker:
-    """One ``python -m keras_selfattn ARGS`` (or ``python PROGRAM ARGS``) process.
+    """One ``python -m keras_selfattn ARGS`` (or ``python PROGRAM ARGS``) process,
+    forked from a server that has imported TensorFlow (`tests.forked_commands`:
+    these tests are about distribution, not start-up).
 
     Its output goes to ``log``.
     """
@@ -114,8 +117,8 @@ class Worker:
     def __init__(self, args, log, env, program=CLI):
         self.log = pathlib.Path(log)
         self._handle = open(self.log, "wb")  # noqa: SIM115  (closed in stop())
-        self.process = subprocess.Popen(
-            [sys.executable, *program, *args],
+        self.process = forked_commands.Popen(
+            [*program, *args],
             cwd=REPO,
             env=env,
             stdout=self._handle,

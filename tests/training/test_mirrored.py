@@ -6,10 +6,10 @@ before TensorFlow initializes its devices.
 
 import json
 import subprocess
-import sys
 
 import pytest
 
+from tests import forked_commands
 from tests.training.cluster import REPO, once_per_test_run, subprocess_env
 
 pytestmark = pytest.mark.slow
@@ -23,8 +23,8 @@ def measured(tmp_path_factory):
 def run_checks(directory):
     out = directory / "results.json"
     script = REPO / "tests" / "training" / "mirrored_checks.py"
-    process = subprocess.Popen(
-        [sys.executable, str(script), str(out)],
+    process = forked_commands.Popen(
+        [str(script), str(out)],
         cwd=REPO,
         env=subprocess_env(),
         stdout=subprocess.PIPE,

@@ -5,7 +5,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 
 import keras
@@ -22,6 +21,7 @@ from keras_selfattn.training.callbacks.best_model import save_model_atomically
 from keras_selfattn.training.fit.train import TrainInterrupted
 from keras_selfattn.training.resume.backup import backed_up_epochs
 from keras_selfattn.training.resume.run_state import claim_run_dir
+from tests import forked_commands
 from tests.training import reference_run
 from tests.training.cluster import REPO, subprocess_env
 from tests.training.reference_run import TINY_MODEL, tiny_train_config
@@ -145,11 +145,12 @@ def _interrupt(result):
 
 
 def _killed_after_its_first_backup(tmp_path, data, run):
-    """Runs the `train` of TINY_ARGS in a process and SIGKILLs it once its first
-    backup (step 4) is written."""
-    args = [sys.executable, str(WORKER), "--data", str(data), "--out", str(run)]
+    """Runs the `train` of TINY_ARGS in a process (forked:
+    `tests.forked_commands`) and SIGKILLs it once its first backup (step 4) is
+    written."""
+    args = [str(WORKER), "--data", str(data), "--out", str(run)]
     log = open(tmp_path / "killed.log", "wb")  # noqa: SIM115 (closed below)
-    process = subprocess.Popen(
+    process = forked_commands.Popen(
         [*args, *TINY_ARGS], env=subprocess_env(), stdout=log, stderr=subprocess.STDOUT
     )
     first_backup = run / "backup" / "worker-0" / "epoch-00001.json"

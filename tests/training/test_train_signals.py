@@ -15,12 +15,11 @@ import csv
 import json
 import os
 import signal
-import subprocess
-import sys
 
 import pytest
 
 from keras_selfattn import text
+from tests import forked_commands
 from tests.bad_input_cases import (
     TINY_RUN_WITH_FIGURES,
     signalled_at,
@@ -116,8 +115,8 @@ def test_sigterm_mid_training_then_ctrl_c_in_the_final_work_then_finished(tmp_pa
 
     # The same command finishes the run: nothing trained again. Then, as the
     # process ends, a Ctrl-C.
-    finished = subprocess.run(
-        [sys.executable, "-c", _CTRL_C_AS_IT_ENDS, *argv],
+    finished = forked_commands.run(
+        ["-c", _CTRL_C_AS_IT_ENDS, *argv],
         capture_output=True,
         text=True,
         env=dict(os.environ, PYTHONPATH=str(REPO)),
