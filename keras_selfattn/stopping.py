@@ -8,10 +8,11 @@ for the signal (128 + its number: 130, 143, 129). A second signal while the firs
 unwinds is ignored, so the process never dies halfway through its cleanup, and a
 signal the caller ignores (``nohup``, a shell's background job) stays ignored.
 
-Inside TensorFlow's own Python code the raise waits for the first line outside it
-(`_raise_outside_tensorflow`): that code runs between calls into TensorFlow's C++,
-some of which call back into Python and were seen to die by SIGSEGV when an
-exception came back from the callback. Python code of TensorFlow's that keeps
+Inside TensorFlow's own Python code, and in any code it called, the raise waits
+for the first line outside it (`_raise_outside_tensorflow`): that code runs
+between calls into TensorFlow's C++, some of which call back into Python and were
+seen to die by SIGSEGV, or to print a traceback, when an exception came back from
+the callback. Python code of TensorFlow's that keeps
 running (a loop waiting for a peer) is stopped where it is after
 `DEFERRED_AT_MOST` seconds, at a line where an exception breaks nothing
 (`_safe_to_raise`): never inside a lock written in Python (TensorFlow's graph
@@ -97,12 +98,17 @@ _LOCK_MODULES = frozenset({"threading", "tensorflow.python.util.lock_util"})
 
 
 def _in_tensorflow(frame):
-    """Whether ``frame``, or the code that called it, is TensorFlow's."""
-    for code in (frame, frame.f_back):
-        if code is not None:
-            package = str(code.f_globals.get("__name__", "")).partition(".")[0]
-            if package in _DEFERRING_PACKAGES:
-                return True
+    """Whether ``frame`` runs inside TensorFlow's code: it, or any frame below
+    it, is TensorFlow's. A Python function that TensorFlow's C++ called back
+    (an import inside ``nest``'s flattening, a callback of a dataset) has a frame
+    of TensorFlow's below it; an exception raised in it comes back through that
+    C++ as ``SystemError: ... returned a result with an exception set``, printed
+    there as a traceback."""
+    while frame is not None:
+        package = str(frame.f_globals.get("__name__", "")).partition(".")[0]
+        if package in _DEFERRING_PACKAGES:
+            return True
+        frame = frame.f_back
     return False
 
 

@@ -7,13 +7,15 @@ importing TensorFlow and Keras before it does anything. `Popen` gives it one
 forked from a server process that has imported them once (one server per test
 process, started at its first use): the child is a process of its own, with the
 test's pipes as its stdin, stdout and stderr, its own pid (signals go to it
-straight), its environment and working directory, and it runs the command as
-``python -m keras_selfattn`` does (`keras_selfattn.cli.run_program`), to the
-exit status `Popen.wait` returns.
+straight), its environment and working directory, and it runs what ``python
+ARGS`` would (``-m keras_selfattn ...``, a script, ``-c``) to the exit status
+`Popen.wait` returns. The same serves the tests' other programs that import
+TensorFlow (a training worker of a cluster, the mirrored checks).
 
 The server only imports: it runs no TensorFlow op and starts no thread before it
-forks, so a child starts as a fresh process would after its imports. What
-differs, and is therefore left to `subprocess` (tests whose question it is):
+forks, so a child starts as a fresh process would after its imports (Python
+reseeds `random` in a child; ``TMPDIR`` is read again). What differs, and is
+therefore left to `subprocess` (tests whose question it is):
 start-up itself (what the import prints or costs, ``--help`` without Keras, the
 import order), a backend other than TensorFlow (``KERAS_BACKEND`` is read at
 Keras' import), ``--verbose`` (TensorFlow's C++ log level is fixed at 3 when it
@@ -327,6 +329,11 @@ def _become(request, streams):
     os.environ.clear()
     os.environ.update(request["env"])
     tempfile.tempdir = None  # TMPDIR read again, as a started process reads it
+    # The stop signals at their defaults, as a shell on a terminal starts a
+    # command: a test run started by ``nohup`` or as a background job has SIGINT
+    # or SIGHUP ignored, and the command keeps a signal its caller ignores
+    # ignored (`keras_selfattn.stopping`), so the signals the tests send would
+    # do nothing.
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         default = signal.default_int_handler if signum == signal.SIGINT else None
         signal.signal(signum, default or signal.SIG_DFL)

@@ -68,18 +68,30 @@ def _tensorflow_like(function=_library_call):
     return types.FunctionType(function.__code__, module_globals)
 
 
-@pytest.mark.parametrize("where", ["in TensorFlow", "in its callback"])
+@pytest.mark.parametrize(
+    "where", ["in TensorFlow", "in its callback", "in a function its callback calls"]
+)
 def test_a_signal_inside_tensorflow_is_raised_at_the_first_line_outside_it(where):
-    """Handled while TensorFlow's code runs, or a callback it made (whose caller
-    is TensorFlow's), the signal waits: TensorFlow's call runs to its end, and
-    the caller's next line raises it; the line tracer is gone afterwards."""
+    """Handled while TensorFlow's code runs, a callback it made (whose caller is
+    TensorFlow's), or a function that callback calls (an import inside
+    ``nest``'s flattening: raised there, it came back through the C++ as a
+    SystemError and a printed traceback), the signal waits: TensorFlow's call
+    runs to its end, and the caller's next line raises it; the line tracer is
+    gone afterwards."""
     library_call = _tensorflow_like()
     steps = []
+
+    def signalled():
+        os.kill(os.getpid(), signal.SIGTERM)
+        _signal.pthread_sigmask(signal.SIG_SETMASK, [])  # handled here
+        steps.append("its callee ended")
 
     def callback():
         if where == "in its callback":
             os.kill(os.getpid(), signal.SIGTERM)
             _signal.pthread_sigmask(signal.SIG_SETMASK, [])  # handled here
+        elif where == "in a function its callback calls":
+            signalled()
         steps.append("callback ended")
 
     signum = signal.SIGTERM if where == "in TensorFlow" else None
@@ -87,7 +99,8 @@ def test_a_signal_inside_tensorflow_is_raised_at_the_first_line_outside_it(where
     with signals_stop(), pytest.raises(Stopped) as stopped:
         result = library_call(steps, callback, signum)
         steps.append(f"caller saw {result}")  # not run: the raise is at this line
-    assert steps == ["called", "callback ended", "after the callback"]
+    callee = ["its callee ended"] if where.endswith("calls") else []
+    assert steps == ["called", *callee, "callback ended", "after the callback"]
     assert stopped.value.exit_status == 143
     assert sys.gettrace() is before
 
