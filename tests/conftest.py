@@ -3,8 +3,6 @@
 import functools
 import os
 import pathlib
-import sys
-import tempfile
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -55,25 +53,10 @@ _stop_signals_at_their_defaults()
 
 def _import_keras_quietly():
     """Imports the package (and Keras, TensorFlow) with TensorFlow's native log lines
-    dropped from fd 2: absl prints them before any log level applies, and from the
-    xdist workers they would land after pytest's summary. Other lines are kept."""
-    sys.stderr.flush()
-    saved = os.dup(2)
-    with tempfile.TemporaryFile() as captured:
-        os.dup2(captured.fileno(), 2)
-        try:
-            import keras_selfattn  # noqa: F401  (imports Keras and TensorFlow)
-        finally:
-            sys.stderr.flush()
-            os.dup2(saved, 2)
-            os.close(saved)
-        from keras_selfattn.backends import NATIVE_LOG_LINE
+    dropped from fd 2 (`tests.quiet_import`)."""
+    from tests.quiet_import import import_quietly
 
-        captured.seek(0)
-        for line in captured.read().decode("utf-8", "replace").splitlines(True):
-            if not NATIVE_LOG_LINE.match(line):
-                sys.stderr.write(line)
-        sys.stderr.flush()
+    import_quietly("keras_selfattn")
 
 
 _import_keras_quietly()

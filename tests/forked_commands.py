@@ -27,7 +27,6 @@ stdin (a pipe from the test process) closes.
 """
 
 import atexit
-import contextlib
 import io
 import json
 import os
@@ -40,6 +39,8 @@ import subprocess
 import sys
 import tempfile
 import threading
+
+from tests.quiet_import import import_quietly
 
 _STATUS = struct.Struct("!i")
 _READY = b"ready\n"
@@ -223,10 +224,10 @@ def _serve(path):
     closes. Returns in each child only, with its request; never in the server."""
     os.environ["KERAS_BACKEND"] = "tensorflow"
     os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
-    with _native_log_lines_dropped():
-        import keras_selfattn
-        import keras_selfattn.cli
-        import keras_selfattn.jobs  # noqa: F401
+    # Keras, TensorFlow, the classes registered, the command line and its jobs;
+    # TensorFlow's import lines kept off the server's stderr, as the command
+    # line keeps them off its own.
+    import_quietly("keras_selfattn", "keras_selfattn.cli", "keras_selfattn.jobs")
 
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)
@@ -265,28 +266,6 @@ def _serve(path):
                 os.close(fd)
             children[pid] = connection
             connection.sendall(_STATUS.pack(pid))
-
-
-@contextlib.contextmanager
-def _native_log_lines_dropped():
-    """TensorFlow's import lines kept off the server's stderr, as the command
-    line keeps them off its own (the rest shown)."""
-    saved = os.dup(2)
-    with tempfile.TemporaryFile() as captured:
-        os.dup2(captured.fileno(), 2)
-        try:
-            yield
-        finally:
-            sys.stderr.flush()
-            os.dup2(saved, 2)
-            os.close(saved)
-            from keras_selfattn.backends import NATIVE_LOG_LINE
-
-            captured.seek(0)
-            for line in captured.read().decode("utf-8", "replace").splitlines(True):
-                if not NATIVE_LOG_LINE.match(line):
-                    sys.stderr.write(line)
-            sys.stderr.flush()
 
 
 def _report_the_ended(children):
