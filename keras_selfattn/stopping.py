@@ -12,8 +12,8 @@ Inside TensorFlow's own Python code, and in any code it called, the raise waits
 for the first line outside it (`_raise_outside_tensorflow`): that code runs
 between calls into TensorFlow's C++, some of which call back into Python and were
 seen to die by SIGSEGV, or to print a traceback, when an exception came back from
-the callback. Python code of TensorFlow's that keeps
-running (a loop waiting for a peer) is stopped where it is after
+the callback. Python code of TensorFlow's that keeps running (a loop waiting for
+a peer) is stopped where it is after
 `DEFERRED_AT_MOST` seconds, at a line where an exception breaks nothing
 (`_safe_to_raise`): never inside a lock written in Python (TensorFlow's graph
 lock, ``threading``'s), which an exception between its acquire and its release

@@ -158,14 +158,11 @@ class _Client:
     def __init__(self):
         self._folder = tempfile.mkdtemp(prefix="ksa-fork-")
         self.path = os.path.join(self._folder, "server")
-        environment = dict(os.environ, KERAS_BACKEND="tensorflow")
-        environment["TF_CPP_MIN_LOG_LEVEL"] = "3"
         self.process = subprocess.Popen(
             [sys.executable, "-m", "tests.forked_commands", self.path],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-            env=environment,
         )
         if self.process.stdout.readline() != _READY:
             self.process.kill()
@@ -242,9 +239,8 @@ def _serve(path):
     sys.stdout.flush()
     while True:
         readable, _, _ = select.select([listener, woken, 0], [], [])
-        if woken in readable:
-            while os.read(woken, 512) == 512:
-                pass
+        if woken in readable:  # SIGCHLD's wake-up bytes (more: select again)
+            os.read(woken, 4096)
         _report_the_ended(children)
         if 0 in readable and not os.read(0, 512):
             return None  # the test process went away
