@@ -2,7 +2,11 @@
 
 The references are the command line run in this process (`main(argv)`) and
 what Python itself gives a started process (its status after a signal, an
-uncaught exception, a closed descriptor)."""
+uncaught exception, a closed descriptor).
+
+In the slow tier, with the tests that fork their processes: a fast-tier run
+starts no forking server (each costs an import of TensorFlow).
+"""
 
 import os
 import signal
@@ -12,6 +16,8 @@ import pytest
 
 from tests import forked_commands
 from tests.bad_input_cases import run_in_process
+
+pytestmark = pytest.mark.slow
 
 
 def test_the_command_line_answers_as_it_does_in_process():
