@@ -160,3 +160,13 @@ def _jitted_search(model_ref, search):
         return run(values, source_ids)
 
     return call
+
+
+if on_tensorflow():
+    # The search runs as written inside any tf.function (the package's own
+    # graphs trace it with autograph off). A caller's own tf.function, autograph
+    # on by default, would otherwise rewrite the search's Python before its first
+    # trace in a process: seconds, for the same graph.
+    import tensorflow as tf
+
+    decode = tf.autograph.experimental.do_not_convert(decode)
