@@ -39,10 +39,13 @@ def _reference(run_dir, per_source, frequent):
         str(run_dir / "pairs.tsv"), run_dir, config
     )
     tokenizer = text.PairTokenizer.load(run_dir)
+    pairs = list(run_data_lib.training_pairs(run_data, config))
+    # One encode call per side (a few hundred pairs): the counting is this
+    # reference's own, by dictionaries.
+    sources = tokenizer.source.encode([s for s, _ in pairs]).to_list()
+    targets = tokenizer.target.encode([t for _, t in pairs]).to_list()
     pair_count, target_count, n = {}, {}, 0
-    for source, target in run_data_lib.training_pairs(run_data, config):
-        s_ids = tokenizer.source.encode(source).numpy().tolist()
-        t_ids = tokenizer.target.encode(target).numpy().tolist()
+    for s_ids, t_ids in zip(sources, targets, strict=True):
         n += 1
         for t in t_ids:
             target_count[t] = target_count.get(t, 0) + 1
