@@ -52,6 +52,40 @@ def test_searches_trace_with_a_fixed_batch_size():
     )
 
 
+def test_a_callers_tf_function_converts_none_of_the_search(monkeypatch):
+    """Inside a caller's ``tf.function`` with autograph on (its default) the
+    searches run unconverted, as the package's own graphs trace them: autograph
+    rewrites none of the package's Python (seconds on the first trace in a
+    process), and the results are those of the package's own graph."""
+    from tensorflow.python.autograph.impl import api as autograph_api
+
+    from keras_selfattn.decoding import search_with
+    from keras_selfattn.search_settings import SearchSettings
+
+    converted = []
+    convert = autograph_api._convert_actual
+
+    def recording(entity, program_ctx):
+        converted.append(f"{entity.__module__}.{entity.__qualname__}")
+        return convert(entity, program_ctx)
+
+    monkeypatch.setattr(autograph_api, "_convert_actual", recording)
+    model = tiny_model()
+    searches = {
+        "greedy": lambda source: greedy_decode(model, source, 6),
+        "beam": lambda source: beam_search_decode(model, source, 3, 6),
+        "by settings": lambda source: search_with(
+            model, source, SearchSettings(beam_size=3), 6
+        ),
+    }
+    for name, run in searches.items():
+        got = tf.function(run)(tf.constant(SOURCE))
+        own = run(SOURCE)  # eager: the package's own cached graph
+        np.testing.assert_array_equal(got["ids"].numpy(), own["ids"].numpy(), name)
+    assert len(converted) == len(searches), converted  # the callers' lambdas alone
+    assert not [name for name in converted if name.startswith("keras_selfattn")]
+
+
 def test_cached_graphs_do_not_keep_the_model_alive():
     model = tiny_model()
     greedy_decode(model, SOURCE, 4)

@@ -17,6 +17,7 @@ from keras_selfattn.decoding.tensors import (
     keep_shape,
     take_per_sentence,
     top_k_of_rows,
+    unconverted,
     write_column,
 )
 from keras_selfattn.reserved_ids import END_ID, PAD_ID, START_ID
@@ -141,6 +142,7 @@ class BeamSearch(SearchStrategy):
         }
 
 
+@unconverted
 def beam_search_decode(
     model,
     source_ids,

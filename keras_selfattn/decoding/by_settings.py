@@ -7,10 +7,12 @@ greedy, ``translate_nbest`` by beam) and validation all call it.
 
 from keras_selfattn.decoding.beam import beam_search_decode
 from keras_selfattn.decoding.greedy import greedy_decode
+from keras_selfattn.decoding.tensors import unconverted
 
 __all__ = ["search_with"]
 
 
+@unconverted
 def search_with(
     model,
     source_ids,

@@ -11,6 +11,7 @@ from keras_selfattn.decoding.tensors import (
     argmax_of_rows,
     executing_eagerly,
     take_per_sentence,
+    unconverted,
     write_column,
 )
 from keras_selfattn.reserved_ids import END_ID, START_ID
@@ -89,6 +90,7 @@ class GreedySearch(SearchStrategy):
         return result
 
 
+@unconverted
 def greedy_decode(
     model,
     source_ids,

@@ -11,13 +11,18 @@ import keras
 from keras import ops
 
 from keras_selfattn.decoding import loop
-from keras_selfattn.decoding.tensors import executing_eagerly, on_tensorflow
+from keras_selfattn.decoding.tensors import (
+    executing_eagerly,
+    on_tensorflow,
+    unconverted,
+)
 from keras_selfattn.search_settings import check_max_length_ratio
 
 _GRAPHS = weakref.WeakKeyDictionary()  # model -> {graph_key: compiled search}
 
 
 # Long: mostly its docstring (what each option does, the length cap's rule).
+@unconverted
 def decode(
     model,
     source_ids,
@@ -160,13 +165,3 @@ def _jitted_search(model_ref, search):
         return run(values, source_ids)
 
     return call
-
-
-if on_tensorflow():
-    # The search runs as written inside any tf.function (the package's own
-    # graphs trace it with autograph off). A caller's own tf.function, autograph
-    # on by default, would otherwise rewrite the search's Python before its first
-    # trace in a process: seconds, for the same graph.
-    import tensorflow as tf
-
-    decode = tf.autograph.experimental.do_not_convert(decode)

@@ -15,6 +15,22 @@ def on_tensorflow():
     return keras.config.backend() == "tensorflow"
 
 
+def unconverted(function):
+    """``function``, which autograph leaves as written (TensorFlow).
+
+    The searches are explicit loops that run as written inside any
+    ``tf.function`` (the package's own graphs trace them with autograph off).
+    Marked, they are not rewritten by a caller's own ``tf.function`` with
+    autograph on (its default) before its first trace in a process: seconds,
+    for the same graph. Other backends: ``function`` itself.
+    """
+    if not on_tensorflow():
+        return function
+    import tensorflow as tf
+
+    return tf.autograph.experimental.do_not_convert(function)
+
+
 def executing_eagerly():
     """False inside a ``tf.function`` trace (TensorFlow); True on other backends."""
     if not on_tensorflow():
