@@ -44,9 +44,8 @@ def _reference(run_dir, per_source, frequent):
     # reference's own, by dictionaries.
     sources = tokenizer.source.encode([s for s, _ in pairs]).to_list()
     targets = tokenizer.target.encode([t for _, t in pairs]).to_list()
-    pair_count, target_count, n = {}, {}, 0
+    pair_count, target_count = {}, {}
     for s_ids, t_ids in zip(sources, targets, strict=True):
-        n += 1
         for t in t_ids:
             target_count[t] = target_count.get(t, 0) + 1
         for s in set(s_ids):
@@ -63,7 +62,7 @@ def _reference(run_dir, per_source, frequent):
             if s2 == s and t > 3 and t not in top
         )
         rows[s] = [t for _, t in scored[:per_source]]
-    return rows, sorted(top), n
+    return rows, sorted(top), len(pairs)
 
 
 def test_learned_from_the_training_split(run_dir):
