@@ -12,7 +12,8 @@
    changes the weights;
 5. ``model.save(.keras)`` then ``keras.saving.load_model(safe_mode=True)`` in another
    Python process, which never ran test code (it only imported ``keras_selfattn``),
-   gives identical outputs;
+   gives identical outputs (on JAX read back in this process: the registration a
+   fresh process checks is the same Python on every backend);
 6. ``predict`` under ``jit_compile=True`` matches eager (on JAX, step 3's predict
    is that compiled predict already);
 7. under ``mixed_float16`` and ``mixed_bfloat16`` (same weights) every sublayer has
@@ -210,7 +211,16 @@ def _loader_process():
 
 
 def load_in_fresh_process(model_path, inputs):
-    """Loads a .keras file (safe_mode=True) in the loader process and predicts."""
+    """Loads a .keras file (safe_mode=True) in the loader process and predicts.
+
+    Under JAX in this process instead: what a fresh process adds (the layers
+    registered by ``import keras_selfattn`` alone) is Python that runs before any
+    backend op, checked under TensorFlow; the JAX run reads the file back with
+    JAX, not the start of a second JAX process (seconds, and a compile of each
+    model there)."""
+    if keras.backend.backend() == "jax":
+        model = keras.saving.load_model(model_path, safe_mode=True)
+        return _to_numpy(model.predict(dict(inputs), verbose=0))
     with tempfile.TemporaryDirectory() as tmp:
         data_path = os.path.join(tmp, "inputs.npz")
         out_path = os.path.join(tmp, "outputs.npz")

@@ -149,13 +149,20 @@ RERUN_ONCE_ON_JAX = (
                      "False-rotary")
     ),
     # Length ratios: greedy with attention is the static loop on TensorFlow, and
-    # on JAX the jitted loop that greedy's and the beam's cases run there.
+    # on JAX the jitted loop that greedy's and the beam's cases run there. The
+    # caps binding (a dozen compiles of that loop, one a cap and batch): the
+    # beam's case, whose hypotheses end at their sentence's cap in the same
+    # loop state (`loop.capped`) as greedy's sentences.
     *(
         f"tests/test_decoding.py::{test}[greedy with attention]"
         for test in (
             "test_a_length_ratio_ends_each_sentence_as_max_len_at_its_cap_would",
             "test_no_length_ratio_or_one_that_never_binds_gives_today_s_results",
         )
+    ),
+    (
+        "tests/test_decoding.py::"
+        "test_a_length_ratio_ends_each_sentence_as_max_len_at_its_cap_would[greedy]"
     ),
     # The harness once per layer: the decoder's with the RNMT options (the other
     # decoder harness differs in cell and state options, Python above the
