@@ -14,6 +14,7 @@ Not a module of the package: the benchmark scripts import it from their own fold
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import time
 
@@ -81,6 +82,18 @@ def interleaved_items(functions, items, rounds, warmup=1):
                 functions[name](item)
                 samples[name][r] += time.perf_counter() - began
     return samples
+
+
+def run_python(args, *, check=False, **kwargs):
+    """`subprocess.run` of ``[sys.executable, *args]``: a Python process of the
+    benchmark's own (a measurement that wants a process to itself).
+
+    tests/test_benchmarks.py puts `tests.forked_commands.run` (the same call) in
+    its place while a quick mode runs: each such process is then forked from one
+    that has imported TensorFlow already, so a smoke run pays no interpreter
+    start-up a process (a quick mode's figures are not its question).
+    """
+    return subprocess.run([sys.executable, *args], check=check, **kwargs)
 
 
 def calls_for(fn, seconds):
@@ -159,6 +172,26 @@ def quick_run(scratch):
     with open(test, "w", encoding="utf-8") as out:
         out.writelines(f"{source}\t{target}\n" for source, target in pairs[288:])
     return str(run.run_dir), test
+
+
+def quick_export(run_dir, **options):
+    """``--quick``: `serving.export_run` of the tiny run ``run_dir`` with
+    ``options``, written once beside the run (``RUN/../quick_exports/``, a
+    folder per set of options) and found there by the quick modes that export
+    the same after it. A test run serves one quick run in three scripts
+    (tests/test_benchmarks.py), and exporting the tiny run costs more CPU than
+    serving it: each export is made once, each script still loads and serves it.
+    """
+    import pathlib
+
+    from keras_selfattn import serving
+
+    name = "_".join(f"{key}-{value}" for key, value in sorted(options.items()))
+    base = pathlib.Path(run_dir).parent / "quick_exports" / (name or "default")
+    made = sorted(base.glob("[0-9]*/saved_model.pb"))
+    if made:
+        return made[0].parent
+    return serving.export_run(run_dir, base, **options)
 
 
 def compiled_seq2seq(

@@ -42,14 +42,15 @@ def _named_run(text):
     return name, run
 
 
-def served_models(runs, labels, base, threads, frequent):
+def served_models(runs, labels, base, threads, frequent, quick=False):
     """``{(name, label): served_translator.Served}`` for every run and label (a
-    run named twice, as ``--quick`` names it, is exported once)."""
+    run named twice, as ``--quick`` names it, is exported once; ``quick``: by
+    `_bench.quick_export`)."""
     served, by_run = {}, {}
     for name, run in runs:
         if run not in by_run:
             by_run[run] = served_precision._served_exports(
-                pathlib.Path(run), base / name, labels, frequent, threads
+                pathlib.Path(run), base / name, labels, frequent, threads, quick
             )
         for label, model in by_run[run].items():
             served[name, label] = model
@@ -127,7 +128,12 @@ def main(argv=None):
         runs = [("teacher", args.teacher), *args.student]
         pairs = read_pairs(args.test)[: args.limit]
         served = served_models(
-            runs, args.exports, scratch / "exports", args.threads, args.frequent
+            runs,
+            args.exports,
+            scratch / "exports",
+            args.threads,
+            args.frequent,
+            args.quick,
         )
         print(
             f"\nserved (session loader, batch {args.batch}, {args.threads} "

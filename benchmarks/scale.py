@@ -34,6 +34,8 @@ import time
 
 START = time.time()
 REPO = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _bench
 
 
 def bench_configs(quick=False):
@@ -59,9 +61,6 @@ def bench_configs(quick=False):
         "warmup_steps": 100,
     }
     if quick:  # the tiny model, no XLA: the script end to end in seconds
-        sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-        import _bench
-
         model = ModelConfig(**{**vars(model), **_bench.TINY_MODEL})
         train["jit_compile"] = False
     return model, TrainConfig, train
@@ -198,7 +197,6 @@ def child_vocab(args):
 def run_child(mode, code, data, work, vocab, args, timeout=None):
     env = {**os.environ, "PYTHONPATH": str(code), "TF_CPP_MIN_LOG_LEVEL": "2"}
     command = [
-        sys.executable,
         str(pathlib.Path(__file__).resolve()),
         "--child",
         mode,
@@ -214,7 +212,7 @@ def run_child(mode, code, data, work, vocab, args, timeout=None):
         str(args.warmup),
     ] + (["--quick"] if args.quick else [])
     try:
-        done = subprocess.run(
+        done = _bench.run_python(
             command,
             env=env,
             capture_output=True,

@@ -262,9 +262,10 @@ def _export_label(text):
     return text
 
 
-def _served_exports(run_dir, base, labels, frequent, threads):
+def _served_exports(run_dir, base, labels, frequent, threads, quick=False):
     """``{label: served_translator.Served}``: each variant exported and loaded
-    in a session of its own, ``threads`` intra-op threads."""
+    in a session of its own, ``threads`` intra-op threads. ``quick``: each
+    export made once beside the tiny run (`_bench.quick_export`)."""
     import served_translator
     import tensorflow as tf
 
@@ -281,7 +282,11 @@ def _served_exports(run_dir, base, labels, frequent, threads):
         options = export_options(label)
         if "shortlist" in options:
             options["shortlist"] = frequent
-        version = serving.export_run(run_dir, base / label.replace("+", "_"), **options)
+        if quick:
+            version = _bench.quick_export(run_dir, **options)
+        else:
+            folder = base / label.replace("+", "_")
+            version = serving.export_run(run_dir, folder, **options)
         served[label] = served_translator.Served(version, config)
     return served
 
@@ -361,7 +366,7 @@ def end_to_end(args, directory):
     if args.quick:
         labels = ["float32", "bfloat16+shortlist+ratio2"]
     served = _served_exports(
-        run_dir, directory / "exports", labels, args.frequent, args.threads
+        run_dir, directory / "exports", labels, args.frequent, args.threads, args.quick
     )
     print(f"\nserved (session loader, batch {args.batch}): {len(pairs)} of {test}")
     _bench.print_table(

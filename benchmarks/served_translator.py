@@ -109,9 +109,12 @@ def _pass(served, name, batches):
     return run
 
 
-def export_current(run_dir, base, options):
+def export_current(run_dir, base, options, quick=False):
+    """The run exported as ``base/1``; ``quick``: `_bench.quick_export`."""
     from keras_selfattn import serving
 
+    if quick:
+        return _bench.quick_export(run_dir, **options)
     return serving.export_run(run_dir, base, 1, **options)
 
 
@@ -227,7 +230,8 @@ def report(args):
     sources = [s for s, _ in read_pairs(args.test)][: args.limit]
     batches = [sources[i : i + args.batch] for i in range(0, len(sources), args.batch)]
     with tempfile.TemporaryDirectory() as base:
-        exported = export_current(args.run, base, _options(args.export_option))
+        options = _options(args.export_option)
+        exported = export_current(args.run, base, options, args.quick)
         current = Served(exported)
         if args.baseline or args.quick:  # --quick: the export against itself
             baseline = Served(args.baseline) if args.baseline else current

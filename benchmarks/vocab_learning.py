@@ -27,6 +27,9 @@ import tempfile
 import time
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "benchmarks"))
+import _bench
+
 _SIDE = re.compile(
     r"^(source|target) vocabulary: (\d+) tokens \(.*\) in ([\d.]+) s \(CPU ([\d.]+) "
     r"s\)$"
@@ -64,7 +67,6 @@ def run_build_vocab(data, kind, sample_lines, timeout):
     """One build-vocab process: wall seconds, per-side (size, seconds), peak RSS GiB."""
     with tempfile.TemporaryDirectory() as out:
         command = [
-            sys.executable,
             "-c",
             _WRAPPER,
             "build-vocab",
@@ -83,7 +85,7 @@ def run_build_vocab(data, kind, sample_lines, timeout):
         env = dict(os.environ, PYTHONPATH=str(REPO), TF_CPP_MIN_LOG_LEVEL="2")
         start = time.perf_counter()
         try:
-            done = subprocess.run(
+            done = _bench.run_python(
                 command,
                 capture_output=True,
                 text=True,
@@ -142,7 +144,6 @@ def main(argv=None):
         args.kinds = ["sentencepiece"] if args.quick else ["sentencepiece", "subword"]
     with tempfile.TemporaryDirectory() as scratch:
         if args.quick:
-            sys.path.insert(0, str(REPO / "benchmarks"))
             from make_big_corpus import write_corpus
 
             path = write_corpus(pathlib.Path(scratch) / "quick.tsv", 300)

@@ -4,7 +4,9 @@ The benchmarks are scripts (``benchmarks/*.py``), not package modules. Most are
 loaded from their path and their ``main(["--quick"])`` run in this process, so
 that the suite pays TensorFlow's import once; a script that must own its process
 (``distributed_throughput.py`` splits the CPU into logical devices before
-TensorFlow starts) and the corpus writer run as subprocesses. Figures are not
+TensorFlow starts) and the corpus writer run as subprocesses. The Python
+processes a script starts for its measurements (``_bench.run_python``) are forked
+from one that has imported TensorFlow (`tests.forked_commands`). Figures are not
 checked -- they are noise at these sizes -- only that each script prints its
 table with the rows and ratios it promises, and the command that produced it.
 """
@@ -52,6 +54,11 @@ def _load(name):
     return module
 
 
+def _helper():
+    """The scripts' own `_bench` (what ``import _bench`` gives them)."""
+    return importlib.import_module("_bench")
+
+
 def _check_output(out, name, expected):
     assert "|---|" in out, out
     assert f"command: .venv/bin/python benchmarks/{name}.py --quick" in out, out
@@ -63,7 +70,9 @@ def _check_output(out, name, expected):
 
 
 # The quick modes that serve a trained run: they share one (`_bench.quick_run`),
-# made once for this file; budget_run's quick mode trains its own, end to end.
+# made once for this file, and its exports (`_bench.quick_export`: each made by
+# the first script that serves it); budget_run's quick mode trains its own, end
+# to end.
 ON_THE_QUICK_RUN = {"served_precision", "served_translator", "distillation"}
 
 
@@ -76,9 +85,13 @@ def quick_run(tmp_path_factory):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(IN_PROCESS))
-def test_benchmark_runs_in_quick_mode(name, capsys, request):
+def test_benchmark_runs_in_quick_mode(name, capsys, request, monkeypatch):
     run = request.getfixturevalue("quick_run") if name in ON_THE_QUICK_RUN else []
-    _load(name).main(["--quick", *run])
+    script = _load(name)
+    # The Python processes a script starts (scale.py's, vocab_learning.py's),
+    # forked from one that has imported TensorFlow, not started afresh.
+    monkeypatch.setattr(_helper(), "run_python", forked_commands.run)
+    script.main(["--quick", *run])
     _check_output(capsys.readouterr().out, name, IN_PROCESS[name])
 
 
