@@ -94,3 +94,46 @@ def test_a_run_of_both_tiers_lists_the_busy_test_and_fails_none(pytester, monkey
             "    2 processes,   0 fits: test_suite.py",
         ]
     )
+
+
+def test_the_census_by_kind_sums_each_file_s_durations_into_its_kind(tmp_path, capsys):
+    """scripts/suite_census_by_kind.py: a test's setup, call and teardown are
+    summed into its file, each file into its kind (first match of `KINDS`); a
+    log without durations is a usage error naming it."""
+    import importlib.util
+    import pathlib
+
+    import pytest
+
+    path = pathlib.Path(__file__).parents[1] / "scripts" / "suite_census_by_kind.py"
+    spec = importlib.util.spec_from_file_location("suite_census_by_kind", path)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    log = tmp_path / "log"
+    log.write_text(
+        "2.50s setup    tests/serving/test_export.py::test_a\n"
+        "1.25s call     tests/serving/test_export.py::test_a\n"
+        "4.00s call     tests/test_jax_backend.py::test_all\n"
+        "0.75s call     tests/layers/test_dropout.py::test_bits[1-2]\n"
+        "0.50s teardown tests/test_code_shape.py::test_lines\n"
+        "12 passed in 9.00s\n",
+        encoding="utf-8",
+    )
+    script.main([str(log), "--files", "2"])
+    out = capsys.readouterr().out
+    assert "| exports and serving | 1 | 4 |" in out, out
+    assert "| the JAX run (one test) | 1 | 4 |" in out, out
+    assert "| models, layers, searches in this process | 1 | 1 |" in out, out
+    assert "| lint-like checks | 1 | 0 |" in out, out
+    assert "| all | 4 | 9 |" in out, out
+    assert (
+        out.count("| `tests/") == 2
+        and "| `tests/serving/test_export.py` | 3.8 |" in out
+    )
+    assert script.kind_of("tests/training/test_mirrored.py").startswith("processes")
+    assert script.kind_of("tests/training/test_train.py").startswith("trainings")
+    empty = tmp_path / "empty"
+    empty.write_text("1 passed\n", encoding="utf-8")
+    with pytest.raises(SystemExit):
+        script.main([str(empty)])
+    assert f"no --durations lines in {empty}" in capsys.readouterr().err
