@@ -53,6 +53,15 @@ TINY_CLI_ARGS = [
     "3",
     "--target-tokenizer",
     "char",
+    # The smallest graphs to trace: every worker process traces the tokenizer
+    # and the model afresh, and tracing, not the few steps, is most of a run's
+    # CPU. Core TensorFlow ops for the tokenizer (not tensorflow_text's), dot
+    # attention scores and the decoder's state as its output.
+    "--tokenizer-ops",
+    "core",
+    "--attention-score",
+    "dot",
+    "--no-attentional-output",
     "--no-jit-compile",
     # No plots (matplotlib's import and drawing): these runs' tests never look at
     # RUN_DIR/plots.
