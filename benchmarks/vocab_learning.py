@@ -50,16 +50,30 @@ def count_lines(path, limit):
     return count
 
 
-# Runs the command in this process and reports its own peak RSS on the way out.
+# Runs the command in this process and reports its own peak RSS and CPU on the
+# way out: the command ends with os._exit (no finalization, no finally block
+# after it), so the report goes out from there too.
 _WRAPPER = """
-import resource, runpy, sys
+import os, resource, runpy, sys
+
+def report():
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    print(f"PEAK_RSS_KIB {usage.ru_maxrss}", file=sys.stderr)
+    print(f"CPU_S {usage.ru_utime + usage.ru_stime}", file=sys.stderr, flush=True)
+
+exit_now = os._exit
+
+def reporting_exit(status):
+    report()
+    exit_now(status)
+
+os._exit = reporting_exit
 sys.argv = ["keras-selfattn"] + sys.argv[1:]
 try:
     runpy.run_module("keras_selfattn", run_name="__main__")
-finally:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    print(f"PEAK_RSS_KIB {usage.ru_maxrss}", file=sys.stderr)
-    print(f"CPU_S {usage.ru_utime + usage.ru_stime}", file=sys.stderr)
+except SystemExit:
+    report()
+    raise
 """
 
 
