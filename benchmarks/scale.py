@@ -231,8 +231,7 @@ def run_child(mode, code, data, work, vocab, args, timeout=None):
 
 def quick_corpus(work):
     """``--quick``: 3,000 pairs of `make_big_corpus.py` in ``work``."""
-    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-    import make_big_corpus
+    import make_big_corpus  # beside this script, on sys.path since _bench's import
 
     return make_big_corpus.write_corpus(pathlib.Path(work) / "3k.tsv", 3000)
 

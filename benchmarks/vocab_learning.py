@@ -51,8 +51,8 @@ def count_lines(path, limit):
 
 
 # Runs the command in this process and reports its own peak RSS and CPU on the
-# way out: the command ends with os._exit (no finalization, no finally block
-# after it), so the report goes out from there too.
+# way out: as the command returns or raises, and from its os._exit, which ends
+# the process without reaching the finally block.
 _WRAPPER = """
 import os, resource, runpy, sys
 
@@ -71,9 +71,8 @@ os._exit = reporting_exit
 sys.argv = ["keras-selfattn"] + sys.argv[1:]
 try:
     runpy.run_module("keras_selfattn", run_name="__main__")
-except SystemExit:
+finally:
     report()
-    raise
 """
 
 
